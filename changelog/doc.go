@@ -1,0 +1,23 @@
+// Package changelog defines the binary format of kstate's changelog records
+// and restores state shards from them.
+//
+// A changelog record is exactly one key/value pair of a partition's state
+// shard: the record key is the shard key and the record value is the stored
+// value (header + payload). A tombstone (nil value) deletes the key. Because
+// every record carries the full new value of one shard key, a compacted
+// changelog topic (latest record per key) is the complete truth of the shard,
+// and replaying the same records twice yields the same shard.
+//
+// Key layout (all integers big-endian):
+//
+//	0x00 meta      | name bytes
+//	0x01 state     | varID u32 | len(groupKey) u32 | groupKey | suffix
+//	                 suffix: ValueState: empty; ListState: seq u64; MapState: encoded user key
+//	0x02 timer     | expiry u64 (sign bit flipped) | groupKey             (fire order)
+//	0x03 timerKey  | len(groupKey) u32 | groupKey | expiry u64 (flipped)  (per-key listing)
+//	0x04 ttl       | expiry u64 (flipped) | full state key (kind 0x01)     (TTL index)
+//
+// Value layout:
+//
+//	version u8 (=1) | flags u8 | schemaID uvarint | [expiry i64 if flags&FlagExpiry] | payload
+package changelog

@@ -1,0 +1,206 @@
+package changelog
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Kind is the first byte of every shard key; it separates the key spaces.
+type Kind byte
+
+const (
+	KindMeta     Kind = 0x00
+	KindState    Kind = 0x01
+	KindTimer    Kind = 0x02 // timers ordered by (expiry, key): for firing
+	KindTimerKey Kind = 0x03 // timers ordered by (key, expiry): for listing per key
+	KindTTL      Kind = 0x04 // TTL index ordered by expiry: for cleanup without a full scan
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindMeta:
+		return "meta"
+	case KindState:
+		return "state"
+	case KindTimer:
+		return "timer"
+	case KindTimerKey:
+		return "timerKey"
+	case KindTTL:
+		return "ttl"
+	}
+	return fmt.Sprintf("kind(0x%02x)", byte(k))
+}
+
+// Key is the decoded form of a shard key. Which fields are set depends on Kind.
+type Key struct {
+	Kind     Kind
+	Name     string // KindMeta
+	VarID    uint32 // KindState
+	GroupKey []byte // KindState, KindTimer, KindTimerKey
+	Suffix   []byte // KindState: empty (value), seq u64 (list), user key (map)
+	Expiry   int64  // KindTimer, KindTimerKey, KindTTL
+	StateKey []byte // KindTTL: the full KindState key the index entry points at
+}
+
+// FlipInt64 maps an int64 to a uint64 whose big-endian bytes sort in the
+// same order as the signed value (negative timestamps sort first).
+func FlipInt64(v int64) uint64 { return uint64(v) ^ (1 << 63) }
+
+// UnflipInt64 is the inverse of FlipInt64.
+func UnflipInt64(u uint64) int64 { return int64(u ^ (1 << 63)) }
+
+// MetaKey returns the shard key of a metadata entry.
+func MetaKey(name string) []byte {
+	b := make([]byte, 0, 1+len(name))
+	return append(append(b, byte(KindMeta)), name...)
+}
+
+// StatePrefix returns the key prefix of all entries of variable varID.
+func StatePrefix(varID uint32) []byte {
+	b := make([]byte, 5)
+	b[0] = byte(KindState)
+	binary.BigEndian.PutUint32(b[1:], varID)
+	return b
+}
+
+// StateKeyPrefix returns the prefix of all entries of variable varID under
+// one grouping key: the contiguous range holding that key's state.
+func StateKeyPrefix(varID uint32, groupKey []byte) []byte {
+	b := make([]byte, 9, 9+len(groupKey)+8)
+	b[0] = byte(KindState)
+	binary.BigEndian.PutUint32(b[1:], varID)
+	binary.BigEndian.PutUint32(b[5:], uint32(len(groupKey)))
+	return append(b, groupKey...)
+}
+
+// StateKey returns the key of one state entry.
+func StateKey(varID uint32, groupKey, suffix []byte) []byte {
+	return append(StateKeyPrefix(varID, groupKey), suffix...)
+}
+
+// ListSuffix encodes a list element position.
+func ListSuffix(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
+
+// TimerKey returns the (expiry, key) ordered timer index key.
+func TimerKey(expiry int64, groupKey []byte) []byte {
+	b := make([]byte, 9, 9+len(groupKey))
+	b[0] = byte(KindTimer)
+	binary.BigEndian.PutUint64(b[1:], FlipInt64(expiry))
+	return append(b, groupKey...)
+}
+
+// TimerKeyPrefix returns the prefix of all timers with expiry ≤ maxExpiry
+// when used as an exclusive upper bound together with TimerUpperBound.
+func TimerUpperBound(maxExpiry int64) []byte {
+	// Every timer key with expiry ≤ maxExpiry sorts before the first key of maxExpiry+1.
+	b := make([]byte, 9)
+	b[0] = byte(KindTimer)
+	binary.BigEndian.PutUint64(b[1:], FlipInt64(maxExpiry)+1)
+	if maxExpiry == 1<<63-1 {
+		return []byte{byte(KindTimer) + 1}
+	}
+	return b
+}
+
+// TimerByKeyPrefix returns the prefix of all timers of one grouping key.
+func TimerByKeyPrefix(groupKey []byte) []byte {
+	b := make([]byte, 5, 5+len(groupKey)+8)
+	b[0] = byte(KindTimerKey)
+	binary.BigEndian.PutUint32(b[1:], uint32(len(groupKey)))
+	return append(b, groupKey...)
+}
+
+// TimerByKey returns the (key, expiry) ordered timer index key.
+func TimerByKey(groupKey []byte, expiry int64) []byte {
+	return binary.BigEndian.AppendUint64(TimerByKeyPrefix(groupKey), FlipInt64(expiry))
+}
+
+// TTLKey returns the TTL index key for a state entry expiring at expiry.
+func TTLKey(expiry int64, stateKey []byte) []byte {
+	b := make([]byte, 9, 9+len(stateKey))
+	b[0] = byte(KindTTL)
+	binary.BigEndian.PutUint64(b[1:], FlipInt64(expiry))
+	return append(b, stateKey...)
+}
+
+// TTLUpperBound is the exclusive upper bound of all TTL entries expiring at or before t.
+func TTLUpperBound(t int64) []byte {
+	if t == 1<<63-1 {
+		return []byte{byte(KindTTL) + 1}
+	}
+	b := make([]byte, 9)
+	b[0] = byte(KindTTL)
+	binary.BigEndian.PutUint64(b[1:], FlipInt64(t)+1)
+	return b
+}
+
+// KindPrefix returns the one-byte prefix of a key space.
+func KindPrefix(k Kind) []byte { return []byte{byte(k)} }
+
+// PrefixEnd returns the smallest key greater than every key with the given
+// prefix, or nil when no such key exists (prefix of all 0xff).
+func PrefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// DecodeKey parses a shard key. It never panics on arbitrary input; the
+// returned slices alias b.
+func DecodeKey(b []byte) (Key, error) {
+	if len(b) == 0 {
+		return Key{}, ErrShortKey
+	}
+	k := Key{Kind: Kind(b[0])}
+	rest := b[1:]
+	switch k.Kind {
+	case KindMeta:
+		k.Name = string(rest)
+	case KindState:
+		if len(rest) < 8 {
+			return Key{}, fmt.Errorf("%w: state key of %d bytes", ErrShortKey, len(b))
+		}
+		k.VarID = binary.BigEndian.Uint32(rest)
+		n := binary.BigEndian.Uint32(rest[4:])
+		rest = rest[8:]
+		if uint64(n) > uint64(len(rest)) {
+			return Key{}, fmt.Errorf("%w: group key length %d exceeds %d remaining bytes", ErrShortKey, n, len(rest))
+		}
+		k.GroupKey, k.Suffix = rest[:n], rest[n:]
+	case KindTimer:
+		if len(rest) < 8 {
+			return Key{}, fmt.Errorf("%w: timer key of %d bytes", ErrShortKey, len(b))
+		}
+		k.Expiry = UnflipInt64(binary.BigEndian.Uint64(rest))
+		k.GroupKey = rest[8:]
+	case KindTimerKey:
+		if len(rest) < 4 {
+			return Key{}, fmt.Errorf("%w: timer key of %d bytes", ErrShortKey, len(b))
+		}
+		n := binary.BigEndian.Uint32(rest)
+		rest = rest[4:]
+		if uint64(n)+8 != uint64(len(rest)) {
+			return Key{}, fmt.Errorf("%w: timer-by-key length %d does not fit %d remaining bytes", ErrShortKey, n, len(rest))
+		}
+		k.GroupKey = rest[:n]
+		k.Expiry = UnflipInt64(binary.BigEndian.Uint64(rest[n:]))
+	case KindTTL:
+		if len(rest) < 8 {
+			return Key{}, fmt.Errorf("%w: ttl key of %d bytes", ErrShortKey, len(b))
+		}
+		k.Expiry = UnflipInt64(binary.BigEndian.Uint64(rest))
+		k.StateKey = rest[8:]
+		if len(k.StateKey) == 0 || Kind(k.StateKey[0]) != KindState {
+			return Key{}, fmt.Errorf("%w: ttl entry does not point at a state key", ErrShortKey)
+		}
+	default:
+		return Key{}, fmt.Errorf("%w: 0x%02x", ErrUnknownKind, b[0])
+	}
+	return k, nil
+}

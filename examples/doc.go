@@ -1,0 +1,3 @@
+// Package examples holds runnable kstate applications, one folder each, that
+// show the programming model on the embedded Kafka or on a real cluster.
+package examples

@@ -1,0 +1,281 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// KafkaVersion is the Apache Kafka release the harness runs from Maven Central.
+// It is pinned here and nowhere else.
+const KafkaVersion = "4.1.1"
+
+//go:embed kafka-pom.xml
+var kafkaPOM []byte
+
+// CacheDir is where resolved jars live: $KSTATE_CACHE_DIR, else ~/.cache/kstate.
+func CacheDir() (string, error) {
+	if d := os.Getenv("KSTATE_CACHE_DIR"); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("harness: no cache directory: %w", err)
+	}
+	return filepath.Join(d, "kstate"), nil
+}
+
+// ResolveJars makes sure the Kafka broker jars are in the cache and returns
+// the directory holding them. It runs Maven only when the cache is empty.
+func ResolveJars(ctx context.Context, logf func(string, ...any)) (string, error) {
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	base := filepath.Join(cache, "kafka-"+KafkaVersion)
+	libs := filepath.Join(base, "libs")
+	done := filepath.Join(base, "RESOLVED")
+	if _, err := os.Stat(done); err == nil {
+		return libs, nil
+	}
+	if _, err := exec.LookPath("mvn"); err != nil {
+		return "", fmt.Errorf("harness: mvn not found on PATH: %w", err)
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return "", err
+	}
+	pom := filepath.Join(base, "pom.xml")
+	if err := os.WriteFile(pom, kafkaPOM, 0o644); err != nil {
+		return "", err
+	}
+	_ = os.RemoveAll(libs)
+	start := time.Now()
+	logf("harness: resolving Apache Kafka %s jars from Maven Central into %s", KafkaVersion, libs)
+	cmd := exec.CommandContext(ctx, "mvn", "-B", "-q", "-f", pom,
+		"-Dkafka.version="+KafkaVersion,
+		"dependency:copy-dependencies", "-DincludeScope=runtime", "-DoutputDirectory="+libs)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("harness: mvn dependency:copy-dependencies failed: %w\n%s", err, out)
+	}
+	if err := os.WriteFile(done, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	logf("harness: resolved Kafka jars in %s", time.Since(start).Round(time.Millisecond))
+	return libs, nil
+}
+
+// Broker is a real Kafka broker process run from the jars.
+type Broker struct {
+	Addr    string // bootstrap address, 127.0.0.1:port
+	Dir     string // temporary directory: config, data, logs
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	waitErr error
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func clusterID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// brokerConfig is a single combined broker+controller tuned for tests:
+// replication 1 for internal topics, no initial rebalance delay, and a short
+// transaction abort/cleanup cadence so tests of zombie transactions are fast.
+func brokerConfig(dir string, port, cport int) string {
+	return strings.Join([]string{
+		"process.roles=broker,controller",
+		"node.id=1",
+		fmt.Sprintf("controller.quorum.voters=1@127.0.0.1:%d", cport),
+		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", port, cport),
+		fmt.Sprintf("advertised.listeners=PLAINTEXT://127.0.0.1:%d", port),
+		"controller.listener.names=CONTROLLER",
+		"inter.broker.listener.name=PLAINTEXT",
+		"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+		"log.dirs=" + filepath.Join(dir, "data"),
+		"num.partitions=1",
+		"offsets.topic.replication.factor=1",
+		"offsets.topic.num.partitions=4",
+		"transaction.state.log.replication.factor=1",
+		"transaction.state.log.min.isr=1",
+		"transaction.state.log.num.partitions=4",
+		"group.initial.rebalance.delay.ms=0",
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms=2000",
+		"log.cleaner.backoff.ms=1000",
+		"auto.create.topics.enable=false",
+		"",
+	}, "\n")
+}
+
+const log4jConfig = `Configuration:
+  Appenders:
+    File:
+      name: F
+      fileName: "%s"
+      PatternLayout: {pattern: "[%%d] %%p %%m (%%c)%%n"}
+  Loggers:
+    Root: {level: INFO, AppenderRef: [{ref: F}]}
+`
+
+// StartOptions tune StartBroker; the zero value is what tests use.
+type StartOptions struct {
+	// Port is the client port; 0 picks a free one.
+	Port int
+	// Detached lets the broker outlive this process (make kafka-up); by
+	// default it is killed when the process that started it dies.
+	Detached bool
+}
+
+// StartBroker formats a fresh KRaft log directory and starts a broker from
+// the jars in libs. It returns once the broker accepts connections.
+func StartBroker(ctx context.Context, libs string, o StartOptions, logf func(string, ...any)) (*Broker, error) {
+	java, err := exec.LookPath("java")
+	if err != nil {
+		return nil, fmt.Errorf("harness: java not found on PATH: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "kstate-kafka-")
+	if err != nil {
+		return nil, err
+	}
+	port := o.Port
+	if port == 0 {
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	cport, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	props := filepath.Join(dir, "server.properties")
+	if err := os.WriteFile(props, []byte(brokerConfig(dir, port, cport)), 0o644); err != nil {
+		return nil, err
+	}
+	logCfg := filepath.Join(dir, "log4j2.yaml")
+	if err := os.WriteFile(logCfg, []byte(fmt.Sprintf(log4jConfig, filepath.Join(dir, "server.log"))), 0o644); err != nil {
+		return nil, err
+	}
+	cp := filepath.Join(libs, "*")
+	jvm := []string{"-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
+		"-Dlog4j2.configurationFile=" + logCfg}
+
+	format := exec.CommandContext(ctx, java, append(jvm, "-cp", cp, "kafka.tools.StorageTool",
+		"format", "-t", clusterID(), "-c", props)...)
+	if out, err := format.CombinedOutput(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("harness: kafka storage format failed: %w\n%s", err, out)
+	}
+
+	b := &Broker{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: dir, exited: make(chan struct{})}
+	stdout, err := os.Create(filepath.Join(dir, "stdout.log"))
+	if err != nil {
+		return nil, err
+	}
+	b.cmd = exec.Command(java, append(jvm, "-cp", cp, "kafka.Kafka", props)...)
+	b.cmd.Stdout, b.cmd.Stderr = stdout, stdout
+	// The broker dies with the test binary even when the binary is killed.
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if o.Detached {
+		b.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
+	start := time.Now()
+	if err := b.cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("harness: start kafka: %w", err)
+	}
+	go func() { b.waitErr = b.cmd.Wait(); stdout.Close(); close(b.exited) }()
+
+	if err := b.waitReady(ctx, 90*time.Second); err != nil {
+		tail := b.logTail(30)
+		b.Stop()
+		return nil, fmt.Errorf("harness: kafka broker did not become ready: %w\n--- broker log tail ---\n%s", err, tail)
+	}
+	logf("harness: started Apache Kafka %s (KRaft, pid %d) at %s in %s; logs in %s",
+		KafkaVersion, b.cmd.Process.Pid, b.Addr, time.Since(start).Round(time.Millisecond), dir)
+	return b, nil
+}
+
+// waitReady polls the listener and then the log line that says the server
+// started, so that metadata requests are answered when it returns.
+func (b *Broker) waitReady(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		select {
+		case <-b.exited:
+			return fmt.Errorf("broker process exited: %v", b.waitErr)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		c, err := net.DialTimeout("tcp", b.Addr, time.Second)
+		if err != nil {
+			continue
+		}
+		c.Close()
+		if strings.Contains(b.logTail(200), "Kafka Server started") {
+			return nil
+		}
+	}
+	return errors.New("timed out")
+}
+
+func (b *Broker) logTail(n int) string {
+	var lines []string
+	for _, name := range []string{"server.log", "stdout.log"} {
+		f, err := os.Open(filepath.Join(b.Dir, name))
+		if err != nil {
+			continue
+		}
+		s := bufio.NewScanner(f)
+		s.Buffer(make([]byte, 64<<10), 1<<20)
+		for s.Scan() {
+			lines = append(lines, s.Text())
+			if len(lines) > n {
+				lines = lines[1:]
+			}
+		}
+		f.Close()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Pid is the broker's process id.
+func (b *Broker) Pid() int { return b.cmd.Process.Pid }
+
+// Stop terminates the broker (SIGTERM, then SIGKILL after 15s) and deletes its directory.
+func (b *Broker) Stop() {
+	if b == nil || b.cmd == nil || b.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-b.exited:
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+		<-b.exited
+	}
+	if os.Getenv("KSTATE_KEEP_BROKER_DIR") == "" {
+		_ = os.RemoveAll(b.Dir)
+	}
+}
