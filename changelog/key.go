@@ -90,16 +90,16 @@ func TimerKey(expiry int64, groupKey []byte) []byte {
 	return append(b, groupKey...)
 }
 
-// TimerKeyPrefix returns the prefix of all timers with expiry ≤ maxExpiry
-// when used as an exclusive upper bound together with TimerUpperBound.
+// TimerUpperBound is the exclusive upper bound of all timer keys with
+// expiry ≤ maxExpiry (use with lower bound KindPrefix(KindTimer)).
 func TimerUpperBound(maxExpiry int64) []byte {
+	if maxExpiry == 1<<63-1 {
+		return []byte{byte(KindTimer) + 1}
+	}
 	// Every timer key with expiry ≤ maxExpiry sorts before the first key of maxExpiry+1.
 	b := make([]byte, 9)
 	b[0] = byte(KindTimer)
 	binary.BigEndian.PutUint64(b[1:], FlipInt64(maxExpiry)+1)
-	if maxExpiry == 1<<63-1 {
-		return []byte{byte(KindTimer) + 1}
-	}
 	return b
 }
 
@@ -198,6 +198,11 @@ func DecodeKey(b []byte) (Key, error) {
 		k.StateKey = rest[8:]
 		if len(k.StateKey) == 0 || Kind(k.StateKey[0]) != KindState {
 			return Key{}, fmt.Errorf("%w: ttl entry does not point at a state key", ErrShortKey)
+		}
+		// TTL cleanup decodes the pointed-at key to find its variable; a
+		// truncated one must fail here, when the index entry is read.
+		if _, err := DecodeKey(k.StateKey); err != nil {
+			return Key{}, fmt.Errorf("ttl entry points at a bad state key: %w", err)
 		}
 	default:
 		return Key{}, fmt.Errorf("%w: 0x%02x", ErrUnknownKind, b[0])

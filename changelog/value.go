@@ -56,6 +56,12 @@ func DecodeValue(b []byte) (Header, []byte, error) {
 	if n <= 0 || id > 1<<32-1 {
 		return Header{}, nil, fmt.Errorf("%w: bad schema id", ErrBadValue)
 	}
+	if n > 1 && b[2+n-1] == 0 {
+		// An overlong varint (trailing 0x00 group) would decode to the same
+		// header as the canonical form: two byte strings, one value. Only the
+		// canonical form is ever written, so anything else is corruption.
+		return Header{}, nil, fmt.Errorf("%w: non-canonical schema id varint", ErrBadValue)
+	}
 	h := Header{SchemaID: uint32(id), Expiry: NoExpiry}
 	rest := b[2+n:]
 	if flags&FlagExpiry != 0 {

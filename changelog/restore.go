@@ -1,0 +1,230 @@
+package changelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Source reads the changelog records of one partition, in offset order,
+// read_committed, starting at the offset the caller opened it at (normally
+// the Target's ChangelogOffset). It is implemented by kafka/ and by slices
+// in tests.
+//
+// Restore keeps returned records (and their Key/Value slices) until they are
+// applied, possibly across several Next calls, so a Source must not reuse
+// them. Every record must carry its Kafka Offset.
+type Source interface {
+	// Next returns the next records, or an empty slice while waiting (it
+	// should block for a while, e.g. one fetch, rather than return at once),
+	// or io.EOF once the end offset captured when the source was opened is
+	// reached. It should return ctx's error when ctx is done.
+	Next(ctx context.Context) ([]Record, error)
+}
+
+// Positioner is an optional capability of a Source. Position returns the
+// offset the source would read next: one past the last record, transaction
+// marker or aborted record it has consumed.
+//
+// Why it matters: a read_committed reader never sees commit/abort markers
+// or aborted records, so after the last visible record at offset N the
+// partition may end at N+2 or beyond. Without Position the target's offset
+// stays at N+1, every later restore re-reads that tail, and progress never
+// reaches the end offset. With it, Restore stores the larger of the two.
+type Positioner interface {
+	Position() int64
+}
+
+// Target is what Restore writes into: a state shard.
+type Target interface {
+	// ChangelogOffset is the next changelog offset the target needs (0 when new).
+	ChangelogOffset() int64
+	// ApplyChangelog writes recs and nextOffset in one atomic write. recs may
+	// be empty when only the offset advances. Restore reuses the slice (not
+	// the records' Key/Value) after the call returns.
+	ApplyChangelog(recs []Record, nextOffset int64) error
+}
+
+// RestoreOptions tune Restore. The zero value works.
+type RestoreOptions struct {
+	// BatchSize is the number of records per ApplyChangelog call (one store
+	// write), overriding the default of 10,000. Restore speed is bounded by
+	// the store's batch write rate, and large batches amortise the per-write
+	// cost; the batch is held in memory.
+	BatchSize int
+	// Logf receives a progress line about every 2s (records, rate, offset,
+	// remaining when EndOffset is known) and a summary at the end. Nil logs
+	// nothing.
+	Logf func(format string, args ...any)
+	// EndOffset is the partition's end offset captured at start, used only
+	// to report the records remaining; 0 means unknown.
+	EndOffset int64
+	// Now is the clock, overriding the default of time.Now; tests inject one.
+	Now func() time.Time
+}
+
+// RestoreStats describe one Restore.
+type RestoreStats struct {
+	Records    int64         // records applied (records below FromOffset are skipped, not counted)
+	Duration   time.Duration // wall time of the restore
+	FromOffset int64         // the target's offset when Restore started
+	ToOffset   int64         // the target's offset when Restore returned
+}
+
+const (
+	defaultRestoreBatch = 10_000
+	progressEvery       = 2 * time.Second
+)
+
+func (o *RestoreOptions) ensureDefaults() error {
+	if o.BatchSize < 0 {
+		return fmt.Errorf("%w: RestoreOptions.BatchSize %d is negative", ErrInvalidOptions, o.BatchSize)
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = defaultRestoreBatch
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// Restore replays src into dst until src reports io.EOF, in batches of
+// o.BatchSize records, each applied together with the offset after its last
+// record. A crash or cancellation between batches leaves dst consistent at
+// a batch boundary, and a later Restore continues from dst's offset.
+//
+// Restore is idempotent: every record carries the full new value of its
+// key, so applying records again yields the same shard. Records below dst's
+// offset (a source opened too early) are skipped, so dst's offset never
+// moves backwards.
+func Restore(ctx context.Context, src Source, dst Target, o RestoreOptions) (RestoreStats, error) {
+	if err := o.ensureDefaults(); err != nil {
+		return RestoreStats{}, err
+	}
+	r := &restorer{dst: dst, o: o, start: o.Now()}
+	r.st.FromOffset = dst.ChangelogOffset()
+	r.st.ToOffset = r.st.FromOffset
+	r.next = r.st.FromOffset
+	r.lastLog = r.start
+	r.pending = make([]Record, 0, min(o.BatchSize, 64<<10))
+
+	for {
+		if err := ctx.Err(); err != nil {
+			return r.stats(), r.stopped(err)
+		}
+		recs, err := src.Next(ctx)
+		eof := errors.Is(err, io.EOF)
+		if err != nil && !eof {
+			if cerr := ctx.Err(); cerr != nil {
+				return r.stats(), r.stopped(cerr)
+			}
+			return r.stats(), fmt.Errorf("changelog: restore: read after offset %d: %w", r.next, err)
+		}
+		for _, rec := range recs {
+			if err := r.add(rec); err != nil {
+				return r.stats(), err
+			}
+		}
+		if eof {
+			if p, ok := src.(Positioner); ok && p.Position() > r.next {
+				r.next = p.Position()
+			}
+			if err := r.flush(); err != nil {
+				return r.stats(), err
+			}
+			st := r.stats()
+			if o.Logf != nil && (st.Records > 0 || st.ToOffset != st.FromOffset) {
+				o.Logf("changelog: restored %d records, offset %d -> %d, in %v (%.0f records/s)",
+					st.Records, st.FromOffset, st.ToOffset, st.Duration.Round(time.Millisecond), rate(st.Records, st.Duration))
+			}
+			return st, nil
+		}
+		r.progress() // also while waiting on empty fetches
+	}
+}
+
+type restorer struct {
+	dst     Target
+	o       RestoreOptions
+	start   time.Time
+	lastLog time.Time
+	st      RestoreStats
+	pending []Record
+	next    int64 // offset after the last pending record (or the applied offset when none)
+}
+
+func (r *restorer) add(rec Record) error {
+	if rec.Offset < r.next {
+		if rec.Offset < r.st.FromOffset {
+			return nil // already in the target
+		}
+		return fmt.Errorf("%w: offset %d after offset %d (offsets must increase)", ErrBadRecord, rec.Offset, r.next-1)
+	}
+	if _, err := DecodeKey(rec.Key); err != nil {
+		return fmt.Errorf("%w at offset %d: key %x: %w", ErrBadRecord, rec.Offset, rec.Key, err)
+	}
+	r.pending = append(r.pending, rec)
+	r.next = rec.Offset + 1
+	if len(r.pending) >= r.o.BatchSize {
+		return r.flush()
+	}
+	return nil
+}
+
+// flush applies the pending records with r.next, or only advances the
+// offset when there are no records but the position moved.
+func (r *restorer) flush() error {
+	if len(r.pending) == 0 && r.next == r.st.ToOffset {
+		return nil
+	}
+	if err := r.dst.ApplyChangelog(r.pending, r.next); err != nil {
+		return fmt.Errorf("changelog: restore: apply %d records up to offset %d: %w", len(r.pending), r.next, err)
+	}
+	r.st.Records += int64(len(r.pending))
+	r.st.ToOffset = r.next
+	clear(r.pending) // drop references so applied records can be collected
+	r.pending = r.pending[:0]
+	r.progress()
+	return nil
+}
+
+func (r *restorer) progress() {
+	if r.o.Logf == nil {
+		return
+	}
+	now := r.o.Now()
+	if now.Sub(r.lastLog) < progressEvery {
+		return
+	}
+	r.lastLog = now
+	el := now.Sub(r.start)
+	if r.o.EndOffset > 0 {
+		r.o.Logf("changelog: restoring: %d records (%.0f records/s), offset %d, %d offsets remaining",
+			r.st.Records, rate(r.st.Records, el), r.st.ToOffset, max(0, r.o.EndOffset-r.st.ToOffset))
+		return
+	}
+	r.o.Logf("changelog: restoring: %d records (%.0f records/s), offset %d", r.st.Records, rate(r.st.Records, el), r.st.ToOffset)
+}
+
+func (r *restorer) stats() RestoreStats {
+	st := r.st
+	st.Duration = r.o.Now().Sub(r.start)
+	return st
+}
+
+// stopped wraps a cancellation. Pending records are dropped, not applied:
+// the target stays at its last batch boundary and the next restore resumes
+// from there.
+func (r *restorer) stopped(err error) error {
+	return fmt.Errorf("changelog: restore stopped at offset %d: %w", r.st.ToOffset, err)
+}
+
+func rate(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}

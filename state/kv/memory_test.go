@@ -1,0 +1,18 @@
+package kv_test
+
+import (
+	"testing"
+
+	"github.com/kstate/kstate/state/kv"
+	"github.com/kstate/kstate/state/kv/kvtest"
+)
+
+// The memory backend ignores dir, so the suite detects it as in-memory and
+// skips the reopen and checkpoint-reopen subtests.
+func TestMemoryConformance(t *testing.T) {
+	kvtest.RunConformance(t, func(t *testing.T, dir string) kv.Store {
+		s := kv.NewMemory()
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}

@@ -1,0 +1,400 @@
+package kv
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/linxGnu/grocksdb"
+)
+
+// Compression selects the block compression of a RocksDB store.
+type Compression uint8
+
+const (
+	// CompressionDefault is LZ4, or Snappy when librocksdb was built without LZ4.
+	// LZ4 is chosen because state values are small and read often: it
+	// decompresses faster than Snappy at a similar ratio.
+	CompressionDefault Compression = iota
+	CompressionNone
+	CompressionSnappy
+	CompressionLZ4
+	CompressionZSTD
+)
+
+func (c Compression) String() string {
+	switch c {
+	case CompressionDefault:
+		return "default"
+	case CompressionNone:
+		return "none"
+	case CompressionSnappy:
+		return "snappy"
+	case CompressionLZ4:
+		return "lz4"
+	case CompressionZSTD:
+		return "zstd"
+	}
+	return fmt.Sprintf("compression(%d)", uint8(c))
+}
+
+// RocksOptions tune a RocksDB store. The zero value works; every field
+// documents the default it overrides.
+type RocksOptions struct {
+	// BlockCacheSize is the LRU cache of uncompressed blocks, in bytes,
+	// overriding the default of 64 MiB. The cache is per store (per shard):
+	// with many partitions per process, size it down.
+	BlockCacheSize int64
+	// BloomBitsPerKey sizes the whole-key bloom filter, overriding the
+	// default of 10 bits per key (~1% false positives), which lets a point
+	// Get of an absent key (the common case for new grouping keys) skip
+	// reading data blocks. A negative value disables the filter.
+	BloomBitsPerKey float64
+	// WriteBufferSize is the memtable size in bytes, overriding the default
+	// of 64 MiB. Larger memtables make restore (large WAL-less batches) faster.
+	WriteBufferSize int64
+	// MaxBackgroundJobs bounds concurrent flushes and compactions, overriding
+	// the default of 2.
+	MaxBackgroundJobs int
+	// Compression overrides the default CompressionDefault (LZ4, else Snappy).
+	// An explicitly chosen algorithm that librocksdb lacks fails the open.
+	Compression Compression
+	// KeepLogFiles is how many RocksDB info LOG files are kept in the store
+	// directory, overriding the default of 3 (RocksDB's own default of 1000
+	// slowly fills the disk of a long-running shard).
+	KeepLogFiles int
+	// ErrorIfMissing fails the open when dir holds no database, instead of
+	// the default of creating the directory and an empty database.
+	ErrorIfMissing bool
+}
+
+const (
+	defaultBlockCache   = 64 << 20
+	defaultBloomBits    = 10
+	defaultWriteBuffer  = 64 << 20
+	defaultBGJobs       = 2
+	defaultKeepLogFiles = 3
+)
+
+func (o *RocksOptions) ensureDefaults() error {
+	if o.BlockCacheSize < 0 || o.WriteBufferSize < 0 || o.MaxBackgroundJobs < 0 || o.KeepLogFiles < 0 {
+		return fmt.Errorf("%w: negative RocksOptions size or count: %+v", ErrInvalidOptions, *o)
+	}
+	if o.Compression > CompressionZSTD {
+		return fmt.Errorf("%w: unknown %v", ErrInvalidOptions, o.Compression)
+	}
+	if o.BlockCacheSize == 0 {
+		o.BlockCacheSize = defaultBlockCache
+	}
+	if o.BloomBitsPerKey == 0 {
+		o.BloomBitsPerKey = defaultBloomBits
+	}
+	if o.WriteBufferSize == 0 {
+		o.WriteBufferSize = defaultWriteBuffer
+	}
+	if o.MaxBackgroundJobs == 0 {
+		o.MaxBackgroundJobs = defaultBGJobs
+	}
+	if o.KeepLogFiles == 0 {
+		o.KeepLogFiles = defaultKeepLogFiles
+	}
+	return nil
+}
+
+// rocksStore implements Store on one RocksDB database (default column family).
+type rocksStore struct {
+	dir string
+
+	// mu is held shared by every operation that touches a C handle (store
+	// and iterator methods) and exclusively by Close. Without it, a Get or
+	// an iterator step racing with Close would dereference freed C memory
+	// and crash the process instead of returning ErrClosed.
+	mu struct {
+		sync.RWMutex
+		closed bool
+	}
+
+	db    *grocksdb.DB
+	opts  *grocksdb.Options
+	bbto  *grocksdb.BlockBasedTableOptions
+	cache *grocksdb.Cache
+	ro    *grocksdb.ReadOptions     // for Get; read-only after open, so shared by readers
+	wo    [4]*grocksdb.WriteOptions // indexed by woIndex(Sync, DisableWAL)
+	fo    *grocksdb.FlushOptions
+
+	// w serialises writers: it guards the reused C write batch and the
+	// "memtable holds WAL-less data" flag.
+	w struct {
+		sync.Mutex
+		wb *grocksdb.WriteBatch
+		// unloggedInMemtable is true after a DisableWAL write until the next
+		// flush. A WAL write in that state flushes first, because on a crash
+		// RocksDB would replay the later WAL write but lose the earlier
+		// WAL-less one: the shard would hold a changelog offset past state it
+		// never persisted. Flushing keeps what survives a crash a prefix of
+		// the writes.
+		unloggedInMemtable bool
+	}
+
+	// iters tracks open iterators so Close can destroy them before the DB:
+	// RocksDB aborts if a DB is closed with live iterators.
+	iters struct {
+		sync.Mutex
+		m map[*rocksIter]struct{}
+	}
+}
+
+func woIndex(o WriteOptions) int {
+	i := 0
+	if o.Sync {
+		i |= 1
+	}
+	if o.DisableWAL {
+		i |= 2
+	}
+	return i
+}
+
+// OpenRocksDB opens (creating by default) the RocksDB store in dir.
+func OpenRocksDB(dir string, o RocksOptions) (Store, error) {
+	if err := o.ensureDefaults(); err != nil {
+		return nil, err
+	}
+	if !o.ErrorIfMissing {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("kv: open rocksdb %s: %w", dir, err)
+		}
+	}
+	candidates := []Compression{o.Compression}
+	if o.Compression == CompressionDefault {
+		candidates = []Compression{CompressionLZ4, CompressionSnappy}
+	}
+	var err error
+	for _, c := range candidates {
+		var s *rocksStore
+		s, err = openRocks(dir, o, c)
+		if err == nil {
+			return s, nil
+		}
+		// RocksDB validates the compression at open ("Compression type LZ4
+		// is not linked with the binary"); only that error is worth a retry.
+		if !strings.Contains(strings.ToLower(err.Error()), "compression") {
+			break
+		}
+	}
+	return nil, err
+}
+
+func openRocks(dir string, o RocksOptions, c Compression) (*rocksStore, error) {
+	s := &rocksStore{dir: dir}
+	s.cache = grocksdb.NewLRUCache(uint64(o.BlockCacheSize))
+	s.bbto = grocksdb.NewDefaultBlockBasedTableOptions()
+	s.bbto.SetBlockCache(s.cache)
+	if o.BloomBitsPerKey > 0 {
+		s.bbto.SetFilterPolicy(grocksdb.NewBloomFilterFull(o.BloomBitsPerKey)) // ownership moves to bbto
+	}
+	// Keep index and filter blocks in the cache (bounded memory) and pin the
+	// L0 ones, which every read consults.
+	s.bbto.SetCacheIndexAndFilterBlocks(true)
+	s.bbto.SetPinL0FilterAndIndexBlocksInCache(true)
+
+	s.opts = grocksdb.NewDefaultOptions()
+	s.opts.SetBlockBasedTableFactory(s.bbto)
+	s.opts.SetCreateIfMissing(!o.ErrorIfMissing)
+	s.opts.SetWriteBufferSize(uint64(o.WriteBufferSize))
+	s.opts.SetMaxBackgroundJobs(o.MaxBackgroundJobs)
+	s.opts.SetKeepLogFileNum(uint(o.KeepLogFiles))
+	s.opts.SetLevelCompactionDynamicLevelBytes(true)
+	s.opts.SetCompression(grocksCompression(c))
+
+	s.ro = grocksdb.NewDefaultReadOptions()
+	for i := range s.wo {
+		wo := grocksdb.NewDefaultWriteOptions()
+		wo.SetSync(i&1 != 0)
+		wo.DisableWAL(i&2 != 0)
+		s.wo[i] = wo
+	}
+	s.fo = grocksdb.NewDefaultFlushOptions()
+	s.fo.SetWait(true)
+	s.w.wb = grocksdb.NewWriteBatch()
+	s.iters.m = make(map[*rocksIter]struct{})
+
+	db, err := grocksdb.OpenDb(s.opts, dir)
+	if err != nil {
+		s.free()
+		return nil, fmt.Errorf("kv: open rocksdb %s (compression %v): %w", dir, c, err)
+	}
+	s.db = db
+	return s, nil
+}
+
+func grocksCompression(c Compression) grocksdb.CompressionType {
+	switch c {
+	case CompressionNone:
+		return grocksdb.NoCompression
+	case CompressionSnappy:
+		return grocksdb.SnappyCompression
+	case CompressionZSTD:
+		return grocksdb.ZSTDCompression
+	}
+	return grocksdb.LZ4Compression
+}
+
+// free destroys every C object except the DB. The block-based table options
+// own the filter policy; the cache is reference counted by RocksDB, so
+// destroying our handle after the DB is closed releases it.
+func (s *rocksStore) free() {
+	s.w.wb.Destroy()
+	s.fo.Destroy()
+	for _, wo := range s.wo {
+		wo.Destroy()
+	}
+	s.ro.Destroy()
+	s.opts.Destroy()
+	s.bbto.Destroy()
+	s.cache.Destroy()
+}
+
+func (s *rocksStore) Get(key []byte) ([]byte, bool, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.closed {
+		return nil, false, fmt.Errorf("%w: get from %s", ErrClosed, s.dir)
+	}
+	h, err := s.db.GetPinned(s.ro, key)
+	if err != nil {
+		return nil, false, fmt.Errorf("kv: rocksdb get %q: %w", key, err)
+	}
+	defer h.Destroy()
+	if !h.Exists() {
+		return nil, false, nil
+	}
+	// Copy out of C memory: the pinned slice dies with the handle.
+	return append([]byte{}, h.Data()...), true, nil
+}
+
+func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
+	if o.Sync && o.DisableWAL {
+		return fmt.Errorf("%w: Sync with DisableWAL (nothing to sync)", ErrInvalidOptions)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.closed {
+		return fmt.Errorf("%w: write to %s", ErrClosed, s.dir)
+	}
+	if b == nil || b.Len() == 0 {
+		return nil
+	}
+	s.w.Lock()
+	defer s.w.Unlock()
+	if !o.DisableWAL && s.w.unloggedInMemtable {
+		if err := s.db.Flush(s.fo); err != nil {
+			return fmt.Errorf("kv: rocksdb flush of WAL-less writes before a logged write: %w", err)
+		}
+		s.w.unloggedInMemtable = false
+	}
+	wb := s.w.wb
+	wb.Clear()
+	var maxPut []byte // largest key put so far in this batch, for open-ended DeleteRange
+	for _, op := range b.Ops() {
+		switch op.Kind {
+		case OpPut:
+			wb.Put(op.Key, op.Value)
+			if bytes.Compare(op.Key, maxPut) > 0 {
+				maxPut = op.Key
+			}
+		case OpDelete:
+			wb.Delete(op.Key)
+		case OpDeleteRange:
+			end := op.End
+			if end == nil {
+				end = s.endAfterLast(maxPut)
+			}
+			// RocksDB rejects or misbehaves on inverted ranges; an empty
+			// range deletes nothing, so skip it.
+			if end == nil || bytes.Compare(op.Key, end) >= 0 {
+				continue
+			}
+			wb.DeleteRange(op.Key, end)
+		default:
+			return fmt.Errorf("%w: unknown batch op kind %d", ErrInvalidOptions, op.Kind)
+		}
+	}
+	if err := s.db.Write(s.wo[woIndex(o)], wb); err != nil {
+		return fmt.Errorf("kv: rocksdb write of %d ops: %w", b.Len(), err)
+	}
+	if o.DisableWAL {
+		s.w.unloggedInMemtable = true
+	}
+	return nil
+}
+
+// endAfterLast returns an exclusive end just past the greater of the last
+// stored key and maxPut, so that DeleteRange(start, nil) reaches the end of
+// the key space (RocksDB has no open-ended range delete). It returns nil when
+// there is nothing to delete. Called with s.w held, so no writer can add a
+// larger key meanwhile.
+func (s *rocksStore) endAfterLast(maxPut []byte) []byte {
+	it := s.db.NewIterator(s.ro)
+	defer it.Close()
+	it.SeekToLast()
+	last := maxPut
+	if it.Valid() {
+		if k := it.Key().Data(); bytes.Compare(k, last) > 0 {
+			last = k
+		}
+	}
+	if last == nil {
+		return nil
+	}
+	end := make([]byte, len(last)+1) // last+0x00 is the immediate successor of last
+	copy(end, last)
+	return end
+}
+
+func (s *rocksStore) Checkpoint(dir string) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.closed {
+		return fmt.Errorf("%w: checkpoint of %s", ErrClosed, s.dir)
+	}
+	cp, err := s.db.NewCheckpoint()
+	if err != nil {
+		return fmt.Errorf("kv: rocksdb checkpoint of %s: %w", s.dir, err)
+	}
+	defer cp.Destroy()
+	// logSizeForFlush 0 always flushes the memtable first, so writes made
+	// with DisableWAL (restore) are in the checkpoint too.
+	if err := cp.CreateCheckpoint(dir, 0); err != nil {
+		return fmt.Errorf("kv: rocksdb checkpoint of %s into %s: %w", s.dir, dir, err)
+	}
+	return nil
+}
+
+func (s *rocksStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return nil
+	}
+	s.mu.closed = true
+	s.iters.Lock()
+	for it := range s.iters.m {
+		it.destroy()
+	}
+	clear(s.iters.m)
+	s.iters.Unlock()
+	var err error
+	if s.w.unloggedInMemtable {
+		// RocksDB also flushes unlogged data on close, but silently; flush
+		// explicitly so a failure to persist restored state is reported.
+		if ferr := s.db.Flush(s.fo); ferr != nil {
+			err = fmt.Errorf("kv: rocksdb flush on close of %s: %w", s.dir, ferr)
+		}
+	}
+	s.db.Close()
+	s.free()
+	return err
+}
