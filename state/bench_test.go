@@ -1,0 +1,160 @@
+package state_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/state/kv"
+	"github.com/kstate/kstate/timers"
+)
+
+// Benchmarks run every hot path on both backends. Batches commit every
+// 1,000 operations (Finish + Commit included in the time), over 1,000
+// grouping keys, so reads hit both staging and the store.
+
+func benchBackends(b *testing.B, fn func(b *testing.B, s *state.Shard)) {
+	for _, backend := range []string{"memory", "rocksdb"} {
+		b.Run(backend, func(b *testing.B) {
+			o := state.ShardOptions{AllowTTL: true}
+			if backend == "memory" {
+				o.Backend = kv.NewMemory()
+			} else {
+				o.Dir = filepath.Join(b.TempDir(), "shard")
+			}
+			s, err := state.OpenShard(o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			fn(b, s)
+		})
+	}
+}
+
+var benchKeys = func() [][]byte {
+	ks := make([][]byte, 1000)
+	for i := range ks {
+		ks[i] = []byte("user-" + strconv.Itoa(i))
+	}
+	return ks
+}()
+
+// batched runs op b.N times in batches of 1,000 and commits them.
+func batched(b *testing.B, s *state.Shard, op func(i int) error) {
+	b.Helper()
+	s.Begin(0)
+	for i := 0; b.Loop(); i++ {
+		if i%1000 == 999 {
+			if _, err := s.Finish(); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Commit(int64(i)); err != nil {
+				b.Fatal(err)
+			}
+			s.Begin(int64(i))
+		}
+		s.SetCurrentKey(benchKeys[i%len(benchKeys)])
+		if err := op(i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s.Abort()
+}
+
+func BenchmarkValueUpdateGet(b *testing.B) {
+	benchBackends(b, func(b *testing.B, s *state.Shard) {
+		var v *state.ValueState[int64]
+		declare(b, s, func() { v = must[*state.ValueState[int64]](b)(state.NewValueState(s, "count", state.Int64())) })
+		batched(b, s, func(i int) error {
+			n, _, err := v.Get()
+			if err != nil {
+				return err
+			}
+			return v.Update(n + 1)
+		})
+	})
+}
+
+func BenchmarkListAppend(b *testing.B) {
+	benchBackends(b, func(b *testing.B, s *state.Shard) {
+		var l *state.ListState[string]
+		declare(b, s, func() { l = must[*state.ListState[string]](b)(state.NewListState(s, "events", state.String())) })
+		batched(b, s, func(i int) error { return l.AppendValue("event-payload") })
+	})
+}
+
+func BenchmarkMapUpdate(b *testing.B) {
+	benchBackends(b, func(b *testing.B, s *state.Shard) {
+		var m *state.MapState[int64, string]
+		declare(b, s, func() {
+			m = must[*state.MapState[int64, string]](b)(state.NewMapState(s, "m", state.Int64(), state.String()))
+		})
+		batched(b, s, func(i int) error { return m.UpdateValue(int64(i%64), "value") })
+	})
+}
+
+// BenchmarkTimerRegisterExpired registers one timer per op; every 100 ops
+// the engine's firing step runs: Expired(now) and Delete of each fired one.
+func BenchmarkTimerRegisterExpired(b *testing.B) {
+	benchBackends(b, func(b *testing.B, s *state.Shard) {
+		tm := timers.New(s)
+		batched(b, s, func(i int) error {
+			key := benchKeys[i%len(benchKeys)]
+			if err := tm.Register(key, int64(i+50)); err != nil {
+				return err
+			}
+			if i%100 != 0 {
+				return nil
+			}
+			fired, err := tm.Expired(int64(i))
+			if err != nil {
+				return err
+			}
+			for _, f := range fired {
+				if err := tm.Delete(f.Key, f.Expiry); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// BenchmarkCommit measures whole batches of n ValueState updates over
+// distinct keys: staging, Finish (records) and the atomic Commit.
+func BenchmarkCommit(b *testing.B) {
+	for _, n := range []int{1_000, 10_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			benchBackends(b, func(b *testing.B, s *state.Shard) {
+				var v *state.ValueState[string]
+				declare(b, s, func() { v = must[*state.ValueState[string]](b)(state.NewValueState(s, "v", state.String())) })
+				keys := make([][]byte, n)
+				for i := range keys {
+					keys[i] = []byte(fmt.Sprintf("key-%08d", i*7919%n))
+				}
+				off := int64(0)
+				for b.Loop() {
+					s.Begin(0)
+					for _, k := range keys {
+						s.SetCurrentKey(k)
+						if err := v.Update("a value of about thirty bytes."); err != nil {
+							b.Fatal(err)
+						}
+					}
+					recs, err := s.Finish()
+					if err != nil {
+						b.Fatal(err)
+					}
+					off += int64(len(recs))
+					if err := s.Commit(off); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "mutations/s")
+			})
+		})
+	}
+}

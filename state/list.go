@@ -1,0 +1,211 @@
+package state
+
+import (
+	"encoding/binary"
+	"fmt"
+	"iter"
+	"slices"
+
+	"github.com/kstate/kstate/changelog"
+)
+
+// ListState holds an ordered list of T per grouping key. Each element is
+// its own entry, keyed by a sequence number: Put writes 0..n-1, appends
+// continue after the greatest sequence present (expired or not), so key
+// order is insertion order and appending never rewrites existing elements.
+type ListState[T any] struct {
+	varBase
+	c       Codec[T]
+	nilable bool
+}
+
+// NewListState declares a ListState (only during Init).
+func NewListState[T any](s *Shard, name string, c Codec[T], opts ...Option) (*ListState[T], error) {
+	b, err := s.declare("ListState", kindList, name, schemaOf(c), "", []any{c}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &ListState[T]{varBase: b, c: c, nilable: nilable[T]()}, nil
+}
+
+// Exists reports whether the current key's list has a (non-expired) element.
+func (l *ListState[T]) Exists() (bool, error) {
+	if err := l.check("Exists", false); err != nil {
+		return false, err
+	}
+	found := false
+	var derr error
+	prefix := l.prefix()
+	err := l.s.scan(prefix, changelog.PrefixEnd(prefix), func(k, v []byte) bool {
+		h, _, err := changelog.DecodeValue(v)
+		if err != nil {
+			derr = fmt.Errorf("%w: key %x: %w", ErrCorrupt, k, err)
+			return false
+		}
+		found = !l.s.expired(h)
+		return !found
+	})
+	if err == nil {
+		err = derr
+	}
+	return found, l.err("Exists", err)
+}
+
+// Get returns the current key's (non-expired) elements in insertion order;
+// an empty sequence when there are none. Elements are decoded eagerly, so
+// decoding errors are reported here and the sequence may be used after the
+// batch moves on.
+func (l *ListState[T]) Get() (iter.Seq[T], error) {
+	if err := l.check("Get", false); err != nil {
+		return nil, err
+	}
+	var out []T
+	var derr error
+	prefix := l.prefix()
+	err := l.s.scan(prefix, changelog.PrefixEnd(prefix), func(k, v []byte) bool {
+		h, p, err := changelog.DecodeValue(v)
+		if err != nil {
+			derr = fmt.Errorf("%w: key %x: %w", ErrCorrupt, k, err)
+			return false
+		}
+		if l.s.expired(h) {
+			return true
+		}
+		val, err := l.c.Decode(p)
+		if err != nil {
+			derr = err
+			return false
+		}
+		out = append(out, val)
+		return true
+	})
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		return nil, l.err("Get", err)
+	}
+	return slices.Values(out), nil
+}
+
+// encodeAll encodes vs, rejecting an empty list and nil elements before
+// anything is staged.
+func (l *ListState[T]) encodeAll(vs []T) ([][]byte, error) {
+	if len(vs) == 0 {
+		return nil, ErrEmptyList
+	}
+	out := make([][]byte, len(vs))
+	for i, v := range vs {
+		if l.nilable && isNil(v) {
+			return nil, fmt.Errorf("%w (element %d)", ErrNilValue, i)
+		}
+		p, err := l.c.Encode(v)
+		if err != nil {
+			return nil, fmt.Errorf("element %d: %w", i, err)
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+// Put replaces the current key's list with vs (all with a fresh TTL).
+func (l *ListState[T]) Put(vs []T) error {
+	if err := l.check("Put", true); err != nil {
+		return err
+	}
+	ps, err := l.encodeAll(vs)
+	if err != nil {
+		return l.err("Put", err)
+	}
+	exp, err := l.newExpiry()
+	if err != nil {
+		return l.err("Put", err)
+	}
+	prefix := l.prefix()
+	old, err := l.s.entries(prefix, changelog.PrefixEnd(prefix))
+	if err != nil {
+		return l.err("Put", err)
+	}
+	for _, e := range old {
+		if seq, ok := listSeq(prefix, e.key); ok && seq < uint64(len(ps)) {
+			// Overwritten below: only its TTL index entry has to go.
+			h, _, err := changelog.DecodeValue(e.val)
+			if err != nil {
+				return l.err("Put", fmt.Errorf("%w: key %x: %w", ErrCorrupt, e.key, err))
+			}
+			if h.Expiry != changelog.NoExpiry && h.Expiry != exp {
+				l.s.set(changelog.TTLKey(h.Expiry, e.key), nil)
+			}
+			continue
+		}
+		if err := l.s.deleteEntry(e.key, e.val); err != nil {
+			return l.err("Put", err)
+		}
+		l.s.batchStats.RowsRemoved++
+	}
+	l.write(prefix, 0, ps, exp)
+	return nil
+}
+
+// AppendValue appends v to the current key's list.
+func (l *ListState[T]) AppendValue(v T) error { return l.append("AppendValue", []T{v}) }
+
+// AppendList appends vs (not empty) to the current key's list.
+func (l *ListState[T]) AppendList(vs []T) error { return l.append("AppendList", vs) }
+
+func (l *ListState[T]) append(op string, vs []T) error {
+	if err := l.check(op, true); err != nil {
+		return err
+	}
+	ps, err := l.encodeAll(vs)
+	if err != nil {
+		return l.err(op, err)
+	}
+	exp, err := l.newExpiry()
+	if err != nil {
+		return l.err(op, err)
+	}
+	prefix := l.prefix()
+	last, ok, err := l.s.last(prefix, changelog.PrefixEnd(prefix))
+	if err != nil {
+		return l.err(op, err)
+	}
+	next := uint64(0)
+	if ok {
+		seq, valid := listSeq(prefix, last)
+		if !valid {
+			return l.err(op, fmt.Errorf("%w: list element key %x", ErrCorrupt, last))
+		}
+		next = seq + 1
+	}
+	l.write(prefix, next, ps, exp)
+	return nil
+}
+
+// write stages elements at seq, seq+1, ... (fresh keys: no old index to clean).
+func (l *ListState[T]) write(prefix []byte, seq uint64, ps [][]byte, exp int64) {
+	for i, p := range ps {
+		key := binary.BigEndian.AppendUint64(prefix[:len(prefix):len(prefix)], seq+uint64(i))
+		l.s.set(key, changelog.EncodeValue(changelog.Header{Expiry: exp}, p))
+		if exp != changelog.NoExpiry {
+			l.s.set(changelog.TTLKey(exp, key), indexValue)
+		}
+		l.s.batchStats.RowsUpdated++
+	}
+}
+
+// Clear removes the current key's list.
+func (l *ListState[T]) Clear() error {
+	if err := l.check("Clear", true); err != nil {
+		return err
+	}
+	prefix := l.prefix()
+	return l.err("Clear", l.s.deleteRange(prefix, changelog.PrefixEnd(prefix)))
+}
+
+func listSeq(prefix, key []byte) (uint64, bool) {
+	if len(key) != len(prefix)+8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(key[len(prefix):]), true
+}

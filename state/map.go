@@ -1,0 +1,237 @@
+package state
+
+import (
+	"fmt"
+	"iter"
+
+	"github.com/kstate/kstate/changelog"
+)
+
+// MapState holds a map from K to V per grouping key. Each entry is its own
+// shard entry keyed by the encoded user key, so iteration is ordered by the
+// encoded key bytes: natural order for the built-in order-preserving codecs.
+type MapState[K, V any] struct {
+	varBase
+	kc         Codec[K]
+	vc         Codec[V]
+	knil, vnil bool
+}
+
+// NewMapState declares a MapState (only during Init).
+func NewMapState[K, V any](s *Shard, name string, kc Codec[K], vc Codec[V], opts ...Option) (*MapState[K, V], error) {
+	b, err := s.declare("MapState", kindMap, name, schemaOf(vc), schemaOf(kc), []any{kc, vc}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &MapState[K, V]{varBase: b, kc: kc, vc: vc, knil: nilable[K](), vnil: nilable[V]()}, nil
+}
+
+func (m *MapState[K, V]) entryKey(k K) ([]byte, error) {
+	if m.knil && isNil(k) {
+		return nil, fmt.Errorf("%w (map key)", ErrNilValue)
+	}
+	ek, err := m.kc.Encode(k)
+	if err != nil {
+		return nil, fmt.Errorf("encode map key: %w", err)
+	}
+	return changelog.StateKey(m.id, m.s.key, ek), nil
+}
+
+// Exists reports whether the current key's map has a (non-expired) entry.
+func (m *MapState[K, V]) Exists() (bool, error) {
+	if err := m.check("Exists", false); err != nil {
+		return false, err
+	}
+	found := false
+	err := m.walk(func(_, _ []byte) bool { found = true; return false })
+	return found, m.err("Exists", err)
+}
+
+// GetValue returns the value of k, or ok=false when absent.
+func (m *MapState[K, V]) GetValue(k K) (V, bool, error) {
+	var zero V
+	if err := m.check("GetValue", false); err != nil {
+		return zero, false, err
+	}
+	key, err := m.entryKey(k)
+	if err != nil {
+		return zero, false, m.err("GetValue", err)
+	}
+	p, ok, err := m.s.readLive(key)
+	if err != nil || !ok {
+		return zero, false, m.err("GetValue", err)
+	}
+	v, err := m.vc.Decode(p)
+	if err != nil {
+		return zero, false, m.err("GetValue", err)
+	}
+	return v, true, nil
+}
+
+// ContainsKey reports whether k has a (non-expired) entry.
+func (m *MapState[K, V]) ContainsKey(k K) (bool, error) {
+	if err := m.check("ContainsKey", false); err != nil {
+		return false, err
+	}
+	key, err := m.entryKey(k)
+	if err != nil {
+		return false, m.err("ContainsKey", err)
+	}
+	_, ok, err := m.s.readLive(key)
+	return ok, m.err("ContainsKey", err)
+}
+
+// UpdateValue sets k to v (and resets that entry's TTL).
+func (m *MapState[K, V]) UpdateValue(k K, v V) error {
+	if err := m.check("UpdateValue", true); err != nil {
+		return err
+	}
+	key, err := m.entryKey(k)
+	if err != nil {
+		return m.err("UpdateValue", err)
+	}
+	if m.vnil && isNil(v) {
+		return m.err("UpdateValue", ErrNilValue)
+	}
+	p, err := m.vc.Encode(v)
+	if err != nil {
+		return m.err("UpdateValue", err)
+	}
+	exp, err := m.newExpiry()
+	if err != nil {
+		return m.err("UpdateValue", err)
+	}
+	return m.err("UpdateValue", m.s.putEntry(key, p, exp, m.ttl != 0))
+}
+
+// walk calls fn with the encoded user key and payload of every live entry.
+func (m *MapState[K, V]) walk(fn func(ek, p []byte) bool) error {
+	prefix := m.prefix()
+	var derr error
+	err := m.s.scan(prefix, changelog.PrefixEnd(prefix), func(k, v []byte) bool {
+		h, p, err := changelog.DecodeValue(v)
+		if err != nil {
+			derr = fmt.Errorf("%w: key %x: %w", ErrCorrupt, k, err)
+			return false
+		}
+		if m.s.expired(h) {
+			return true
+		}
+		return fn(k[len(prefix):], p)
+	})
+	if err == nil {
+		err = derr
+	}
+	return err
+}
+
+// collect decodes the live entries; either codec may be skipped.
+func (m *MapState[K, V]) collect(op string, keys, vals bool) ([]K, []V, error) {
+	if err := m.check(op, false); err != nil {
+		return nil, nil, err
+	}
+	var ks []K
+	var vs []V
+	var derr error
+	err := m.walk(func(ek, p []byte) bool {
+		if keys {
+			k, err := m.kc.Decode(ek)
+			if err != nil {
+				derr = fmt.Errorf("decode map key: %w", err)
+				return false
+			}
+			ks = append(ks, k)
+		}
+		if vals {
+			v, err := m.vc.Decode(p)
+			if err != nil {
+				derr = err
+				return false
+			}
+			vs = append(vs, v)
+		}
+		return true
+	})
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		return nil, nil, m.err(op, err)
+	}
+	return ks, vs, nil
+}
+
+// Iterator returns the current key's (non-expired) entries ordered by
+// encoded user key. Entries are decoded eagerly (errors are reported here).
+func (m *MapState[K, V]) Iterator() (iter.Seq2[K, V], error) {
+	ks, vs, err := m.collect("Iterator", true, true)
+	if err != nil {
+		return nil, err
+	}
+	return func(yield func(K, V) bool) {
+		for i := range ks {
+			if !yield(ks[i], vs[i]) {
+				return
+			}
+		}
+	}, nil
+}
+
+// Keys returns the user keys in Iterator order.
+func (m *MapState[K, V]) Keys() (iter.Seq[K], error) {
+	ks, _, err := m.collect("Keys", true, false)
+	if err != nil {
+		return nil, err
+	}
+	return func(yield func(K) bool) {
+		for _, k := range ks {
+			if !yield(k) {
+				return
+			}
+		}
+	}, nil
+}
+
+// Values returns the values in Iterator order.
+func (m *MapState[K, V]) Values() (iter.Seq[V], error) {
+	_, vs, err := m.collect("Values", false, true)
+	if err != nil {
+		return nil, err
+	}
+	return func(yield func(V) bool) {
+		for _, v := range vs {
+			if !yield(v) {
+				return
+			}
+		}
+	}, nil
+}
+
+// RemoveKey removes k; a no-op when absent.
+func (m *MapState[K, V]) RemoveKey(k K) error {
+	if err := m.check("RemoveKey", true); err != nil {
+		return err
+	}
+	key, err := m.entryKey(k)
+	if err != nil {
+		return m.err("RemoveKey", err)
+	}
+	old, ok, err := m.s.get(key)
+	if err != nil || !ok {
+		return m.err("RemoveKey", err)
+	}
+	if err := m.s.deleteEntry(key, old); err != nil {
+		return m.err("RemoveKey", err)
+	}
+	m.s.batchStats.RowsRemoved++
+	return nil
+}
+
+// Clear removes the current key's whole map.
+func (m *MapState[K, V]) Clear() error {
+	if err := m.check("Clear", true); err != nil {
+		return err
+	}
+	prefix := m.prefix()
+	return m.err("Clear", m.s.deleteRange(prefix, changelog.PrefixEnd(prefix)))
+}

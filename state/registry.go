@@ -1,0 +1,301 @@
+package state
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/kstate/kstate/changelog"
+)
+
+// Variable kinds as recorded in the registry.
+const (
+	kindValue = "value"
+	kindList  = "list"
+	kindMap   = "map"
+)
+
+// Meta names of the variable registry: "var/<name>" holds a registryEntry
+// (JSON); nextVarIDMeta holds the next id to allocate (u32 big-endian). Ids
+// are never reused, so data of a dropped variable can never be read as
+// another variable's.
+const (
+	varMetaPrefix = "var/"
+	nextVarIDMeta = "varid/next"
+)
+
+type registryEntry struct {
+	ID        uint32 `json:"id"`
+	Kind      string `json:"kind"`
+	Schema    string `json:"schema,omitempty"`
+	KeySchema string `json:"keySchema,omitempty"`
+	TTLMs     int64  `json:"ttlMs,omitempty"`
+}
+
+// VarInfo describes a declared state variable, as recorded in the shard.
+type VarInfo struct {
+	Name      string
+	ID        uint32
+	Kind      string // "value", "list" or "map"
+	Schema    string // value schema (codec's SchemaCodec.Schema, or empty)
+	KeySchema string // MapState key schema
+	TTL       time.Duration
+}
+
+// Option configures a state variable at declaration.
+type Option func(*varOptions)
+
+type varOptions struct {
+	ttl    time.Duration
+	ttlSet bool
+}
+
+// WithTTL gives every entry of the variable a time to live: it expires at
+// the batch processing time of its last write plus d. It needs
+// ProcessingTime mode (ShardOptions.AllowTTL) and d ≥ 1ms.
+func WithTTL(d time.Duration) Option {
+	return func(o *varOptions) { o.ttl, o.ttlSet = d, true }
+}
+
+// SetDeclaring opens (true) or closes (false) the declaration window: the
+// engine opens it only around the processor's Init. Opening it starts a new
+// set of names for duplicate detection.
+func (s *Shard) SetDeclaring(on bool) {
+	if on && !s.declaring {
+		s.declared = make(map[string]bool)
+	}
+	s.declaring = on
+}
+
+// varBase is the part shared by all state variable types.
+type varBase struct {
+	s    *Shard
+	kind string // "ValueState", "ListState", "MapState"
+	name string
+	id   uint32
+	ttl  int64 // ms; 0 = no TTL
+}
+
+// declare validates a declaration and records it in the registry.
+func (s *Shard) declare(typeName, kind, name, schema, keySchema string, codecs []any, opts []Option) (varBase, error) {
+	op := "New" + typeName
+	fail := func(err error) (varBase, error) { return varBase{}, varErr(typeName, name, op, err) }
+	switch {
+	case s.closed:
+		return fail(ErrClosed)
+	case !s.declaring:
+		return fail(ErrNotDeclaring)
+	case s.inBatch && s.finished:
+		return fail(ErrFinished)
+	case name == "":
+		return fail(errors.New("state: empty state variable name"))
+	case s.declared[name]:
+		return fail(ErrDuplicate)
+	}
+	for _, c := range codecs {
+		if c == nil || (reflect.ValueOf(c).Kind() == reflect.Pointer && reflect.ValueOf(c).IsNil()) {
+			return fail(errors.New("state: nil codec"))
+		}
+	}
+	var o varOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.ttlSet {
+		if !s.opts.AllowTTL {
+			return fail(ErrTTLNotAllowed)
+		}
+		if o.ttl < time.Millisecond {
+			return fail(fmt.Errorf("%w, got %v", ErrBadTTL, o.ttl))
+		}
+	}
+	want := registryEntry{Kind: kind, Schema: schema, KeySchema: keySchema, TTLMs: o.ttl.Milliseconds()}
+	old, found, err := s.registryEntry(name)
+	if err != nil {
+		return fail(err)
+	}
+	if found {
+		if old.Kind != kind {
+			return fail(fmt.Errorf("%w: %q was a %s state, now declared as a %s state; drop the old one with DeleteIfExists(%q) in Init, or use a new name",
+				ErrKindChanged, name, old.Kind, kind, name))
+		}
+		want.ID = old.ID
+	} else {
+		if want.ID, err = s.allocVarID(); err != nil {
+			return fail(err)
+		}
+	}
+	if !found || want != old {
+		b, _ := json.Marshal(want)
+		s.stageWrite(changelog.MetaKey(varMetaPrefix+name), b, true)
+	}
+	s.declared[name] = true
+	s.declaredAny = true
+	return varBase{s: s, kind: typeName, name: name, id: want.ID, ttl: want.TTLMs}, nil
+}
+
+func (s *Shard) registryEntry(name string) (registryEntry, bool, error) {
+	v, ok, err := s.get(changelog.MetaKey(varMetaPrefix + name))
+	if err != nil || !ok {
+		return registryEntry{}, false, err
+	}
+	var e registryEntry
+	if err := json.Unmarshal(v, &e); err != nil || e.ID == 0 {
+		return registryEntry{}, false, fmt.Errorf("%w: registry entry of %q: %q", ErrCorrupt, name, v)
+	}
+	return e, true, nil
+}
+
+func (s *Shard) allocVarID() (uint32, error) {
+	key := changelog.MetaKey(nextVarIDMeta)
+	id := uint32(1)
+	v, ok, err := s.get(key)
+	if err != nil {
+		return 0, err
+	}
+	if ok {
+		if len(v) != 4 {
+			return 0, fmt.Errorf("%w: next variable id of %d bytes", ErrCorrupt, len(v))
+		}
+		id = binary.BigEndian.Uint32(v)
+	}
+	if id == 1<<32-1 {
+		return 0, errors.New("state: out of variable ids")
+	}
+	s.stageWrite(key, binary.BigEndian.AppendUint32(nil, id+1), true)
+	return id, nil
+}
+
+// DeleteIfExists drops a state variable and all its data (every grouping
+// key, TTL index entries included) and its registry entry; it is a no-op
+// when the variable does not exist. Only during Init, and not for a name
+// declared in the same Init.
+func (s *Shard) DeleteIfExists(name string) error {
+	fail := func(err error) error { return varErr("Shard", name, "DeleteIfExists", err) }
+	switch {
+	case s.closed:
+		return fail(ErrClosed)
+	case !s.declaring:
+		return fail(ErrNotDeclaring)
+	case s.inBatch && s.finished:
+		return fail(ErrFinished)
+	case s.declared[name]:
+		return fail(errors.New("state: variable was declared in this Init; drop it before declaring it"))
+	}
+	e, found, err := s.registryEntry(name)
+	if err != nil || !found {
+		return fail(err)
+	}
+	type entry struct {
+		key    []byte
+		expiry int64
+	}
+	var doomed []entry
+	prefix := changelog.StatePrefix(e.ID)
+	var decodeErr error
+	err = s.scan(prefix, changelog.PrefixEnd(prefix), func(k, v []byte) bool {
+		h, _, err := changelog.DecodeValue(v)
+		if err != nil {
+			decodeErr = fmt.Errorf("%w: key %x: %w", ErrCorrupt, k, err)
+			return false
+		}
+		doomed = append(doomed, entry{cloneBytes(k), h.Expiry})
+		return true
+	})
+	if err == nil {
+		err = decodeErr
+	}
+	if err != nil {
+		return fail(err)
+	}
+	for _, d := range doomed {
+		if d.expiry != changelog.NoExpiry {
+			s.stageWrite(changelog.TTLKey(d.expiry, d.key), nil, true)
+		}
+		s.stageWrite(d.key, nil, true)
+	}
+	s.stageWrite(changelog.MetaKey(varMetaPrefix+name), nil, true)
+	s.declaredAny = true
+	return nil
+}
+
+// Variables lists the registered state variables (staged declarations
+// included), ordered by name.
+func (s *Shard) Variables() ([]VarInfo, error) {
+	if s.closed {
+		return nil, shardErr("Variables", ErrClosed)
+	}
+	prefix := changelog.MetaKey(varMetaPrefix)
+	var out []VarInfo
+	var decodeErr error
+	err := s.scan(prefix, changelog.PrefixEnd(prefix), func(k, v []byte) bool {
+		var e registryEntry
+		if err := json.Unmarshal(v, &e); err != nil {
+			decodeErr = fmt.Errorf("%w: registry entry %q: %w", ErrCorrupt, k, err)
+			return false
+		}
+		out = append(out, VarInfo{
+			Name: strings.TrimPrefix(string(k[1:]), varMetaPrefix), ID: e.ID, Kind: e.Kind,
+			Schema: e.Schema, KeySchema: e.KeySchema, TTL: time.Duration(e.TTLMs) * time.Millisecond,
+		})
+		return true
+	})
+	if err == nil {
+		err = decodeErr
+	}
+	return out, shardErr("Variables", err)
+}
+
+// Name is the variable's name.
+func (b *varBase) Name() string { return b.name }
+
+// check validates that the variable may run op now.
+func (b *varBase) check(op string, write bool) error {
+	s := b.s
+	var err error
+	switch {
+	case s.closed:
+		err = ErrClosed
+	case !s.inBatch:
+		err = ErrNoBatch
+	case write && s.finished:
+		err = ErrFinished
+	case !s.hasKey:
+		err = ErrNoKey
+	default:
+		return nil
+	}
+	return b.err(op, err)
+}
+
+func (b *varBase) err(op string, err error) error { return varErr(b.kind, b.name, op, err) }
+
+// prefix is the key range of the variable's entries under the current key.
+func (b *varBase) prefix() []byte { return changelog.StateKeyPrefix(b.id, b.s.key) }
+
+// newExpiry is the expiry of an entry written now.
+func (b *varBase) newExpiry() (int64, error) {
+	if b.ttl == 0 {
+		return changelog.NoExpiry, nil
+	}
+	if b.s.batchTime < 0 {
+		return 0, ErrNoBatchTime
+	}
+	return b.s.batchTime + b.ttl, nil
+}
+
+// nilable reports whether values of T can be nil (pointers, interfaces),
+// so writes must check them.
+func nilable[T any]() bool {
+	k := reflect.TypeFor[T]().Kind()
+	return k == reflect.Pointer || k == reflect.Interface
+}
+
+func isNil[T any](v T) bool {
+	rv := reflect.ValueOf(&v).Elem()
+	return (rv.Kind() == reflect.Pointer || rv.Kind() == reflect.Interface) && rv.IsNil()
+}

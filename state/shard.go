@@ -1,0 +1,499 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/state/kv"
+)
+
+// ShardOptions configure OpenShard. The zero value of every field but Dir works.
+type ShardOptions struct {
+	// Dir is the shard directory; created if missing and locked (flock on
+	// Dir/LOCK.kstate) so two processes never open it. It may be empty only
+	// when Backend is set (then nothing is locked).
+	Dir string
+	// Backend is the store; the shard owns it and closes it on Close.
+	// Overriding the default of nil: RocksDB in Dir/rocksdb.
+	Backend kv.Store
+	// AllowTTL permits variables with a TTL. Set it only in ProcessingTime
+	// mode, overriding the default of false (TTL declared → ErrTTLNotAllowed).
+	AllowTTL bool
+}
+
+// lockFile is the name of the flock'ed file inside a shard directory.
+const lockFile = "LOCK.kstate"
+
+// offsetKey holds the next changelog offset to read. It sorts after every
+// changelogged key space (kinds 0x00..0x04) and is itself never changelogged.
+const offsetKey = "\xffoffset"
+
+// everythingLower/Upper bound every changelogged key (all kinds, not the offset).
+var (
+	everythingLower = []byte{0x00}
+	everythingUpper = []byte{0xff}
+)
+
+// Shard is one partition's state: a store plus the staging layer of the
+// batch in progress. A shard is used by one goroutine (its task); only Stats
+// may be called concurrently.
+//
+// Batch protocol: Begin → state operations (staged, reads see them) →
+// Finish (TTL cleanup; returns the changelog records) → the engine commits
+// them to Kafka → Commit (writes the staged changes and the next changelog
+// offset to the store in one atomic write) or Abort (drops them). Local
+// state therefore never runs ahead of the changelog.
+type Shard struct {
+	opts   ShardOptions
+	store  kv.Store
+	lock   *os.File
+	closed bool
+	offset int64 // next changelog offset to read
+
+	stage *staging
+	// pending holds writes made by declarations (variable registry,
+	// DeleteIfExists) and PutMeta outside a batch. They must reach the
+	// changelog before any state written under the declared ids, and they
+	// must survive an aborted batch, so they stay staged (and are replayed
+	// into the staging layer after an Abort) until a Commit writes them.
+	pending []pendingWrite
+
+	inBatch   bool
+	finished  bool
+	batchErr  error // sticky misuse of the batch protocol, reported by Finish/Commit
+	batchTime int64
+	key       []byte
+	hasKey    bool
+
+	declaring bool
+	declared  map[string]bool // names declared in the current Init
+	// declaredAny is set by the first declaration: from then on a restore
+	// (ApplyChangelog, Wipe) could silently invalidate the variables' ids.
+	declaredAny bool
+
+	timerFloor, ttlFloor floor // see floor.go
+
+	batchStats Stats // this batch, folded into total on Commit
+	total      struct {
+		rowsUpdated, rowsRemoved, ttlRemovals, timersRegistered, timersDeleted atomic.Int64
+		batches, aborts, restored                                              atomic.Int64
+	}
+}
+
+type pendingWrite struct{ key, val []byte }
+
+// Stats are cumulative counters of committed batches (aborted work is not
+// counted). Engines compute per-batch numbers as differences.
+type Stats struct {
+	RowsUpdated      int64 // state entries written (value, list element, map entry)
+	RowsRemoved      int64 // state entries removed by Clear, RemoveKey, ListState.Put
+	TTLRemovals      int64 // state entries removed because their TTL expired
+	TimersRegistered int64
+	TimersDeleted    int64 // timers deleted, including fired timers removed by the engine
+	Batches          int64 // committed batches
+	Aborts           int64 // aborted batches
+	RestoredRecords  int64 // changelog records applied by ApplyChangelog
+}
+
+// OpenShard opens (creating if needed) the shard described by o.
+func OpenShard(o ShardOptions) (*Shard, error) {
+	s := &Shard{opts: o, stage: newStaging(), batchTime: -1,
+		timerFloor: newFloor(changelog.KindTimer), ttlFloor: newFloor(changelog.KindTTL)}
+	if o.Dir == "" && o.Backend == nil {
+		return nil, errors.New("state: OpenShard: ShardOptions needs a Dir or a Backend")
+	}
+	if o.Dir != "" {
+		if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("state: create shard directory: %w", err)
+		}
+		f, err := os.OpenFile(filepath.Join(o.Dir, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("state: open shard lock: %w", err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, fmt.Errorf("%w: %s is held by another process (or another open shard in this one); stop it first", ErrLocked, o.Dir)
+			}
+			return nil, fmt.Errorf("state: lock shard directory %s: %w", o.Dir, err)
+		}
+		s.lock = f
+	}
+	s.store = o.Backend
+	if s.store == nil {
+		st, err := kv.OpenRocksDB(filepath.Join(o.Dir, "rocksdb"), kv.RocksOptions{})
+		if err != nil {
+			s.unlock()
+			return nil, fmt.Errorf("state: open shard %s: %w", o.Dir, err)
+		}
+		s.store = st
+	}
+	v, ok, err := s.store.Get([]byte(offsetKey))
+	if err == nil && ok {
+		if len(v) != 8 {
+			err = fmt.Errorf("%w: changelog offset of %d bytes", ErrCorrupt, len(v))
+		} else {
+			s.offset = int64(binary.BigEndian.Uint64(v))
+		}
+	}
+	if err != nil {
+		s.store.Close()
+		s.unlock()
+		return nil, fmt.Errorf("state: open shard %s: read changelog offset: %w", o.Dir, err)
+	}
+	return s, nil
+}
+
+func (s *Shard) unlock() {
+	if s.lock != nil {
+		// Closing the descriptor releases the flock.
+		s.lock.Close()
+		s.lock = nil
+	}
+}
+
+// Close closes the store and releases the directory lock. Staged changes of
+// a batch in progress are dropped. Close is idempotent.
+func (s *Shard) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.inBatch = false
+	s.stage = newStaging()
+	s.pending = nil
+	err := s.store.Close()
+	s.unlock()
+	if err != nil {
+		return fmt.Errorf("state: close shard %s: %w", s.opts.Dir, err)
+	}
+	return nil
+}
+
+// ChangelogOffset is the next changelog offset to read: the offset after
+// the last record reflected in the store (0 for a new shard).
+func (s *Shard) ChangelogOffset() int64 { return s.offset }
+
+func (s *Shard) checkRestore(op string) error {
+	switch {
+	case s.closed:
+		return shardErr(op, ErrClosed)
+	case s.inBatch:
+		return shardErr(op, ErrInBatch)
+	case s.declaredAny:
+		// Staged metadata (PutMeta) is fine: it stays staged over the
+		// restored store and is newer than anything in the changelog. A
+		// declaration is not: its id was allocated from the unrestored state.
+		return shardErr(op, ErrRestoreAfterDeclare)
+	}
+	return nil
+}
+
+// ApplyChangelog writes changelog records (in offset order) and the next
+// offset to read in one atomic write without the WAL (the changelog is the
+// log). Applying the same records again yields the same store. It must run
+// before any state variable is declared.
+func (s *Shard) ApplyChangelog(recs []changelog.Record, nextOffset int64) error {
+	if err := s.checkRestore("ApplyChangelog"); err != nil {
+		return err
+	}
+	var b kv.Batch
+	for _, r := range recs {
+		if len(r.Key) == 0 || r.Key[0] == offsetKey[0] {
+			return shardErr("ApplyChangelog", fmt.Errorf("%w: changelog record at offset %d has key %x outside the shard key spaces", ErrCorrupt, r.Offset, r.Key))
+		}
+		if r.Value == nil {
+			b.Delete(r.Key)
+		} else {
+			b.Put(r.Key, r.Value)
+		}
+	}
+	b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(nextOffset)))
+	if err := s.store.Write(&b, kv.WriteOptions{DisableWAL: true}); err != nil {
+		return shardErr("ApplyChangelog", err)
+	}
+	s.offset = nextOffset
+	s.timerFloor, s.ttlFloor = newFloor(changelog.KindTimer), newFloor(changelog.KindTTL)
+	s.total.restored.Add(int64(len(recs)))
+	return nil
+}
+
+// Wipe deletes everything in the shard, the changelog offset included (for
+// a changelog that was recreated or truncated). It must run before any
+// state variable is declared.
+func (s *Shard) Wipe() error {
+	if err := s.checkRestore("Wipe"); err != nil {
+		return err
+	}
+	var b kv.Batch
+	b.DeleteRange(everythingLower, everythingUpper)
+	b.Delete([]byte(offsetKey))
+	if err := s.store.Write(&b, kv.WriteOptions{}); err != nil {
+		return shardErr("Wipe", err)
+	}
+	s.offset = 0
+	s.timerFloor, s.ttlFloor = newFloor(changelog.KindTimer), newFloor(changelog.KindTTL)
+	return nil
+}
+
+// GetMeta returns a metadata entry (staged writes included).
+func (s *Shard) GetMeta(name string) ([]byte, bool, error) {
+	if s.closed {
+		return nil, false, shardErr("GetMeta", ErrClosed)
+	}
+	v, ok, err := s.get(changelog.MetaKey(name))
+	if err != nil || !ok {
+		return nil, false, shardErr("GetMeta", err)
+	}
+	return cloneBytes(v), true, nil
+}
+
+// PutMeta stages a metadata entry. Inside a batch it is part of the batch;
+// outside a batch it is kept until the next Commit, surviving Aborts.
+func (s *Shard) PutMeta(name string, v []byte) error {
+	if s.closed {
+		return shardErr("PutMeta", ErrClosed)
+	}
+	if len(v) == 0 {
+		return shardErr("PutMeta", ErrEmptyValue)
+	}
+	if s.inBatch && s.finished {
+		return shardErr("PutMeta", ErrFinished)
+	}
+	s.stageWrite(changelog.MetaKey(name), v, !s.inBatch)
+	return nil
+}
+
+// stageWrite stages key=val (val nil: tombstone); durable writes are also
+// kept in pending so that an Abort does not lose them.
+func (s *Shard) stageWrite(key, val []byte, durable bool) {
+	s.set(key, val)
+	if durable {
+		s.pending = append(s.pending, pendingWrite{key: cloneBytes(key), val: cloneBytes(val)})
+	}
+}
+
+// Begin starts a batch. batchTimeMs is the batch's processing time used for
+// TTL (-1 if none). Staged writes made outside a batch become part of it.
+func (s *Shard) Begin(batchTimeMs int64) {
+	if s.inBatch && s.batchErr == nil {
+		s.batchErr = shardErr("Begin", ErrInBatch)
+	}
+	s.inBatch, s.finished = true, false
+	s.batchTime = batchTimeMs
+	s.hasKey, s.key = false, s.key[:0]
+	s.batchStats = Stats{}
+}
+
+// SetCurrentKey sets the grouping key state variables operate on (copied).
+func (s *Shard) SetCurrentKey(groupKey []byte) {
+	s.key = append(s.key[:0], groupKey...)
+	s.hasKey = true
+}
+
+// BatchTime is the processing time given to Begin (-1 when none).
+func (s *Shard) BatchTime() int64 { return s.batchTime }
+
+// InBatch reports whether a batch is in progress.
+func (s *Shard) InBatch() bool { return s.inBatch }
+
+// Finish runs TTL cleanup and returns every staged change as a changelog
+// record (nil Value for a tombstone), sorted by key; keys and values are
+// copies. After Finish the batch takes no more mutations. Calling it again
+// returns the same records.
+func (s *Shard) Finish() ([]changelog.Record, error) {
+	switch {
+	case s.closed:
+		return nil, shardErr("Finish", ErrClosed)
+	case !s.inBatch:
+		return nil, shardErr("Finish", ErrNoBatch)
+	case s.batchErr != nil:
+		return nil, s.batchErr
+	}
+	if !s.finished {
+		if err := s.expireTTL(); err != nil {
+			return nil, shardErr("Finish", err)
+		}
+		s.finished = true
+	}
+	recs := make([]changelog.Record, 0, s.stage.len())
+	for e := s.stage.first(); e != nil; e = e.next[0] {
+		recs = append(recs, changelog.Record{Key: cloneBytes(e.key), Value: cloneBytes(e.val)})
+	}
+	return recs, nil
+}
+
+// Commit atomically writes the staged changes and nextChangelogOffset (the
+// offset after the batch's last changelog record) to the store, and ends
+// the batch. On error the batch stays open: Abort it.
+func (s *Shard) Commit(nextChangelogOffset int64) error {
+	switch {
+	case s.closed:
+		return shardErr("Commit", ErrClosed)
+	case !s.inBatch:
+		return shardErr("Commit", ErrNoBatch)
+	case s.batchErr != nil:
+		return s.batchErr
+	case !s.finished:
+		return shardErr("Commit", ErrNotFinished)
+	}
+	timerFloor, err := s.nextFloor(&s.timerFloor)
+	if err != nil {
+		return shardErr("Commit", err)
+	}
+	ttlFloor, err := s.nextFloor(&s.ttlFloor)
+	if err != nil {
+		return shardErr("Commit", err)
+	}
+	var b kv.Batch
+	s.stage.writeTo(&b)
+	b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(nextChangelogOffset)))
+	if err := s.store.Write(&b, kv.WriteOptions{}); err != nil {
+		return shardErr("Commit", err)
+	}
+	s.offset = nextChangelogOffset
+	s.timerFloor.committed, s.ttlFloor.committed = timerFloor, ttlFloor
+	s.stage = newStaging()
+	s.pending = nil
+	st := &s.batchStats
+	s.total.rowsUpdated.Add(st.RowsUpdated)
+	s.total.rowsRemoved.Add(st.RowsRemoved)
+	s.total.ttlRemovals.Add(st.TTLRemovals)
+	s.total.timersRegistered.Add(st.TimersRegistered)
+	s.total.timersDeleted.Add(st.TimersDeleted)
+	s.total.batches.Add(1)
+	s.endBatch()
+	return nil
+}
+
+// Abort drops the batch's staged changes and ends the batch. Declarations
+// and PutMeta made outside the batch stay staged for the next one.
+func (s *Shard) Abort() {
+	if !s.inBatch {
+		return
+	}
+	s.stage = newStaging()
+	for _, w := range s.pending {
+		s.stage.set(w.key, w.val)
+	}
+	s.endBatch()
+	s.total.aborts.Add(1)
+}
+
+func (s *Shard) endBatch() {
+	s.inBatch, s.finished, s.batchErr = false, false, nil
+	s.hasKey, s.key = false, s.key[:0]
+	s.batchTime = -1
+	s.batchStats = Stats{}
+	s.timerFloor.resetBatch()
+	s.ttlFloor.resetBatch()
+}
+
+// Stats returns the cumulative counters. Safe for concurrent use.
+func (s *Shard) Stats() Stats {
+	t := &s.total
+	return Stats{
+		RowsUpdated:      t.rowsUpdated.Load(),
+		RowsRemoved:      t.rowsRemoved.Load(),
+		TTLRemovals:      t.ttlRemovals.Load(),
+		TimersRegistered: t.timersRegistered.Load(),
+		TimersDeleted:    t.timersDeleted.Load(),
+		Batches:          t.batches.Load(),
+		Aborts:           t.aborts.Load(),
+		RestoredRecords:  t.restored.Load(),
+	}
+}
+
+// Low-level staged access (used by timers).
+
+func checkRawKey(key []byte) error {
+	if len(key) == 0 || key[0] >= everythingUpper[0] {
+		return fmt.Errorf("state: key %x is outside the shard key spaces", key)
+	}
+	return nil
+}
+
+// Get returns a copy of the current value of key, staged writes included.
+func (s *Shard) Get(key []byte) ([]byte, bool, error) {
+	if s.closed {
+		return nil, false, shardErr("Get", ErrClosed)
+	}
+	v, ok, err := s.get(key)
+	if err != nil || !ok {
+		return nil, false, shardErr("Get", err)
+	}
+	return cloneBytes(v), true, nil
+}
+
+func (s *Shard) checkWrite(op string) error {
+	switch {
+	case s.closed:
+		return shardErr(op, ErrClosed)
+	case !s.inBatch:
+		return shardErr(op, ErrNoBatch)
+	case s.finished:
+		return shardErr(op, ErrFinished)
+	}
+	return nil
+}
+
+// Put stages key=value in the current batch (both copied). The key must be
+// in one of the changelog key spaces; the value must not be empty.
+func (s *Shard) Put(key, value []byte) error {
+	if err := s.checkWrite("Put"); err != nil {
+		return err
+	}
+	if err := checkRawKey(key); err != nil {
+		return shardErr("Put", err)
+	}
+	if len(value) == 0 {
+		return shardErr("Put", ErrEmptyValue)
+	}
+	s.set(key, value)
+	switch changelog.Kind(key[0]) {
+	case changelog.KindState:
+		s.batchStats.RowsUpdated++
+	case changelog.KindTimer:
+		s.batchStats.TimersRegistered++
+	}
+	return nil
+}
+
+// Delete stages a tombstone for key in the current batch.
+func (s *Shard) Delete(key []byte) error {
+	if err := s.checkWrite("Delete"); err != nil {
+		return err
+	}
+	if err := checkRawKey(key); err != nil {
+		return shardErr("Delete", err)
+	}
+	s.set(key, nil)
+	switch changelog.Kind(key[0]) {
+	case changelog.KindState:
+		s.batchStats.RowsRemoved++
+	case changelog.KindTimer:
+		s.batchStats.TimersDeleted++
+	}
+	return nil
+}
+
+// Scan calls fn for every key in [lower, upper) of the merged view (staged
+// writes over the store), ascending, until fn returns false. A nil bound is
+// open. key and value are only valid during fn, which must not modify the
+// shard (collect keys, then change them).
+func (s *Shard) Scan(lower, upper []byte, fn func(key, value []byte) bool) error {
+	if s.closed {
+		return shardErr("Scan", ErrClosed)
+	}
+	if upper == nil || bytes.Compare(upper, everythingUpper) > 0 {
+		upper = everythingUpper // never show the local offset key
+	}
+	return shardErr("Scan", s.scan(lower, upper, fn))
+}

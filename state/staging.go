@@ -1,0 +1,228 @@
+package state
+
+import (
+	"bytes"
+
+	"github.com/kstate/kstate/state/kv"
+)
+
+// staging is the in-memory layer holding a batch's changes until Commit:
+// key → new value, or a tombstone. It is an ordered skiplist (scans merge it
+// with the store in key order, and a skiplist never moves nodes, so an
+// insert during a walk does not invalidate it) plus a hash index for point
+// lookups, which are the common case. Entries are never unlinked: a delete
+// is a tombstone, and the whole layer is dropped at Commit or Abort.
+//
+// Why not reuse kv.NewMemory: the staging layer needs tombstones, must be
+// fast without locking, and its iteration must survive inserts.
+type staging struct {
+	head  stagedEntry
+	level int
+	rnd   uint64
+	index map[string]*stagedEntry
+}
+
+type stagedEntry struct {
+	key, val []byte
+	deleted  bool
+	next     []*stagedEntry
+}
+
+const stagingMaxLevel = 20
+
+func newStaging() *staging {
+	return &staging{
+		head:  stagedEntry{next: make([]*stagedEntry, stagingMaxLevel)},
+		level: 1,
+		rnd:   0x2545f4914f6cdd1d,
+		index: make(map[string]*stagedEntry),
+	}
+}
+
+func (s *staging) len() int { return len(s.index) }
+
+// get returns the staged entry of key, or nil when the key is not staged.
+func (s *staging) get(key []byte) *stagedEntry { return s.index[string(key)] }
+
+// set stages a value (val != nil) or a tombstone (val == nil). It copies key
+// and value.
+func (s *staging) set(key, val []byte) {
+	if e := s.index[string(key)]; e != nil {
+		e.val, e.deleted = cloneBytes(val), val == nil
+		return
+	}
+	var prev [stagingMaxLevel]*stagedEntry
+	s.findLT(key, &prev)
+	h := 1
+	s.rnd ^= s.rnd << 13
+	s.rnd ^= s.rnd >> 7
+	s.rnd ^= s.rnd << 17
+	for r := s.rnd; h < stagingMaxLevel && r&3 == 0; r >>= 2 {
+		h++
+	}
+	for i := s.level; i < h; i++ {
+		prev[i] = &s.head
+	}
+	if h > s.level {
+		s.level = h
+	}
+	e := &stagedEntry{key: cloneBytes(key), val: cloneBytes(val), deleted: val == nil, next: make([]*stagedEntry, h)}
+	for i := 0; i < h; i++ {
+		e.next[i] = prev[i].next[i]
+		prev[i].next[i] = e
+	}
+	s.index[string(e.key)] = e
+}
+
+func (s *staging) findLT(key []byte, prev *[stagingMaxLevel]*stagedEntry) *stagedEntry {
+	x := &s.head
+	for i := s.level - 1; i >= 0; i-- {
+		for x.next[i] != nil && bytes.Compare(x.next[i].key, key) < 0 {
+			x = x.next[i]
+		}
+		if prev != nil {
+			prev[i] = x
+		}
+	}
+	return x
+}
+
+// seekGE returns the first staged entry with key ≥ key (nil key: the first).
+func (s *staging) seekGE(key []byte) *stagedEntry { return s.findLT(key, nil).next[0] }
+
+// seekLT returns the last staged entry with key < key (nil key: the last).
+func (s *staging) seekLT(key []byte) *stagedEntry {
+	var x *stagedEntry
+	if key == nil {
+		x = &s.head
+		for i := s.level - 1; i >= 0; i-- {
+			for x.next[i] != nil {
+				x = x.next[i]
+			}
+		}
+	} else {
+		x = s.findLT(key, nil)
+	}
+	if x == &s.head {
+		return nil
+	}
+	return x
+}
+
+func (s *staging) first() *stagedEntry { return s.head.next[0] }
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}
+
+// view is the merged read view: staging over the store.
+
+// get returns the current value of key (aliasing staging or a store copy:
+// callers must not modify it).
+func (s *Shard) get(key []byte) ([]byte, bool, error) {
+	if e := s.stage.get(key); e != nil {
+		return e.val, !e.deleted, nil
+	}
+	return s.store.Get(key)
+}
+
+// scan calls fn for every live key in [lower, upper) of the merged view, in
+// ascending order, until fn returns false. key and value are only valid
+// during fn. fn may stage new writes (the staging walk tolerates inserts,
+// and the store does not change during a batch), but keys it stages inside
+// the range may or may not be visited.
+func (s *Shard) scan(lower, upper []byte, fn func(key, value []byte) bool) error {
+	it := s.store.NewIter(lower, upper)
+	defer it.Close()
+	ok := it.First()
+	if lower == nil {
+		lower = []byte{}
+	}
+	e := s.stage.seekGE(lower)
+	inRange := func(e *stagedEntry) bool {
+		return e != nil && (upper == nil || bytes.Compare(e.key, upper) < 0)
+	}
+	for {
+		stagedOK := inRange(e)
+		if !ok && !stagedOK {
+			break
+		}
+		var c int
+		switch {
+		case !ok:
+			c = 1 // only staging left
+		case !stagedOK:
+			c = -1 // only store left
+		default:
+			c = bytes.Compare(it.Key(), e.key)
+		}
+		if c < 0 {
+			if !fn(it.Key(), it.Value()) {
+				return it.Error()
+			}
+			ok = it.Next()
+			continue
+		}
+		// Staging shadows the store on equal keys.
+		if c == 0 {
+			ok = it.Next()
+		}
+		cur := e
+		e = e.next[0]
+		if !cur.deleted && !fn(cur.key, cur.val) {
+			return it.Error()
+		}
+	}
+	return it.Error()
+}
+
+// last returns the greatest key in [lower, upper) of the merged view
+// (lower must not be nil), or ok=false when the range is empty. ListState
+// uses it to allocate the next element sequence number.
+func (s *Shard) last(lower, upper []byte) ([]byte, bool, error) {
+	it := s.store.NewIter(lower, upper)
+	defer it.Close()
+	ok := it.Last()
+	e := s.stage.seekLT(upper)
+	inRange := func(e *stagedEntry) bool { return e != nil && bytes.Compare(e.key, lower) >= 0 }
+	for {
+		stagedOK := inRange(e)
+		if !ok && !stagedOK {
+			return nil, false, it.Error()
+		}
+		var c int
+		switch {
+		case !ok:
+			c = -1
+		case !stagedOK:
+			c = 1
+		default:
+			c = bytes.Compare(it.Key(), e.key)
+		}
+		if c > 0 {
+			return cloneBytes(it.Key()), true, it.Error()
+		}
+		if !e.deleted {
+			return cloneBytes(e.key), true, nil
+		}
+		if c == 0 {
+			ok = it.Prev()
+		}
+		e = s.stage.seekLT(e.key)
+	}
+}
+
+// writeTo adds the staged changes to b in key order (the batch keeps the
+// slices: the staging layer is dropped after the write).
+func (s *staging) writeTo(b *kv.Batch) {
+	for e := s.first(); e != nil; e = e.next[0] {
+		if e.deleted {
+			b.Delete(e.key)
+		} else {
+			b.Put(e.key, e.val)
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package state
+
+import "github.com/kstate/kstate/changelog"
+
+// ValueState holds one value of T per grouping key.
+type ValueState[T any] struct {
+	varBase
+	c       Codec[T]
+	nilable bool
+}
+
+// NewValueState declares a ValueState (only during Init).
+func NewValueState[T any](s *Shard, name string, c Codec[T], opts ...Option) (*ValueState[T], error) {
+	b, err := s.declare("ValueState", kindValue, name, schemaOf(c), "", []any{c}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &ValueState[T]{varBase: b, c: c, nilable: nilable[T]()}, nil
+}
+
+func (v *ValueState[T]) key() []byte { return changelog.StateKey(v.id, v.s.key, nil) }
+
+// Exists reports whether the current key has a (non-expired) value.
+func (v *ValueState[T]) Exists() (bool, error) {
+	if err := v.check("Exists", false); err != nil {
+		return false, err
+	}
+	_, ok, err := v.s.readLive(v.key())
+	return ok, v.err("Exists", err)
+}
+
+// Get returns the current key's value, or ok=false when there is none.
+func (v *ValueState[T]) Get() (T, bool, error) {
+	var zero T
+	if err := v.check("Get", false); err != nil {
+		return zero, false, err
+	}
+	p, ok, err := v.s.readLive(v.key())
+	if err != nil || !ok {
+		return zero, false, v.err("Get", err)
+	}
+	val, err := v.c.Decode(p)
+	if err != nil {
+		return zero, false, v.err("Get", err)
+	}
+	return val, true, nil
+}
+
+// Update replaces the current key's value (and resets its TTL).
+func (v *ValueState[T]) Update(val T) error {
+	if err := v.check("Update", true); err != nil {
+		return err
+	}
+	if v.nilable && isNil(val) {
+		return v.err("Update", ErrNilValue)
+	}
+	p, err := v.c.Encode(val)
+	if err != nil {
+		return v.err("Update", err)
+	}
+	exp, err := v.newExpiry()
+	if err != nil {
+		return v.err("Update", err)
+	}
+	return v.err("Update", v.s.putEntry(v.key(), p, exp, v.ttl != 0))
+}
+
+// Clear removes the current key's value; a no-op when there is none.
+func (v *ValueState[T]) Clear() error {
+	if err := v.check("Clear", true); err != nil {
+		return err
+	}
+	key := v.key()
+	old, ok, err := v.s.get(key)
+	if err != nil || !ok {
+		return v.err("Clear", err)
+	}
+	if err := v.s.deleteEntry(key, old); err != nil {
+		return v.err("Clear", err)
+	}
+	v.s.batchStats.RowsRemoved++
+	return nil
+}

@@ -1,0 +1,145 @@
+package timers
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/state"
+)
+
+// Timer is one registered timer: a grouping key and an expiry (ms).
+type Timer struct {
+	Key    []byte
+	Expiry int64
+}
+
+// Stats are cumulative timer counters of committed batches.
+type Stats struct {
+	Registered int64
+	Deleted    int64
+}
+
+// Timers is the durable timer set of one shard. Every timer has two index
+// entries, both changelogged with the batch like state: changelog.TimerKey
+// (expiry, key) to fire in order, and changelog.TimerByKey (key, expiry) to
+// list one key's timers. All operations are staged in the shard's batch.
+type Timers struct {
+	s *state.Shard
+}
+
+// New returns the timers of shard s.
+func New(s *state.Shard) *Timers { return &Timers{s: s} }
+
+// value is stored under both index keys: an empty payload behind a normal
+// value header, so no changelog record is empty (Kafka cannot tell an empty
+// value from a tombstone).
+var value = changelog.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, nil)
+
+// Register adds the timer (key, expiry); a no-op when it exists.
+func (t *Timers) Register(key []byte, expiry int64) error {
+	ok, err := t.exists(key, expiry)
+	if err != nil || ok {
+		return opErr("Register", key, expiry, err)
+	}
+	// The TimerKey put is what the shard counts as a registration.
+	if err := t.s.Put(changelog.TimerKey(expiry, key), value); err != nil {
+		return opErr("Register", key, expiry, err)
+	}
+	return opErr("Register", key, expiry, t.s.Put(changelog.TimerByKey(key, expiry), value))
+}
+
+// Delete removes the timer (key, expiry); a no-op when it does not exist.
+func (t *Timers) Delete(key []byte, expiry int64) error {
+	ok, err := t.exists(key, expiry)
+	if err != nil || !ok {
+		return opErr("Delete", key, expiry, err)
+	}
+	if err := t.s.Delete(changelog.TimerKey(expiry, key)); err != nil {
+		return opErr("Delete", key, expiry, err)
+	}
+	return opErr("Delete", key, expiry, t.s.Delete(changelog.TimerByKey(key, expiry)))
+}
+
+// Exists reports whether the timer (key, expiry) is registered.
+func (t *Timers) Exists(key []byte, expiry int64) (bool, error) {
+	ok, err := t.exists(key, expiry)
+	return ok, opErr("Exists", key, expiry, err)
+}
+
+func (t *Timers) exists(key []byte, expiry int64) (bool, error) {
+	_, ok, err := t.s.Get(changelog.TimerKey(expiry, key))
+	return ok, err
+}
+
+// List returns the expiries of key's timers, ascending.
+func (t *Timers) List(key []byte) ([]int64, error) {
+	prefix := changelog.TimerByKeyPrefix(key)
+	var out []int64
+	var derr error
+	err := t.s.Scan(prefix, changelog.PrefixEnd(prefix), func(k, _ []byte) bool {
+		dk, err := changelog.DecodeKey(k)
+		if err != nil {
+			derr = err
+			return false
+		}
+		out = append(out, dk.Expiry)
+		return true
+	})
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("List(key %q)", key), err)
+	}
+	return out, nil
+}
+
+// Expired returns every timer with expiry ≤ threshold, ordered by expiry,
+// then by key bytes. It does not remove them: the engine deletes each one
+// once its handler returned.
+func (t *Timers) Expired(threshold int64) ([]Timer, error) {
+	var out []Timer
+	var derr error
+	// Start at the shard's timer floor, not at the start of the timer space:
+	// fired timers leave tombstones there that a store like RocksDB would
+	// step over on every call until compaction.
+	lower := changelog.TimerKey(t.s.TimerFloor(), nil)
+	err := t.s.Scan(lower, changelog.TimerUpperBound(threshold), func(k, _ []byte) bool {
+		dk, err := changelog.DecodeKey(k)
+		if err != nil {
+			derr = err
+			return false
+		}
+		out = append(out, Timer{Key: append([]byte{}, dk.GroupKey...), Expiry: dk.Expiry})
+		return true
+	})
+	if err == nil {
+		err = derr
+	}
+	if err != nil {
+		return nil, wrap(fmt.Sprintf("Expired(%d)", threshold), err)
+	}
+	return out, nil
+}
+
+// Stats returns the cumulative counters of committed batches.
+func (t *Timers) Stats() Stats {
+	st := t.s.Stats()
+	return Stats{Registered: st.TimersRegistered, Deleted: st.TimersDeleted}
+}
+
+func opErr(op string, key []byte, expiry int64, err error) error {
+	if err == nil {
+		return nil
+	}
+	return wrap(fmt.Sprintf("%s(key %q, expiry %d)", op, key, expiry), err)
+}
+
+func wrap(op string, err error) error {
+	var ve *state.VarError
+	if errors.As(err, &ve) && ve.Var == "" {
+		err = ve.Err // drop the shard-level wrapper: this error names the timer call
+	}
+	return &state.VarError{Kind: "Timers", Op: op, Err: err}
+}

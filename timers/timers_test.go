@@ -1,0 +1,230 @@
+package timers_test
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/state/kv"
+	"github.com/kstate/kstate/timers"
+)
+
+func open(t *testing.T) *state.Shard {
+	t.Helper()
+	s, err := state.OpenShard(state.ShardOptions{Backend: kv.NewMemory()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func noErr(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// batch runs fn in a committed batch and returns its changelog records.
+func batch(t *testing.T, s *state.Shard, fn func()) []changelog.Record {
+	t.Helper()
+	s.Begin(0)
+	fn()
+	recs, err := s.Finish()
+	noErr(t, err)
+	noErr(t, s.Commit(s.ChangelogOffset()+int64(len(recs))))
+	return recs
+}
+
+func render(ts []timers.Timer) []string {
+	var out []string
+	for _, x := range ts {
+		out = append(out, string(x.Key)+"@"+itoa(x.Expiry))
+	}
+	return out
+}
+
+func itoa(v int64) string {
+	if v < 0 {
+		return "-" + itoa(-v)
+	}
+	if v < 10 {
+		return string(rune('0' + v))
+	}
+	return itoa(v/10) + string(rune('0'+v%10))
+}
+
+func TestExpiredOrder(t *testing.T) {
+	s := open(t)
+	tm := timers.New(s)
+	regs := []struct {
+		key    string
+		expiry int64
+	}{{"b", 5}, {"a", 5}, {"c", 1}, {"a", 9}, {"ab", 5}, {"", 5}, {"z", -3}, {"a", 5} /* duplicate */}
+	// Half committed, half staged: Expired must merge both in order.
+	batch(t, s, func() {
+		for _, r := range regs[:4] {
+			noErr(t, tm.Register([]byte(r.key), r.expiry))
+		}
+	})
+	s.Begin(0)
+	for _, r := range regs[4:] {
+		noErr(t, tm.Register([]byte(r.key), r.expiry))
+	}
+	for _, tc := range []struct {
+		threshold int64
+		want      []string
+	}{
+		{-4, nil},
+		{-3, []string{"z@-3"}},
+		{4, []string{"z@-3", "c@1"}},
+		{5, []string{"z@-3", "c@1", "@5", "a@5", "ab@5", "b@5"}},
+		{math.MaxInt64, []string{"z@-3", "c@1", "@5", "a@5", "ab@5", "b@5", "a@9"}},
+	} {
+		got, err := tm.Expired(tc.threshold)
+		noErr(t, err)
+		if !slices.Equal(render(got), tc.want) {
+			t.Errorf("Expired(%d) = %q, want %q", tc.threshold, render(got), tc.want)
+		}
+	}
+	list, err := tm.List([]byte("a"))
+	noErr(t, err)
+	if !slices.Equal(list, []int64{5, 9}) {
+		t.Fatalf("List(a) = %v", list)
+	}
+	if list, _ := tm.List([]byte("nobody")); len(list) != 0 {
+		t.Fatalf("List(nobody) = %v", list)
+	}
+	s.Abort()
+}
+
+func TestRegisterDeleteIdempotent(t *testing.T) {
+	s := open(t)
+	tm := timers.New(s)
+	recs := batch(t, s, func() {
+		noErr(t, tm.Register([]byte("k"), 10))
+		noErr(t, tm.Register([]byte("k"), 10))
+		noErr(t, tm.Delete([]byte("k"), 99)) // absent: no-op
+	})
+	if len(recs) != 2 { // both indexes, once
+		t.Fatalf("records = %d, want 2", len(recs))
+	}
+	if st := tm.Stats(); st.Registered != 1 || st.Deleted != 0 {
+		t.Fatalf("Stats = %+v", st)
+	}
+	s.Begin(0)
+	if ok, _ := tm.Exists([]byte("k"), 10); !ok {
+		t.Fatal("registered timer does not exist")
+	}
+	noErr(t, tm.Delete([]byte("k"), 10))
+	if ok, _ := tm.Exists([]byte("k"), 10); ok {
+		t.Fatal("deleted timer still exists")
+	}
+	recs, err := s.Finish()
+	noErr(t, err)
+	if len(recs) != 2 || !recs[0].Tombstone() || !recs[1].Tombstone() {
+		t.Fatalf("delete records = %+v", recs)
+	}
+	noErr(t, s.Commit(4))
+	if st := tm.Stats(); st.Registered != 1 || st.Deleted != 1 {
+		t.Fatalf("Stats = %+v", st)
+	}
+	// Aborted work is not counted.
+	s.Begin(0)
+	noErr(t, tm.Register([]byte("x"), 1))
+	s.Abort()
+	if st := tm.Stats(); st.Registered != 1 {
+		t.Fatalf("Stats after abort = %+v", st)
+	}
+}
+
+func TestTimersSurviveRestore(t *testing.T) {
+	src := open(t)
+	var log []changelog.Record
+	tm := timers.New(src)
+	log = append(log, batch(t, src, func() {
+		noErr(t, tm.Register([]byte("a"), 3))
+		noErr(t, tm.Register([]byte("b"), 1))
+		noErr(t, tm.Register([]byte("a"), 7))
+	})...)
+	log = append(log, batch(t, src, func() { noErr(t, tm.Delete([]byte("a"), 3)) })...)
+	dst := open(t)
+	noErr(t, dst.ApplyChangelog(log, int64(len(log))))
+	got, err := timers.New(dst).Expired(100)
+	noErr(t, err)
+	if !slices.Equal(render(got), []string{"b@1", "a@7"}) {
+		t.Fatalf("restored timers = %q", render(got))
+	}
+}
+
+func TestTimersMisuse(t *testing.T) {
+	s := open(t)
+	tm := timers.New(s)
+	err := tm.Register([]byte("k"), 5)
+	if !errors.Is(err, state.ErrNoBatch) || !strings.Contains(err.Error(), "Register") || !strings.Contains(err.Error(), `"k"`) {
+		t.Fatalf("Register outside a batch: %v", err)
+	}
+	s.Close()
+	if _, err := tm.Expired(1); !errors.Is(err, state.ErrClosed) || !strings.Contains(err.Error(), "Expired") {
+		t.Fatalf("Expired after Close: %v", err)
+	}
+}
+
+// TestFloor: Expired starts at the shard's timer floor; the floor must stay
+// a true lower bound across commits, aborts, past registrations and restore.
+func TestFloor(t *testing.T) {
+	s := open(t)
+	tm := timers.New(s)
+	batch(t, s, func() {
+		for e := int64(1); e <= 100; e++ {
+			noErr(t, tm.Register([]byte("k"), e))
+		}
+	})
+	fire := func(now int64) []string {
+		fired, err := tm.Expired(now)
+		noErr(t, err)
+		for _, f := range fired {
+			noErr(t, tm.Delete(f.Key, f.Expiry))
+		}
+		return render(fired)
+	}
+	batch(t, s, func() {
+		if got := fire(50); len(got) != 50 {
+			t.Fatalf("fired %d timers at 50", len(got))
+		}
+	})
+	if f := s.TimerFloor(); f != 51 {
+		t.Fatalf("TimerFloor after firing up to 50 = %d, want 51", f)
+	}
+	// Fire and abort: the timers come back and still fire later.
+	s.Begin(0)
+	if got := fire(60); len(got) != 10 {
+		t.Fatalf("fired %d timers at 60", len(got))
+	}
+	s.Abort()
+	// A timer registered in the past (below the floor) fires.
+	s.Begin(0)
+	noErr(t, tm.Register([]byte("late"), 7))
+	if got := fire(55); !slices.Equal(got, []string{"late@7", "k@51", "k@52", "k@53", "k@54", "k@55"}) {
+		t.Fatalf("fired at 55 = %q", got)
+	}
+	recs, err := s.Finish()
+	noErr(t, err)
+	noErr(t, s.Commit(s.ChangelogOffset()+int64(len(recs))))
+	batch(t, s, func() {
+		if got := fire(1000); len(got) != 45 {
+			t.Fatalf("fired %d timers at 1000, want 45", len(got))
+		}
+	})
+	batch(t, s, func() { noErr(t, tm.Register([]byte("again"), -5)) })
+	s.Begin(0)
+	if got := fire(0); !slices.Equal(got, []string{"again@-5"}) {
+		t.Fatalf("fired at 0 after the space was empty = %q", got)
+	}
+	s.Abort()
+}
