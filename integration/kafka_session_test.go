@@ -1,0 +1,25 @@
+package integration
+
+import (
+	"testing"
+
+	"github.com/kstate/kstate/integration/harness"
+	"github.com/kstate/kstate/kafka/kafkatest"
+)
+
+// TestKafkaScenarios runs package kafka's scenarios (session commit, abort
+// and rewind, fencing, rebalance abort, EnsureTopic, PartitionReader over
+// aborted transactions and trailing markers, ReadAll) on the real broker.
+// kafka's own tests run the same functions on kfake, which completes
+// transactions synchronously; this is where the timing of a real
+// transaction coordinator (PREPARE_COMMIT, markers written asynchronously,
+// LSO lagging the high watermark) is exercised.
+func TestKafkaScenarios(t *testing.T) {
+	brokers := harness.Brokers(t)
+	for _, sc := range kafkatest.Scenarios() {
+		t.Run(sc.Name, func(t *testing.T) {
+			t.Parallel()
+			sc.Run(t, brokers)
+		})
+	}
+}

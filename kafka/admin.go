@@ -1,0 +1,282 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Admin manages topics and reads offsets.
+type Admin struct {
+	cl  *kgo.Client
+	adm *kadm.Client
+}
+
+// TopicSpec describes a topic kstate needs.
+type TopicSpec struct {
+	Name string
+	// Partitions; <= 0 means the broker's default (num.partitions), and
+	// then the partition count of an existing topic is not checked.
+	Partitions int
+	// ReplicationFactor; <= 0 (conventionally -1) means the broker's
+	// default.replication.factor, which is what a one-broker cluster needs.
+	ReplicationFactor int16
+	// Compacted sets cleanup.policy=compact and requires it of an existing
+	// topic (exactly "compact": "compact,delete" would let retention
+	// delete state).
+	Compacted bool
+	// Configs are extra topic configs, applied only when creating.
+	Configs map[string]string
+}
+
+// NewAdmin connects to the cluster (lazily: errors show on first use).
+func NewAdmin(brokers []string) (*Admin, error) {
+	if len(brokers) == 0 {
+		return nil, errors.New("kafka: NewAdmin: no brokers")
+	}
+	cl, err := kgo.NewClient(toolOpts(brokers)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: new admin client: %w", err)
+	}
+	return &Admin{cl: cl, adm: kadm.NewClient(cl)}, nil
+}
+
+// toolOpts are the options of the short-lived admin, reader and ReadAll
+// clients. kadm answers topic questions from kgo's metadata cache, which by
+// default keeps even "topic does not exist" for 5s (MetadataMinAge): a topic
+// created a moment ago would look missing, and a new partition leader
+// stale. These clients ask rarely, so a short cache costs nothing.
+func toolOpts(brokers []string) []kgo.Opt {
+	return []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(toolMetadataMinAge)}
+}
+
+const (
+	toolMetadataMinAge = 20 * time.Millisecond
+	// clientMetadataMinAge, overriding kgo's 5s, lets a producer or session
+	// started right after a topic was created find it quickly.
+	clientMetadataMinAge = 250 * time.Millisecond
+)
+
+// Close releases the client.
+func (a *Admin) Close() { a.cl.Close() }
+
+// Partitions returns the partition count of topic, or an error wrapping
+// ErrTopicNotFound.
+func (a *Admin) Partitions(ctx context.Context, topic string) (int, error) {
+	td, err := describeTopic(ctx, a.adm, topic)
+	if err != nil {
+		return 0, err
+	}
+	return len(td.Partitions), nil
+}
+
+// describeTopic returns topic's metadata or an error wrapping
+// ErrTopicNotFound.
+func describeTopic(ctx context.Context, adm *kadm.Client, topic string) (kadm.TopicDetail, error) {
+	tds, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return kadm.TopicDetail{}, fmt.Errorf("kafka: describe topic %q: %w", topic, err)
+	}
+	td, ok := tds[topic]
+	switch {
+	case !ok, errors.Is(td.Err, kerr.UnknownTopicOrPartition):
+		return kadm.TopicDetail{}, fmt.Errorf("%w: %q", ErrTopicNotFound, topic)
+	case td.Err != nil:
+		return kadm.TopicDetail{}, fmt.Errorf("kafka: describe topic %q: %w", topic, td.Err)
+	}
+	return td, nil
+}
+
+// EnsureTopic creates the topic when it is missing and otherwise checks it
+// against spec, returning a *TopicMismatchError on a difference. It returns
+// once the topic's metadata shows all its partitions, so a reader or producer
+// started right after does not race the creation.
+func (a *Admin) EnsureTopic(ctx context.Context, spec TopicSpec) error {
+	if spec.Name == "" {
+		return errors.New("kafka: EnsureTopic: empty topic name")
+	}
+	_, err := describeTopic(ctx, a.adm, spec.Name)
+	if errors.Is(err, ErrTopicNotFound) {
+		err = a.create(ctx, spec)
+		if errors.Is(err, kerr.TopicAlreadyExists) {
+			err = nil // lost a race with another instance; validate theirs
+		} else if err != nil {
+			return err
+		}
+		if err := a.waitVisible(ctx, spec); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	return a.validate(ctx, spec)
+}
+
+func (a *Admin) create(ctx context.Context, spec TopicSpec) error {
+	configs := make(map[string]*string, len(spec.Configs)+1)
+	for k, v := range spec.Configs {
+		configs[k] = kadm.StringPtr(v)
+	}
+	if spec.Compacted {
+		if p, ok := spec.Configs["cleanup.policy"]; ok && p != "compact" {
+			return fmt.Errorf("kafka: EnsureTopic %q: Compacted conflicts with cleanup.policy=%s in Configs", spec.Name, p)
+		}
+		configs["cleanup.policy"] = kadm.StringPtr("compact")
+	}
+	partitions := int32(spec.Partitions)
+	if partitions <= 0 {
+		partitions = -1
+	}
+	rf := spec.ReplicationFactor
+	if rf <= 0 {
+		rf = -1
+	}
+	if _, err := a.adm.CreateTopic(ctx, partitions, rf, configs, spec.Name); err != nil {
+		return fmt.Errorf("kafka: create topic %q (partitions %d, replication %d, configs %v): %w",
+			spec.Name, partitions, rf, spec.Configs, err)
+	}
+	return nil
+}
+
+// waitVisible polls metadata until the new topic shows every partition with
+// a leader: a real broker acknowledges a creation before all brokers know it.
+func (a *Admin) waitVisible(ctx context.Context, spec TopicSpec) error {
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
+		td, err := describeTopic(ctx, a.adm, spec.Name)
+		if err == nil && len(td.Partitions) > 0 && (spec.Partitions <= 0 || len(td.Partitions) >= spec.Partitions) {
+			ready := true
+			for _, p := range td.Partitions {
+				ready = ready && p.Err == nil && p.Leader >= 0
+			}
+			if ready {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafka: topic %q created but not visible in metadata: %w", spec.Name, ctx.Err())
+		case <-time.After(delay):
+		}
+	}
+}
+
+func (a *Admin) validate(ctx context.Context, spec TopicSpec) error {
+	if spec.Partitions > 0 {
+		n, err := a.Partitions(ctx, spec.Name)
+		if err != nil {
+			return err
+		}
+		if n != spec.Partitions {
+			return &TopicMismatchError{Topic: spec.Name, What: "partitions", Want: strconv.Itoa(spec.Partitions), Got: strconv.Itoa(n)}
+		}
+	}
+	if spec.Compacted {
+		policy, err := a.topicConfig(ctx, spec.Name, "cleanup.policy")
+		if err != nil {
+			return err
+		}
+		if policy != "compact" {
+			return &TopicMismatchError{Topic: spec.Name, What: "cleanup.policy", Want: "compact", Got: policy}
+		}
+	}
+	return nil
+}
+
+// topicConfig returns the effective value of one topic config.
+func (a *Admin) topicConfig(ctx context.Context, topic, key string) (string, error) {
+	rcs, err := a.adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return "", fmt.Errorf("kafka: describe configs of topic %q: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return "", fmt.Errorf("kafka: describe configs of topic %q: %w", topic, err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == key {
+			if c.Value == nil {
+				return "", nil
+			}
+			return *c.Value, nil
+		}
+	}
+	return "", nil
+}
+
+// CommittedOffsets returns the group's committed offsets of topic, by
+// partition; partitions without a commit are absent. It waits for pending
+// transactional commits to resolve (KIP-447 RequireStable) so the answer
+// never includes an offset that may still be aborted.
+func (a *Admin) CommittedOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
+		resps, err := a.adm.FetchOffsetsForTopics(kadm.RequireStable(ctx), group, topic)
+		if err != nil && !errors.Is(err, kerr.UnstableOffsetCommit) {
+			return nil, fmt.Errorf("kafka: committed offsets of group %q topic %q: %w", group, topic, err)
+		}
+		if err == nil {
+			out := make(map[int32]int64)
+			for p, r := range resps[topic] {
+				if r.Err != nil {
+					err = r.Err
+					break
+				}
+				if r.At >= 0 {
+					out[p] = r.At
+				}
+			}
+			if err == nil {
+				return out, nil
+			}
+			if !errors.Is(err, kerr.UnstableOffsetCommit) {
+				return nil, fmt.Errorf("kafka: committed offsets of group %q topic %q: %w", group, topic, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("kafka: committed offsets of group %q topic %q: %w", group, topic, ctx.Err())
+		case <-time.After(delay):
+		}
+	}
+}
+
+// EndOffsets returns the high watermark of every partition of topic.
+func (a *Admin) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	return listOffsets(ctx, topic, a.adm.ListEndOffsets)
+}
+
+// StableOffsets returns the last stable offset (LSO) of every partition of
+// topic: the end of what a read_committed consumer can read now.
+func (a *Admin) StableOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	return listOffsets(ctx, topic, a.adm.ListCommittedOffsets)
+}
+
+func listOffsets(ctx context.Context, topic string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) (map[int32]int64, error) {
+	lo, err := list(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: list offsets of topic %q: %w", topic, err)
+	}
+	ps, ok := lo[topic]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrTopicNotFound, topic)
+	}
+	out := make(map[int32]int64, len(ps))
+	for p, o := range ps {
+		if o.Err != nil {
+			if errors.Is(o.Err, kerr.UnknownTopicOrPartition) && p < 0 {
+				return nil, fmt.Errorf("%w: %q", ErrTopicNotFound, topic)
+			}
+			return nil, fmt.Errorf("kafka: list offsets of topic %q partition %d: %w", topic, p, o.Err)
+		}
+		out[p] = o.Offset
+	}
+	return out, nil
+}

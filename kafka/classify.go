@@ -1,0 +1,95 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// isFenced reports whether err means a newer instance took over. After
+// KIP-890 the broker answers a zombie's produce with INVALID_PRODUCER_EPOCH
+// and its transaction requests with PRODUCER_FENCED; a zombie's commit comes
+// back OPERATION_NOT_ATTEMPTED, which GroupTransactSession retries as an
+// abort, whose answer is again one of the two. FENCED_INSTANCE_ID is the
+// group's version of the same story for static members.
+func isFenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) ||
+		errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.FencedInstanceID)
+}
+
+// wrapTxnErr names the operation and the transactional id and maps fencing
+// to ErrFenced (keeping the broker's error in the chain).
+func wrapTxnErr(what, txnID string, err error) error {
+	if isFenced(err) {
+		return fmt.Errorf("%w: %s (transactional id %q): %w", ErrFenced, what, txnID, err)
+	}
+	if errors.Is(err, kgo.ErrClientClosed) {
+		return fmt.Errorf("%w: %s: %w", ErrClosed, what, err)
+	}
+	return fmt.Errorf("kafka: %s (transactional id %q): %w", what, txnID, err)
+}
+
+// classifyPollError returns nil for errors franz-go handles by itself
+// (logging them) and a wrapped error for those that must stop the caller.
+//
+// Group management errors arrive as fetch errors on topic "" partition 0,
+// wrapped in *kgo.ErrGroupSession (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+// REBALANCE_IN_PROGRESS, coordinator moves...). The group loop rejoins by
+// itself; treating them as fatal breaks on the first rebalance.
+func (s *Session) classifyPollError(fe kgo.FetchError) error {
+	err := fe.Err
+	var gerr *kgo.ErrGroupSession
+	var dataLoss *kgo.ErrDataLoss
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return nil // FetchMaxWait elapsed; the caller's ctx is checked by Poll
+	case errors.Is(err, kgo.ErrClientClosed):
+		return ErrClosed
+	case errors.Is(err, kerr.FencedInstanceID):
+		return fmt.Errorf("%w: group %q instance id %q is used by another member: %w", ErrFenced, s.cfg.GroupID, s.cfg.InstanceID, err)
+	case isAuthErr(err):
+		return fmt.Errorf("kafka: group %q topic %q partition %d: not authorized: %w", s.cfg.GroupID, fe.Topic, fe.Partition, err)
+	case errors.Is(err, kerr.InvalidSessionTimeout):
+		return fmt.Errorf("kafka: group %q: SessionTimeout %v is outside the broker's group.{min,max}.session.timeout.ms: %w", s.cfg.GroupID, s.cfg.SessionTimeout, err)
+	case errors.Is(err, kerr.InconsistentGroupProtocol), errors.Is(err, kerr.InvalidGroupID), errors.Is(err, kerr.GroupMaxSizeReached):
+		return fmt.Errorf("kafka: group %q cannot be joined: %w", s.cfg.GroupID, err)
+	case errors.As(err, &gerr):
+		s.logf("kafka: group %q: %v (rejoining)", s.cfg.GroupID, err)
+		return nil
+	case errors.As(err, &dataLoss):
+		// The broker lost records we had not consumed yet (unclean leader
+		// election, recreated topic). Nothing can bring them back;
+		// franz-go resumes where it can. Say it loudly.
+		s.logf("kafka: DATA LOSS on input topic %q partition %d: %v", fe.Topic, fe.Partition, err)
+		return nil
+	case kerr.IsRetriable(err):
+		s.logf("kafka: topic %q partition %d: %v (retrying)", fe.Topic, fe.Partition, err)
+		return nil
+	}
+	return fmt.Errorf("kafka: poll group %q topic %q partition %d: %w", s.cfg.GroupID, fe.Topic, fe.Partition, err)
+}
+
+func isAuthErr(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) ||
+		errors.Is(err, kerr.GroupAuthorizationFailed) ||
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) ||
+		errors.Is(err, kerr.ClusterAuthorizationFailed) ||
+		errors.Is(err, kerr.SaslAuthenticationFailed)
+}
+
+func sortPartitions(ps []Partition) {
+	slices.SortFunc(ps, func(a, b Partition) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition - b.Partition)
+	})
+}

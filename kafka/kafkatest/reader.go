@@ -1,0 +1,212 @@
+package kafkatest
+
+import (
+	"errors"
+	"io"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kstate/kstate/kafka"
+)
+
+// readFrom reads topic partition 0 from offset with a PartitionReader and
+// returns the values and the final position and end.
+func readFrom(t *testing.T, brokers []string, topic string, from int64) (values []string, pos, end int64) {
+	t.Helper()
+	ctx := Ctx(t, time.Minute)
+	r, err := kafka.NewPartitionReader(ctx, brokers, topic, 0, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for {
+		recs, err := r.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 0 {
+			t.Fatal("Next returned no records and no error")
+		}
+		values = append(values, Values(recs)...)
+	}
+	if r.Position() != r.End() {
+		t.Fatalf("at EOF, Position %d != End %d", r.Position(), r.End())
+	}
+	return values, r.Position(), r.End()
+}
+
+// ReaderTails: a restore reads exactly the committed records and terminates
+// whatever the log ends with — a commit marker, an aborted transaction, or a
+// plain record — from the start or from the middle, and stops at the end
+// captured at open.
+func ReaderTails(t *testing.T, brokers []string) {
+	type txn struct {
+		commit bool
+		values []string
+	}
+	cases := []struct {
+		name string
+		txns []txn
+		from int // index into the committed offsets; -1: offset 0
+		want []string
+	}{
+		{"commit marker tail", []txn{{true, []string{"a", "b"}}, {false, []string{"c", "d"}}, {true, []string{"e"}}}, -1, []string{"a", "b", "e"}},
+		{"aborted tail", []txn{{true, []string{"a", "b"}}, {false, []string{"c"}}}, -1, []string{"a", "b"}},
+		{"only aborted", []txn{{false, []string{"x", "y"}}}, -1, nil},
+		{"from the middle", []txn{{true, []string{"a", "b"}}, {false, []string{"c", "d"}}, {true, []string{"e"}}}, 1, []string{"b", "e"}},
+		{"empty", nil, -1, nil},
+	}
+	adm := NewAdmin(t, brokers)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := Topic(t, adm, "changelog", 1, true)
+			w := TxnWriter(t, brokers, Name(t, "txn"))
+			var committedOffs []int64
+			for _, x := range tc.txns {
+				offs := Txn(t, w, topic, 0, x.commit, x.values...)
+				if x.commit {
+					committedOffs = append(committedOffs, offs...)
+				}
+			}
+			from := int64(0)
+			if tc.from >= 0 {
+				from = committedOffs[tc.from]
+			}
+			got, pos, end := readFrom(t, brokers, topic, from)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("read %v, want %v", got, tc.want)
+			}
+			high, err := NewAdmin(t, brokers).EndOffsets(Ctx(t, time.Minute), topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pos != high[0] || end != high[0] {
+				t.Fatalf("position %d end %d, want both at the high watermark %d", pos, end, high[0])
+			}
+			// A new reader from the final position is at its end at once.
+			if again, _, _ := readFrom(t, brokers, topic, pos); len(again) != 0 {
+				t.Fatalf("re-reading from the final position returned %v", again)
+			}
+		})
+	}
+}
+
+// ReaderAbortedBelowOpenTxn: the end captured at open is the last stable
+// offset. When the record just below it belongs to an aborted transaction
+// whose abort marker lies above it (another producer's transaction was open
+// when the abort was written), nothing visible remains below the end — the
+// reader must still terminate, at the end, without waiting for the open
+// transaction. A reader opened after that transaction commits reads it.
+func ReaderAbortedBelowOpenTxn(t *testing.T, brokers []string) {
+	adm := NewAdmin(t, brokers)
+	topic := Topic(t, adm, "changelog", 1, true)
+	ctx := Ctx(t, time.Minute)
+	x, y := TxnWriter(t, brokers, Name(t, "x")), TxnWriter(t, brokers, Name(t, "y"))
+
+	Txn(t, x, topic, 0, true, "a") // a0 M1
+	if err := x.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	cOff := Produce(t, x, topic, 0, "c")[0] // c2
+	if err := y.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	dOff := Produce(t, y, topic, 0, "d")[0] // d3, open
+	if committed, err := x.End(ctx, false); err != nil || committed {
+		t.Fatalf("x abort: %v %v", committed, err) // A4
+	}
+	if dOff != cOff+1 {
+		t.Fatalf("setup: c at %d, d at %d; want adjacent", cOff, dOff)
+	}
+
+	got, pos, end := readFrom(t, brokers, topic, 0)
+	if !slices.Equal(got, []string{"a"}) || end != dOff || pos != dOff {
+		t.Fatalf("read %v position %d end %d; want [a] and both at the open transaction's start %d", got, pos, end, dOff)
+	}
+
+	if committed, err := y.End(ctx, true); err != nil || !committed {
+		t.Fatalf("y commit: %v %v", committed, err)
+	}
+	got, _, _ = readFrom(t, brokers, topic, pos)
+	if !slices.Equal(got, []string{"d"}) {
+		t.Fatalf("after the open transaction committed, read %v from %d, want [d]", got, pos)
+	}
+}
+
+// ReaderOutOfRange: a start offset beyond the log (a recreated changelog) is
+// ErrOffsetOutOfRange, a missing topic ErrTopicNotFound.
+func ReaderOutOfRange(t *testing.T, brokers []string) {
+	adm := NewAdmin(t, brokers)
+	topic := Topic(t, adm, "changelog", 1, true)
+	// A key is required: a real broker rejects null-key records on a
+	// compacted topic (INVALID_RECORD); kfake accepts them.
+	PlainProduce(t, brokers, kafka.Record{Topic: topic, Partition: 0, Key: []byte("k"), Value: []byte("a")})
+	ctx := Ctx(t, time.Minute)
+	if _, err := kafka.NewPartitionReader(ctx, brokers, topic, 0, 10); !errors.Is(err, kafka.ErrOffsetOutOfRange) {
+		t.Fatalf("reader beyond the log: %v, want ErrOffsetOutOfRange", err)
+	}
+	if _, err := kafka.NewPartitionReader(ctx, brokers, topic, 3, 0); err == nil {
+		t.Fatal("reader of a missing partition: no error")
+	}
+	if _, err := kafka.NewPartitionReader(ctx, brokers, Name(t, "missing"), 0, 0); !errors.Is(err, kafka.ErrTopicNotFound) {
+		t.Fatalf("reader of a missing topic: %v, want ErrTopicNotFound", err)
+	}
+}
+
+// ReadAllCommitted: ReadAll returns committed and plain records of every
+// partition, ordered by partition then offset, and never aborted ones.
+func ReadAllCommitted(t *testing.T, brokers []string) {
+	adm := NewAdmin(t, brokers)
+	topic := Topic(t, adm, "out", 3, false)
+	w := TxnWriter(t, brokers, Name(t, "txn"))
+	Txn(t, w, topic, 0, true, "p0-a")
+	Txn(t, w, topic, 2, false, "p2-aborted")
+	PlainProduce(t, brokers, kafka.Record{Topic: topic, Partition: 2, Value: []byte("p2-plain")})
+	Txn(t, w, topic, 1, true, "p1-a", "p1-b")
+	Txn(t, w, topic, 0, false, "p0-aborted")
+
+	got := ReadAll(t, brokers, topic)
+	if want := []string{"p0-a", "p1-a", "p1-b", "p2-plain"}; !slices.Equal(Values(got), want) {
+		t.Fatalf("ReadAll = %v, want %v", Values(got), want)
+	}
+	for i := 1; i < len(got); i++ {
+		a, b := got[i-1], got[i]
+		if a.Partition > b.Partition || (a.Partition == b.Partition && a.Offset >= b.Offset) {
+			t.Fatalf("records out of order: %d/%d before %d/%d", a.Partition, a.Offset, b.Partition, b.Offset)
+		}
+	}
+}
+
+// ProducerPartitioning: AnyPartition keeps one key in one partition, an
+// explicit partition is honoured (including 0).
+func ProducerPartitioning(t *testing.T, brokers []string) {
+	adm := NewAdmin(t, brokers)
+	topic := Topic(t, adm, "in", 4, false)
+	var recs []kafka.Record
+	for i := range 20 {
+		recs = append(recs, kafka.Record{Topic: topic, Partition: kafka.AnyPartition, Key: []byte("same-key"), Value: []byte{byte(i)}})
+	}
+	recs = append(recs,
+		kafka.Record{Topic: topic, Partition: 3, Key: []byte("same-key"), Value: []byte("explicit-3")},
+		kafka.Record{Topic: topic, Partition: 0, Key: []byte("same-key"), Value: []byte("explicit-0")})
+	PlainProduce(t, brokers, recs...)
+
+	byKey := map[int32]int{}
+	for _, r := range ReadAll(t, brokers, topic) {
+		switch string(r.Value) {
+		case "explicit-3", "explicit-0":
+			if want := map[string]int32{"explicit-3": 3, "explicit-0": 0}[string(r.Value)]; r.Partition != want {
+				t.Fatalf("%s landed in partition %d", r.Value, r.Partition)
+			}
+		default:
+			byKey[r.Partition]++
+		}
+	}
+	if len(byKey) != 1 {
+		t.Fatalf("one key spread over partitions %v", byKey)
+	}
+}

@@ -1,0 +1,118 @@
+package kafka
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// AnyPartition in Record.Partition asks the producer to choose the partition
+// from the key, with Kafka's default murmur2 hash (the same choice as the Java
+// client, so keys land where other Kafka tools expect them). Records with a
+// nil key are spread over partitions. Any value >= 0 is used as is.
+//
+// Note the zero value of Partition is partition 0, not AnyPartition.
+const AnyPartition int32 = -1
+
+// Header is one record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Record is a Kafka record in the project's own terms.
+type Record struct {
+	Topic     string
+	Partition int32 // AnyPartition: choose by key when producing
+	Offset    int64 // set by the broker; ignored when producing
+	Key       []byte
+	Value     []byte    // nil is a tombstone
+	Timestamp time.Time // zero when producing: the producer's clock
+	Headers   []Header
+}
+
+// Partition names one topic partition.
+type Partition struct {
+	Topic     string
+	Partition int32
+}
+
+func fromKgo(r *kgo.Record) Record {
+	out := Record{
+		Topic:     r.Topic,
+		Partition: r.Partition,
+		Offset:    r.Offset,
+		Key:       r.Key,
+		Value:     r.Value,
+		Timestamp: r.Timestamp,
+	}
+	if len(r.Headers) > 0 {
+		out.Headers = make([]Header, len(r.Headers))
+		for i, h := range r.Headers {
+			out.Headers[i] = Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return out
+}
+
+func toKgo(r *Record) *kgo.Record {
+	out := &kgo.Record{
+		Topic:     r.Topic,
+		Partition: r.Partition,
+		Key:       r.Key,
+		Value:     r.Value,
+		Timestamp: r.Timestamp,
+	}
+	if len(r.Headers) > 0 {
+		out.Headers = make([]kgo.RecordHeader, len(r.Headers))
+		for i, h := range r.Headers {
+			out.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+	return out
+}
+
+// partitioner honours an explicit Record.Partition and otherwise hashes the
+// key like Kafka's default partitioner (kgo's StickyKeyPartitioner with
+// murmur2; nil keys stick to one partition per batch).
+type partitioner struct{ byKey kgo.Partitioner }
+
+func newPartitioner() kgo.Partitioner {
+	return partitioner{byKey: kgo.StickyKeyPartitioner(nil)}
+}
+
+func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	return &topicPartitioner{byKey: p.byKey.ForTopic(topic)}
+}
+
+type topicPartitioner struct{ byKey kgo.TopicPartitioner }
+
+func (p *topicPartitioner) RequiresConsistency(r *kgo.Record) bool {
+	return r.Partition >= 0 || p.byKey.RequiresConsistency(r)
+}
+
+// Partition returns an index among n partitions; an explicit partition >= n
+// is returned as is and kgo fails that record with a clear error.
+func (p *topicPartitioner) Partition(r *kgo.Record, n int) int {
+	if r.Partition >= 0 {
+		return int(r.Partition)
+	}
+	return p.byKey.Partition(r, n)
+}
+
+// OnNewBatch lets the sticky part of the key partitioner move nil-key
+// records to another partition once a batch is full.
+func (p *topicPartitioner) OnNewBatch() {
+	if nb, ok := p.byKey.(kgo.TopicPartitionerOnNewBatch); ok {
+		nb.OnNewBatch()
+	}
+}
+
+// kgoLogger forwards franz-go's warnings and errors to a Logf function.
+type kgoLogger struct{ logf func(string, ...any) }
+
+func (l kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+
+func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	l.logf("kafka: franz-go %s: %s %v", level, msg, keyvals)
+}

@@ -1,0 +1,444 @@
+package kafka
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// SessionConfig configures a Session. The zero value of every optional field
+// works; defaults are documented on the fields.
+type SessionConfig struct {
+	Brokers []string // required
+	GroupID string   // required; the application id
+	Topics  []string // required; the input topics
+
+	// InstanceID enables static group membership (KIP-345): a member that
+	// restarts within SessionTimeout keeps its partitions without a
+	// rebalance, and Close does not leave the group. Empty: dynamic member.
+	InstanceID string
+
+	// TransactionalID defaults to GroupID + "-" + InstanceID, or, without
+	// an InstanceID, to GroupID + "-" + a random suffix. It must be unique
+	// per live member. A stable id makes a restarted instance fence its
+	// zombie at once; a random one is still safe (KIP-447 fences zombies
+	// through the group generation), the zombie's open transaction just
+	// lives until TransactionTimeout.
+	TransactionalID string
+
+	// TransactionTimeout, overriding the default 10s, is how long the
+	// broker lets a transaction stay open before aborting it (and fencing
+	// its producer). A batch must finish within it. Keep it at or below
+	// SessionTimeout: a member that hangs after its last heartbeat then has
+	// its transaction aborted before the group gives its partitions away.
+	TransactionTimeout time.Duration
+
+	// SessionTimeout, overriding the default 10s, is how long the group
+	// waits for a silent member before rebalancing its partitions away.
+	// It must lie within the broker's group.{min,max}.session.timeout.ms
+	// (Kafka's default minimum is 6s). Heartbeats go out every third of it,
+	// at most every 3s.
+	SessionTimeout time.Duration
+
+	// RebalanceTimeout, overriding franz-go's default 60s, is how long the
+	// group waits for members to rejoin during a rebalance.
+	RebalanceTimeout time.Duration
+
+	// FetchMaxWait, overriding the default 500ms, bounds how long Poll
+	// waits when no records are available (and how long a broker holds an
+	// empty fetch). It is the idle tick of the engine loop.
+	FetchMaxWait time.Duration
+
+	// OnAssigned, OnRevoked and OnLost are called from Poll, on the
+	// caller's goroutine, before Poll returns the records of a newly
+	// assigned partition and never with a batch of the Session open
+	// between Poll calls. Lost means the member was kicked out (session
+	// timeout, fencing): the partitions may already be processed by
+	// another member. A transaction open when partitions are revoked or
+	// lost always aborts (End returns committed=false), and Poll never
+	// returns records of a partition after reporting it revoked or lost.
+	// franz-go's own revoke has completed by then (the callbacks do not
+	// hold up the rebalance): the new owner is kept from our uncommitted
+	// work by the abort, KIP-447 stable offsets and read_committed, not by
+	// waiting for us. OnLost nil: OnRevoked is called instead.
+	OnAssigned, OnRevoked, OnLost func(ctx context.Context, parts []Partition)
+
+	// Logf receives the session's notable events (rebalance errors that
+	// are retried, aborts, franz-go warnings). Default: discard.
+	Logf func(format string, args ...any)
+}
+
+// Session is one member of a consumer group doing exactly-once
+// consume-transform-produce. It wraps kgo.GroupTransactSession, the only
+// franz-go API that commits group offsets inside a transaction.
+//
+// State machine, driven from one goroutine:
+//
+//	Poll* → Begin → (Poll | Produce)* → End(commit) → committed: offsets of all
+//	                                                  polled records + produced
+//	                                                  records are visible
+//	                                  → End(abort)  → nothing visible; consumption
+//	                                  (or commit     rewinds to the last committed
+//	                                  after a        offsets: the next Poll returns
+//	                                  rebalance)     the same records again
+//
+// Every rebalance aborts the transaction open at that moment, even on a
+// member that loses nothing; that is normal, cheap and correct. Errors from
+// Begin, Produce and End are not retryable: close the Session and build a new
+// one (ErrFenced: stop, a newer instance took over).
+//
+// Poll, Begin, Produce and End must not be called concurrently with each
+// other. Close may be called from another goroutine to unblock Poll.
+type Session struct {
+	cfg  SessionConfig
+	logf func(string, ...any)
+	gts  *kgo.GroupTransactSession
+
+	fence *generationFence
+
+	// mustAbort is set when Poll consumed records it could not return (it
+	// failed); the next End aborts, rewinding past them, so they are never
+	// committed unprocessed.
+	mustAbort atomic.Bool
+
+	inTxn  atomic.Bool
+	closed atomic.Bool
+	once   sync.Once
+
+	// owned is the set of partitions reported assigned to the caller; only
+	// touched on the Poll goroutine.
+	owned map[Partition]struct{}
+
+	// mu guards events queued by franz-go's group goroutine for delivery on
+	// the Poll goroutine (see enqueue for why they are not delivered at
+	// once).
+	mu struct {
+		sync.Mutex
+		events []groupEvent
+	}
+}
+
+type eventKind int
+
+const (
+	evAssigned eventKind = iota
+	evRevoked
+	evLost
+)
+
+func (k eventKind) String() string {
+	return [...]string{"assigned", "revoked", "lost"}[k]
+}
+
+type groupEvent struct {
+	kind  eventKind
+	parts []Partition
+}
+
+const (
+	defaultTxnTimeout     = 10 * time.Second
+	defaultSessionTimeout = 10 * time.Second
+	defaultFetchMaxWait   = 500 * time.Millisecond
+)
+
+// NewSession validates cfg and starts a group member. Joining the group
+// happens in the background; partitions arrive through OnAssigned in Poll.
+func NewSession(cfg SessionConfig) (*Session, error) {
+	switch {
+	case len(cfg.Brokers) == 0:
+		return nil, errors.New("kafka: SessionConfig.Brokers is empty")
+	case cfg.GroupID == "":
+		return nil, errors.New("kafka: SessionConfig.GroupID is empty")
+	case len(cfg.Topics) == 0:
+		return nil, errors.New("kafka: SessionConfig.Topics is empty")
+	}
+	if cfg.TransactionalID == "" {
+		suffix := cfg.InstanceID
+		if suffix == "" {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			suffix = hex.EncodeToString(b[:])
+		}
+		cfg.TransactionalID = cfg.GroupID + "-" + suffix
+	}
+	if cfg.TransactionTimeout <= 0 {
+		cfg.TransactionTimeout = defaultTxnTimeout
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = defaultSessionTimeout
+	}
+	if cfg.FetchMaxWait <= 0 {
+		cfg.FetchMaxWait = defaultFetchMaxWait
+	}
+	s := &Session{cfg: cfg, logf: cfg.Logf, owned: make(map[Partition]struct{}), fence: newGenerationFence()}
+	if s.logf == nil {
+		s.logf = func(string, ...any) {}
+	}
+
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ConsumerGroup(cfg.GroupID),
+		kgo.ConsumeTopics(cfg.Topics...),
+		kgo.TransactionalID(cfg.TransactionalID),
+		kgo.TransactionTimeout(cfg.TransactionTimeout),
+		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.HeartbeatInterval(min(3*time.Second, cfg.SessionTimeout/3)),
+		kgo.FetchMaxWait(cfg.FetchMaxWait),
+		// Only committed input: an aborted upstream batch must never feed
+		// state. (Stable offset fetches, KIP-447, are always on in this
+		// franz-go version; RequireStableFetchOffsets is a no-op. Auto
+		// commit is off for any transactional client.)
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.RecordPartitioner(newPartitioner()),
+		kgo.MetadataMinAge(clientMetadataMinAge),
+		// Produce hands over a whole batch and waits for it: lingering
+		// cannot gather more records, it only adds latency.
+		kgo.ProducerLinger(0),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evAssigned, m) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evRevoked, m) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evLost, m) }),
+		kgo.OnOffsetsFetched(s.fence.onFetched),
+		kgo.WithLogger(kgoLogger{s.logf}),
+	}
+	if cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
+	}
+	if cfg.RebalanceTimeout > 0 {
+		opts = append(opts, kgo.RebalanceTimeout(cfg.RebalanceTimeout))
+	}
+	gts, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: new session for group %q: %w", cfg.GroupID, err)
+	}
+	s.gts = gts
+	return s, nil
+}
+
+// TransactionalID is the id the session's producer uses (after defaults).
+func (s *Session) TransactionalID() string { return s.cfg.TransactionalID }
+
+// enqueue runs on franz-go's group goroutine, inside GroupTransactSession's
+// callback wrapper, which holds the lock End needs. Calling user code here
+// would let a callback that waits for the engine's batch deadlock with the
+// engine's End; so the event is only queued and delivered on the next Poll.
+// Deferring is safe: the wrapper has already marked the transaction to
+// abort, and the new owner of a revoked partition cannot read our pending
+// offsets (KIP-447 stable offsets) nor our uncommitted changelog records
+// (read_committed) until our abort completes.
+func (s *Session) enqueue(kind eventKind, m map[string][]int32) {
+	var parts []Partition
+	for topic, ps := range m {
+		for _, p := range ps {
+			parts = append(parts, Partition{Topic: topic, Partition: p})
+		}
+	}
+	if len(parts) == 0 {
+		return
+	}
+	sortPartitions(parts)
+	if kind == evAssigned {
+		s.fence.assigned(parts)
+	} else {
+		s.fence.forget(parts)
+	}
+	s.mu.Lock()
+	s.mu.events = append(s.mu.events, groupEvent{kind, parts})
+	s.mu.Unlock()
+}
+
+// deliver calls the user's callbacks for queued group events, in order.
+func (s *Session) deliver(ctx context.Context) {
+	for !s.closed.Load() {
+		s.mu.Lock()
+		events := s.mu.events
+		s.mu.events = nil
+		s.mu.Unlock()
+		if len(events) == 0 {
+			return
+		}
+		for _, ev := range events {
+			s.logf("kafka: group %q: partitions %s: %v", s.cfg.GroupID, ev.kind, ev.parts)
+			var fn func(context.Context, []Partition)
+			switch ev.kind {
+			case evAssigned:
+				for _, p := range ev.parts {
+					s.owned[p] = struct{}{}
+				}
+				fn = s.cfg.OnAssigned
+			case evRevoked, evLost:
+				for _, p := range ev.parts {
+					delete(s.owned, p)
+				}
+				fn = s.cfg.OnRevoked
+				if ev.kind == evLost && s.cfg.OnLost != nil {
+					fn = s.cfg.OnLost
+				}
+			}
+			if fn != nil {
+				fn(ctx, ev.parts)
+			}
+		}
+	}
+}
+
+// Poll returns up to maxRecords records (all buffered ones when
+// maxRecords <= 0), waiting at most FetchMaxWait or until ctx is done. Group
+// callbacks run inside Poll (see SessionConfig.OnAssigned). Rebalance errors
+// are logged and retried by franz-go; only fatal errors are returned: ctx's
+// error, ErrClosed, ErrFenced, authorization and other non-retryable errors.
+//
+// Every record Poll returns counts as consumed: the next End(commit) commits
+// its offset. Process all of them in the transaction, or End(abort) to get
+// them again. (Records a failed Poll consumed but did not return make the
+// next End abort.)
+func (s *Session) Poll(ctx context.Context, maxRecords int) ([]Record, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.FetchMaxWait)
+	fetches := s.gts.PollRecords(pctx, maxRecords)
+	cancel()
+
+	s.deliver(ctx)
+	fail := func(err error) ([]Record, error) {
+		if fetches.NumRecords() > 0 {
+			s.mustAbort.Store(true)
+		}
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	for _, fe := range fetches.Errors() {
+		if err := s.classifyPollError(fe); err != nil {
+			return fail(err)
+		}
+	}
+
+	recs := make([]Record, 0, fetches.NumRecords())
+	fetches.EachRecord(func(r *kgo.Record) {
+		if _, ok := s.owned[Partition{r.Topic, r.Partition}]; ok {
+			recs = append(recs, fromKgo(r))
+		}
+	})
+	return recs, nil
+}
+
+// Pause stops fetching the given partitions until Resume; records already
+// buffered for them are not returned by Poll either.
+func (s *Session) Pause(parts []Partition) {
+	s.gts.Client().PauseFetchPartitions(toMap(parts))
+}
+
+// Resume undoes Pause.
+func (s *Session) Resume(parts []Partition) {
+	s.gts.Client().ResumeFetchPartitions(toMap(parts))
+}
+
+// Begin opens a transaction.
+func (s *Session) Begin() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.gts.Begin(); err != nil {
+		return wrapTxnErr("begin transaction", s.cfg.TransactionalID, err)
+	}
+	s.inTxn.Store(true)
+	return nil
+}
+
+// Produce writes recs in the open transaction, waits until the broker has
+// them all, and returns their offsets in order. After an error the
+// transaction can only be aborted.
+func (s *Session) Produce(ctx context.Context, recs []Record) ([]int64, error) {
+	if !s.inTxn.Load() {
+		return nil, ErrNotInTransaction
+	}
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	krs := make([]*kgo.Record, len(recs))
+	for i := range recs {
+		krs[i] = toKgo(&recs[i])
+	}
+	results := s.gts.ProduceSync(ctx, krs...)
+	// ProduceSync returns results in completion order (partition by
+	// partition), not in input order: map each back by its record.
+	index := make(map[*kgo.Record]int, len(krs))
+	for i, kr := range krs {
+		index[kr] = i
+	}
+	offsets := make([]int64, len(recs))
+	for _, r := range results {
+		if r.Err != nil {
+			what := fmt.Sprintf("produce to topic %q partition %d", r.Record.Topic, r.Record.Partition)
+			return nil, wrapTxnErr(what, s.cfg.TransactionalID, r.Err)
+		}
+		offsets[index[r.Record]] = r.Record.Offset
+	}
+	return offsets, nil
+}
+
+// End ends the open transaction. With commit it tries to commit the
+// produced records and the offsets of everything polled since the last End;
+// committed=false with a nil error means the transaction was aborted
+// (because commit was false, or a rebalance intervened) and consumption was
+// rewound to the last committed offsets: process the records again.
+func (s *Session) End(ctx context.Context, commit bool) (committed bool, err error) {
+	if !s.inTxn.Load() {
+		return false, ErrNotInTransaction
+	}
+	if s.mustAbort.Swap(false) && commit {
+		s.logf("kafka: group %q: aborting instead of committing: a failed Poll consumed records it did not return", s.cfg.GroupID)
+		commit = false
+	}
+	if commit {
+		ctx = kgo.PreTxnCommitFnContext(ctx, s.fence.preCommit)
+	}
+	committed, err = s.gts.End(ctx, kgo.TransactionEndTry(commit))
+	s.fence.ended(committed && err == nil)
+	s.inTxn.Store(false)
+	if err != nil {
+		return false, wrapTxnErr("end transaction", s.cfg.TransactionalID, err)
+	}
+	if commit && !committed {
+		s.logf("kafka: group %q: transaction aborted instead of committed (rebalance); consumption rewound", s.cfg.GroupID)
+	}
+	return committed, nil
+}
+
+// Close aborts an open transaction, leaves the group (a static member stays
+// in it until its session times out, so a restart keeps its partitions) and
+// releases the client. Idempotent. Group callbacks are not called during
+// Close. Must not run concurrently with Begin, Produce or End.
+func (s *Session) Close() error {
+	s.once.Do(func() {
+		s.closed.Store(true)
+		if s.inTxn.Load() {
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.TransactionTimeout)
+			if _, err := s.gts.End(ctx, kgo.TryAbort); err != nil {
+				s.logf("kafka: close: abort open transaction of %q: %v", s.cfg.TransactionalID, err)
+			}
+			cancel()
+			s.inTxn.Store(false)
+		}
+		s.gts.Close()
+	})
+	return nil
+}
+
+func toMap(parts []Partition) map[string][]int32 {
+	m := make(map[string][]int32)
+	for _, p := range parts {
+		m[p.Topic] = append(m[p.Topic], p.Partition)
+	}
+	return m
+}

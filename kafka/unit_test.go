@@ -1,0 +1,183 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func TestPartitioner(t *testing.T) {
+	tp := newPartitioner().ForTopic("t")
+	byKey := kgo.StickyKeyPartitioner(nil).ForTopic("t")
+	for i := range 50 {
+		key := fmt.Appendf(nil, "key-%d", i)
+		r := &kgo.Record{Key: key, Partition: AnyPartition}
+		if got, want := tp.Partition(r, 7), byKey.Partition(&kgo.Record{Key: key}, 7); got != want {
+			t.Fatalf("key %s: partition %d, Kafka's murmur2 says %d", key, got, want)
+		}
+	}
+	for _, p := range []int32{0, 3, 6} {
+		if got := tp.Partition(&kgo.Record{Key: []byte("k"), Partition: p}, 7); got != int(p) {
+			t.Fatalf("explicit partition %d: got %d", p, got)
+		}
+		if !tp.RequiresConsistency(&kgo.Record{Partition: p}) {
+			t.Fatal("an explicit partition must not be moved to another one")
+		}
+	}
+}
+
+func TestClassifyPollError(t *testing.T) {
+	s := &Session{cfg: SessionConfig{GroupID: "g"}, logf: t.Logf}
+	cases := []struct {
+		name string
+		fe   kgo.FetchError
+		want error // nil: skipped; errAny: some error
+	}{
+		{"poll timeout", kgo.FetchError{Topic: "", Partition: -1, Err: context.DeadlineExceeded}, nil},
+		{"rebalance", kgo.FetchError{Err: &kgo.ErrGroupSession{Err: kerr.RebalanceInProgress}}, nil},
+		{"illegal generation", kgo.FetchError{Err: &kgo.ErrGroupSession{Err: kerr.IllegalGeneration}}, nil},
+		{"unknown member", kgo.FetchError{Err: &kgo.ErrGroupSession{Err: kerr.UnknownMemberID}}, nil},
+		{"coordinator moved", kgo.FetchError{Err: &kgo.ErrGroupSession{Err: kerr.NotCoordinator}}, nil},
+		{"leader moved", kgo.FetchError{Topic: "in", Partition: 2, Err: kerr.NotLeaderForPartition}, nil},
+		{"data loss", kgo.FetchError{Topic: "in", Partition: 2, Err: &kgo.ErrDataLoss{Topic: "in", Partition: 2}}, nil},
+		{"closed", kgo.FetchError{Err: kgo.ErrClientClosed}, ErrClosed},
+		{"fenced instance", kgo.FetchError{Err: &kgo.ErrGroupSession{Err: kerr.FencedInstanceID}}, ErrFenced},
+		{"group auth", kgo.FetchError{Err: &kgo.ErrGroupSession{Err: kerr.GroupAuthorizationFailed}}, kerr.GroupAuthorizationFailed},
+		{"topic auth", kgo.FetchError{Topic: "in", Partition: 0, Err: kerr.TopicAuthorizationFailed}, kerr.TopicAuthorizationFailed},
+		{"bad session timeout", kgo.FetchError{Err: &kgo.ErrGroupSession{Err: kerr.InvalidSessionTimeout}}, kerr.InvalidSessionTimeout},
+		{"unsupported compression", kgo.FetchError{Topic: "in", Partition: 0, Err: kerr.UnsupportedCompressionType}, kerr.UnsupportedCompressionType},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := s.classifyPollError(tc.fe)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("got %v, want the error skipped", err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestWrapTxnErr(t *testing.T) {
+	for _, cause := range []error{kerr.ProducerFenced, kerr.InvalidProducerEpoch, fmt.Errorf("producer ID has a fatal, unrecoverable error, err: %w", kerr.ProducerFenced)} {
+		err := wrapTxnErr("end transaction", "app-a", cause)
+		if !errors.Is(err, ErrFenced) || !errors.Is(err, cause) {
+			t.Fatalf("%v: want ErrFenced wrapping the cause", err)
+		}
+	}
+	if err := wrapTxnErr("produce", "app-a", kerr.MessageTooLarge); errors.Is(err, ErrFenced) || !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("%v: a plain error must not read as fenced", err)
+	}
+}
+
+// TestDeliver: events queued by the group goroutine reach the callbacks in
+// order, OnRevoked stands in for a missing OnLost, and Poll's ownership set
+// follows them.
+func TestDeliver(t *testing.T) {
+	var calls []string
+	rec := func(what string) func(context.Context, []Partition) {
+		return func(_ context.Context, ps []Partition) { calls = append(calls, fmt.Sprint(what, ps)) }
+	}
+	s := &Session{cfg: SessionConfig{GroupID: "g", OnAssigned: rec("assigned"), OnRevoked: rec("revoked")},
+		logf: t.Logf, owned: map[Partition]struct{}{}, fence: newGenerationFence()}
+	s.enqueue(evAssigned, map[string][]int32{"b": {1}, "a": {2, 0}})
+	s.enqueue(evRevoked, map[string][]int32{}) // cooperative no-op revoke: not delivered
+	s.enqueue(evRevoked, map[string][]int32{"a": {2}})
+	s.enqueue(evLost, map[string][]int32{"b": {1}})
+	s.deliver(context.Background())
+	want := []string{"assigned[{a 0} {a 2} {b 1}]", "revoked[{a 2}]", "revoked[{b 1}]"}
+	if !slices.Equal(calls, want) {
+		t.Fatalf("calls %v, want %v", calls, want)
+	}
+	if _, ok := s.owned[Partition{"a", 0}]; !ok || len(s.owned) != 1 {
+		t.Fatalf("owned %v, want only a/0", s.owned)
+	}
+}
+
+// TestGenerationFence: an offset-less commit gets exactly one unchanged
+// offset of an owned partition; a commit with offsets is left alone; what
+// was committed becomes the new fence, never for a partition given away.
+func TestGenerationFence(t *testing.T) {
+	f := newGenerationFence()
+	req := func() *kmsg.TxnOffsetCommitRequest {
+		r := kmsg.NewPtrTxnOffsetCommitRequest()
+		r.MemberID = "m"
+		return r
+	}
+
+	r := req()
+	_ = f.preCommit(r)
+	if len(r.Topics) != 0 {
+		t.Fatal("fenced with no known committed offset")
+	}
+
+	f.assigned([]Partition{{"in", 0}, {"in", 1}})
+	resp := kmsg.NewPtrOffsetFetchResponse()
+	g := kmsg.NewOffsetFetchResponseGroup()
+	tp := kmsg.NewOffsetFetchResponseGroupTopic()
+	tp.Topic = "in"
+	for p, off := range []int64{-1, 42} {
+		pp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+		pp.Partition, pp.Offset, pp.LeaderEpoch = int32(p), off, 3
+		tp.Partitions = append(tp.Partitions, pp)
+	}
+	g.Topics = append(g.Topics, tp)
+	resp.Groups = append(resp.Groups, g)
+	_ = f.onFetched(context.Background(), nil, resp)
+
+	r = req()
+	_ = f.preCommit(r)
+	if len(r.Topics) != 1 || r.Topics[0].Topic != "in" || len(r.Topics[0].Partitions) != 1 {
+		t.Fatalf("fence request %+v, want one partition", r.Topics)
+	}
+	if p := r.Topics[0].Partitions[0]; p.Partition != 1 || p.Offset != 42 || p.LeaderEpoch != 3 || *p.Metadata != "m" {
+		t.Fatalf("fence %+v, want in/1 at 42 epoch 3", p)
+	}
+	f.ended(true)
+
+	// A real commit of in/0 at 7 and in/1 at 50; in/1 is revoked before
+	// the commit completes: it must not come back as a fence.
+	r = req()
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = "in"
+	for p, off := range []int64{7, 50} {
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = int32(p), off
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	r.Topics = append(r.Topics, rt)
+	_ = f.preCommit(r)
+	if len(r.Topics[0].Partitions) != 2 {
+		t.Fatal("a commit with offsets was modified")
+	}
+	f.forget([]Partition{{"in", 1}})
+	f.ended(true)
+
+	r = req()
+	_ = f.preCommit(r)
+	if len(r.Topics) != 1 || r.Topics[0].Partitions[0].Partition != 0 || r.Topics[0].Partitions[0].Offset != 7 {
+		t.Fatalf("fence %+v, want in/0 at 7 (in/1 was revoked)", r.Topics)
+	}
+	f.ended(false)
+}
+
+func TestTopicMismatchError(t *testing.T) {
+	err := error(&TopicMismatchError{Topic: "app-changelog", What: "partitions", Want: "8", Got: "4"})
+	if got, want := err.Error(), `kafka: topic "app-changelog" has partitions 4, want 8: fix or delete the topic`; got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+	if !errors.Is(err, ErrTopicMismatch) {
+		t.Fatal("not ErrTopicMismatch")
+	}
+}

@@ -1,0 +1,112 @@
+package kafka
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestZombieProduceOnlyCommitAborts: a member the group has evicted without
+// it noticing (its heartbeats never reach the coordinator) must not commit a
+// transaction that consumed nothing — a timer-only batch. franz-go skips the
+// TxnOffsetCommit (and its generation check) and the forced heartbeat when no
+// offsets were polled, so without Session re-committing an unchanged offset
+// such a zombie commits changelog and output records for partitions another
+// member already owns.
+func TestZombieProduceOnlyCommitAborts(t *testing.T) {
+	e, err := NewEmbedded(EmbeddedOptions{Topics: map[string]int{"in": 1, "out": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := NewProducer(e.Brokers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Produce(ctx, Record{Topic: "in", Partition: 0, Key: []byte("k"), Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := NewSession(SessionConfig{Brokers: e.Brokers(), GroupID: "g", Topics: []string{"in"}, SessionTimeout: 500 * time.Millisecond, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var recs []Record
+	for len(recs) == 0 {
+		if recs, err = s.Poll(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(t, ctx, s, true, Record{Topic: "out", Partition: 0, Value: []byte("processed")})
+
+	// From now on the coordinator never sees this member's heartbeats, but
+	// the member is told they succeeded.
+	e.c.ControlKey(int16(kmsg.Heartbeat), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		e.c.KeepControl()
+		return kreq.(*kmsg.HeartbeatRequest).ResponseKind(), nil, true
+	})
+	adm := kadm.NewClient(mustClient(t, e.Brokers()))
+	for {
+		groups, err := adm.DescribeGroups(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := groups["g"]; len(g.Members) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the member was never evicted")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+
+	// A timer-only batch: no records polled, changelog/output produced.
+	txn(t, ctx, s, false, Record{Topic: "out", Partition: 0, Value: []byte("zombie")})
+
+	got, err := ReadAll(ctx, e.Brokers(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values []string
+	for _, r := range got {
+		values = append(values, string(r.Value))
+	}
+	if !slices.Equal(values, []string{"processed"}) {
+		t.Fatalf("output %v: the evicted member's transaction committed", values)
+	}
+}
+
+// txn runs Begin → Produce → End(commit) and checks the outcome.
+func txn(t *testing.T, ctx context.Context, s *Session, wantCommitted bool, recs ...Record) {
+	t.Helper()
+	if err := s.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Produce(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	committed, err := s.End(ctx, true)
+	if err != nil || committed != wantCommitted {
+		t.Fatalf("End(commit) = %v, %v; want committed=%v", committed, err, wantCommitted)
+	}
+}
+
+func mustClient(t *testing.T, brokers []string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(toolOpts(brokers)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
