@@ -110,7 +110,10 @@ type Session struct {
 
 	inTxn  atomic.Bool
 	closed atomic.Bool
-	once   sync.Once
+	// producerReady is set once the transactional producer id is loaded
+	// (see Poll).
+	producerReady atomic.Bool
+	once          sync.Once
 
 	// owned is the set of partitions reported assigned to the caller; only
 	// touched on the Poll goroutine.
@@ -302,6 +305,21 @@ func (s *Session) deliver(ctx context.Context) {
 func (s *Session) Poll(ctx context.Context, maxRecords int) ([]Record, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
+	}
+	if !s.producerReady.Load() {
+		// Load the transactional producer id now rather than at the first
+		// produce: InitProducerId fences a predecessor with the same
+		// transactional id and aborts its open transaction at once. Until
+		// then that transaction's pending offset commit makes every
+		// RequireStable offset fetch (the group's, and the engine's before
+		// restoring) wait for the transaction timeout.
+		if _, _, err := s.gts.Client().ProducerID(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, wrapTxnErr("init producer id", s.cfg.TransactionalID, err)
+		}
+		s.producerReady.Store(true)
 	}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.FetchMaxWait)
 	fetches := s.gts.PollRecords(pctx, maxRecords)

@@ -1,0 +1,288 @@
+package kstate_test
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/testprocs"
+	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/state"
+)
+
+// embedded starts a kfake cluster with an input and an output topic.
+func embedded(t *testing.T, partitions int) []string {
+	t.Helper()
+	e, err := kafka.NewEmbedded(kafka.EmbeddedOptions{Partitions: partitions, Topics: map[string]int{"in": partitions, "out": partitions, "init": partitions}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e.Brokers()
+}
+
+func config(brokers []string, stateDir string, newProc func() processor.StatefulProcessor[string, string, string]) kstate.Config[string, string, string] {
+	return kstate.Config[string, string, string]{
+		ApplicationID:   "app",
+		Brokers:         brokers,
+		InstanceID:      "i1",
+		InputTopics:     []string{"in"},
+		KeyCodec:        state.String(),
+		ValueCodec:      state.String(),
+		OutputTopic:     "out",
+		OutputCodec:     state.String(),
+		NewProcessor:    newProc,
+		StateDir:        stateDir,
+		MaxBatchWait:    50 * time.Millisecond,
+		ShutdownTimeout: 5 * time.Second,
+		Logf:            func(string, ...any) {},
+	}
+}
+
+func newApp(t *testing.T, cfg kstate.Config[string, string, string]) *kstate.App[string, string, string] {
+	t.Helper()
+	cfg.Logf = t.Logf
+	app, err := kstate.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+func want(t *testing.T, got testprocs.Outputs, w string) {
+	t.Helper()
+	if got.String() != w {
+		t.Fatalf("outputs\n got %s\nwant %s", got, w)
+	}
+}
+
+func TestEmbeddedCounterExactlyOnceAcrossRestarts(t *testing.T) {
+	brokers := embedded(t, 3)
+	dir := t.TempDir()
+	app := newApp(t, config(brokers, dir, testprocs.NewCounter))
+	stop := testprocs.Start(t, app)
+	testprocs.Produce(t, brokers, "in", "a=x", "a=y", "a=x", "b=y", "b=y")
+	want(t, testprocs.WaitOutputs(t, brokers, "out", 5, 20*time.Second), "a=[1 2 3] b=[1 2]")
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	m := app.Metrics()
+	if m.Total.RowsIn != 5 || m.Total.RowsOut != 5 || m.Total.Commits == 0 || m.FirstCommit <= 0 {
+		t.Fatalf("metrics %+v", m)
+	}
+
+	// Same state dir: local shards continue.
+	app = newApp(t, config(brokers, dir, testprocs.NewCounter))
+	stop = testprocs.Start(t, app)
+	testprocs.Produce(t, brokers, "in", "a=z", "c=z")
+	want(t, testprocs.WaitOutputs(t, brokers, "out", 7, 20*time.Second), "a=[1 2 3 4] b=[1 2] c=[1]")
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	// Fresh state dir: everything restored from the changelog.
+	app = newApp(t, config(brokers, t.TempDir(), testprocs.NewCounter))
+	stop = testprocs.Start(t, app)
+	testprocs.Produce(t, brokers, "in", "a=z", "b=z", "c=z")
+	want(t, testprocs.WaitOutputs(t, brokers, "out", 10, 20*time.Second), "a=[1 2 3 4 5] b=[1 2 3] c=[1 2]")
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if m := app.Metrics(); m.Total.RestoreRecords == 0 {
+		t.Fatalf("no restore counted: %+v", m.Total)
+	}
+}
+
+func TestEmbeddedInitialStateAppliedOnce(t *testing.T) {
+	brokers := embedded(t, 2)
+	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
+	cfg.InitialState = kstate.InitialStateFromSeq(maps.All(map[string]int64{"x": 10, "y": 100}))
+	app := newApp(t, cfg)
+	stop := testprocs.Start(t, app)
+	testprocs.Produce(t, brokers, "in", "x=a", "x=b")
+	want(t, testprocs.WaitOutputs(t, brokers, "out", 2, 20*time.Second), "x=[11 12]")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// Restart with a fresh state dir: restored from the changelog, and
+	// the initial state is not applied again.
+	cfg.StateDir = t.TempDir()
+	app = newApp(t, cfg)
+	stop = testprocs.Start(t, app)
+	testprocs.Produce(t, brokers, "in", "x=c", "y=c")
+	want(t, testprocs.WaitOutputs(t, brokers, "out", 4, 20*time.Second), "x=[11 12 13] y=[101]")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := app.Metrics().Total.InitialStateRows; n != 0 {
+		t.Fatalf("second run applied %d initial rows", n)
+	}
+}
+
+func TestEmbeddedProcessingTimeTimerPushedBack(t *testing.T) {
+	brokers := embedded(t, 1)
+	clock := testprocs.NewClock(1_000_000)
+	cfg := config(brokers, t.TempDir(), testprocs.NewQuiet(time.Second))
+	cfg.TimeMode = processor.ProcessingTime
+	cfg.Clock = clock.Now
+	cfg.TriggerInterval = time.Millisecond
+	app := newApp(t, cfg)
+	testprocs.Start(t, app)
+	committed := func(n int64) func() bool {
+		return func() bool { return app.Metrics().Total.RowsIn >= n }
+	}
+	testprocs.Produce(t, brokers, "in", "k=1")
+	testprocs.Eventually(t, 20*time.Second, "first row", committed(1))
+	clock.Set(1_000_500)
+	testprocs.Produce(t, brokers, "in", "k=2") // pushes the timer to 1_001_500
+	testprocs.Eventually(t, 20*time.Second, "second row", committed(2))
+	clock.Set(1_001_200) // past the first timer, which was deleted
+	// No row and a frozen clock: the next round is the trigger round at 1_001_200.
+	rounds := app.Metrics().Total.Rounds
+	testprocs.Eventually(t, 20*time.Second, "a trigger round", func() bool { return app.Metrics().Total.Rounds > rounds })
+	if m := app.Metrics().Total; m.TimersFired != 0 || m.TimersDeleted != 1 {
+		t.Fatalf("at 1_001_200: %+v", m)
+	}
+	fired := func(n int64) func() bool { return func() bool { return app.Metrics().Total.TimersFired >= n } }
+	clock.Set(1_001_500)
+	testprocs.Eventually(t, 20*time.Second, "timer", fired(1))
+	want(t, testprocs.WaitOutputs(t, brokers, "out", 1, 20*time.Second), "k=[quiet since 1000500 (timer 1001500, now 1001500)]")
+}
+
+func TestEmbeddedModeChangeIsAStartupError(t *testing.T) {
+	brokers := embedded(t, 1)
+	dir := t.TempDir()
+	cfg := config(brokers, dir, testprocs.NewCounter)
+	app := newApp(t, cfg)
+	stop := testprocs.Start(t, app)
+	testprocs.Produce(t, brokers, "in", "a=1")
+	testprocs.WaitOutputs(t, brokers, "out", 1, 20*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.TimeMode = processor.ProcessingTime
+	cfg.StateDir = t.TempDir() // the changelog alone must carry the mode
+	app = newApp(t, cfg)
+	_, done := testprocs.StartWatch(t, app)
+	select {
+	case err := <-done:
+		var me *kstate.ModeError
+		if !errors.As(err, &me) || me.Old != "NoTime" || me.New != "ProcessingTime" {
+			t.Fatalf("Run: %v, want a ModeError NoTime -> ProcessingTime", err)
+		}
+		t.Logf("Run: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not fail")
+	}
+}
+
+// failing panics on row "boom".
+type failing struct{ testprocs.Counter }
+
+func (f *failing) HandleInputRows(key string, rows iter.Seq[string], tv processor.TimerValues, out processor.Emitter[string]) error {
+	for r := range rows {
+		if r == "boom" {
+			panic("boom row")
+		}
+	}
+	return nil
+}
+
+func TestEmbeddedUserPanicAndDecodeErrorStopRun(t *testing.T) {
+	brokers := embedded(t, 1)
+	app := newApp(t, config(brokers, t.TempDir(), func() processor.StatefulProcessor[string, string, string] { return &failing{} }))
+	_, done := testprocs.StartWatch(t, app)
+	testprocs.Produce(t, brokers, "in", "a=1", "k=boom")
+	select {
+	case err := <-done:
+		var ue *kstate.UserError
+		if !errors.As(err, &ue) || ue.Method != "HandleInputRows" || ue.Key != `"k"` || ue.Partition != 0 {
+			t.Fatalf("Run: %v", err)
+		}
+		t.Logf("Run: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not fail")
+	}
+
+	// Decode error: int64 values, one record is not 8 bytes.
+	cfg := kstate.Config[string, int64, string]{
+		ApplicationID: "dec", Brokers: brokers, InstanceID: "i1", InputTopics: []string{"in"},
+		KeyCodec: state.String(), ValueCodec: state.Int64(), OutputTopic: "out", OutputCodec: state.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, int64, string] { return &sumProc{} },
+		StateDir:     t.TempDir(), MaxBatchWait: 50 * time.Millisecond, Logf: t.Logf,
+	}
+	dapp, err := kstate.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, done = testprocs.StartWatch(t, dapp)
+	select {
+	case err := <-done:
+		var de *kstate.DecodeError
+		if !errors.As(err, &de) || de.Topic != "in" || de.Partition != 0 || de.Offset != 0 {
+			t.Fatalf("Run: %v", err)
+		}
+		if !strings.Contains(err.Error(), `topic "in" partition 0 offset 0`) {
+			t.Fatalf("error %q", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not fail")
+	}
+}
+
+type sumProc struct{}
+
+func (sumProc) Init(processor.Handle) error { return nil }
+func (sumProc) HandleInputRows(k string, rows iter.Seq[int64], _ processor.TimerValues, out processor.Emitter[string]) error {
+	var s int64
+	for v := range rows {
+		s += v
+	}
+	return out.Emit(fmt.Sprint(s))
+}
+func (sumProc) HandleExpiredTimer(string, processor.TimerValues, processor.ExpiredTimerInfo, processor.Emitter[string]) error {
+	return nil
+}
+func (sumProc) Close() error { return nil }
+
+func TestConfigValidation(t *testing.T) {
+	ok := config([]string{"x:1"}, t.TempDir(), testprocs.NewCounter)
+	for name, mut := range map[string]func(*kstate.Config[string, string, string]){
+		"no app id":       func(c *kstate.Config[string, string, string]) { c.ApplicationID = "" },
+		"bad app id":      func(c *kstate.Config[string, string, string]) { c.ApplicationID = "a b" },
+		"two topics":      func(c *kstate.Config[string, string, string]) { c.InputTopics = []string{"a", "b"} },
+		"no codec":        func(c *kstate.Config[string, string, string]) { c.KeyCodec = nil },
+		"lateness no evt": func(c *kstate.Config[string, string, string]) { c.AllowedLateness = time.Second },
+		"bad mode":        func(c *kstate.Config[string, string, string]) { c.TimeMode = 7 },
+		"initial mismatch": func(c *kstate.Config[string, string, string]) {
+			c.InitialState = kstate.InitialStateFromSeq(maps.All(map[string]string{}))
+		},
+	} {
+		c := ok
+		mut(&c)
+		if _, err := kstate.New(c); !errors.Is(err, kstate.ErrConfig) {
+			t.Errorf("%s: error %v", name, err)
+		} else if name == "initial mismatch" {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+	app, err := kstate.New(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if app.InstanceID() != "i1" {
+		t.Fatal(app.InstanceID())
+	}
+	ok.InstanceID = ""
+	a1, _ := kstate.New(ok)
+	a2, _ := kstate.New(ok)
+	if a1.InstanceID() == "" || a1.InstanceID() != a2.InstanceID() {
+		t.Fatalf("default instance id not stable: %q %q", a1.InstanceID(), a2.InstanceID())
+	}
+}

@@ -1,0 +1,288 @@
+package engine
+
+import (
+	"fmt"
+	"iter"
+	"runtime/debug"
+
+	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/timers"
+)
+
+// BatchResult is what a batch hands back to the owner for the transaction.
+type BatchResult struct {
+	Outputs   []Output
+	Changelog []changelog.Record
+	// Empty is true when the batch changed nothing and emitted nothing: the
+	// owner may skip the transaction for this task.
+	Empty bool
+}
+
+// group is the rows of one grouping key in a batch.
+type group[K, I any] struct {
+	keyBytes []byte
+	key      K
+	rows     []I
+}
+
+// RunBatch runs one micro-batch over recs (the task's records of this poll,
+// in offset order) with batch processing time nowMs (taken once per batch by
+// the owner from its clock). After an error the owner must call Abort (or
+// Close); after success, Commit once the transaction committed or Abort if
+// it did not.
+func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, err error) {
+	// Processor methods recover their own panics (invoke); this catches
+	// panics of the configured callbacks that run outside them (codecs,
+	// the event-time extractor), which would otherwise kill the process
+	// from the batch goroutine.
+	defer func() {
+		if r := recover(); r != nil {
+			t.rt.SetPhase(processor.PhaseIdle)
+			err = &UserError{Method: "RunBatch (codec or Config callback)", Partition: t.cfg.Partition, Panic: r, Stack: debug.Stack()}
+		}
+	}()
+	if t.closed {
+		return nil, ErrClosed
+	}
+	if t.inBatch {
+		return nil, ErrInBatch
+	}
+	mode := t.cfg.TimeMode
+	procMs, ttlMs := int64(-1), int64(-1)
+	if mode != processor.NoTime {
+		procMs = nowMs
+	}
+	if mode == processor.ProcessingTime {
+		ttlMs = nowMs
+	}
+	if t.proc == nil {
+		return nil, fmt.Errorf("engine: partition %d: RunBatch before Start", t.cfg.Partition)
+	}
+	t.shard.Begin(ttlMs)
+	t.inBatch = true
+	t.pend = pending{
+		watermark:      t.watermark,
+		batchID:        t.batchID,
+		initialApplied: t.initialApplied,
+	}
+	p := &t.pend
+	tv := processor.NewTimerValues(procMs, t.Watermark())
+	t.rt.SetBatchID(t.batchID)
+	res := &BatchResult{}
+	busy := false // the batch ran user code on input, timers or initial state
+
+	// Initial state: first run only, before any input of the partition.
+	if len(t.initial) > 0 && !t.initialApplied {
+		for _, row := range t.initial {
+			t.rt.SetKey(row.KeyBytes)
+			t.rt.SetPhase(processor.PhaseInitialState)
+			err := t.invoke("HandleInitialState", row.Key, true, func() error { return row.Apply(t.proc, tv) })
+			t.rt.SetPhase(processor.PhaseIdle)
+			if err != nil {
+				return nil, err
+			}
+			p.counters.InitialStateRows++
+		}
+		if err := t.shard.PutMeta(MetaInitialApplied, []byte{1}); err != nil {
+			return nil, t.metaErr(err)
+		}
+		p.initialApplied = true
+		busy = true
+	}
+
+	groups, maxEvent, err := t.group(recs)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range groups {
+		em := &emitter[K, I, O]{t: t, key: g.key, keyBytes: g.keyBytes, method: "HandleInputRows", out: &res.Outputs}
+		t.rt.SetKey(g.keyBytes)
+		t.rt.SetPhase(processor.PhaseInput)
+		err := t.invoke("HandleInputRows", g.key, true, func() error {
+			return t.proc.HandleInputRows(g.key, rowsSeq(g.rows), tv, em)
+		})
+		t.rt.SetPhase(processor.PhaseIdle)
+		if err == nil {
+			err = em.close()
+		}
+		if err != nil {
+			return nil, err
+		}
+		p.counters.Keys++
+		p.counters.RowsIn += int64(len(g.rows))
+		busy = true
+	}
+
+	fired, err := t.fireTimers(tv, &res.Outputs)
+	if err != nil {
+		return nil, err
+	}
+	if fired > 0 {
+		busy = true
+	}
+
+	if mode == processor.EventTime && maxEvent != noWatermark {
+		if wm := maxEvent - t.cfg.AllowedLatenessMs; wm > p.watermark {
+			p.watermark = wm
+			if err := t.shard.PutMeta(MetaWatermark, putInt(wm)); err != nil {
+				return nil, t.metaErr(err)
+			}
+		}
+	}
+	if len(recs) > 0 {
+		if err := t.shard.PutMeta(MetaInputOffset, putInt(recs[len(recs)-1].Offset+1)); err != nil {
+			return nil, t.metaErr(err)
+		}
+	}
+	if busy {
+		p.batchID = t.batchID + 1
+		if err := t.shard.PutMeta(MetaBatchID, putInt(p.batchID)); err != nil {
+			return nil, t.metaErr(err)
+		}
+		p.counters.Batches++
+	}
+
+	recsOut, err := t.shard.Finish()
+	if err != nil {
+		return nil, fmt.Errorf("engine: partition %d: finish batch: %w", t.cfg.Partition, err)
+	}
+	res.Changelog = recsOut
+	p.counters.RowsOut = int64(len(res.Outputs))
+	p.counters.ChangelogRecords = int64(len(recsOut))
+	res.Empty = len(res.Outputs) == 0 && len(res.Changelog) == 0
+	return res, nil
+}
+
+// group decodes recs, drops late rows (EventTime) and groups the rest by
+// key: keys in order of first appearance, rows of a key in offset order.
+// It returns the max event time of the rows kept (noWatermark if none).
+func (t *Task[K, I, O]) group(recs []Record) ([]*group[K, I], int64, error) {
+	maxEvent := int64(noWatermark)
+	byKey := make(map[string]*group[K, I])
+	var order []*group[K, I]
+	for i := range recs {
+		r := &recs[i]
+		v, err := t.cfg.ValueCodec.Decode(r.Value)
+		if err != nil {
+			return nil, 0, &DecodeError{Topic: t.cfg.Topic, Partition: t.cfg.Partition, Offset: r.Offset, Part: "value", Err: err}
+		}
+		g := byKey[string(r.Key)]
+		if g == nil {
+			k, err := t.cfg.KeyCodec.Decode(r.Key)
+			if err != nil {
+				return nil, 0, &DecodeError{Topic: t.cfg.Topic, Partition: t.cfg.Partition, Offset: r.Offset, Part: "key", Err: err}
+			}
+			g = &group[K, I]{keyBytes: r.Key, key: k}
+		}
+		if t.cfg.TimeMode == processor.EventTime {
+			ev := r.TimestampMs
+			if t.cfg.EventTime != nil {
+				ev = t.cfg.EventTime(v, r.TimestampMs)
+			}
+			if t.watermark != noWatermark && ev <= t.watermark {
+				t.pend.counters.LateRowsDropped++
+				continue
+			}
+			maxEvent = max(maxEvent, ev)
+		}
+		if byKey[string(r.Key)] == nil {
+			byKey[string(r.Key)] = g
+			order = append(order, g)
+		}
+		g.rows = append(g.rows, v)
+	}
+	return order, maxEvent, nil
+}
+
+func rowsSeq[I any](rows []I) iter.Seq[I] {
+	return func(yield func(I) bool) {
+		for _, r := range rows {
+			if !yield(r) {
+				return
+			}
+		}
+	}
+}
+
+// fireTimers fires the timers expired at the batch's threshold. The expired
+// set is snapshotted once: a timer registered by a handler for a time at or
+// before the threshold fires in the next batch, a snapshotted timer deleted
+// by an earlier handler of this batch is skipped, and each fired timer is
+// deleted after its handler returned.
+func (t *Task[K, I, O]) fireTimers(tv processor.TimerValues, out *[]Output) (int, error) {
+	var threshold int64
+	switch t.cfg.TimeMode {
+	case processor.ProcessingTime:
+		threshold = tv.ProcessingTimeMs()
+	case processor.EventTime:
+		if t.watermark == noWatermark {
+			return 0, nil
+		}
+		threshold = t.watermark
+	default:
+		return 0, nil
+	}
+	expired, err := t.timers.Expired(threshold)
+	if err != nil {
+		return 0, fmt.Errorf("engine: partition %d: list expired timers: %w", t.cfg.Partition, err)
+	}
+	fired := 0
+	for _, tm := range expired {
+		ok, err := t.timers.Exists(tm.Key, tm.Expiry)
+		if err != nil {
+			return fired, fmt.Errorf("engine: partition %d: timer %d: %w", t.cfg.Partition, tm.Expiry, err)
+		}
+		if !ok {
+			continue
+		}
+		if err := t.fireTimer(tm, tv, out); err != nil {
+			return fired, err
+		}
+		fired++
+	}
+	t.pend.counters.TimersFired += int64(fired)
+	return fired, nil
+}
+
+func (t *Task[K, I, O]) fireTimer(tm timers.Timer, tv processor.TimerValues, out *[]Output) error {
+	key, err := t.cfg.KeyCodec.Decode(tm.Key)
+	if err != nil {
+		return fmt.Errorf("engine: partition %d: timer %d: cannot decode its grouping key %x: %w", t.cfg.Partition, tm.Expiry, tm.Key, err)
+	}
+	em := &emitter[K, I, O]{t: t, key: key, keyBytes: tm.Key, method: "HandleExpiredTimer", out: out}
+	t.rt.SetKey(tm.Key)
+	t.rt.SetPhase(processor.PhaseTimer)
+	err = t.invoke("HandleExpiredTimer", key, true, func() error {
+		return t.proc.HandleExpiredTimer(key, tv, processor.ExpiredTimerInfo{ExpiryTimeMs: tm.Expiry}, em)
+	})
+	t.rt.SetPhase(processor.PhaseIdle)
+	if err == nil {
+		err = em.close()
+	}
+	if err != nil {
+		return err
+	}
+	if err := t.timers.Delete(tm.Key, tm.Expiry); err != nil {
+		return fmt.Errorf("engine: partition %d: delete fired timer %d: %w", t.cfg.Partition, tm.Expiry, err)
+	}
+	return nil
+}
+
+// invoke calls processor code, turning an error or a panic into a UserError
+// naming the method, the key (when withKey) and the partition.
+func (t *Task[K, I, O]) invoke(method string, key K, withKey bool, fn func() error) (err error) {
+	ks := ""
+	if withKey {
+		ks = fmt.Sprintf("%#v", key)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = &UserError{Method: method, Key: ks, Partition: t.cfg.Partition, Panic: r, Stack: debug.Stack()}
+		}
+	}()
+	if e := fn(); e != nil {
+		return &UserError{Method: method, Key: ks, Partition: t.cfg.Partition, Err: e}
+	}
+	return nil
+}

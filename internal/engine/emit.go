@@ -1,0 +1,60 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/kstate/kstate/processor"
+)
+
+// emitter is the Emitter of one HandleInputRows/HandleExpiredTimer call. An
+// error it reports is sticky: the batch fails even if the processor ignores
+// the error Emit returned.
+type emitter[K, I, O any] struct {
+	t        *Task[K, I, O]
+	key      K
+	keyBytes []byte
+	method   string
+	out      *[]Output
+	done     bool
+	err      error
+}
+
+func (e *emitter[K, I, O]) Emit(o O) error {
+	if e.done {
+		return fmt.Errorf("engine: partition %d: %w", e.t.cfg.Partition, ErrEmitOutsideCall)
+	}
+	if e.err != nil {
+		return e.err
+	}
+	cfg := &e.t.cfg
+	ts := int64(-1)
+	if cfg.OutputEventTime != nil {
+		ts = cfg.OutputEventTime(o)
+		if cfg.TimeMode == processor.EventTime && e.t.watermark != noWatermark && ts < e.t.watermark {
+			e.err = fmt.Errorf("Emit: %w: output event time %d < watermark %d", ErrLateOutput, ts, e.t.watermark)
+			return e.err
+		}
+	}
+	v, err := cfg.OutputCodec.Encode(o)
+	if err != nil {
+		e.err = fmt.Errorf("Emit: encode output: %w", err)
+		return e.err
+	}
+	k := e.keyBytes
+	if cfg.OutputKey != nil {
+		k = cfg.OutputKey(e.key, o)
+	}
+	*e.out = append(*e.out, Output{Key: k, Value: v, TimestampMs: ts})
+	return nil
+}
+
+// close ends the call; it returns the sticky error as a UserError.
+func (e *emitter[K, I, O]) close() error {
+	e.done = true
+	if e.err == nil {
+		return nil
+	}
+	return &UserError{Method: e.method, Key: fmt.Sprintf("%#v", e.key), Partition: e.t.cfg.Partition, Err: e.err}
+}
+
+var _ processor.Emitter[int] = (*emitter[int, int, int])(nil)

@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kstate/kstate/processor"
+)
+
+func wmProc(fired *[]string) func() processor.StatefulProcessor[string, string, string] {
+	return func() processor.StatefulProcessor[string, string, string] {
+		return &fnProc[string, string, string]{
+			input: func(h processor.Handle, key string, rows iter.Seq[string], tv processor.TimerValues, out processor.Emitter[string]) error {
+				for v := range rows {
+					ms, _ := strconv.ParseInt(v, 10, 64)
+					if err := h.RegisterTimer(ms + 10); err != nil {
+						return err
+					}
+					if err := out.Emit(fmt.Sprintf("%s@wm%d", v, tv.WatermarkMs())); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+			timer: func(h processor.Handle, key string, tv processor.TimerValues, t processor.ExpiredTimerInfo, out processor.Emitter[string]) error {
+				*fired = append(*fired, fmt.Sprintf("%s@%d(wm%d)", key, t.ExpiryTimeMs, tv.WatermarkMs()))
+				return nil
+			},
+		}
+	}
+}
+
+func eventCfg(p func() processor.StatefulProcessor[string, string, string], latenessMs int64) Config[string, string, string] {
+	cfg := strCfg(p, processor.EventTime)
+	cfg.AllowedLatenessMs = latenessMs
+	cfg.EventTime = func(v string, _ int64) int64 { ms, _ := strconv.ParseInt(v, 10, 64); return ms }
+	return cfg
+}
+
+func TestWatermarkLateRowsAndEventTimeTimers(t *testing.T) {
+	dir := t.TempDir()
+	var fired []string
+	h := &harness[string, string, string]{t: t, cfg: eventCfg(wmProc(&fired), 5)}
+	h.mustOpen(dir)
+	if wm := h.task.Watermark(); wm != -1 {
+		t.Fatalf("initial watermark %d", wm)
+	}
+	// Batch 1: no watermark yet; nothing is late. Max event 110 → wm 105 at the end.
+	out := h.run(0, h.rec("a", "100", 0), h.rec("b", "110", 0))
+	equal(t, "batch 1", out, []string{"a=100@wm-1", "b=110@wm-1"})
+	if h.task.Watermark() != 105 || !h.task.NeedsBatch() {
+		t.Fatalf("watermark %d needs batch %v", h.task.Watermark(), h.task.NeedsBatch())
+	}
+	// Batch 2 (no data): timer a@110 > 105 does not fire yet.
+	h.run(0)
+	if len(fired) != 0 || h.task.NeedsBatch() {
+		t.Fatalf("fired %v, needs batch %v", fired, h.task.NeedsBatch())
+	}
+	// Batch 3: 105 is late (≤ wm), 104 late, 106 on time; event 130 → wm 125.
+	out = h.run(0, h.rec("a", "105", 0), h.rec("a", "104", 0), h.rec("a", "106", 0), h.rec("c", "130", 0))
+	equal(t, "batch 3", out, []string{"a=106@wm105", "c=130@wm105"})
+	if c := h.task.Counters(); c.LateRowsDropped != 2 || c.RowsIn != 4 {
+		t.Fatalf("counters %+v", c)
+	}
+	if len(fired) != 0 {
+		t.Fatalf("fired %v with watermark 105", fired)
+	}
+	// Restart: the watermark is durable; the next batch fires a@110, b@120, a@116.
+	h.task.Close()
+	h.mustOpen(dir)
+	if h.task.Watermark() != 125 {
+		t.Fatalf("watermark after restart %d", h.task.Watermark())
+	}
+	h.run(0)
+	equal(t, "fired", fired, []string{"a@110(wm125)", "a@116(wm125)", "b@120(wm125)"})
+	// A watermark never goes back.
+	h.run(0, h.rec("d", "126", 0))
+	if h.task.Watermark() != 125 {
+		t.Fatalf("watermark went to %d", h.task.Watermark())
+	}
+}
+
+func TestAbortRollsBackWatermarkAndCounters(t *testing.T) {
+	var fired []string
+	h := &harness[string, string, string]{t: t, cfg: eventCfg(wmProc(&fired), 0)}
+	h.mustOpen("")
+	h.run(0, h.rec("a", "100", 0))
+	before := h.task.Counters()
+	res, err := h.task.RunBatch(0, []Record{h.rec("a", "200", 0), h.rec("a", "50", 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Outputs) != 1 {
+		t.Fatalf("outputs %v", outs(res))
+	}
+	h.task.Abort()
+	if h.task.Watermark() != 100 || h.task.Counters() != before {
+		t.Fatalf("after abort: watermark %d counters %+v (before %+v)", h.task.Watermark(), h.task.Counters(), before)
+	}
+	out := h.run(0, Record{Offset: 1, Key: []byte("a"), Value: []byte("200")}, Record{Offset: 2, Key: []byte("a"), Value: []byte("50")})
+	equal(t, "retry", out, []string{"a=200@wm100"})
+	if c := h.task.Counters(); c.LateRowsDropped != 1 || h.task.Watermark() != 200 {
+		t.Fatalf("counters %+v watermark %d", c, h.task.Watermark())
+	}
+}
+
+func TestOutputOlderThanWatermarkFails(t *testing.T) {
+	proc := func() processor.StatefulProcessor[string, string, string] {
+		return &fnProc[string, string, string]{
+			input: func(h processor.Handle, key string, rows iter.Seq[string], tv processor.TimerValues, out processor.Emitter[string]) error {
+				for v := range rows {
+					_ = out.Emit("out" + v) // the error is sticky even when ignored
+				}
+				return nil
+			},
+		}
+	}
+	cfg := eventCfg(proc, 0)
+	cfg.OutputEventTime = func(o string) int64 { ms, _ := strconv.ParseInt(strings.TrimPrefix(o, "out"), 10, 64); return ms - 60 }
+	h := &harness[string, string, string]{t: t, cfg: cfg}
+	h.mustOpen("")
+	res, err := h.task.RunBatch(0, []Record{h.rec("a", "100", 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outputs[0].TimestampMs != 40 {
+		t.Fatalf("output timestamp %d, want the output event time 40", res.Outputs[0].TimestampMs)
+	}
+	h.task.Commit(-1)
+	// wm = 100; an output at 160-60 = 100 is not older than it; 150-60 = 90 is.
+	if _, err := h.task.RunBatch(0, []Record{h.rec("a", "160", 0)}); err != nil {
+		t.Fatalf("output at the watermark: %v", err)
+	}
+	h.task.Commit(-1)
+	_, err = h.task.RunBatch(0, []Record{h.rec("b", "170", 0), h.rec("b", "230", 0)})
+	mustErrIs(t, err, ErrLateOutput)
+	var ue *UserError
+	if !errors.As(err, &ue) || ue.Method != "HandleInputRows" || ue.Key != `"b"` {
+		t.Fatalf("error %v", err)
+	}
+	if !strings.Contains(err.Error(), "110 < watermark 160") {
+		t.Fatalf("error %q does not give the times", err)
+	}
+	h.task.Abort()
+}
+
+func TestPanicInConfigCallbackIsAnError(t *testing.T) {
+	cfg := eventCfg(wmProc(new([]string)), 0)
+	cfg.EventTime = func(string, int64) int64 { panic("extractor") }
+	h := &harness[string, string, string]{t: t, cfg: cfg}
+	h.mustOpen("")
+	_, err := h.task.RunBatch(0, []Record{h.rec("a", "1", 0)})
+	var ue *UserError
+	if !errors.As(err, &ue) || ue.Panic != "extractor" {
+		t.Fatalf("error %v", err)
+	}
+	h.task.Abort()
+	if _, err := h.task.RunBatch(0, nil); err != nil {
+		t.Fatalf("task unusable after a recovered panic: %v", err)
+	}
+	h.task.Abort()
+}

@@ -1,0 +1,381 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/state/kv"
+	"github.com/kstate/kstate/timers"
+)
+
+func (t *Task[K, I, O]) metaErr(err error) error {
+	return fmt.Errorf("engine: partition %d: write metadata: %w", t.cfg.Partition, err)
+}
+
+// Metadata entries the engine keeps in every shard (changelogged like state).
+const (
+	MetaTimeMode       = "engine/time_mode"
+	MetaOutputMode     = "engine/output_mode"
+	MetaWatermark      = "engine/watermark"
+	MetaBatchID        = "engine/batch_id"
+	MetaInitialApplied = "engine/initial_state_applied"
+	// MetaInputOffset is the input offset after the last record of the last
+	// committed batch that had records: it must equal the group's committed
+	// offset of the partition, which lets the owner detect a restore that
+	// missed the changelog tail.
+	MetaInputOffset = "engine/input_offset"
+)
+
+// noWatermark is the internal "no event seen yet" watermark.
+const noWatermark = math.MinInt64
+
+// Config configures one partition task. The root package fills it from the
+// application's Config; codecs and NewProcessor are required.
+type Config[K, I, O any] struct {
+	ApplicationID string
+	RunID         string
+	Topic         string // input topic, for error messages
+	Partition     int32
+	Dir           string   // shard directory
+	Backend       kv.Store // optional shard backend (tests); nil = RocksDB at Dir
+
+	TimeMode   processor.TimeMode
+	OutputMode processor.OutputMode
+
+	KeyCodec     state.Codec[K]
+	ValueCodec   state.Codec[I]
+	OutputCodec  state.Codec[O]
+	NewProcessor func() processor.StatefulProcessor[K, I, O]
+
+	// EventTime extracts a row's event time (ms); nil = the record timestamp.
+	EventTime func(value I, recordTimestampMs int64) int64
+	// AllowedLatenessMs is subtracted from the max event time for the watermark.
+	AllowedLatenessMs int64
+	// OutputEventTime gives an output row's event time (ms), which becomes
+	// the output record's timestamp; nil = no output event time.
+	OutputEventTime func(O) int64
+	// OutputKey gives an output record's key; nil = the grouping key bytes.
+	OutputKey func(key K, out O) []byte
+
+	Logf func(format string, args ...any)
+}
+
+// Record is one polled input record of the task's partition.
+type Record struct {
+	Offset      int64
+	Key, Value  []byte
+	TimestampMs int64
+}
+
+// Output is one output record produced by a batch.
+type Output struct {
+	Key, Value  []byte
+	TimestampMs int64 // −1: no output event time (the producer sets the time)
+}
+
+// InitialRow is one initial-state row routed to this task. Apply calls the
+// processor's HandleInitialState with the row's typed value.
+type InitialRow[K any] struct {
+	Key      K
+	KeyBytes []byte
+	Apply    func(proc any, tv processor.TimerValues) error
+}
+
+// Task runs the processor of one partition. It is driven by one goroutine at
+// a time (the owner serialises Open/Start/RunBatch/Commit/Abort/Close);
+// Counters may be read from any goroutine.
+type Task[K, I, O any] struct {
+	cfg    Config[K, I, O]
+	shard  *state.Shard
+	timers *timers.Timers
+	rt     *processor.Runtime
+	proc   processor.StatefulProcessor[K, I, O]
+
+	// Durable (committed) task state, mirrored from shard metadata.
+	fresh          bool  // shard has no engine metadata: no batch ever committed
+	watermark      int64 // noWatermark until the first event
+	batchID        int64 // id of the next batch = committed non-empty batches
+	initialApplied bool
+	initial        []InitialRow[K] // rows to apply in the first batch (first run only)
+	wmAdvanced     bool            // the last commit advanced the watermark: timers may be due
+	stats          state.Stats     // shard statistics at the last commit
+
+	// The batch in progress; applied by Commit, dropped by Abort.
+	inBatch bool
+	pend    pending
+
+	closed bool
+
+	mu struct {
+		sync.Mutex
+		counters Counters
+	}
+}
+
+type pending struct {
+	watermark      int64
+	batchID        int64
+	initialApplied bool
+	counters       Counters
+}
+
+// Open opens the task's shard. The caller restores the changelog tail into
+// Shard() (from Shard().ChangelogOffset()) and then calls Start.
+func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
+	if cfg.KeyCodec == nil || cfg.ValueCodec == nil || cfg.OutputCodec == nil || cfg.NewProcessor == nil {
+		return nil, fmt.Errorf("engine: partition %d: key, value and output codecs and NewProcessor are required", cfg.Partition)
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	sh, err := state.OpenShard(state.ShardOptions{
+		Dir:      cfg.Dir,
+		Backend:  cfg.Backend,
+		AllowTTL: cfg.TimeMode == processor.ProcessingTime,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: partition %d: open shard %s: %w", cfg.Partition, cfg.Dir, err)
+	}
+	t := &Task[K, I, O]{cfg: cfg, shard: sh, watermark: noWatermark}
+	if cfg.TimeMode != processor.NoTime {
+		t.timers = timers.New(sh)
+	}
+	t.rt = processor.NewRuntime(processor.RuntimeConfig{
+		Shard:    sh,
+		Timers:   t.timers,
+		TimeMode: cfg.TimeMode,
+		Query: processor.QueryInfo{
+			ApplicationID: cfg.ApplicationID,
+			RunID:         cfg.RunID,
+			Partition:     cfg.Partition,
+		},
+	})
+	return t, nil
+}
+
+// Shard is the task's state shard (the restore target).
+func (t *Task[K, I, O]) Shard() *state.Shard { return t.shard }
+
+// Partition is the task's input partition.
+func (t *Task[K, I, O]) Partition() int32 { return t.cfg.Partition }
+
+// Start reads the engine metadata of the restored shard, checks that the
+// time and output modes are the ones the state was created with, creates
+// the processor and runs its Init. It must be called once, after restore
+// (the shard accepts no changelog once variables are declared) and before
+// the first batch. Declarations and, on a fresh shard, the mode metadata
+// are staged by the shard outside any batch: they are committed with the
+// first batch and survive its aborts.
+func (t *Task[K, I, O]) Start() error {
+	if t.closed {
+		return ErrClosed
+	}
+	tm, ok, err := t.shard.GetMeta(MetaTimeMode)
+	if err != nil {
+		return fmt.Errorf("engine: partition %d: read metadata: %w", t.cfg.Partition, err)
+	}
+	t.fresh = !ok
+	if ok && string(tm) != t.cfg.TimeMode.String() {
+		return &ModeError{Partition: t.cfg.Partition, What: "time mode", Old: string(tm), New: t.cfg.TimeMode.String()}
+	}
+	om, ok, err := t.shard.GetMeta(MetaOutputMode)
+	if err != nil {
+		return fmt.Errorf("engine: partition %d: read metadata: %w", t.cfg.Partition, err)
+	}
+	if ok && string(om) != t.cfg.OutputMode.String() {
+		return &ModeError{Partition: t.cfg.Partition, What: "output mode", Old: string(om), New: t.cfg.OutputMode.String()}
+	}
+	if v, ok, err := t.metaInt(MetaWatermark); err != nil {
+		return err
+	} else if ok {
+		t.watermark = v
+	}
+	if v, ok, err := t.metaInt(MetaBatchID); err != nil {
+		return err
+	} else if ok {
+		t.batchID = v
+	}
+	_, t.initialApplied, err = t.shard.GetMeta(MetaInitialApplied)
+	if err != nil {
+		return fmt.Errorf("engine: partition %d: read metadata: %w", t.cfg.Partition, err)
+	}
+	t.stats = t.shard.Stats()
+	if t.fresh {
+		if err := t.shard.PutMeta(MetaTimeMode, []byte(t.cfg.TimeMode.String())); err != nil {
+			return t.metaErr(err)
+		}
+		if err := t.shard.PutMeta(MetaOutputMode, []byte(t.cfg.OutputMode.String())); err != nil {
+			return t.metaErr(err)
+		}
+	}
+	return t.initProcessor()
+}
+
+func (t *Task[K, I, O]) initProcessor() error {
+	proc := t.cfg.NewProcessor()
+	if proc == nil {
+		return &UserError{Method: "NewProcessor", Partition: t.cfg.Partition, Err: errors.New("returned a nil processor")}
+	}
+	t.proc = proc
+	t.rt.SetPhase(processor.PhaseInit)
+	var zero K
+	err := t.invoke("Init", zero, false, func() error { return proc.Init(t.rt.Handle()) })
+	t.rt.SetPhase(processor.PhaseIdle)
+	return err
+}
+
+func (t *Task[K, I, O]) metaInt(name string) (int64, bool, error) {
+	b, ok, err := t.shard.GetMeta(name)
+	if err != nil {
+		return 0, false, fmt.Errorf("engine: partition %d: read metadata %q: %w", t.cfg.Partition, name, err)
+	}
+	if !ok {
+		return 0, false, nil
+	}
+	if len(b) != 8 {
+		return 0, false, fmt.Errorf("engine: partition %d: metadata %q has %d bytes, want 8", t.cfg.Partition, name, len(b))
+	}
+	return int64(binary.BigEndian.Uint64(b)), true, nil
+}
+
+// StoredInputOffset returns MetaInputOffset as restored so far (it may be
+// called before Start, between restore rounds).
+func (t *Task[K, I, O]) StoredInputOffset() (int64, bool, error) { return t.metaInt(MetaInputOffset) }
+
+func putInt(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
+
+// Fresh reports whether no batch of this partition was ever committed (after
+// Start): the condition, together with "no committed input offsets", for
+// applying initial state.
+func (t *Task[K, I, O]) Fresh() bool { return t.fresh }
+
+// InitialStateApplied reports whether the partition's initial state was
+// committed (in this or an earlier run).
+func (t *Task[K, I, O]) InitialStateApplied() bool { return t.initialApplied }
+
+// SetInitialState hands the task the initial-state rows of its partition;
+// they are applied in the next batch and dropped once it commits.
+func (t *Task[K, I, O]) SetInitialState(rows []InitialRow[K]) { t.initial = rows }
+
+// NeedsBatch reports whether the task wants a batch even without input: no
+// batch was committed yet (the first one records the metadata, Init's
+// declarations and the initial state), or the last commit advanced the
+// event-time watermark so that timers may have become due.
+func (t *Task[K, I, O]) NeedsBatch() bool {
+	return !t.closed && (t.fresh || t.wmAdvanced || len(t.initial) > 0)
+}
+
+// Watermark is the committed event-time watermark in ms; −1 when none.
+func (t *Task[K, I, O]) Watermark() int64 {
+	if t.watermark == noWatermark {
+		return -1
+	}
+	return t.watermark
+}
+
+// BatchID is the id the next batch will have.
+func (t *Task[K, I, O]) BatchID() int64 { return t.batchID }
+
+// Counters returns the task's cumulative counters (committed batches only).
+func (t *Task[K, I, O]) Counters() Counters {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.counters
+}
+
+// AddCounters adds counters measured by the owner (restore, commit).
+func (t *Task[K, I, O]) AddCounters(c Counters) {
+	t.mu.Lock()
+	t.mu.counters.Add(c)
+	t.mu.Unlock()
+}
+
+// Commit ends the batch after its transaction committed: the staged changes
+// and nextChangelogOffset are written to the shard atomically. A negative
+// offset keeps the shard's offset (the batch produced no changelog records).
+func (t *Task[K, I, O]) Commit(nextChangelogOffset int64) error {
+	if t.closed {
+		return ErrClosed
+	}
+	if !t.inBatch {
+		return ErrNoBatch
+	}
+	if nextChangelogOffset < 0 {
+		nextChangelogOffset = t.shard.ChangelogOffset()
+	}
+	t.inBatch = false
+	if err := t.shard.Commit(nextChangelogOffset); err != nil {
+		// The transaction committed: Kafka holds the batch, the local shard
+		// does not. The owner must close the task; a reopen restores the
+		// missing tail from the changelog.
+		return fmt.Errorf("engine: partition %d: apply committed batch to the shard: %w", t.cfg.Partition, err)
+	}
+	p := &t.pend
+	t.wmAdvanced = p.watermark != t.watermark
+	t.watermark = p.watermark
+	t.batchID = p.batchID
+	t.initialApplied = p.initialApplied
+	if t.initialApplied {
+		t.initial = nil
+	}
+	t.fresh = false
+	// The shard counts committed work only, so the difference since the
+	// last commit is exactly this batch's.
+	st := t.shard.Stats()
+	c := p.counters
+	c.StateRowsUpdated = st.RowsUpdated - t.stats.RowsUpdated
+	c.StateRowsRemoved = st.RowsRemoved - t.stats.RowsRemoved
+	c.TTLRemovals = st.TTLRemovals - t.stats.TTLRemovals
+	c.TimersRegistered = st.TimersRegistered - t.stats.TimersRegistered
+	c.TimersDeleted = st.TimersDeleted - t.stats.TimersDeleted
+	t.stats = st
+	t.AddCounters(c)
+	return nil
+}
+
+// Abort ends the batch without applying it: staged changes, the advanced
+// watermark, the batch id and the batch's counters are dropped, so the
+// retried batch starts from the same point. (Init's declarations, staged
+// outside the batch, stay staged for the retry.)
+func (t *Task[K, I, O]) Abort() {
+	if t.closed || !t.inBatch {
+		return
+	}
+	t.inBatch = false
+	t.shard.Abort()
+}
+
+// Close aborts a batch in progress, closes the processor and the shard
+// (kept on disk). It is idempotent.
+func (t *Task[K, I, O]) Close() error {
+	if t.closed {
+		return nil
+	}
+	t.Abort()
+	perr := t.closeProcessor()
+	t.closed = true
+	serr := t.shard.Close()
+	if perr != nil {
+		return perr
+	}
+	if serr != nil {
+		return fmt.Errorf("engine: partition %d: close shard: %w", t.cfg.Partition, serr)
+	}
+	return nil
+}
+
+func (t *Task[K, I, O]) closeProcessor() error {
+	if t.proc == nil {
+		return nil
+	}
+	p := t.proc
+	t.proc = nil
+	t.rt.SetPhase(processor.PhaseIdle)
+	var zero K
+	return t.invoke("Close", zero, false, p.Close)
+}
