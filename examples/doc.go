@@ -1,3 +1,15 @@
-// Package examples holds runnable kstate applications, one folder each, that
-// show the programming model on the embedded Kafka or on a real cluster.
+// Package examples holds runnable kstate applications, one folder each,
+// that show the programming model on the embedded Kafka (the default) or on
+// a real cluster (--brokers):
+//
+//   - simplecounter: a ValueState per key (the spec's counter);
+//   - initialstate: initial state applied once, on the first run;
+//   - sessiontracker: a MapState keyed by session id;
+//   - heartbeat: processing-time timers and TTL;
+//   - eventtime: event-time timers, the watermark, late rows;
+//   - chained: two applications, event time kept through Kafka;
+//   - readme: the README's counter, compiled and tested.
+//
+// Each example's test asserts its exact output; see the README's Examples
+// section for a paragraph on each.
 package examples

@@ -1,16 +1,22 @@
 package processor_test
 
 import (
+	"context"
 	"fmt"
 	"iter"
+	"os"
+	"time"
 
+	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/kafka"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/state"
 	"github.com/kstate/kstate/state/kv"
 	"github.com/kstate/kstate/timers"
 )
 
-// WordCount counts rows per key in a ValueState and emits the running count.
+// WordCount counts rows per key in a ValueState and emits "<key>=<count>"
+// once per key and micro-batch.
 type WordCount struct {
 	count *state.ValueState[int64]
 }
@@ -40,21 +46,94 @@ func (w *WordCount) HandleExpiredTimer(string, processor.TimerValues, processor.
 
 func (w *WordCount) Close() error { return nil }
 
-// A processor can be driven without Kafka through a Runtime over a shard
-// with an in-memory backend — the same calls the engine makes per batch.
+// A processor runs as a kstate application: here on an embedded in-process
+// Kafka, with input a a a b b.
 func Example() {
-	shard, _ := state.OpenShard(state.ShardOptions{Backend: kv.NewMemory()})
+	emb, err := kafka.NewEmbedded(kafka.EmbeddedOptions{Topics: map[string]int{"words": 2, "counts": 2}})
+	if err != nil {
+		panic(err)
+	}
+	defer emb.Close()
+	dir, err := os.MkdirTemp("", "kstate-example-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+
+	app, err := kstate.New(kstate.Config[string, string, string]{
+		ApplicationID: "wordcount",
+		Brokers:       emb.Brokers(),
+		InputTopics:   []string{"words"},
+		KeyCodec:      state.String(),
+		ValueCodec:    state.String(),
+		OutputTopic:   "counts",
+		OutputCodec:   state.String(),
+		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &WordCount{} },
+		StateDir:      dir,
+		Logf:          func(string, ...any) {}, // quiet
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+
+	producer, err := kafka.NewProducer(emb.Brokers())
+	if err != nil {
+		panic(err)
+	}
+	defer producer.Close()
+	var words []kafka.Record
+	for _, w := range []string{"a", "a", "a", "b", "b"} {
+		words = append(words, kafka.Record{Topic: "words", Partition: kafka.AnyPartition, Key: []byte(w), Value: []byte(w)})
+	}
+	if err := producer.Produce(ctx, words...); err != nil {
+		panic(err)
+	}
+	// Wait until the five rows are processed and committed.
+	for deadline := time.Now().Add(time.Minute); app.Metrics().Total.RowsIn < 5; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			panic("the rows were not processed")
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		panic(err)
+	}
+
+	counts, err := kafka.ReadAll(context.Background(), emb.Brokers(), "counts")
+	if err != nil {
+		panic(err)
+	}
+	latest := map[string]string{} // a key's records are in order in its partition
+	for _, r := range counts {
+		latest[string(r.Key)] = string(r.Value)
+	}
+	fmt.Println(latest["a"], latest["b"])
+	// Output: a=3 b=2
+}
+
+// A processor can also be driven without Kafka, e.g. in its unit tests,
+// through a Runtime over a shard with an in-memory backend: the same calls
+// the engine makes per micro-batch.
+func Example_withoutKafka() {
+	shard, err := state.OpenShard(state.ShardOptions{Backend: kv.NewMemory()})
+	if err != nil {
+		panic(err)
+	}
 	defer shard.Close()
 	rt := processor.NewRuntime(processor.RuntimeConfig{Shard: shard, Timers: timers.New(shard), TimeMode: processor.NoTime})
 
 	var p processor.StatefulProcessor[string, string, string] = &WordCount{}
 	rt.SetPhase(processor.PhaseInit)
 	if err := p.Init(rt.Handle()); err != nil {
-		fmt.Println(err)
+		panic(err)
 	}
 	rt.SetPhase(processor.PhaseIdle)
 
-	print := processor.EmitterFunc[string](func(s string) error { fmt.Println(s); return nil })
+	emit := processor.EmitterFunc[string](func(s string) error { fmt.Println(s); return nil })
+	next := int64(0) // the changelog offset after the batch
 	batch := func(key string, rows ...string) {
 		shard.Begin(-1)
 		rt.SetKey([]byte(key))
@@ -66,12 +145,19 @@ func Example() {
 				}
 			}
 		}
-		if err := p.HandleInputRows(key, seq, processor.NewTimerValues(-1, -1), print); err != nil {
-			fmt.Println(err)
-		}
+		err := p.HandleInputRows(key, seq, processor.NewTimerValues(-1, -1), emit)
 		rt.SetPhase(processor.PhaseIdle)
-		shard.Finish()
-		shard.Commit(0)
+		if err != nil {
+			panic(err)
+		}
+		recs, err := shard.Finish() // the changelog records the engine would commit to Kafka
+		if err != nil {
+			panic(err)
+		}
+		next += int64(len(recs))
+		if err := shard.Commit(next); err != nil {
+			panic(err)
+		}
 	}
 	batch("a", "x", "y", "z")
 	batch("b", "x")

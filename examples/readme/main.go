@@ -1,0 +1,36 @@
+// Command readme is the counter of the README, kept here so that it
+// compiles and is tested (readme_test.go checks that the README shows these
+// files verbatim and that the counter counts).
+package main
+
+import (
+	"context"
+	"log"
+	"os"
+	"os/signal"
+
+	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/state"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	app, err := kstate.New(kstate.Config[string, string, string]{
+		ApplicationID: "wordcount", // the consumer group; changelog topic "wordcount-changelog"
+		Brokers:       []string{"localhost:9092"},
+		InputTopics:   []string{"words"}, // the record key is the grouping key
+		KeyCodec:      state.String(),
+		ValueCodec:    state.String(),
+		OutputTopic:   "counts", // must exist
+		OutputCodec:   state.String(),
+		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := app.Run(ctx); err != nil { // blocks; Ctrl-C stops it gracefully
+		log.Fatal(err)
+	}
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/examples/internal/sandbox"
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/state"
+)
+
+// The README shows counter.go and main.go verbatim, so what it shows
+// compiles; and the processor is short, as the README promises.
+func TestREADMEShowsTheseFiles(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"counter.go", "main.go"} {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(readme), "```go\n"+string(src)+"```\n") {
+			t.Errorf("README.md does not show examples/readme/%s verbatim in a ```go block; copy it over", f)
+		}
+		if n := strings.Count(string(src), "\n"); f == "counter.go" && n >= 40 {
+			t.Errorf("counter.go has %d lines; the README promises under 40", n)
+		}
+	}
+}
+
+// The README's counter counts: a a a b b gives a=3 b=2.
+func TestREADMECounterCounts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env, err := sandbox.Open(nil, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	if err := env.CreateTopics(ctx, 2, "words", "counts"); err != nil {
+		t.Fatal(err)
+	}
+	app, err := kstate.New(kstate.Config[string, string, string]{
+		ApplicationID: "wordcount",
+		Brokers:       env.Brokers,
+		InputTopics:   []string{"words"},
+		KeyCodec:      state.String(),
+		ValueCodec:    state.String(),
+		OutputTopic:   "counts",
+		OutputCodec:   state.String(),
+		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
+		StateDir:      env.StateDir,
+		MaxBatchWait:  50 * time.Millisecond,
+		Logf:          t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, stop := sandbox.Start(ctx, app)
+	defer stop()
+	var rows []sandbox.Row[string, string]
+	for _, w := range strings.Fields("a a a b b") {
+		rows = append(rows, sandbox.KV(w, "x"))
+	}
+	if err := sandbox.Produce(running, env, "words", state.String(), state.String(), rows...); err != nil {
+		t.Fatal(err)
+	}
+	if err := sandbox.Until(running, "5 rows counted", func() bool { return app.Metrics().Total.RowsIn >= 5 }); err != nil {
+		t.Fatal(err)
+	}
+	out, err := sandbox.Read(running, env, "counts", state.String(), state.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := map[string]string{}
+	for _, r := range out {
+		latest[r.Key] = r.Value
+	}
+	if latest["a"] != "3" || latest["b"] != "2" || len(latest) != 2 {
+		t.Fatalf("latest counts %v, want a=3 b=2 (all outputs: %v)", latest, out)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// The README's configuration table lists every field of kstate.Config, in
+// order, marks the required ones, and quotes each default from the field's
+// doc comment (which New implements), so the table cannot drift silently.
+func TestREADMEConfigTable(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "../../config.go", nil, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type field struct{ name, doc string }
+	var fields []field
+	ast.Inspect(f, func(n ast.Node) bool {
+		ts, ok := n.(*ast.TypeSpec)
+		if !ok || ts.Name.Name != "Config" {
+			return true
+		}
+		for _, fl := range ts.Type.(*ast.StructType).Fields.List {
+			for _, name := range fl.Names {
+				fields = append(fields, field{name.Name, strings.Join(strings.Fields(fl.Doc.Text()), " ")})
+			}
+		}
+		return false
+	})
+	if len(fields) == 0 {
+		t.Fatal("no Config fields found in config.go")
+	}
+
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Configuration\n")
+	if !ok {
+		t.Fatal("README.md has no ## Configuration section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	rows := map[string]string{} // field → default column
+	var order []string
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		rows[name] = strings.Trim(strings.TrimSpace(cells[2]), "`")
+		order = append(order, name)
+	}
+	var names []string
+	for _, fl := range fields {
+		names = append(names, fl.name)
+	}
+	if !slices.Equal(order, names) {
+		t.Fatalf("README configuration table lists\n%v\nconfig.go declares\n%v", order, names)
+	}
+	for _, fl := range fields {
+		def := rows[fl.name]
+		required := strings.Contains(fl.doc, "(required)")
+		switch {
+		case required != (def == "required"):
+			t.Errorf("%s: README says %q, doc comment says required=%v: %s", fl.name, def, required, fl.doc)
+		case required:
+		case !strings.Contains(fl.doc, "Default"):
+			t.Errorf("%s: the doc comment states no default: %s", fl.name, fl.doc)
+		default:
+			_, after, _ := strings.Cut(fl.doc, "Default")
+			if !strings.Contains(after, def) {
+				t.Errorf("%s: README default %q is not what the doc comment says: %s", fl.name, def, fl.doc)
+			}
+		}
+	}
+}

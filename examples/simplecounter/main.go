@@ -1,0 +1,141 @@
+// Command simplecounter is the spec's counter example: it counts the
+// records of each key in a ValueState and emits the running count. Input
+// a a a b b gives a=3 b=2; more input continues from the stored counts.
+//
+//	go run ./examples/simplecounter                           # embedded Kafka
+//	go run ./examples/simplecounter --brokers localhost:9092  # your cluster
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/examples/internal/sandbox"
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/state"
+)
+
+// Counter counts the rows of each key. Rows are words; the key is the word.
+type Counter struct {
+	count *state.ValueState[int64]
+}
+
+func (c *Counter) Init(h processor.Handle) (err error) {
+	c.count, err = processor.NewValueState(h, "count", state.Int64())
+	return err
+}
+
+// HandleInputRows gets all rows of one key in a micro-batch and emits the
+// key's new count once.
+func (c *Counter) HandleInputRows(_ string, rows iter.Seq[string], _ processor.TimerValues, out processor.Emitter[int64]) error {
+	n, _, err := c.count.Get() // absent: n == 0
+	if err != nil {
+		return err
+	}
+	for range rows {
+		n++
+	}
+	if err := c.count.Update(n); err != nil {
+		return err
+	}
+	return out.Emit(n)
+}
+
+func (c *Counter) HandleExpiredTimer(string, processor.TimerValues, processor.ExpiredTimerInfo, processor.Emitter[int64]) error {
+	return nil // no timers in NoTime mode
+}
+
+func (c *Counter) Close() error { return nil }
+
+func main() {
+	brokers := flag.String("brokers", "", "Kafka bootstrap servers, comma-separated (default: an embedded in-process Kafka)")
+	stateDir := flag.String("state-dir", "", "directory for the local state shards (default: a temporary directory)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, sandbox.SplitBrokers(*brokers), *stateDir, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "simplecounter:", err)
+		os.Exit(1)
+	}
+}
+
+// run counts two rounds of words and prints the latest count of every key
+// after each.
+func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) (err error) {
+	env, err := sandbox.Open(brokers, stateDir)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	words, counts := env.Name("words"), env.Name("counts")
+	if err := env.CreateTopics(ctx, 3, words, counts); err != nil {
+		return err
+	}
+	app, err := kstate.New(kstate.Config[string, string, int64]{
+		ApplicationID: env.Name("simplecounter"),
+		Brokers:       env.Brokers,
+		InputTopics:   []string{words},
+		KeyCodec:      state.String(),
+		ValueCodec:    state.String(),
+		OutputTopic:   counts, // record key: the word; value: its count
+		OutputCodec:   state.Int64(),
+		NewProcessor:  func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
+		StateDir:      env.StateDir,
+		MaxBatchWait:  50 * time.Millisecond,
+		Logf:          env.Logf,
+	})
+	if err != nil {
+		return err
+	}
+	running, stop := sandbox.Start(ctx, app)
+	defer func() {
+		if serr := stop(); err == nil {
+			err = serr
+		}
+	}()
+
+	latest := map[string]int64{}
+	for _, round := range [][]string{{"a", "a", "a", "b", "b"}, {"a", "c"}} {
+		rows := make([]sandbox.Row[string, string], len(round))
+		for i, w := range round {
+			rows[i] = sandbox.KV(w, w)
+		}
+		want := app.Metrics().Total.RowsIn + int64(len(rows))
+		if err := sandbox.Produce(running, env, words, state.String(), state.String(), rows...); err != nil {
+			return err
+		}
+		// The counts are final once every row was processed; a key's
+		// latest output record is its count.
+		if err := sandbox.Until(running, "the words counted", func() bool { return app.Metrics().Total.RowsIn >= want }); err != nil {
+			return err
+		}
+		recs, err := sandbox.Read(running, env, counts, state.String(), state.Int64())
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			latest[r.Key] = r.Value
+		}
+		fmt.Fprintf(out, "in   %s\nout  %s\n", strings.Join(round, " "), format(latest))
+	}
+	return nil
+}
+
+// format prints counts as "a=3 b=2", sorted by key.
+func format(counts map[string]int64) string {
+	var kv []string
+	for k, n := range counts {
+		kv = append(kv, fmt.Sprintf("%s=%d", k, n))
+	}
+	slices.Sort(kv)
+	return strings.Join(kv, " ")
+}
