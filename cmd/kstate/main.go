@@ -24,6 +24,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newDemoCmd())
+	root.AddCommand(newVersionCmd(), newDemoCmd(), newBenchCmd())
 	return root
 }

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"iter"
+	"math"
+	"time"
+
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/state"
+)
+
+// The benchmark's records. An input value is the produce time (unix ns, 8
+// bytes big-endian), a number to aggregate (8 bytes) and padding; an output
+// value is the key's count after the row and the input row's produce time,
+// so that the consumer of the output computes the end-to-end latency of
+// every row without a lookup.
+
+// benchRow is a decoded input value.
+type benchRow struct {
+	ProducedNs int64
+	V          int64
+}
+
+// benchOut is an emitted row: one per input row.
+type benchOut struct {
+	Count      int64
+	ProducedNs int64
+}
+
+// minValueBytes is the size of an input value without padding.
+const minValueBytes = 16
+
+func encodeRow(buf []byte, r benchRow) []byte {
+	binary.BigEndian.PutUint64(buf[0:], uint64(r.ProducedNs))
+	binary.BigEndian.PutUint64(buf[8:], uint64(r.V))
+	return buf
+}
+
+type rowCodec struct{}
+
+func (rowCodec) Encode(r benchRow) ([]byte, error) {
+	return encodeRow(make([]byte, minValueBytes), r), nil
+}
+
+func (rowCodec) Decode(b []byte) (benchRow, error) {
+	if len(b) < minValueBytes {
+		return benchRow{}, fmt.Errorf("bench: input value has %d bytes, want at least %d", len(b), minValueBytes)
+	}
+	return benchRow{ProducedNs: int64(binary.BigEndian.Uint64(b)), V: int64(binary.BigEndian.Uint64(b[8:]))}, nil
+}
+
+type outCodec struct{}
+
+func (outCodec) Encode(o benchOut) ([]byte, error) {
+	b := make([]byte, 16)
+	binary.BigEndian.PutUint64(b, uint64(o.Count))
+	binary.BigEndian.PutUint64(b[8:], uint64(o.ProducedNs))
+	return b, nil
+}
+
+func (outCodec) Decode(b []byte) (benchOut, error) {
+	if len(b) != 16 {
+		return benchOut{}, fmt.Errorf("bench: output value has %d bytes, want 16", len(b))
+	}
+	return benchOut{Count: int64(binary.BigEndian.Uint64(b)), ProducedNs: int64(binary.BigEndian.Uint64(b[8:]))}, nil
+}
+
+// benchProc is one processor under test: how to build it and the time mode
+// it needs.
+type benchProc struct {
+	name     string
+	timeMode processor.TimeMode
+	newProc  func() processor.StatefulProcessor[string, benchRow, benchOut]
+	about    string
+}
+
+func benchProcs(history int) map[string]benchProc {
+	return map[string]benchProc{
+		"count": {
+			name: "count", timeMode: processor.NoTime,
+			newProc: func() processor.StatefulProcessor[string, benchRow, benchOut] { return &countProc{} },
+			about:   "ValueState[int64] count per key (NoTime)",
+		},
+		"heavy": {
+			name: "heavy", timeMode: processor.ProcessingTime,
+			newProc: func() processor.StatefulProcessor[string, benchRow, benchOut] { return &heavyProc{history: history} },
+			about: fmt.Sprintf("per key: ListState of the last %d values, MapState of 4 aggregates, "+
+				"an idle timer moved on every call (ProcessingTime)", history),
+		},
+	}
+}
+
+// countProc is the stateful count: one ValueState per key, one output per
+// row.
+type countProc struct {
+	count *state.ValueState[int64]
+}
+
+func (c *countProc) Init(h processor.Handle) (err error) {
+	c.count, err = processor.NewValueState(h, "count", state.Int64())
+	return err
+}
+
+func (c *countProc) HandleInputRows(_ string, rows iter.Seq[benchRow], _ processor.TimerValues, out processor.Emitter[benchOut]) error {
+	n, _, err := c.count.Get()
+	if err != nil {
+		return err
+	}
+	for r := range rows {
+		n++
+		if err := out.Emit(benchOut{Count: n, ProducedNs: r.ProducedNs}); err != nil {
+			return err
+		}
+	}
+	return c.count.Update(n)
+}
+
+func (c *countProc) HandleExpiredTimer(string, processor.TimerValues, processor.ExpiredTimerInfo, processor.Emitter[benchOut]) error {
+	return nil
+}
+
+func (c *countProc) Close() error { return nil }
+
+// heavyProc is a state-heavy processor: on every call it reads and rewrites
+// a bounded history list, four map entries and the key's timer. It emits
+// the same rows as countProc (the map's count), so both produce identical
+// output volumes and the difference is the state work.
+type heavyProc struct {
+	history int
+	h       processor.Handle
+	recent  *state.ListState[int64]
+	agg     *state.MapState[string, int64]
+}
+
+// idleTimeout is far beyond any benchmark run: the timers are maintained
+// (deleted and registered on every call) but never fire.
+const idleTimeout = time.Hour
+
+var aggNames = [4]string{"count", "sum", "min", "max"}
+
+func (p *heavyProc) Init(h processor.Handle) (err error) {
+	p.h = h
+	if p.recent, err = processor.NewListState(h, "recent", state.Int64()); err != nil {
+		return err
+	}
+	p.agg, err = processor.NewMapState(h, "agg", state.String(), state.Int64())
+	return err
+}
+
+func (p *heavyProc) HandleInputRows(_ string, rows iter.Seq[benchRow], tv processor.TimerValues, out processor.Emitter[benchOut]) error {
+	var agg [4]int64
+	for i, name := range aggNames {
+		v, ok, err := p.agg.GetValue(name)
+		if err != nil {
+			return err
+		}
+		switch {
+		case ok:
+			agg[i] = v
+		case name == "min":
+			agg[i] = math.MaxInt64
+		case name == "max":
+			agg[i] = math.MinInt64
+		}
+	}
+	old, err := p.recent.Get()
+	if err != nil {
+		return err
+	}
+	var list []int64
+	for v := range old {
+		list = append(list, v)
+	}
+	kept := len(list)
+	for r := range rows {
+		agg[0]++
+		agg[1] += r.V
+		agg[2] = min(agg[2], r.V)
+		agg[3] = max(agg[3], r.V)
+		list = append(list, r.V)
+		if err := out.Emit(benchOut{Count: agg[0], ProducedNs: r.ProducedNs}); err != nil {
+			return err
+		}
+	}
+	if len(list) <= p.history {
+		if err := p.recent.AppendList(list[kept:]); err != nil {
+			return err
+		}
+	} else if err := p.recent.Put(list[len(list)-p.history:]); err != nil {
+		return err
+	}
+	for i, name := range aggNames {
+		if err := p.agg.UpdateValue(name, agg[i]); err != nil {
+			return err
+		}
+	}
+	timers, err := p.h.ListTimers()
+	if err != nil {
+		return err
+	}
+	for _, t := range timers {
+		if err := p.h.DeleteTimer(t); err != nil {
+			return err
+		}
+	}
+	return p.h.RegisterTimer(tv.ProcessingTimeMs() + idleTimeout.Milliseconds())
+}
+
+func (p *heavyProc) HandleExpiredTimer(string, processor.TimerValues, processor.ExpiredTimerInfo, processor.Emitter[benchOut]) error {
+	if err := p.recent.Clear(); err != nil {
+		return err
+	}
+	return p.agg.Clear()
+}
+
+func (p *heavyProc) Close() error { return nil }
