@@ -19,8 +19,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kstate/kstate"
-	"github.com/kstate/kstate/integration/harness"
 	"github.com/kstate/kstate/internal/engine"
+	"github.com/kstate/kstate/internal/kafkabroker"
 	"github.com/kstate/kstate/kafka"
 	"github.com/kstate/kstate/state"
 )
@@ -237,19 +237,19 @@ func runBench(ctx context.Context, progress io.Writer, o benchOptions) (*benchRe
 		if o.Verbose {
 			quiet = logf
 		}
-		libs, err := harness.ResolveJars(ctx, logf)
+		libs, err := kafkabroker.ResolveJars(ctx, logf)
 		if err != nil {
 			return nil, fmt.Errorf("bench: no --brokers and no real broker: %w", err)
 		}
 		t0 := time.Now()
-		b, err := harness.StartBroker(ctx, libs, harness.StartOptions{}, quiet)
+		b, err := kafkabroker.StartBroker(ctx, libs, kafkabroker.StartOptions{}, quiet)
 		if err != nil {
 			return nil, fmt.Errorf("bench: start a real broker: %w", err)
 		}
 		defer b.Stop()
-		logf("started Apache Kafka %s at %s in %v", harness.KafkaVersion, b.Addr, time.Since(t0).Round(time.Millisecond))
+		logf("started Apache Kafka %s at %s in %v", kafkabroker.KafkaVersion, b.Addr, time.Since(t0).Round(time.Millisecond))
 		o.Brokers = []string{b.Addr}
-		o.BrokerLabel = "Apache Kafka " + harness.KafkaVersion + " (harness, 1 node, KRaft)"
+		o.BrokerLabel = "Apache Kafka " + kafkabroker.KafkaVersion + " (harness, 1 node, KRaft)"
 	} else if o.BrokerLabel == "" {
 		o.BrokerLabel = strings.Join(o.Brokers, ",")
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 	tckafka "github.com/testcontainers/testcontainers-go/modules/kafka"
+
+	"github.com/kstate/kstate/internal/kafkabroker"
 )
 
 // DockerImage is the image the testcontainers path runs (the module expects
@@ -47,12 +49,12 @@ func obtain() {
 		reasons = append(reasons, "docker: "+err.Error())
 	}
 
-	libs, err := ResolveJars(ctx, logf)
+	libs, err := kafkabroker.ResolveJars(ctx, logf)
 	if err == nil {
-		var b *Broker
-		if b, err = StartBroker(ctx, libs, StartOptions{}, logf); err == nil {
+		var b *kafkabroker.Broker
+		if b, err = kafkabroker.StartBroker(ctx, libs, kafkabroker.StartOptions{}, logf); err == nil {
 			shared.brokers, shared.stop = []string{b.Addr}, b.Stop
-			shared.source = "Apache Kafka " + KafkaVersion + " from Maven Central jars"
+			shared.source = "Apache Kafka " + kafkabroker.KafkaVersion + " from Maven Central jars"
 			return
 		}
 	}
@@ -102,6 +104,9 @@ func Brokers(tb testing.TB) []string {
 	}
 	return shared.brokers
 }
+
+// KafkaVersion is the Apache Kafka release run from the jars.
+const KafkaVersion = kafkabroker.KafkaVersion
 
 // Source says how the broker of this test binary was obtained ("" before Brokers).
 func Source() string { return shared.source }

@@ -16,13 +16,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kstate/kstate/integration/harness"
+	"github.com/kstate/kstate/internal/kafkabroker"
 )
 
 func main() {
 	port := flag.Int("port", 9092, "client port on 127.0.0.1")
 	flag.Parse()
-	cache, err := harness.CacheDir()
+	cache, err := kafkabroker.CacheDir()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -36,11 +36,11 @@ func main() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		libs, err := harness.ResolveJars(ctx, log.Printf)
+		libs, err := kafkabroker.ResolveJars(ctx, log.Printf)
 		if err != nil {
 			log.Fatal(err)
 		}
-		b, err := harness.StartBroker(ctx, libs, harness.StartOptions{Port: *port, Detached: true}, log.Printf)
+		b, err := kafkabroker.StartBroker(ctx, libs, kafkabroker.StartOptions{Port: *port, Detached: true}, log.Printf)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -1,4 +1,9 @@
-package harness
+// Package kafkabroker runs a real Apache Kafka broker (KRaft, one combined
+// broker+controller) from the official jars on Maven Central, resolved once
+// into ~/.cache/kstate/kafka-<version>/. The integration test harness, the
+// benchmark and `make kafka-up` use it; it imports neither testing nor
+// Docker libraries, so binaries that start a broker stay small.
+package kafkabroker
 
 import (
 	"bufio"
@@ -31,7 +36,7 @@ func CacheDir() (string, error) {
 	}
 	d, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("harness: no cache directory: %w", err)
+		return "", fmt.Errorf("kafkabroker: no cache directory: %w", err)
 	}
 	return filepath.Join(d, "kstate"), nil
 }
@@ -50,7 +55,7 @@ func ResolveJars(ctx context.Context, logf func(string, ...any)) (string, error)
 		return libs, nil
 	}
 	if _, err := exec.LookPath("mvn"); err != nil {
-		return "", fmt.Errorf("harness: mvn not found on PATH: %w", err)
+		return "", fmt.Errorf("kafkabroker: mvn not found on PATH: %w", err)
 	}
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return "", err
@@ -61,18 +66,18 @@ func ResolveJars(ctx context.Context, logf func(string, ...any)) (string, error)
 	}
 	_ = os.RemoveAll(libs)
 	start := time.Now()
-	logf("harness: resolving Apache Kafka %s jars from Maven Central into %s", KafkaVersion, libs)
+	logf("kafkabroker: resolving Apache Kafka %s jars from Maven Central into %s", KafkaVersion, libs)
 	cmd := exec.CommandContext(ctx, "mvn", "-B", "-q", "-f", pom,
 		"-Dkafka.version="+KafkaVersion,
 		"dependency:copy-dependencies", "-DincludeScope=runtime", "-DoutputDirectory="+libs)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("harness: mvn dependency:copy-dependencies failed: %w\n%s", err, out)
+		return "", fmt.Errorf("kafkabroker: mvn dependency:copy-dependencies failed: %w\n%s", err, out)
 	}
 	if err := os.WriteFile(done, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
 		return "", err
 	}
-	logf("harness: resolved Kafka jars in %s", time.Since(start).Round(time.Millisecond))
+	logf("kafkabroker: resolved Kafka jars in %s", time.Since(start).Round(time.Millisecond))
 	return libs, nil
 }
 
@@ -152,7 +157,7 @@ type StartOptions struct {
 func StartBroker(ctx context.Context, libs string, o StartOptions, logf func(string, ...any)) (*Broker, error) {
 	java, err := exec.LookPath("java")
 	if err != nil {
-		return nil, fmt.Errorf("harness: java not found on PATH: %w", err)
+		return nil, fmt.Errorf("kafkabroker: java not found on PATH: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "kstate-kafka-")
 	if err != nil {
@@ -184,7 +189,7 @@ func StartBroker(ctx context.Context, libs string, o StartOptions, logf func(str
 		"format", "-t", clusterID(), "-c", props)...)
 	if out, err := format.CombinedOutput(); err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("harness: kafka storage format failed: %w\n%s", err, out)
+		return nil, fmt.Errorf("kafkabroker: kafka storage format failed: %w\n%s", err, out)
 	}
 
 	b := &Broker{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: dir, exited: make(chan struct{})}
@@ -202,16 +207,16 @@ func StartBroker(ctx context.Context, libs string, o StartOptions, logf func(str
 	start := time.Now()
 	if err := b.cmd.Start(); err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("harness: start kafka: %w", err)
+		return nil, fmt.Errorf("kafkabroker: start kafka: %w", err)
 	}
 	go func() { b.waitErr = b.cmd.Wait(); stdout.Close(); close(b.exited) }()
 
 	if err := b.waitReady(ctx, 90*time.Second); err != nil {
 		tail := b.logTail(30)
 		b.Stop()
-		return nil, fmt.Errorf("harness: kafka broker did not become ready: %w\n--- broker log tail ---\n%s", err, tail)
+		return nil, fmt.Errorf("kafkabroker: kafka broker did not become ready: %w\n--- broker log tail ---\n%s", err, tail)
 	}
-	logf("harness: started Apache Kafka %s (KRaft, pid %d) at %s in %s; logs in %s",
+	logf("kafkabroker: started Apache Kafka %s (KRaft, pid %d) at %s in %s; logs in %s",
 		KafkaVersion, b.cmd.Process.Pid, b.Addr, time.Since(start).Round(time.Millisecond), dir)
 	return b, nil
 }
