@@ -8,14 +8,16 @@ APT_PACKAGES  := librocksdb-dev kcat
 TEST_TIMEOUT  ?= 20m
 PKGS          := ./...
 
-.PHONY: all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench crash kafka-up kafka-down clean help
+.PHONY: all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down clean help
 
 all: build
 
 help:
 	@echo "make demo       run the end-to-end example on the embedded in-process Kafka"
 	@echo "make test       deps + vet + gofmt + staticcheck + go test -race (real Kafka broker included)"
-	@echo "make bench      end-to-end and micro benchmarks"
+	@echo "make bench      end-to-end benchmark on a real Kafka broker (BENCH_FLAGS=... for kstate bench flags)"
+	@echo "make bench-micro  testing.B micro-benchmarks of state, kv and changelog restore"
+	@echo "make crash      crash tests with 200 SIGKILLs (CRASH_KILLS=n, KSTATE_CRASH_SEED=s)"
 	@echo "make kafka-up   start a real Kafka broker on 127.0.0.1:9092 (make kafka-down stops it)"
 
 # deps is idempotent: it installs only what is missing.
@@ -59,11 +61,21 @@ test: deps vet fmt-check lint
 test-short: deps
 	$(GO) test -short $(PKGS)
 
+# The crash tests with many more kills than `make test` runs (40 + 6);
+# KSTATE_CRASH_SEED=<seed from a log> reproduces a run's random choices.
+CRASH_KILLS ?= 200
+crash: deps
+	KSTATE_CRASH_KILLS=$(CRASH_KILLS) $(GO) test -count=1 -timeout 60m -run '^TestCrash' -v ./integration/
+
 demo: deps
 	$(GO) run ./cmd/kstate demo
 
+# ~3-4 minutes: starts a real broker, 3 runs of count and heavy; see docs/BENCHMARKS.md.
 bench: deps
-	@echo "no end-to-end benchmarks yet"
+	$(GO) run ./cmd/kstate bench $(BENCH_FLAGS)
+
+bench-micro: deps
+	$(GO) test -run '^$$' -bench . ./state/... ./changelog/
 
 kafka-up: deps
 	$(GO) run ./integration/cmd/kafkabroker up

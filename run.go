@@ -292,6 +292,7 @@ func (r *runner[K, I, O]) batch(recs []kafka.Record) error {
 		}
 		return r.kafkaErr("produce", err)
 	}
+	engine.At(engine.AfterProduce)
 	t0 := time.Now()
 	committed, err := r.session.End(r.workCtx, true)
 	latency := time.Since(t0)
@@ -323,6 +324,7 @@ func (r *runner[K, I, O]) batch(recs []kafka.Record) error {
 		if clEnd[i] > 0 {
 			next = offsets[clEnd[i]-1] + 1
 		}
+		engine.At(engine.BeforeLocalCommit)
 		if err := s.task.Commit(next); err != nil {
 			// Kafka has the batch; the shard does not. A restart
 			// restores the missing tail from the changelog.

@@ -362,6 +362,7 @@ func (s changelogSource) Next(ctx context.Context) ([]changelog.Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	engine.At(engine.DuringRestore)
 	out := make([]changelog.Record, len(recs))
 	for i, rec := range recs {
 		out[i] = changelog.Record{Key: rec.Key, Value: rec.Value, Offset: rec.Offset}

@@ -164,3 +164,37 @@ func TestPanicInConfigCallbackIsAnError(t *testing.T) {
 	}
 	h.task.Abort()
 }
+
+// A crash between the commit that advanced the watermark and the batch
+// that fires the timers it made due must not leave those timers waiting
+// for new input: after a restart the task wants a batch (regression: the
+// "watermark advanced" flag lived only in memory, so a restarted idle
+// partition never fired them; found by integration/crash_test.go).
+func TestDueTimersFireAfterRestartWithoutInput(t *testing.T) {
+	dir := t.TempDir()
+	var fired []string
+	h := &harness[string, string, string]{t: t, cfg: eventCfg(wmProc(&fired), 0)}
+	h.mustOpen(dir)
+	h.run(0, h.rec("a", "100", 0), h.rec("b", "200", 0)) // timer a@110; watermark 200
+	if !h.task.NeedsBatch() {
+		t.Fatal("no batch wanted after the watermark advanced")
+	}
+	// Crash: the timer batch never runs. Restart.
+	h.task.Close()
+	h.mustOpen(dir)
+	if !h.task.NeedsBatch() {
+		t.Fatal("restarted task with due timers wants no batch: they would wait for new input")
+	}
+	h.run(0)
+	equal(t, "fired", fired, []string{"a@110(wm200)"})
+	if h.task.NeedsBatch() {
+		t.Fatal("still wants a batch after the timers fired")
+	}
+	// A restart of a task whose timers all fired costs one empty batch.
+	h.task.Close()
+	h.mustOpen(dir)
+	if res, err := h.task.RunBatch(0, nil); err != nil || !res.Empty {
+		t.Fatalf("batch after restart: %+v, %v", res, err)
+	}
+	h.task.Abort()
+}

@@ -194,6 +194,10 @@ func (t *Task[K, I, O]) Start() error {
 		return err
 	} else if ok {
 		t.watermark = v
+		// Whether the last commit advanced the watermark was not kept: a
+		// crash may have come before the batch firing the timers it made
+		// due. Run that batch now rather than after the next input row.
+		t.wmAdvanced = true
 	}
 	if v, ok, err := t.metaInt(MetaBatchID); err != nil {
 		return err
@@ -264,8 +268,9 @@ func (t *Task[K, I, O]) SetInitialState(rows []InitialRow[K]) { t.initial = rows
 
 // NeedsBatch reports whether the task wants a batch even without input: no
 // batch was committed yet (the first one records the metadata, Init's
-// declarations and the initial state), or the last commit advanced the
-// event-time watermark so that timers may have become due.
+// declarations and the initial state), or the last commit (or, after a
+// restart, the last commit of an earlier run) advanced the event-time
+// watermark so that timers may have become due.
 func (t *Task[K, I, O]) NeedsBatch() bool {
 	return !t.closed && (t.fresh || t.wmAdvanced || len(t.initial) > 0)
 }

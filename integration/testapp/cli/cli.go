@@ -1,0 +1,180 @@
+// Package cli is integration/testapp's program, as a function: the command
+// runs it, and the integration test binary runs it when it re-executes
+// itself as a child process (see integration/eos_child_test.go), so the
+// child is built with the test binary's flags (-race included).
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/integration/testapp/eos"
+	"github.com/kstate/kstate/internal/engine"
+	"github.com/kstate/kstate/internal/testprocs"
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/state"
+)
+
+// KillPointEnv makes the program SIGKILL itself: "<point>@<n>" kills it
+// the n-th time (from 1) the engine reaches the kill point, one of
+// internal/engine's KillPoints ("after-produce", "before-local-commit",
+// "during-restore"). "<point>@<n>/stop" SIGSTOPs it instead, so that a
+// test can let the group move on and then SIGCONT a zombie.
+const KillPointEnv = "KSTATE_TEST_KILLPOINT"
+
+// Main runs the program with args (without the program name) and returns
+// its exit code: 0 after a graceful stop (SIGTERM, SIGINT), 1 when Run
+// failed, 2 for bad usage.
+func Main(args []string) int {
+	fs := flag.NewFlagSet("testapp", flag.ContinueOnError)
+	var (
+		brokers  = fs.String("brokers", "", "bootstrap brokers, comma separated (required)")
+		app      = fs.String("app", "", "application id (required)")
+		instance = fs.String("instance", "", "instance id (default: kstate's default)")
+		dir      = fs.String("state", "", "state directory (required)")
+		in       = fs.String("in", "", "input topic (required)")
+		out      = fs.String("out", "", "output topic (required)")
+		proc     = fs.String("proc", "counter", "processor: counter, sessions, quiet, deadline, expiring, eos")
+		batch    = fs.Int("max-batch", 0, "MaxBatchRecords (0: default)")
+		session  = fs.Duration("session-timeout", 0, "SessionTimeout (0: default)")
+		metrics  = fs.Duration("metrics", 0, "print a metrics line this often (0: never)")
+	)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *brokers == "" || *app == "" || *dir == "" || *in == "" || *out == "" {
+		fs.Usage()
+		return 2
+	}
+	logger := log.New(os.Stderr, "", log.LstdFlags|log.Lmicroseconds)
+	if err := setKillPoint(os.Getenv(KillPointEnv), logger); err != nil {
+		logger.Printf("testapp: %v", err)
+		return 2
+	}
+	cfg := kstate.Config[string, string, string]{
+		ApplicationID:   *app,
+		Brokers:         strings.Split(*brokers, ","),
+		InstanceID:      *instance,
+		InputTopics:     []string{*in},
+		KeyCodec:        state.String(),
+		ValueCodec:      state.String(),
+		OutputTopic:     *out,
+		OutputCodec:     state.String(),
+		StateDir:        *dir,
+		MaxBatchRecords: *batch,
+		MaxBatchWait:    100 * time.Millisecond,
+		SessionTimeout:  *session,
+		Logf:            logger.Printf,
+	}
+	switch *proc {
+	case "counter":
+		cfg.NewProcessor = testprocs.NewCounter
+	case "sessions":
+		cfg.NewProcessor = testprocs.NewSessions
+	case "quiet":
+		cfg.NewProcessor, cfg.TimeMode = testprocs.NewQuiet(time.Second), processor.ProcessingTime
+	case "deadline":
+		cfg.NewProcessor, cfg.TimeMode = testprocs.NewDeadline(10*time.Millisecond), processor.EventTime
+		cfg.EventTime = testprocs.EventTimeOf
+	case "expiring":
+		cfg.NewProcessor, cfg.TimeMode = testprocs.NewExpiring(10*time.Second), processor.ProcessingTime
+	case "eos":
+		cfg = eos.Config(eos.Options{
+			Brokers: cfg.Brokers, ApplicationID: *app, InstanceID: *instance, StateDir: *dir,
+			Input: *in, Output: *out, MaxBatchRecords: *batch, SessionTimeout: *session, Logf: logger.Printf,
+		})
+	default:
+		logger.Printf("testapp: unknown -proc %q", *proc)
+		return 2
+	}
+	a, err := kstate.New(cfg)
+	if err != nil {
+		logger.Printf("testapp: %v", err)
+		return 1
+	}
+	return run(a, *metrics, os.Stdout, logger)
+}
+
+func run(a *kstate.App[string, string, string], every time.Duration, stdout io.Writer, logger *log.Logger) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if every > 0 {
+		wg.Go(func() {
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					m := a.Metrics()
+					fmt.Fprintf(stdout, "metrics assigned=%v restoring=%v rows_in=%d rows_out=%d commits=%d aborts=%d restored=%d late=%d first_commit=%v\n",
+						m.Assigned, m.Restoring, m.Total.RowsIn, m.Total.RowsOut, m.Total.Commits, m.Total.Aborts,
+						m.Total.RestoreRecords, m.Total.LateRowsDropped, m.FirstCommit)
+				}
+			}
+		})
+	}
+	if err := a.Run(ctx); err != nil {
+		stop()
+		wg.Wait()
+		logger.Printf("testapp: %v", err)
+		return 1
+	}
+	stop()
+	wg.Wait()
+	m := a.Metrics()
+	fmt.Fprintf(stdout, "stopped rows_in=%d rows_out=%d commits=%d aborts=%d restored=%d late=%d first_commit=%v\n",
+		m.Total.RowsIn, m.Total.RowsOut, m.Total.Commits, m.Total.Aborts, m.Total.RestoreRecords, m.Total.LateRowsDropped, m.FirstCommit)
+	return 0
+}
+
+// setKillPoint installs engine.KillHook for spec "<point>@<n>[/stop]" (""
+// does nothing): the n-th time the point is reached the process logs it
+// and SIGKILLs itself — no deferred function, no flush, no graceful
+// anything — or SIGSTOPs itself and continues when it gets SIGCONT.
+func setKillPoint(spec string, logger *log.Logger) error {
+	if spec == "" {
+		return nil
+	}
+	spec, stop := strings.CutSuffix(spec, "/stop")
+	name, nth, ok := strings.Cut(spec, "@")
+	n, err := strconv.ParseInt(nth, 10, 64)
+	point := engine.KillPoint(name)
+	switch {
+	case !ok || err != nil || n < 1:
+		return fmt.Errorf("%s=%q: want <point>@<n>[/stop], n >= 1", KillPointEnv, spec)
+	case point != engine.AfterProduce && point != engine.BeforeLocalCommit && point != engine.DuringRestore:
+		return fmt.Errorf("%s=%q: unknown kill point %q", KillPointEnv, spec, name)
+	}
+	var seen atomic.Int64
+	engine.KillHook = func(p engine.KillPoint) {
+		if p != point || seen.Add(1) != n {
+			return
+		}
+		if stop {
+			logger.Printf("testapp: stop point %s #%d reached: SIGSTOP", p, n)
+			syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			logger.Printf("testapp: stop point %s #%d: continued", p, n)
+			return
+		}
+		logger.Printf("testapp: kill point %s #%d reached: SIGKILL", p, n)
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // never continue past the kill point
+	}
+	return nil
+}

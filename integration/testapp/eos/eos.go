@@ -1,0 +1,256 @@
+// Package eos is the application of the exactly-once tests (crash and scale
+// tests in integration/): a processor whose every output row and every
+// state entry is a function of the input alone, so the tests can compute
+// the exact expected output topic and state and compare.
+//
+// Input: key "k<n>", value "<seq>:<ev>" where seq counts the key's rows
+// from 1 and ev is the row's event time in ms, increasing with produce
+// order (so no row is ever late in a partition).
+//
+// Per row the processor updates
+//
+//	count   ValueState[int64]          rows seen
+//	last    ListState[int64]           the last ListLen seqs (append; Put to trim)
+//	buckets MapState[string, int64]    "b<seq%3>" → rows in that bucket
+//
+// and, for every seq divisible by TimerEvery, registers an event-time timer
+// at ev+TimerDelay. It emits one row per input row (keyed by the key):
+//
+//	s=<seq> c=<count> l=<last, comma separated> b=<bucket count>
+//
+// so a lost or duplicated row, or state that went back or forward, shows
+// in the outputs. A firing timer increments fired ValueState[int64] and
+// emits "t=<expiry> f=<fired>" under the key "<key>/t": a key's timers fire
+// in expiry order, so that sequence is exact too.
+package eos
+
+import (
+	"fmt"
+	"iter"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/state"
+)
+
+// Shape of the processor's logic; the tests' model uses the same numbers.
+const (
+	ListLen    = 4
+	Buckets    = 3
+	TimerEvery = 5
+	TimerDelay = 30 // ms of event time
+)
+
+// Names of the state variables.
+const (
+	VarCount   = "count"
+	VarLast    = "last"
+	VarBuckets = "buckets"
+	VarFired   = "fired"
+)
+
+// TimerKeySuffix is appended to a key for its timer outputs.
+const TimerKeySuffix = "/t"
+
+// Row formats an input value.
+func Row(seq, ev int64) string { return fmt.Sprintf("%d:%d", seq, ev) }
+
+// ParseRow parses an input value.
+func ParseRow(v string) (seq, ev int64, err error) {
+	a, b, ok := strings.Cut(v, ":")
+	if !ok {
+		return 0, 0, fmt.Errorf("eos: bad row %q", v)
+	}
+	if seq, err = strconv.ParseInt(a, 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("eos: bad row %q: %w", v, err)
+	}
+	if ev, err = strconv.ParseInt(b, 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("eos: bad row %q: %w", v, err)
+	}
+	return seq, ev, nil
+}
+
+// EventTime is Config.EventTime: the row's ev (the record timestamp for an
+// unparsable row, which HandleInputRows then rejects).
+func EventTime(v string, recordTs int64) int64 {
+	_, ev, err := ParseRow(v)
+	if err != nil {
+		return recordTs
+	}
+	return ev
+}
+
+// Bucket is the MapState key of seq.
+func Bucket(seq int64) string { return "b" + strconv.FormatInt(seq%Buckets, 10) }
+
+// Output formats the output row of an input row.
+func Output(seq, count int64, last []int64, bucket int64) string {
+	ls := make([]string, len(last))
+	for i, s := range last {
+		ls[i] = strconv.FormatInt(s, 10)
+	}
+	return fmt.Sprintf("s=%d c=%d l=%s b=%d", seq, count, strings.Join(ls, ","), bucket)
+}
+
+// TimerOutput formats the output row of a fired timer.
+func TimerOutput(expiry, fired int64) string { return fmt.Sprintf("t=%d f=%d", expiry, fired) }
+
+// Vars are the processor's state variables. Declare them on a shard (with
+// state.Shard.SetDeclaring) to read an application's state back.
+type Vars struct {
+	Count   *state.ValueState[int64]
+	Last    *state.ListState[int64]
+	Buckets *state.MapState[string, int64]
+	Fired   *state.ValueState[int64]
+}
+
+// Declare declares the variables on sh (the reader's side of Init).
+func Declare(sh *state.Shard) (v Vars, err error) {
+	if v.Count, err = state.NewValueState(sh, VarCount, state.Int64()); err != nil {
+		return v, err
+	}
+	if v.Last, err = state.NewListState(sh, VarLast, state.Int64()); err != nil {
+		return v, err
+	}
+	if v.Buckets, err = state.NewMapState(sh, VarBuckets, state.String(), state.Int64()); err != nil {
+		return v, err
+	}
+	v.Fired, err = state.NewValueState(sh, VarFired, state.Int64())
+	return v, err
+}
+
+// Processor is the exactly-once test processor (EventTime mode).
+type Processor struct {
+	h processor.Handle
+	v Vars
+}
+
+// New is a processor factory.
+func New() processor.StatefulProcessor[string, string, string] { return &Processor{} }
+
+func (p *Processor) Init(h processor.Handle) (err error) {
+	p.h = h
+	if p.v.Count, err = processor.NewValueState(h, VarCount, state.Int64()); err != nil {
+		return err
+	}
+	if p.v.Last, err = processor.NewListState(h, VarLast, state.Int64()); err != nil {
+		return err
+	}
+	if p.v.Buckets, err = processor.NewMapState(h, VarBuckets, state.String(), state.Int64()); err != nil {
+		return err
+	}
+	p.v.Fired, err = processor.NewValueState(h, VarFired, state.Int64())
+	return err
+}
+
+func (p *Processor) HandleInputRows(key string, rows iter.Seq[string], _ processor.TimerValues, out processor.Emitter[string]) error {
+	n, _, err := p.v.Count.Get()
+	if err != nil {
+		return err
+	}
+	for row := range rows {
+		seq, ev, err := ParseRow(row)
+		if err != nil {
+			return err
+		}
+		n++
+		if err := p.v.Count.Update(n); err != nil {
+			return err
+		}
+		if err := p.v.Last.AppendValue(seq); err != nil {
+			return err
+		}
+		all, err := p.v.Last.Get()
+		if err != nil {
+			return err
+		}
+		last := slices.Collect(all)
+		if len(last) > ListLen {
+			last = last[len(last)-ListLen:]
+			if err := p.v.Last.Put(last); err != nil {
+				return err
+			}
+		}
+		b := Bucket(seq)
+		bn, _, err := p.v.Buckets.GetValue(b)
+		if err != nil {
+			return err
+		}
+		bn++
+		if err := p.v.Buckets.UpdateValue(b, bn); err != nil {
+			return err
+		}
+		if seq%TimerEvery == 0 {
+			if err := p.h.RegisterTimer(ev + TimerDelay); err != nil {
+				return err
+			}
+		}
+		if err := out.Emit(Output(seq, n, last, bn)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Processor) HandleExpiredTimer(key string, _ processor.TimerValues, t processor.ExpiredTimerInfo, out processor.Emitter[string]) error {
+	f, _, err := p.v.Fired.Get()
+	if err != nil {
+		return err
+	}
+	f++
+	if err := p.v.Fired.Update(f); err != nil {
+		return err
+	}
+	return out.Emit(TimerOutput(t.ExpiryTimeMs, f))
+}
+
+func (p *Processor) Close() error { return nil }
+
+// OutputKey is Config.OutputKey: timer outputs go to "<key>/t".
+func OutputKey(key, out string) []byte {
+	if strings.HasPrefix(out, "t=") {
+		return []byte(key + TimerKeySuffix)
+	}
+	return []byte(key)
+}
+
+// Options are the settings of one instance of the application.
+type Options struct {
+	Brokers         []string
+	ApplicationID   string
+	InstanceID      string
+	StateDir        string
+	Input, Output   string
+	MaxBatchRecords int           // 0: kstate's default
+	SessionTimeout  time.Duration // 0: kstate's default
+	Logf            func(format string, args ...any)
+}
+
+// Config is the application's kstate configuration; child processes
+// (integration/testapp -proc eos) and in-process instances use the same.
+func Config(o Options) kstate.Config[string, string, string] {
+	return kstate.Config[string, string, string]{
+		ApplicationID:   o.ApplicationID,
+		Brokers:         o.Brokers,
+		InstanceID:      o.InstanceID,
+		InputTopics:     []string{o.Input},
+		KeyCodec:        state.String(),
+		ValueCodec:      state.String(),
+		NewProcessor:    New,
+		TimeMode:        processor.EventTime,
+		EventTime:       EventTime,
+		OutputTopic:     o.Output,
+		OutputCodec:     state.String(),
+		OutputKey:       OutputKey,
+		StateDir:        o.StateDir,
+		MaxBatchRecords: o.MaxBatchRecords,
+		MaxBatchWait:    100 * time.Millisecond,
+		SessionTimeout:  o.SessionTimeout,
+		ShutdownTimeout: 10 * time.Second,
+		Logf:            o.Logf,
+	}
+}
