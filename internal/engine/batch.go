@@ -63,10 +63,18 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	t.inBatch = true
 	t.pend = pending{
 		watermark:      t.watermark,
+		lateWatermark:  t.watermark,
 		batchID:        t.batchID,
 		initialApplied: t.initialApplied,
 	}
 	p := &t.pend
+	if mode == processor.EventTime && t.watermark != t.lateWatermark {
+		// This batch's watermark becomes the next batch's watermark for
+		// late events.
+		if err := t.shard.PutMeta(MetaLateWatermark, putInt(t.watermark)); err != nil {
+			return nil, t.metaErr(err)
+		}
+	}
 	tv := processor.NewTimerValues(procMs, t.Watermark())
 	t.rt.SetBatchID(t.batchID)
 	res := &BatchResult{}

@@ -30,8 +30,12 @@ func (e *emitter[K, I, O]) Emit(o O) error {
 	ts := int64(-1)
 	if cfg.OutputEventTime != nil {
 		ts = cfg.OutputEventTime(o)
-		if cfg.TimeMode == processor.EventTime && e.t.watermark != noWatermark && ts < e.t.watermark {
-			e.err = fmt.Errorf("Emit: %w: output event time %d < watermark %d", ErrLateOutput, ts, e.t.watermark)
+		// Checked against the watermark for late events (the previous
+		// batch's), not the one timers fire at, as Spark does: a timer
+		// that fires at watermark W may emit a row stamped with its own
+		// expiry ≤ W, which downstream sees as on time.
+		if lw := e.t.lateWatermark; cfg.TimeMode == processor.EventTime && lw != noWatermark && ts < lw {
+			e.err = fmt.Errorf("Emit: %w: output event time %d < watermark for late events %d", ErrLateOutput, ts, lw)
 			return e.err
 		}
 	}

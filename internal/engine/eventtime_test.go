@@ -108,46 +108,84 @@ func TestAbortRollsBackWatermarkAndCounters(t *testing.T) {
 	}
 }
 
-func TestOutputOlderThanWatermarkFails(t *testing.T) {
+// TestOutputOlderThanLateWatermarkFails: outputs are checked against the
+// watermark for late events — the watermark the previous batch ran with —
+// as in Spark. The value of each input row is its output event time; the
+// record timestamp is its input event time.
+func TestOutputOlderThanLateWatermarkFails(t *testing.T) {
 	proc := func() processor.StatefulProcessor[string, string, string] {
 		return &fnProc[string, string, string]{
 			input: func(h processor.Handle, key string, rows iter.Seq[string], tv processor.TimerValues, out processor.Emitter[string]) error {
 				for v := range rows {
-					_ = out.Emit("out" + v) // the error is sticky even when ignored
+					_ = out.Emit(v) // the error is sticky even when ignored
 				}
 				return nil
 			},
 		}
 	}
-	cfg := eventCfg(proc, 0)
-	cfg.OutputEventTime = func(o string) int64 { ms, _ := strconv.ParseInt(strings.TrimPrefix(o, "out"), 10, 64); return ms - 60 }
+	cfg := strCfg(proc, processor.EventTime)
+	cfg.OutputEventTime = func(o string) int64 { ms, _ := strconv.ParseInt(o, 10, 64); return ms }
 	h := &harness[string, string, string]{t: t, cfg: cfg}
 	h.mustOpen("")
-	res, err := h.task.RunBatch(0, []Record{h.rec("a", "100", 0)})
+	res, err := h.task.RunBatch(0, []Record{h.rec("a", "0", 100)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outputs[0].TimestampMs != 40 {
-		t.Fatalf("output timestamp %d, want the output event time 40", res.Outputs[0].TimestampMs)
+	if res.Outputs[0].TimestampMs != 0 {
+		t.Fatalf("output timestamp %d, want the output event time 0", res.Outputs[0].TimestampMs)
 	}
-	h.task.Commit(-1)
-	// wm = 100; an output at 160-60 = 100 is not older than it; 150-60 = 90 is.
-	if _, err := h.task.RunBatch(0, []Record{h.rec("a", "160", 0)}); err != nil {
-		t.Fatalf("output at the watermark: %v", err)
-	}
-	h.task.Commit(-1)
-	_, err = h.task.RunBatch(0, []Record{h.rec("b", "170", 0), h.rec("b", "230", 0)})
+	h.log = append(h.log, res.Changelog...)
+	h.task.Commit(int64(len(h.log)))
+	// Batch 2 runs at watermark 100; the previous batch had none, so an
+	// output at 40 is not late yet.
+	equal(t, "batch 2", h.run(0, h.rec("a", "40", 160)), []string{"a=40"})
+	// Restart: the late-events watermark (100) comes back from the changelog.
+	h.task.Close()
+	h.mustOpen("")
+	// Batch 3 runs at watermark 160 with late-events watermark 100: an
+	// output at 100 is on time, one at 99 is late.
+	_, err = h.task.RunBatch(0, []Record{h.rec("b", "100", 170), h.rec("b", "99", 171)})
 	mustErrIs(t, err, ErrLateOutput)
 	var ue *UserError
 	if !errors.As(err, &ue) || ue.Method != "HandleInputRows" || ue.Key != `"b"` {
 		t.Fatalf("error %v", err)
 	}
-	if !strings.Contains(err.Error(), "110 < watermark 160") {
-		t.Fatalf("error %q does not give the times", err)
+	if !strings.Contains(err.Error(), "99 < watermark for late events 100") {
+		t.Fatalf("error %q does not name the output time and the watermark", err)
 	}
 	h.task.Abort()
 }
 
+// TestTimerEmitsAtItsExpiry: a timer fires when the watermark passes it and
+// may emit a row stamped with its own expiry (the usual window result),
+// even though that is older than the watermark it fired at.
+func TestTimerEmitsAtItsExpiry(t *testing.T) {
+	proc := func() processor.StatefulProcessor[string, string, string] {
+		return &fnProc[string, string, string]{
+			input: func(h processor.Handle, key string, rows iter.Seq[string], tv processor.TimerValues, out processor.Emitter[string]) error {
+				for v := range rows {
+					ms, _ := strconv.ParseInt(v, 10, 64)
+					if err := h.RegisterTimer(ms + 10); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+			timer: func(h processor.Handle, key string, tv processor.TimerValues, et processor.ExpiredTimerInfo, out processor.Emitter[string]) error {
+				return out.Emit(strconv.FormatInt(et.ExpiryTimeMs, 10))
+			},
+		}
+	}
+	cfg := eventCfg(proc, 0)
+	cfg.OutputEventTime = func(o string) int64 { ms, _ := strconv.ParseInt(o, 10, 64); return ms }
+	h := &harness[string, string, string]{t: t, cfg: cfg}
+	h.mustOpen("")
+	equal(t, "batch 1", h.run(0, h.rec("a", "100", 0)), nil) // timer 110; wm -> 100
+	equal(t, "batch 2", h.run(0, h.rec("a", "200", 0)), nil) // timer 210; wm -> 200
+	equal(t, "batch 3", h.run(0), []string{"a=110"})         // fires at wm 200, stamped 110
+	equal(t, "batch 4", h.run(0, h.rec("a", "400", 0)), nil) // timer 410; wm -> 400
+	equal(t, "batch 5", h.run(0), []string{"a=210"})         // late-events wm 200 ≤ 210
+}
 func TestPanicInConfigCallbackIsAnError(t *testing.T) {
 	cfg := eventCfg(wmProc(new([]string)), 0)
 	cfg.EventTime = func(string, int64) int64 { panic("extractor") }

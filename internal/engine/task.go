@@ -19,9 +19,15 @@ func (t *Task[K, I, O]) metaErr(err error) error {
 
 // Metadata entries the engine keeps in every shard (changelogged like state).
 const (
-	MetaTimeMode       = "engine/time_mode"
-	MetaOutputMode     = "engine/output_mode"
-	MetaWatermark      = "engine/watermark"
+	MetaTimeMode   = "engine/time_mode"
+	MetaOutputMode = "engine/output_mode"
+	MetaWatermark  = "engine/watermark"
+	// MetaLateWatermark is the watermark the previous committed batch ran
+	// with (Spark's "watermark for late events"): an output whose event time
+	// is older than it is an error. Timers fire at the current watermark
+	// ("for eviction"), one batch ahead, so a timer may emit a row stamped
+	// with its own expiry.
+	MetaLateWatermark  = "engine/late_watermark"
 	MetaBatchID        = "engine/batch_id"
 	MetaInitialApplied = "engine/initial_state_applied"
 	// MetaInputOffset is the input offset after the last record of the last
@@ -99,6 +105,7 @@ type Task[K, I, O any] struct {
 	// Durable (committed) task state, mirrored from shard metadata.
 	fresh          bool  // shard has no engine metadata: no batch ever committed
 	watermark      int64 // noWatermark until the first event
+	lateWatermark  int64 // watermark of the previous committed batch; outputs older than it are late
 	batchID        int64 // id of the next batch = committed non-empty batches
 	initialApplied bool
 	initial        []InitialRow[K] // rows to apply in the first batch (first run only)
@@ -119,6 +126,7 @@ type Task[K, I, O any] struct {
 
 type pending struct {
 	watermark      int64
+	lateWatermark  int64
 	batchID        int64
 	initialApplied bool
 	counters       Counters
@@ -141,7 +149,7 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: partition %d: open shard %s: %w", cfg.Partition, cfg.Dir, err)
 	}
-	t := &Task[K, I, O]{cfg: cfg, shard: sh, watermark: noWatermark}
+	t := &Task[K, I, O]{cfg: cfg, shard: sh, watermark: noWatermark, lateWatermark: noWatermark}
 	if cfg.TimeMode != processor.NoTime {
 		t.timers = timers.New(sh)
 	}
@@ -198,6 +206,11 @@ func (t *Task[K, I, O]) Start() error {
 		// crash may have come before the batch firing the timers it made
 		// due. Run that batch now rather than after the next input row.
 		t.wmAdvanced = true
+	}
+	if v, ok, err := t.metaInt(MetaLateWatermark); err != nil {
+		return err
+	} else if ok {
+		t.lateWatermark = v
 	}
 	if v, ok, err := t.metaInt(MetaBatchID); err != nil {
 		return err
@@ -323,6 +336,7 @@ func (t *Task[K, I, O]) Commit(nextChangelogOffset int64) error {
 	p := &t.pend
 	t.wmAdvanced = p.watermark != t.watermark
 	t.watermark = p.watermark
+	t.lateWatermark = p.lateWatermark
 	t.batchID = p.batchID
 	t.initialApplied = p.initialApplied
 	if t.initialApplied {

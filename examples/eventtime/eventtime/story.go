@@ -65,13 +65,16 @@ func Run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 	}
 
 	app, err := kstate.New(kstate.Config[string, Reading, Window]{
-		ApplicationID:   env.Name("eventtime"),
-		Brokers:         env.Brokers,
-		InputTopics:     []string{in},
-		KeyCodec:        state.String(),
-		ValueCodec:      state.JSON[Reading](),
-		OutputTopic:     windows,
-		OutputCodec:     state.JSON[Window](),
+		ApplicationID: env.Name("eventtime"),
+		Brokers:       env.Brokers,
+		InputTopics:   []string{in},
+		KeyCodec:      state.String(),
+		ValueCodec:    state.JSON[Reading](),
+		OutputTopic:   windows,
+		OutputCodec:   state.JSON[Window](),
+		// A window's result is stamped with the window's end, so a
+		// downstream kstate application sees it at the right event time.
+		OutputEventTime: func(w Window) int64 { return w.EndMs },
 		NewProcessor:    NewWindows(WindowSize),
 		TimeMode:        processor.EventTime,
 		EventTime:       EventTime,
