@@ -8,7 +8,7 @@ APT_PACKAGES  := librocksdb-dev kcat
 TEST_TIMEOUT  ?= 20m
 PKGS          := ./...
 
-.PHONY: all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down clean help
+.PHONY: broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down clean help
 
 all: build
 
@@ -56,8 +56,14 @@ lint:
 # -count=1: never report a cached pass (CI runs on a machine with a warm
 # build cache). The real-broker tests in ./integration start Apache Kafka themselves
 # (see integration/harness); with CI=true a missing broker fails the run.
-test: deps vet fmt-check lint
+test: deps vet fmt-check lint broker-proof
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+# Prints, in the test log, which Kafka broker the harness started and its
+# version, and the transactional, compaction and kcat checks (go test hides
+# the logs of passing tests without -v).
+broker-proof:
+	$(GO) test -count=1 -v -run '^(TestRealBrokerIdentity|TestCompactedTopicConfig|TestTransactionsReadCommitted|TestKcatInterop)$$' ./integration/
 
 test-short: deps
 	$(GO) test -short $(PKGS)
