@@ -142,3 +142,24 @@ type QueryInfo struct {
 	// Partition is the input partition of the task.
 	Partition int32
 }
+
+// Defaults gives a processor a no-op HandleExpiredTimer and Close, like the
+// default methods of Spark's StatefulProcessor. Embed it in a processor that
+// uses no timers and holds nothing to release:
+//
+//	type Counter struct {
+//		processor.Defaults[string, string]
+//		count *state.ValueState[int64]
+//	}
+//
+// A processor that registers timers must define HandleExpiredTimer itself;
+// with Defaults its timers would fire and do nothing.
+type Defaults[K, O any] struct{}
+
+// HandleExpiredTimer does nothing.
+func (Defaults[K, O]) HandleExpiredTimer(K, TimerValues, ExpiredTimerInfo, Emitter[O]) error {
+	return nil
+}
+
+// Close does nothing.
+func (Defaults[K, O]) Close() error { return nil }

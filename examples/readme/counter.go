@@ -9,7 +9,11 @@ import (
 )
 
 // Counter counts the records of each key and emits the key's new count.
-type Counter struct{ count *state.ValueState[int64] }
+// Defaults supplies the no-op HandleExpiredTimer and Close it does not need.
+type Counter struct {
+	processor.Defaults[string, string]
+	count *state.ValueState[int64]
+}
 
 // Init declares the state variables (here one durable value per key).
 func (c *Counter) Init(h processor.Handle) (err error) {
@@ -31,9 +35,3 @@ func (c *Counter) HandleInputRows(key string, rows iter.Seq[string], _ processor
 	}
 	return out.Emit(strconv.FormatInt(n, 10))
 }
-
-func (c *Counter) HandleExpiredTimer(string, processor.TimerValues, processor.ExpiredTimerInfo, processor.Emitter[string]) error {
-	return nil // no timers in this processor
-}
-
-func (c *Counter) Close() error { return nil }
