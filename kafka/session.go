@@ -387,20 +387,18 @@ func (s *Session) Produce(ctx context.Context, recs []Record) ([]int64, error) {
 	for i := range recs {
 		krs[i] = toKgo(&recs[i])
 	}
-	results := s.gts.ProduceSync(ctx, krs...)
-	// ProduceSync returns results in completion order (partition by
-	// partition), not in input order: map each back by its record.
-	index := make(map[*kgo.Record]int, len(krs))
-	for i, kr := range krs {
-		index[kr] = i
-	}
-	offsets := make([]int64, len(recs))
-	for _, r := range results {
+	// ProduceSync returns its results in completion order (partition by
+	// partition), not input order; but it sets Offset on the records we
+	// passed, so the offsets are read back from krs in input order.
+	for _, r := range s.gts.ProduceSync(ctx, krs...) {
 		if r.Err != nil {
 			what := fmt.Sprintf("produce to topic %q partition %d", r.Record.Topic, r.Record.Partition)
 			return nil, wrapTxnErr(what, s.cfg.TransactionalID, r.Err)
 		}
-		offsets[index[r.Record]] = r.Record.Offset
+	}
+	offsets := make([]int64, len(krs))
+	for i, kr := range krs {
+		offsets[i] = kr.Offset
 	}
 	return offsets, nil
 }

@@ -175,8 +175,8 @@ func (t *Task[K, I, O]) group(recs []Record) ([]*group[K, I], int64, error) {
 		if err != nil {
 			return nil, 0, &DecodeError{Topic: t.cfg.Topic, Partition: t.cfg.Partition, Offset: r.Offset, Part: "value", Err: err}
 		}
-		g := byKey[string(r.Key)]
-		if g == nil {
+		g, seen := byKey[string(r.Key)]
+		if !seen {
 			k, err := t.cfg.KeyCodec.Decode(r.Key)
 			if err != nil {
 				return nil, 0, &DecodeError{Topic: t.cfg.Topic, Partition: t.cfg.Partition, Offset: r.Offset, Part: "key", Err: err}
@@ -194,7 +194,7 @@ func (t *Task[K, I, O]) group(recs []Record) ([]*group[K, I], int64, error) {
 			}
 			maxEvent = max(maxEvent, ev)
 		}
-		if byKey[string(r.Key)] == nil {
+		if !seen {
 			byKey[string(r.Key)] = g
 			order = append(order, g)
 		}

@@ -19,20 +19,7 @@ type Runner interface {
 // Start runs app on a goroutine; stop cancels it and returns Run's error.
 // If the test ends first, the app is stopped by t.Cleanup.
 func Start(t testing.TB, app Runner) (stop func() error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	var stopped bool
-	var err error
-	stop = func() error {
-		if !stopped {
-			stopped = true
-			cancel()
-			err = <-done
-		}
-		return err
-	}
-	t.Cleanup(func() { stop() })
+	stop, _ = StartWatch(t, app)
 	return stop
 }
 
