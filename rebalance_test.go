@@ -1,7 +1,6 @@
 package kstate_test
 
 import (
-	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -22,17 +21,10 @@ func TestEmbeddedRebalanceExactlyOnce(t *testing.T) {
 	stop1 := testprocs.Start(t, app1)
 
 	const keys, perRound = 20, 40
-	sent := 0
-	produce := func() {
-		var kvs []string
-		for range perRound {
-			kvs = append(kvs, fmt.Sprintf("k%d=v", sent%keys))
-			sent++
-		}
-		testprocs.Produce(t, brokers, "in", kvs...)
-	}
+	in := &testprocs.KeyCycler{T: t, Brokers: brokers, Topic: "in", Keys: keys}
+	produce := func() { in.Produce(perRound) }
 	produce()
-	testprocs.WaitOutputs(t, brokers, "out", sent, 30*time.Second)
+	testprocs.WaitOutputs(t, brokers, "out", in.Sent, 30*time.Second)
 
 	app2 := newApp(t, cfg2)
 	stop2 := testprocs.Start(t, app2)
@@ -44,7 +36,7 @@ func TestEmbeddedRebalanceExactlyOnce(t *testing.T) {
 		return len(app1.Metrics().Assigned) > 0 && len(app2.Metrics().Assigned) > 0
 	})
 	produce()
-	testprocs.WaitOutputs(t, brokers, "out", sent, 30*time.Second)
+	testprocs.WaitOutputs(t, brokers, "out", in.Sent, 30*time.Second)
 	if err := stop1(); err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +45,12 @@ func TestEmbeddedRebalanceExactlyOnce(t *testing.T) {
 		return len(app2.Metrics().Assigned) == 4 && len(app2.Metrics().Restoring) == 0
 	})
 	produce()
-	got := testprocs.WaitOutputs(t, brokers, "out", sent, 30*time.Second)
+	got := testprocs.WaitOutputs(t, brokers, "out", in.Sent, 30*time.Second)
 	if err := stop2(); err != nil {
 		t.Fatal(err)
 	}
-	if got.Count() != sent {
-		t.Fatalf("%d outputs for %d inputs", got.Count(), sent)
+	if got.Count() != in.Sent {
+		t.Fatalf("%d outputs for %d inputs", got.Count(), in.Sent)
 	}
 	for k, vs := range got {
 		for i, v := range vs {

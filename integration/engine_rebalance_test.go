@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -23,17 +22,10 @@ func TestEngineRebalanceTwoInstances(t *testing.T) {
 	stop1 := testprocs.Start(t, app1)
 
 	const keys = 20
-	sent := 0
-	produce := func(n int) {
-		var kvs []string
-		for range n {
-			kvs = append(kvs, fmt.Sprintf("k%d=v", sent%keys))
-			sent++
-		}
-		testprocs.Produce(t, e.brokers, e.in, kvs...)
-	}
+	in := &testprocs.KeyCycler{T: t, Brokers: e.brokers, Topic: e.in, Keys: keys}
+	produce := in.Produce
 	produce(100)
-	testprocs.WaitOutputs(t, e.brokers, e.out, sent, waitOut)
+	testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut)
 
 	app2 := newSpecApp(t, cfg2)
 	testprocs.Start(t, app2)
@@ -42,7 +34,7 @@ func TestEngineRebalanceTwoInstances(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		return len(app1.Metrics().Assigned) > 0 && len(app2.Metrics().Assigned) > 0 && len(app2.Metrics().Restoring) == 0
 	})
-	checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, sent, waitOut), sent, keys)
+	checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut), in.Sent, keys)
 	if err := stop1(); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +46,7 @@ func TestEngineRebalanceTwoInstances(t *testing.T) {
 	})
 	t.Logf("partitions of the stopped static member moved in %v", time.Since(start).Round(time.Millisecond))
 	produce(50)
-	checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, sent, waitOut), sent, keys)
+	checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut), in.Sent, keys)
 	m1, m2 := app1.Metrics().Total, app2.Metrics().Total
 	t.Logf("instance 1: %d commits, %d aborts; instance 2: %d commits, %d aborts, %d changelog records restored in %v",
 		m1.Commits, m1.Aborts, m2.Commits, m2.Aborts, m2.RestoreRecords, m2.RestoreTime)

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"os/exec"
 	"path/filepath"
@@ -98,17 +97,10 @@ func TestEngineRestartAfterKill(t *testing.T) {
 
 	c := startChild(t, bin, args...)
 	const keys = 5
-	sent := 0
-	produce := func(n int) {
-		var kvs []string
-		for range n {
-			kvs = append(kvs, fmt.Sprintf("k%d=v", sent%keys))
-			sent++
-		}
-		testprocs.Produce(t, e.brokers, e.in, kvs...)
-	}
+	in := &testprocs.KeyCycler{T: t, Brokers: e.brokers, Topic: e.in, Keys: keys}
+	produce := in.Produce
 	produce(50)
-	testprocs.WaitOutputs(t, e.brokers, e.out, sent, waitOut)
+	testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut)
 
 	var restarts []time.Duration
 	for round := range 3 {
@@ -117,7 +109,7 @@ func TestEngineRestartAfterKill(t *testing.T) {
 		c.kill()
 		start := time.Now()
 		c = startChild(t, bin, args...)
-		got := testprocs.WaitOutputs(t, e.brokers, e.out, sent, waitOut)
+		got := testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut)
 		e2e := time.Since(start)
 		var fc time.Duration
 		testprocs.Eventually(t, waitOut, "first commit log line", func() bool {
@@ -135,8 +127,8 @@ func TestEngineRestartAfterKill(t *testing.T) {
 			c.dump(t)
 			t.Fatalf("restart took %v to its first committed batch", fc)
 		}
-		t.Logf("round %d: restart → first committed batch %v (child's own measure); restart → all %d outputs visible %v", round, fc, sent, e2e.Round(time.Millisecond))
-		checkCounts(t, got, sent, keys)
+		t.Logf("round %d: restart → first committed batch %v (child's own measure); restart → all %d outputs visible %v", round, fc, in.Sent, e2e.Round(time.Millisecond))
+		checkCounts(t, got, in.Sent, keys)
 	}
 	c.cmd.Process.Signal(syscall.SIGTERM)
 	if err := c.cmd.Wait(); err != nil {

@@ -146,3 +146,25 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// KeyCycler produces "k<i mod Keys>=v" records to one topic and counts
+// them, so a test knows how many outputs to wait for and how many rows
+// each key got.
+type KeyCycler struct {
+	T       testing.TB
+	Brokers []string
+	Topic   string
+	Keys    int
+	Sent    int
+}
+
+// Produce writes n more records, continuing the key cycle.
+func (c *KeyCycler) Produce(n int) {
+	c.T.Helper()
+	kvs := make([]string, 0, n)
+	for range n {
+		kvs = append(kvs, fmt.Sprintf("k%d=v", c.Sent%c.Keys))
+		c.Sent++
+	}
+	Produce(c.T, c.Brokers, c.Topic, kvs...)
+}
