@@ -11,7 +11,6 @@ import (
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/testprocs"
-	"github.com/kstate/kstate/kafka"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/state"
 )
@@ -19,7 +18,7 @@ import (
 // embedded starts a kfake cluster with an input and an output topic.
 func embedded(t *testing.T, partitions int) []string {
 	t.Helper()
-	e, err := kafka.NewEmbedded(kafka.EmbeddedOptions{Partitions: partitions, Topics: map[string]int{"in": partitions, "out": partitions, "init": partitions}})
+	e, err := embedded.Start(embedded.Options{Partitions: partitions, Topics: map[string]int{"in": partitions, "out": partitions, "init": partitions}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"iter"
 
 	"github.com/kstate/kstate/internal/engine"
-	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/state"
 )

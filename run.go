@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/internal/engine"
-	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/processor"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/engine"
-	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/internal/kafka"
 )
 
 // slot is one assigned partition. Its life:

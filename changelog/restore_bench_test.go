@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
-	"github.com/kstate/kstate/state/kv"
+	"github.com/kstate/kstate/internal/kv"
 )
 
 // rocksTarget is a Target on a bare RocksDB store, the way the shard

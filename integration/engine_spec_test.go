@@ -9,8 +9,8 @@ import (
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/integration/harness"
+	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/testprocs"
-	"github.com/kstate/kstate/kafka"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/state"
 )

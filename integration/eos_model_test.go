@@ -17,10 +17,10 @@ import (
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/integration/testapp/eos"
 	"github.com/kstate/kstate/internal/engine"
+	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/internal/testprocs"
-	"github.com/kstate/kstate/kafka"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/state/kv"
 	"github.com/kstate/kstate/timers"
 )
 

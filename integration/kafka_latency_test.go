@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/kstate/kstate/integration/harness"
-	"github.com/kstate/kstate/kafka/kafkatest"
+	"github.com/kstate/kstate/internal/kafka/kafkatest"
 )
 
 // TestKafkaTxnLatency measures the exactly-once loop (Poll 1000 → Begin →

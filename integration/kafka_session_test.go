@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/kstate/kstate/integration/harness"
-	"github.com/kstate/kstate/kafka/kafkatest"
+	"github.com/kstate/kstate/internal/kafka/kafkatest"
 )
 
 // TestKafkaScenarios runs package kafka's scenarios (session commit, abort

@@ -14,9 +14,9 @@ import (
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/integration/harness"
-	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/state/kv"
 	"github.com/kstate/kstate/timers"
 )
 

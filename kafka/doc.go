@@ -1,23 +1,14 @@
-// Package kafka is the only non-test package of kstate that imports a Kafka
-// client (franz-go). Everything above it — the engine, processors, state —
-// speaks the project's own types (Record, Partition, offsets), so the client
-// can be upgraded or replaced without touching them.
+// Package kafka holds what a kstate user configures or matches about Kafka
+// itself: the errors that describe a cluster kstate cannot run on as it is.
+// Connection settings (TLS, SASL) will live here too.
 //
-// What it offers:
+// Subpackages:
 //
-//   - Session: the exactly-once consume-transform-produce loop of one group
-//     member (kgo.GroupTransactSession). Its state machine is
-//     Poll* → Begin → Produce* → End(commit|abort). End commits the produced
-//     records together with the offsets of everything polled since the last
-//     End; an abort — asked for, or forced by a rebalance — rewinds
-//     consumption to the last committed offsets so the same records are
-//     polled again.
-//   - Admin: topic creation and validation (changelog topics), offsets.
-//   - PartitionReader: read one partition, read_committed, from an offset up
-//     to the last stable offset captured at open (changelog restore).
-//   - Producer and ReadAll: plain producing and reading for tests, demos and
-//     output checks.
-//   - Embedded: an in-process Kafka (kfake) for the demo and fast tests. It
-//     completes transactions synchronously and so hides timing races that a
-//     real broker shows; the real-broker tests in integration/ are the proof.
+//   - kafka/embedded: an in-process Kafka cluster for demos and fast tests
+//     (never linked into a production binary that does not import it);
+//   - kafka/kafkatest: a real Kafka broker for integration tests, the way
+//     kstate's own tests get one.
+//
+// The Kafka client itself (franz-go) is an implementation detail of the
+// engine and does not appear in kstate's public API.
 package kafka

@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/kstate/kstate"
-	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/kafka/embedded"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/state/kv"
 	"github.com/kstate/kstate/timers"
 )
 
@@ -49,7 +50,7 @@ func (w *WordCount) Close() error { return nil }
 // A processor runs as a kstate application: here on an embedded in-process
 // Kafka, with input a a a b b.
 func Example() {
-	emb, err := kafka.NewEmbedded(kafka.EmbeddedOptions{Topics: map[string]int{"words": 2, "counts": 2}})
+	emb, err := embedded.Start(embedded.Options{Topics: map[string]int{"words": 2, "counts": 2}})
 	if err != nil {
 		panic(err)
 	}

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/state/kv"
 	"github.com/kstate/kstate/timers"
 )
 

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/state/kv"
 	"github.com/kstate/kstate/timers"
 )
 

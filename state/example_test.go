@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/state/kv"
 )
 
 // exampleShard opens a shard on the in-memory backend.

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/state/kv"
 )
 
 // noClose keeps a store open across Shard.Close, so a test can reopen a

@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kstate/kstate/state/kv"
-	"github.com/kstate/kstate/state/kv/kvtest"
+	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/kv/kvtest"
 )
 
 // The memory backend lives in state/kv (memory.go) but its tests live here,

@@ -11,7 +11,7 @@ import (
 	"syscall"
 
 	"github.com/kstate/kstate/changelog"
-	"github.com/kstate/kstate/state/kv"
+	"github.com/kstate/kstate/internal/kv"
 )
 
 // ShardOptions configure OpenShard. The zero value of every field but Dir works.

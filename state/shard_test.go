@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/state/kv"
 )
 
 func TestShardDirLock(t *testing.T) {

@@ -3,7 +3,7 @@ package state
 import (
 	"bytes"
 
-	"github.com/kstate/kstate/state/kv"
+	"github.com/kstate/kstate/internal/kv"
 )
 
 // staging is the in-memory layer holding a batch's changes until Commit:

@@ -3,8 +3,8 @@ package timers_test
 import (
 	"fmt"
 
+	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/state/kv"
 	"github.com/kstate/kstate/timers"
 )
 

@@ -20,8 +20,8 @@ import (
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/engine"
+	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/kafkabroker"
-	"github.com/kstate/kstate/kafka"
 	"github.com/kstate/kstate/state"
 )
 

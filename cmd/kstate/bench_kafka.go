@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/internal/kafka"
 )
 
 // produceInput writes n records keyed uniformly at random over keys (seeded:

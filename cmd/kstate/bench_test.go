@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/kafka/embedded"
 )
 
 // TestBenchEmbedded runs the whole benchmark, tiny, on the in-process
 // Kafka: it keeps `kstate bench` from rotting (the real-broker numbers come
 // from `make bench`), and its exactly-once check must pass.
 func TestBenchEmbedded(t *testing.T) {
-	e, err := kafka.NewEmbedded(kafka.EmbeddedOptions{})
+	e, err := embedded.Start(embedded.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/kafka/embedded"
 )
 
 func newDemoCmd() *cobra.Command {
@@ -81,7 +82,7 @@ func runDemo(ctx context.Context, w io.Writer, o demoOptions) error {
 	for _, t := range demoTopics {
 		topics[t] = demoPartitions
 	}
-	emb, err := kafka.NewEmbedded(kafka.EmbeddedOptions{Topics: topics})
+	emb, err := embedded.Start(embedded.Options{Topics: topics})
 	if err != nil {
 		return fmt.Errorf("demo: start the embedded Kafka: %w", err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/examples/heartbeat/heartbeat"
-	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/state"
 )

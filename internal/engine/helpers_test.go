@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/state/kv"
 )
 
 // fnProc is a processor built from closures; nil ones do nothing.

@@ -7,9 +7,9 @@ import (
 	"math"
 	"sync"
 
+	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/state/kv"
 	"github.com/kstate/kstate/timers"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/internal/kafka"
 )
 
 // Runner is the part of *kstate.App the helpers need.

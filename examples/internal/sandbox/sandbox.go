@@ -18,7 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/kafka/embedded"
 	"github.com/kstate/kstate/state"
 )
 
@@ -38,7 +39,7 @@ type Env struct {
 	// Embedded is true when the cluster is the in-process one.
 	Embedded bool
 
-	emb    *kafka.Embedded
+	emb    *embedded.Cluster
 	admin  *kafka.Admin
 	prod   *kafka.Producer
 	tmp    string
@@ -58,7 +59,7 @@ func Open(brokers []string, stateDir string) (_ *Env, err error) {
 	_, _ = rand.Read(b[:])
 	e.suffix = hex.EncodeToString(b[:])
 	if len(brokers) == 0 {
-		if e.emb, err = kafka.NewEmbedded(kafka.EmbeddedOptions{}); err != nil {
+		if e.emb, err = embedded.Start(embedded.Options{}); err != nil {
 			return nil, fmt.Errorf("sandbox: start embedded Kafka: %w", err)
 		}
 		e.Brokers, e.Embedded = e.emb.Brokers(), true

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/internal/kafka"
 )
 
 // Scenario is one named check against a cluster.

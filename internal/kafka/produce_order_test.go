@@ -4,14 +4,15 @@ import (
 	"context"
 	"testing"
 
-	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/kafka/embedded"
 )
 
 // Regression: ProduceSync completes partition by partition; Produce must
 // still return offsets in the order of its input (the engine maps each
 // task's last changelog record to its shard offset).
 func TestSessionProduceReturnsOffsetsInInputOrder(t *testing.T) {
-	e, err := kafka.NewEmbedded(kafka.EmbeddedOptions{Topics: map[string]int{"t": 8, "in": 1}})
+	e, err := embedded.Start(embedded.Options{Topics: map[string]int{"t": 8, "in": 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

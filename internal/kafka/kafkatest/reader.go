@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/internal/kafka"
 )
 
 // readFrom reads topic partition 0 from offset with a PartitionReader and

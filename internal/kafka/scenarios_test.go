@@ -4,14 +4,14 @@ import (
 	"os"
 	"testing"
 
-	"github.com/kstate/kstate/kafka"
-	"github.com/kstate/kstate/kafka/kafkatest"
+	"github.com/kstate/kstate/internal/kafka/kafkatest"
+	"github.com/kstate/kstate/kafka/embedded"
 )
 
 // TestScenariosEmbedded runs the scenarios every Kafka must pass on the
 // embedded cluster. integration/ runs the same ones on a real broker.
 func TestScenariosEmbedded(t *testing.T) {
-	e, err := kafka.NewEmbedded(kafka.EmbeddedOptions{})
+	e, err := embedded.Start(embedded.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestTxnLatencyEmbedded(t *testing.T) {
 	if os.Getenv("KSTATE_MEASURE") == "" {
 		t.Skip("set KSTATE_MEASURE=1 to measure")
 	}
-	e, err := kafka.NewEmbedded(kafka.EmbeddedOptions{})
+	e, err := embedded.Start(embedded.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kstate/kstate/state/kv"
-	"github.com/kstate/kstate/state/kv/kvtest"
+	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/kv/kvtest"
 )
 
 func rocksOpener(o kv.RocksOptions) func(t *testing.T, dir string) kv.Store {

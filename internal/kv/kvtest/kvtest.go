@@ -10,7 +10,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/kstate/kstate/state/kv"
+	"github.com/kstate/kstate/internal/kv"
 )
 
 // Opener opens (or reopens) the store kept in dir; it fails t on error.

@@ -3,8 +3,8 @@ package kv_test
 import (
 	"testing"
 
-	"github.com/kstate/kstate/state/kv"
-	"github.com/kstate/kstate/state/kv/kvtest"
+	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/kv/kvtest"
 )
 
 // The memory backend ignores dir, so the suite detects it as in-memory and

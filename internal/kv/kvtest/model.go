@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/kstate/kstate/state/kv"
+	"github.com/kstate/kstate/internal/kv"
 )
 
 // model is the reference store: a Go map, sorted on demand.

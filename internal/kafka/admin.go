@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	kpub "github.com/kstate/kstate/kafka"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -173,7 +175,7 @@ func (a *Admin) validate(ctx context.Context, spec TopicSpec) error {
 			return err
 		}
 		if n != spec.Partitions {
-			return &TopicMismatchError{Topic: spec.Name, What: "partitions", Want: strconv.Itoa(spec.Partitions), Got: strconv.Itoa(n)}
+			return &kpub.TopicMismatchError{Topic: spec.Name, What: "partitions", Want: strconv.Itoa(spec.Partitions), Got: strconv.Itoa(n)}
 		}
 	}
 	if spec.Compacted {
@@ -182,7 +184,7 @@ func (a *Admin) validate(ctx context.Context, spec TopicSpec) error {
 			return err
 		}
 		if policy != "compact" {
-			return &TopicMismatchError{Topic: spec.Name, What: "cleanup.policy", Want: "compact", Got: policy}
+			return &kpub.TopicMismatchError{Topic: spec.Name, What: "cleanup.policy", Want: "compact", Got: policy}
 		}
 	}
 	return nil

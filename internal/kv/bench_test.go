@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/kstate/kstate/state/kv"
+	"github.com/kstate/kstate/internal/kv"
 )
 
 // Keys are 16 random bytes and values 100 bytes, the shape of the

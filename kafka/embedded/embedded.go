@@ -1,4 +1,12 @@
-package kafka
+// Package embedded runs an in-process Kafka cluster (franz-go's kfake) for
+// demos and fast tests. It lives in its own package so that a production
+// binary, which never imports it, does not link the fake broker.
+//
+// The cluster supports transactions, read_committed, consumer groups and
+// compaction, but it completes transactions synchronously and so hides
+// timing races that a real broker shows: it is a fast stand-in, never the
+// only proof. For tests against a real broker use package kafka/kafkatest.
+package embedded
 
 import (
 	"fmt"
@@ -8,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// EmbeddedOptions configures an in-process cluster. The zero value works.
-type EmbeddedOptions struct {
+// Options configures a cluster. The zero value works.
+type Options struct {
 	// Partitions of topics created with the broker default (auto-created,
 	// or created with Partitions <= 0); default 4.
 	Partitions int
@@ -18,24 +26,20 @@ type EmbeddedOptions struct {
 	Topics map[string]int
 	// NumBrokers, default 1.
 	NumBrokers int
-	// BrokerConfigs are broker-level configs (see kfake.BrokerConfigs),
-	// e.g. "log.cleaner.backoff.ms" for how often compacted topics are
-	// cleaned (default here 30000).
+	// BrokerConfigs are broker-level configs, e.g. "log.cleaner.backoff.ms"
+	// for how often compacted topics are cleaned (default here 30000).
 	BrokerConfigs map[string]string
 }
 
-// Embedded is an in-process Kafka (franz-go's kfake) listening on
-// 127.0.0.1 with random ports. It supports transactions, read_committed,
-// consumer groups and compaction, but completes transactions synchronously,
-// so it hides races a real broker shows: it is never the only proof.
-type Embedded struct {
+// Cluster is an in-process Kafka listening on 127.0.0.1 with random ports.
+type Cluster struct {
 	c       *kfake.Cluster
 	brokers []string
 	once    sync.Once
 }
 
-// NewEmbedded starts a cluster.
-func NewEmbedded(o EmbeddedOptions) (*Embedded, error) {
+// Start starts a cluster. Close it when done.
+func Start(o Options) (*Cluster, error) {
 	if o.Partitions <= 0 {
 		o.Partitions = 4
 	}
@@ -64,17 +68,17 @@ func NewEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: start embedded cluster: %w", err)
+		return nil, fmt.Errorf("embedded: start cluster: %w", err)
 	}
-	return &Embedded{c: c, brokers: c.ListenAddrs()}, nil
+	return &Cluster{c: c, brokers: c.ListenAddrs()}, nil
 }
 
 // Brokers returns the bootstrap addresses.
-func (e *Embedded) Brokers() []string { return append([]string(nil), e.brokers...) }
+func (e *Cluster) Brokers() []string { return append([]string(nil), e.brokers...) }
 
 // Compact compacts every compacted topic now (tests of restore after
 // compaction).
-func (e *Embedded) Compact() { e.c.Compact() }
+func (e *Cluster) Compact() { e.c.Compact() }
 
 // Close stops the cluster. Idempotent.
-func (e *Embedded) Close() { e.once.Do(e.c.Close) }
+func (e *Cluster) Close() { e.once.Do(e.c.Close) }

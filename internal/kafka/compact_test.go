@@ -7,13 +7,15 @@ import (
 	"maps"
 	"testing"
 	"time"
+
+	"github.com/kstate/kstate/kafka/embedded"
 )
 
 // TestReaderAfterCompaction: a restore of a compacted changelog, with
 // aborted and committed transactions compacted together, reads the latest
 // committed value of each key and ends exactly at the end.
 func TestReaderAfterCompaction(t *testing.T) {
-	e, err := NewEmbedded(EmbeddedOptions{})
+	e, err := embedded.Start(embedded.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/kstate/kstate/state/kv"
+	"github.com/kstate/kstate/internal/kv"
 )
 
 func testClosed(t *testing.T, open Opener) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/internal/kafka"
 )
 
 // LatencyReport summarizes MeasureTxnLatency.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	kpub "github.com/kstate/kstate/kafka"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -173,11 +175,11 @@ func TestGenerationFence(t *testing.T) {
 }
 
 func TestTopicMismatchError(t *testing.T) {
-	err := error(&TopicMismatchError{Topic: "app-changelog", What: "partitions", Want: "8", Got: "4"})
+	err := error(&kpub.TopicMismatchError{Topic: "app-changelog", What: "partitions", Want: "8", Got: "4"})
 	if got, want := err.Error(), `kafka: topic "app-changelog" has partitions 4, want 8: fix or delete the topic`; got != want {
 		t.Fatalf("%q, want %q", got, want)
 	}
-	if !errors.Is(err, ErrTopicMismatch) {
+	if !errors.Is(err, kpub.ErrTopicMismatch) {
 		t.Fatal("not ErrTopicMismatch")
 	}
 }

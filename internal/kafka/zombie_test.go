@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // TestZombieProduceOnlyCommitAborts: a member the group has evicted without
@@ -19,11 +21,15 @@ import (
 // such a zombie commits changelog and output records for partitions another
 // member already owns.
 func TestZombieProduceOnlyCommitAborts(t *testing.T) {
-	e, err := NewEmbedded(EmbeddedOptions{Topics: map[string]int{"in": 1, "out": 1}})
+	c, err := kfake.NewCluster(kfake.SeedTopics(1, "in", "out"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
+	defer c.Close()
+	e := struct {
+		c       *kfake.Cluster
+		Brokers func() []string
+	}{c, c.ListenAddrs}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, err := NewProducer(e.Brokers())

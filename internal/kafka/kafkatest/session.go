@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kstate/kstate/kafka"
+	"github.com/kstate/kstate/internal/kafka"
 )
 
 // groupEvents records a session's group callbacks.
