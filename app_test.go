@@ -15,8 +15,8 @@ import (
 	"github.com/kstate/kstate/state"
 )
 
-// embedded starts a kfake cluster with an input and an output topic.
-func embedded(t *testing.T, partitions int) []string {
+// startEmbedded starts a kfake cluster with an input and an output topic.
+func startEmbedded(t *testing.T, partitions int) []string {
 	t.Helper()
 	e, err := embedded.Start(embedded.Options{Partitions: partitions, Topics: map[string]int{"in": partitions, "out": partitions, "init": partitions}})
 	if err != nil {
@@ -62,7 +62,7 @@ func want(t *testing.T, got testprocs.Outputs, w string) {
 }
 
 func TestEmbeddedCounterExactlyOnceAcrossRestarts(t *testing.T) {
-	brokers := embedded(t, 3)
+	brokers := startEmbedded(t, 3)
 	dir := t.TempDir()
 	app := newApp(t, config(brokers, dir, testprocs.NewCounter))
 	stop := testprocs.Start(t, app)
@@ -99,7 +99,7 @@ func TestEmbeddedCounterExactlyOnceAcrossRestarts(t *testing.T) {
 }
 
 func TestEmbeddedInitialStateAppliedOnce(t *testing.T) {
-	brokers := embedded(t, 2)
+	brokers := startEmbedded(t, 2)
 	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
 	cfg.InitialState = kstate.InitialStateFromSeq(maps.All(map[string]int64{"x": 10, "y": 100}))
 	app := newApp(t, cfg)
@@ -125,7 +125,7 @@ func TestEmbeddedInitialStateAppliedOnce(t *testing.T) {
 }
 
 func TestEmbeddedProcessingTimeTimerPushedBack(t *testing.T) {
-	brokers := embedded(t, 1)
+	brokers := startEmbedded(t, 1)
 	clock := testprocs.NewClock(1_000_000)
 	cfg := config(brokers, t.TempDir(), testprocs.NewQuiet(time.Second))
 	cfg.TimeMode = processor.ProcessingTime
@@ -155,7 +155,7 @@ func TestEmbeddedProcessingTimeTimerPushedBack(t *testing.T) {
 }
 
 func TestEmbeddedModeChangeIsAStartupError(t *testing.T) {
-	brokers := embedded(t, 1)
+	brokers := startEmbedded(t, 1)
 	dir := t.TempDir()
 	cfg := config(brokers, dir, testprocs.NewCounter)
 	app := newApp(t, cfg)
@@ -194,7 +194,7 @@ func (f *failing) HandleInputRows(key string, rows iter.Seq[string], tv processo
 }
 
 func TestEmbeddedUserPanicAndDecodeErrorStopRun(t *testing.T) {
-	brokers := embedded(t, 1)
+	brokers := startEmbedded(t, 1)
 	app := newApp(t, config(brokers, t.TempDir(), func() processor.StatefulProcessor[string, string, string] { return &failing{} }))
 	_, done := testprocs.StartWatch(t, app)
 	testprocs.Produce(t, brokers, "in", "a=1", "k=boom")
