@@ -11,6 +11,7 @@ import (
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/testprocs"
+	"github.com/kstate/kstate/kafka/embedded"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/state"
 )
