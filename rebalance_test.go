@@ -12,7 +12,7 @@ import (
 // stops: every key's outputs are exactly 1..n (no loss, no duplicate), and
 // the moved partitions were restored from the changelog.
 func TestEmbeddedRebalanceExactlyOnce(t *testing.T) {
-	brokers := embedded(t, 4)
+	brokers := startEmbedded(t, 4)
 	cfg1 := config(brokers, t.TempDir(), testprocs.NewCounter)
 	cfg1.SessionTimeout = 4 * time.Second
 	cfg2 := cfg1
