@@ -13,7 +13,7 @@ import (
 	"github.com/kstate/kstate/internal/testprocs"
 	"github.com/kstate/kstate/kafka/embedded"
 	"github.com/kstate/kstate/processor"
-	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/serde"
 )
 
 // startEmbedded starts a kfake cluster with an input and an output topic.
@@ -33,10 +33,10 @@ func config(brokers []string, stateDir string, newProc func() processor.Stateful
 		Brokers:         brokers,
 		InstanceID:      "i1",
 		InputTopics:     []string{"in"},
-		KeyCodec:        state.String(),
-		ValueCodec:      state.String(),
+		KeySerde:        serde.String(),
+		ValueSerde:      serde.String(),
 		OutputTopic:     "out",
-		OutputCodec:     state.String(),
+		OutputSerde:     serde.String(),
 		NewProcessor:    newProc,
 		StateDir:        stateDir,
 		MaxBatchWait:    50 * time.Millisecond,
@@ -213,7 +213,7 @@ func TestEmbeddedUserPanicAndDecodeErrorStopRun(t *testing.T) {
 	// Decode error: int64 values, one record is not 8 bytes.
 	cfg := kstate.Config[string, int64, string]{
 		ApplicationID: "dec", Brokers: brokers, InstanceID: "i1", InputTopics: []string{"in"},
-		KeyCodec: state.String(), ValueCodec: state.Int64(), OutputTopic: "out", OutputCodec: state.String(),
+		KeySerde: serde.String(), ValueSerde: serde.Int64(), OutputTopic: "out", OutputSerde: serde.String(),
 		NewProcessor: func() processor.StatefulProcessor[string, int64, string] { return &sumProc{} },
 		StateDir:     t.TempDir(), MaxBatchWait: 50 * time.Millisecond, Logf: t.Logf,
 	}
@@ -257,7 +257,7 @@ func TestConfigValidation(t *testing.T) {
 		"no app id":       func(c *kstate.Config[string, string, string]) { c.ApplicationID = "" },
 		"bad app id":      func(c *kstate.Config[string, string, string]) { c.ApplicationID = "a b" },
 		"two topics":      func(c *kstate.Config[string, string, string]) { c.InputTopics = []string{"a", "b"} },
-		"no codec":        func(c *kstate.Config[string, string, string]) { c.KeyCodec = nil },
+		"no codec":        func(c *kstate.Config[string, string, string]) { c.KeySerde = nil },
 		"lateness no evt": func(c *kstate.Config[string, string, string]) { c.AllowedLateness = time.Second },
 		"bad mode":        func(c *kstate.Config[string, string, string]) { c.TimeMode = 7 },
 		"initial mismatch": func(c *kstate.Config[string, string, string]) {

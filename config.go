@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/processor"
-	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/serde"
 )
 
 // Config configures an App. K is the grouping key, I the input value and O
@@ -40,12 +40,12 @@ type Config[K, I, O any] struct {
 	// topic must be partitioned by Kafka's default partitioner (murmur2 of
 	// the key bytes), as every standard Kafka producer does.
 	InputTopics []string
-	// KeyCodec (required) decodes record keys into grouping keys. Encoding
+	// KeySerde (required) decodes record keys into grouping keys. Encoding
 	// a decoded key must give back the record's key bytes (state is stored
 	// under the key bytes).
-	KeyCodec state.Codec[K]
-	// ValueCodec (required) decodes record values.
-	ValueCodec state.Codec[I]
+	KeySerde serde.Serde[K]
+	// ValueSerde (required) decodes record values.
+	ValueSerde serde.Deserializer[I]
 	// OnDecodeError says what an undecodable record does. Default
 	// DecodeErrorFail: Run stops with a DecodeError naming topic, partition
 	// and offset; nothing from that batch on is committed.
@@ -70,8 +70,8 @@ type Config[K, I, O any] struct {
 
 	// OutputTopic (required) receives the emitted rows. It must exist.
 	OutputTopic string
-	// OutputCodec (required) encodes emitted rows.
-	OutputCodec state.Codec[O]
+	// OutputSerde (required) encodes emitted rows.
+	OutputSerde serde.Serializer[O]
 	// OutputKey gives an output record's key. Default: the grouping key's
 	// bytes. Output records are partitioned by murmur2 of their key.
 	OutputKey func(key K, out O) []byte
@@ -151,12 +151,12 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		return bad("Brokers is empty")
 	case len(c.InputTopics) != 1 || c.InputTopics[0] == "":
 		return bad("InputTopics %q: exactly one input topic is supported", c.InputTopics)
-	case c.KeyCodec == nil || c.ValueCodec == nil:
-		return bad("KeyCodec and ValueCodec are required")
+	case c.KeySerde == nil || c.ValueSerde == nil:
+		return bad("KeySerde and ValueSerde are required")
 	case c.NewProcessor == nil:
 		return bad("NewProcessor is required")
-	case c.OutputTopic == "" || c.OutputCodec == nil:
-		return bad("OutputTopic and OutputCodec are required")
+	case c.OutputTopic == "" || c.OutputSerde == nil:
+		return bad("OutputTopic and OutputSerde are required")
 	case !c.TimeMode.Valid():
 		return bad("unknown TimeMode %v", c.TimeMode)
 	case !c.OutputMode.Valid():
@@ -213,7 +213,7 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		c.InstanceID = fmt.Sprintf("%s-%08x", host, h.Sum32())
 	}
 	if c.InitialState != nil {
-		if err := c.InitialState.check(c.NewProcessor()); err != nil {
+		if err := c.InitialState.Check(c.NewProcessor()); err != nil {
 			return bad("%v", err)
 		}
 	}

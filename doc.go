@@ -8,10 +8,10 @@
 //		ApplicationID: "counter",
 //		Brokers:       []string{"localhost:9092"},
 //		InputTopics:   []string{"words"},
-//		KeyCodec:      state.String(),
-//		ValueCodec:    state.String(),
+//		KeySerde:      serde.String(),
+//		ValueSerde:    serde.String(),
 //		OutputTopic:   "counts",
-//		OutputCodec:   state.String(),
+//		OutputSerde:   serde.String(),
 //		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
 //	})
 //	...

@@ -2,9 +2,12 @@ package kstate
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/kstate/kstate/internal/engine"
+	"github.com/kstate/kstate/internal/initial"
+	"github.com/kstate/kstate/internal/kafka"
 )
 
 // initialCache loads the initial state once per Run, when the first
@@ -37,6 +40,17 @@ func (c *initialCache[K]) forPartition(ctx context.Context, r interface {
 }
 
 func (r *runner[K, I, O]) loadInitial(ctx context.Context) ([]engine.InitialRow[K], int, error) {
-	rows, err := r.cfg.InitialState.rows(ctx, r.cfg.Brokers, r.cfg.KeyCodec)
-	return rows, r.partitions, err
+	read := func(ctx context.Context, topic string) ([]initial.Record, error) {
+		recs, err := kafka.ReadAll(ctx, r.cfg.Brokers, topic)
+		out := make([]initial.Record, len(recs))
+		for i, rec := range recs {
+			out[i] = initial.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value}
+		}
+		return out, err
+	}
+	rows, err := r.cfg.InitialState.Rows(ctx, read, r.cfg.KeySerde)
+	if err != nil {
+		return nil, 0, fmt.Errorf("kstate: %w", err)
+	}
+	return rows, r.partitions, nil
 }

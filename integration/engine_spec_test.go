@@ -12,7 +12,7 @@ import (
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/testprocs"
 	"github.com/kstate/kstate/processor"
-	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/serde"
 )
 
 // The SPEC's examples, end to end on the real broker, with exact outputs.
@@ -57,10 +57,10 @@ func (e specEnv) config(t *testing.T, newProc func() processor.StatefulProcessor
 		Brokers:         e.brokers,
 		InstanceID:      "i1",
 		InputTopics:     []string{e.in},
-		KeyCodec:        state.String(),
-		ValueCodec:      state.String(),
+		KeySerde:        serde.String(),
+		ValueSerde:      serde.String(),
 		OutputTopic:     e.out,
-		OutputCodec:     state.String(),
+		OutputSerde:     serde.String(),
 		NewProcessor:    newProc,
 		StateDir:        t.TempDir(),
 		MaxBatchWait:    100 * time.Millisecond,
@@ -131,7 +131,7 @@ func TestSpecInitialState(t *testing.T) {
 	e := newSpecEnv(t, 2)
 	initTopic := e.in + "-init"
 	newTopic(t, e.brokers, initTopic, 1)
-	ten, _ := state.Int64().Encode(10)
+	ten, _ := serde.Int64().Serialize(10)
 	p, err := kafka.NewProducer(e.brokers)
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +142,7 @@ func TestSpecInitialState(t *testing.T) {
 	p.Close()
 
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.InitialState = kstate.InitialStateFromTopic[string](initTopic, state.Int64())
+	cfg.InitialState = kstate.InitialStateFromTopic[string](initTopic, serde.Int64())
 	app := newSpecApp(t, cfg)
 	stop := testprocs.Start(t, app)
 	testprocs.Produce(t, e.brokers, e.in, "x=a", "x=b")

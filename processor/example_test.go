@@ -12,6 +12,7 @@ import (
 	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/kafka/embedded"
 	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
 	"github.com/kstate/kstate/state"
 	"github.com/kstate/kstate/timers"
 )
@@ -65,10 +66,10 @@ func Example() {
 		ApplicationID: "wordcount",
 		Brokers:       emb.Brokers(),
 		InputTopics:   []string{"words"},
-		KeyCodec:      state.String(),
-		ValueCodec:    state.String(),
+		KeySerde:      serde.String(),
+		ValueSerde:    serde.String(),
 		OutputTopic:   "counts",
-		OutputCodec:   state.String(),
+		OutputSerde:   serde.String(),
 		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &WordCount{} },
 		StateDir:      dir,
 		Logf:          func(string, ...any) {}, // quiet

@@ -22,7 +22,7 @@ import (
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/kafkabroker"
-	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/serde"
 )
 
 // benchOptions are the flags of `kstate bench`.
@@ -318,12 +318,12 @@ func (b *benchRun) config(appID, in, out string) kstate.Config[string, benchRow,
 		Brokers:         b.o.Brokers,
 		InstanceID:      "bench",
 		InputTopics:     []string{in},
-		KeyCodec:        state.String(),
-		ValueCodec:      rowCodec{},
+		KeySerde:        serde.String(),
+		ValueSerde:      rowCodec{},
 		NewProcessor:    b.proc.newProc,
 		TimeMode:        b.proc.timeMode,
 		OutputTopic:     out,
-		OutputCodec:     outCodec{},
+		OutputSerde:     outCodec{},
 		MaxBatchRecords: b.o.Batch,
 		StateDir:        filepath.Join(b.dir, appID),
 		ShutdownTimeout: 20 * time.Second,

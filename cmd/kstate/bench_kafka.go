@@ -188,7 +188,7 @@ func (c *collector) run(ctx context.Context) {
 		c.mu.last = now
 		c.mu.n += len(recs)
 		for i := range recs {
-			o, err := codec.Decode(recs[i].Value)
+			o, err := codec.Deserialize(recs[i].Value)
 			if err != nil {
 				c.mu.decodeErrs++
 				continue

@@ -40,11 +40,11 @@ func encodeRow(buf []byte, r benchRow) []byte {
 
 type rowCodec struct{}
 
-func (rowCodec) Encode(r benchRow) ([]byte, error) {
+func (rowCodec) Serialize(r benchRow) ([]byte, error) {
 	return encodeRow(make([]byte, minValueBytes), r), nil
 }
 
-func (rowCodec) Decode(b []byte) (benchRow, error) {
+func (rowCodec) Deserialize(b []byte) (benchRow, error) {
 	if len(b) < minValueBytes {
 		return benchRow{}, fmt.Errorf("bench: input value has %d bytes, want at least %d", len(b), minValueBytes)
 	}
@@ -53,14 +53,14 @@ func (rowCodec) Decode(b []byte) (benchRow, error) {
 
 type outCodec struct{}
 
-func (outCodec) Encode(o benchOut) ([]byte, error) {
+func (outCodec) Serialize(o benchOut) ([]byte, error) {
 	b := make([]byte, 16)
 	binary.BigEndian.PutUint64(b, uint64(o.Count))
 	binary.BigEndian.PutUint64(b[8:], uint64(o.ProducedNs))
 	return b, nil
 }
 
-func (outCodec) Decode(b []byte) (benchOut, error) {
+func (outCodec) Deserialize(b []byte) (benchOut, error) {
 	if len(b) != 16 {
 		return benchOut{}, fmt.Errorf("bench: output value has %d bytes, want 16", len(b))
 	}

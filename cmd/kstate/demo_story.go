@@ -15,7 +15,7 @@ import (
 	"github.com/kstate/kstate/examples/heartbeat/heartbeat"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/processor"
-	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/serde"
 )
 
 // demoStory is what the demo does and what it expects to see. Tests change
@@ -77,15 +77,15 @@ func (s demoStory) run(ctx context.Context, d *demo) error {
 	return s.heartbeats(ctx, d)
 }
 
-func demoConfig[O any](d *demo, appID, in, out string, codec state.Codec[O], newProc func() processor.StatefulProcessor[string, string, O]) kstate.Config[string, string, O] {
+func demoConfig[O any](d *demo, appID, in, out string, codec serde.Serde[O], newProc func() processor.StatefulProcessor[string, string, O]) kstate.Config[string, string, O] {
 	return kstate.Config[string, string, O]{
 		ApplicationID: appID,
 		Brokers:       d.brokers,
 		InputTopics:   []string{in},
-		KeyCodec:      state.String(),
-		ValueCodec:    state.String(),
+		KeySerde:      serde.String(),
+		ValueSerde:    serde.String(),
 		OutputTopic:   out,
-		OutputCodec:   codec,
+		OutputSerde:   codec,
 		NewProcessor:  newProc,
 		StateDir:      d.stateDir,
 		MaxBatchWait:  50 * time.Millisecond,
@@ -96,7 +96,7 @@ func demoConfig[O any](d *demo, appID, in, out string, codec state.Codec[O], new
 // demoCountWords runs the counter over words and returns the latest count of
 // every key on the output topic, e.g. "a=3 b=2".
 func demoCountWords(ctx context.Context, d *demo, appID, in, out string, initial map[string]int64, words []string) (_ string, err error) {
-	cfg := demoConfig(d, appID, in, out, state.String(), newDemoCounter)
+	cfg := demoConfig(d, appID, in, out, serde.String(), newDemoCounter)
 	if initial != nil {
 		cfg.InitialState = kstate.InitialStateFromSeq(maps.All(initial))
 	}
@@ -142,7 +142,7 @@ func (s demoStory) heartbeats(ctx context.Context, d *demo) error {
 	fmt.Fprintf(d.w, "      a sensor silent for %v is reported; the engine's clock is scripted\n", heartbeat.Timeout)
 	clock := &demoClock{}
 	clock.set(demoStart)
-	cfg := demoConfig(d, "demo-heartbeat", "heartbeats", "sensor-events", state.JSON[heartbeat.Event](),
+	cfg := demoConfig(d, "demo-heartbeat", "heartbeats", "sensor-events", serde.JSON[heartbeat.Event](),
 		heartbeat.NewMonitor(heartbeat.Timeout, heartbeat.Retention))
 	cfg.TimeMode = processor.ProcessingTime
 	cfg.Clock = clock.now
@@ -287,7 +287,7 @@ func (t *demoTail) next(running context.Context, n int) (string, error) {
 	if t.seen == nil {
 		t.seen = map[int32]int64{} // partition → next offset not returned yet
 	}
-	codec := state.JSON[heartbeat.Event]()
+	codec := serde.JSON[heartbeat.Event]()
 	var fresh []kafka.Record
 	var readErr error
 	err := demoWaitFor(running, fmt.Sprintf("%d events on %s", n, t.topic), func() bool {
@@ -307,7 +307,7 @@ func (t *demoTail) next(running context.Context, n int) (string, error) {
 	var out []string
 	for _, r := range fresh {
 		t.seen[r.Partition] = r.Offset + 1
-		e, err := codec.Decode(r.Value)
+		e, err := codec.Deserialize(r.Value)
 		if err != nil {
 			return "", fmt.Errorf("%s partition %d offset %d: %w", t.topic, r.Partition, r.Offset, err)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/examples/internal/sandbox"
 	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
 	"github.com/kstate/kstate/state"
 )
 
@@ -176,10 +177,10 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		ApplicationID: env.Name("dedup"),
 		Brokers:       env.Brokers,
 		InputTopics:   []string{clickTopic},
-		KeyCodec:      state.String(),
-		ValueCodec:    state.JSON[Click](),
+		KeySerde:      serde.String(),
+		ValueSerde:    serde.JSON[Click](),
 		OutputTopic:   viewTopic,
-		OutputCodec:   state.JSON[View](),
+		OutputSerde:   serde.JSON[View](),
 		OutputKey:     func(_ string, v View) []byte { return []byte(v.Page) }, // re-key by page
 		// The output record's timestamp is the click's event time.
 		OutputEventTime: func(v View) int64 { return v.AtMs },
@@ -195,10 +196,10 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		ApplicationID: env.Name("per-minute"),
 		Brokers:       env.Brokers,
 		InputTopics:   []string{viewTopic},
-		KeyCodec:      state.String(),
-		ValueCodec:    state.JSON[View](),
+		KeySerde:      serde.String(),
+		ValueSerde:    serde.JSON[View](),
 		OutputTopic:   minuteTopic,
-		OutputCodec:   state.JSON[PageMinute](),
+		OutputSerde:   serde.JSON[PageMinute](),
 		NewProcessor:  func() processor.StatefulProcessor[string, View, PageMinute] { return &PerMinute{} },
 		TimeMode:      processor.EventTime, // Config.EventTime nil: event time = record timestamp
 		StateDir:      env.StateDir,
@@ -222,7 +223,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 	}()
 
 	for i, c := range clicks {
-		if err := sandbox.Produce(running2, env, clickTopic, state.String(), state.JSON[Click](), c); err != nil {
+		if err := sandbox.Produce(running2, env, clickTopic, serde.String(), serde.JSON[Click](), c); err != nil {
 			return err
 		}
 		n := int64(i + 1)
@@ -234,7 +235,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		}
 	}
 
-	views, err := sandbox.Read(running2, env, viewTopic, state.String(), state.JSON[View]())
+	views, err := sandbox.Read(running2, env, viewTopic, serde.String(), serde.JSON[View]())
 	if err != nil {
 		return err
 	}
@@ -244,7 +245,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 	}
 	// The last click moved the watermark past 12:02: four page-minutes
 	// are closed (the ones from 12:02 on are still open).
-	minutes, err := sandbox.Await(running2, env, minuteTopic, state.String(), state.JSON[PageMinute](), 4)
+	minutes, err := sandbox.Await(running2, env, minuteTopic, serde.String(), serde.JSON[PageMinute](), 4)
 	if err != nil {
 		return err
 	}
@@ -256,7 +257,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 	if err := errors.Join(stop2(), stop1()); err != nil {
 		return err
 	}
-	if all, err := sandbox.Read(ctx, env, minuteTopic, state.String(), state.JSON[PageMinute]()); err != nil || len(all) != len(minutes) {
+	if all, err := sandbox.Read(ctx, env, minuteTopic, serde.String(), serde.JSON[PageMinute]()); err != nil || len(all) != len(minutes) {
 		return errors.Join(err, fmt.Errorf("chained: per-minute wrote %d records, the story expected %d", len(all), len(minutes)))
 	}
 	if late := perMinute.Metrics().Total.LateRowsDropped; late != 0 {

@@ -25,6 +25,7 @@ import (
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/examples/internal/sandbox"
 	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
 	"github.com/kstate/kstate/state"
 )
 
@@ -121,10 +122,10 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		ApplicationID: env.Name("initialstate"),
 		Brokers:       env.Brokers,
 		InputTopics:   []string{words},
-		KeyCodec:      state.String(),
-		ValueCodec:    state.String(),
+		KeySerde:      serde.String(),
+		ValueSerde:    serde.String(),
 		OutputTopic:   counts,
-		OutputCodec:   state.Int64(),
+		OutputSerde:   serde.Int64(),
 		NewProcessor:  func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
 		InitialState:  kstate.InitialStateFromSeq(readCSV(initialCSV, &csvErr)),
 		StateDir:      env.StateDir,
@@ -168,13 +169,13 @@ func countRound(ctx context.Context, env *sandbox.Env, app *kstate.App[string, s
 			err = serr
 		}
 	}()
-	if err := sandbox.Produce(running, env, words, state.String(), state.String(), rows...); err != nil {
+	if err := sandbox.Produce(running, env, words, serde.String(), serde.String(), rows...); err != nil {
 		return err
 	}
 	if err := sandbox.Until(running, "the words counted", func() bool { return app.Metrics().Total.RowsIn >= int64(len(rows)) }); err != nil {
 		return err
 	}
-	recs, err := sandbox.Read(running, env, counts, state.String(), state.Int64())
+	recs, err := sandbox.Read(running, env, counts, serde.String(), serde.Int64())
 	if err != nil {
 		return err
 	}

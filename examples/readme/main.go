@@ -11,7 +11,7 @@ import (
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/processor"
-	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/serde"
 )
 
 func main() {
@@ -21,10 +21,10 @@ func main() {
 		ApplicationID: "wordcount", // the consumer group; changelog topic "wordcount-changelog"
 		Brokers:       []string{"localhost:9092"},
 		InputTopics:   []string{"words"}, // the record key is the grouping key
-		KeyCodec:      state.String(),
-		ValueCodec:    state.String(),
+		KeySerde:      serde.String(),
+		ValueSerde:    serde.String(),
 		OutputTopic:   "counts", // must exist
-		OutputCodec:   state.String(),
+		OutputSerde:   serde.String(),
 		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
 	})
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/examples/internal/sandbox"
 	"github.com/kstate/kstate/processor"
-	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/serde"
 )
 
 // The README shows counter.go and main.go verbatim, so what it shows
@@ -54,10 +54,10 @@ func TestREADMECounterCounts(t *testing.T) {
 		ApplicationID: "wordcount",
 		Brokers:       env.Brokers,
 		InputTopics:   []string{"words"},
-		KeyCodec:      state.String(),
-		ValueCodec:    state.String(),
+		KeySerde:      serde.String(),
+		ValueSerde:    serde.String(),
 		OutputTopic:   "counts",
-		OutputCodec:   state.String(),
+		OutputSerde:   serde.String(),
 		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
 		StateDir:      env.StateDir,
 		MaxBatchWait:  50 * time.Millisecond,
@@ -72,13 +72,13 @@ func TestREADMECounterCounts(t *testing.T) {
 	for _, w := range strings.Fields("a a a b b") {
 		rows = append(rows, sandbox.KV(w, "x"))
 	}
-	if err := sandbox.Produce(running, env, "words", state.String(), state.String(), rows...); err != nil {
+	if err := sandbox.Produce(running, env, "words", serde.String(), serde.String(), rows...); err != nil {
 		t.Fatal(err)
 	}
 	if err := sandbox.Until(running, "5 rows counted", func() bool { return app.Metrics().Total.RowsIn >= 5 }); err != nil {
 		t.Fatal(err)
 	}
-	out, err := sandbox.Read(running, env, "counts", state.String(), state.String())
+	out, err := sandbox.Read(running, env, "counts", serde.String(), serde.String())
 	if err != nil {
 		t.Fatal(err)
 	}

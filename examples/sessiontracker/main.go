@@ -22,6 +22,7 @@ import (
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/examples/internal/sandbox"
 	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
 	"github.com/kstate/kstate/state"
 )
 
@@ -141,10 +142,10 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		ApplicationID: env.Name("sessiontracker"),
 		Brokers:       env.Brokers,
 		InputTopics:   []string{events},
-		KeyCodec:      state.String(),
-		ValueCodec:    state.JSON[Event](),
+		KeySerde:      serde.String(),
+		ValueSerde:    serde.JSON[Event](),
 		OutputTopic:   summaries,
-		OutputCodec:   state.JSON[Summary](),
+		OutputSerde:   serde.JSON[Summary](),
 		NewProcessor:  func() processor.StatefulProcessor[string, Event, Summary] { return &Tracker{} },
 		StateDir:      env.StateDir,
 		MaxBatchWait:  50 * time.Millisecond,
@@ -160,13 +161,13 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		}
 	}()
 
-	if err := sandbox.Produce(running, env, events, state.String(), state.JSON[Event](), input...); err != nil {
+	if err := sandbox.Produce(running, env, events, serde.String(), serde.JSON[Event](), input...); err != nil {
 		return err
 	}
 	if err := sandbox.Until(running, "the events processed", func() bool { return app.Metrics().Total.RowsIn >= int64(len(input)) }); err != nil {
 		return err
 	}
-	rows, err := sandbox.Read(running, env, summaries, state.String(), state.JSON[Summary]())
+	rows, err := sandbox.Read(running, env, summaries, serde.String(), serde.JSON[Summary]())
 	if err != nil {
 		return err
 	}

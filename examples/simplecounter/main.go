@@ -21,6 +21,7 @@ import (
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/examples/internal/sandbox"
 	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
 	"github.com/kstate/kstate/state"
 )
 
@@ -84,10 +85,10 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		ApplicationID: env.Name("simplecounter"),
 		Brokers:       env.Brokers,
 		InputTopics:   []string{words},
-		KeyCodec:      state.String(),
-		ValueCodec:    state.String(),
+		KeySerde:      serde.String(),
+		ValueSerde:    serde.String(),
 		OutputTopic:   counts, // record key: the word; value: its count
-		OutputCodec:   state.Int64(),
+		OutputSerde:   serde.Int64(),
 		NewProcessor:  func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
 		StateDir:      env.StateDir,
 		MaxBatchWait:  50 * time.Millisecond,
@@ -110,7 +111,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 			rows[i] = sandbox.KV(w, w)
 		}
 		want := app.Metrics().Total.RowsIn + int64(len(rows))
-		if err := sandbox.Produce(running, env, words, state.String(), state.String(), rows...); err != nil {
+		if err := sandbox.Produce(running, env, words, serde.String(), serde.String(), rows...); err != nil {
 			return err
 		}
 		// The counts are final once every row was processed; a key's
@@ -118,7 +119,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		if err := sandbox.Until(running, "the words counted", func() bool { return app.Metrics().Total.RowsIn >= want }); err != nil {
 			return err
 		}
-		recs, err := sandbox.Read(running, env, counts, state.String(), state.Int64())
+		recs, err := sandbox.Read(running, env, counts, serde.String(), serde.Int64())
 		if err != nil {
 			return err
 		}

@@ -171,13 +171,13 @@ func (t *Task[K, I, O]) group(recs []Record) ([]*group[K, I], int64, error) {
 	var order []*group[K, I]
 	for i := range recs {
 		r := &recs[i]
-		v, err := t.cfg.ValueCodec.Decode(r.Value)
+		v, err := t.cfg.ValueSerde.Deserialize(r.Value)
 		if err != nil {
 			return nil, 0, &DecodeError{Topic: t.cfg.Topic, Partition: t.cfg.Partition, Offset: r.Offset, Part: "value", Err: err}
 		}
 		g, seen := byKey[string(r.Key)]
 		if !seen {
-			k, err := t.cfg.KeyCodec.Decode(r.Key)
+			k, err := t.cfg.KeySerde.Deserialize(r.Key)
 			if err != nil {
 				return nil, 0, &DecodeError{Topic: t.cfg.Topic, Partition: t.cfg.Partition, Offset: r.Offset, Part: "key", Err: err}
 			}
@@ -254,7 +254,7 @@ func (t *Task[K, I, O]) fireTimers(tv processor.TimerValues, out *[]Output) (int
 }
 
 func (t *Task[K, I, O]) fireTimer(tm timers.Timer, tv processor.TimerValues, out *[]Output) error {
-	key, err := t.cfg.KeyCodec.Decode(tm.Key)
+	key, err := t.cfg.KeySerde.Deserialize(tm.Key)
 	if err != nil {
 		return fmt.Errorf("engine: partition %d: timer %d: cannot decode its grouping key %x: %w", t.cfg.Partition, tm.Expiry, tm.Key, err)
 	}

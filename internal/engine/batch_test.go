@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
 	"github.com/kstate/kstate/state"
 )
 
@@ -206,7 +207,7 @@ func TestUserPanicAndErrorNameMethodKeyPartition(t *testing.T) {
 func TestDecodeErrorNamesTopicPartitionOffset(t *testing.T) {
 	cfg := Config[string, int64, string]{
 		Topic: "in", Partition: 1, TimeMode: processor.NoTime,
-		KeyCodec: state.String(), ValueCodec: state.Int64(), OutputCodec: state.String(),
+		KeySerde: serde.String(), ValueSerde: serde.Int64(), OutputSerde: serde.String(),
 		NewProcessor: func() processor.StatefulProcessor[string, int64, string] {
 			return &fnProc[string, int64, string]{}
 		},

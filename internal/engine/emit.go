@@ -39,7 +39,7 @@ func (e *emitter[K, I, O]) Emit(o O) error {
 			return e.err
 		}
 	}
-	v, err := cfg.OutputCodec.Encode(o)
+	v, err := cfg.OutputSerde.Serialize(o)
 	if err != nil {
 		e.err = fmt.Errorf("Emit: encode output: %w", err)
 		return e.err

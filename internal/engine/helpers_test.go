@@ -8,7 +8,7 @@ import (
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/processor"
-	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/serde"
 )
 
 // fnProc is a processor built from closures; nil ones do nothing.
@@ -73,7 +73,7 @@ func strCfg(p func() processor.StatefulProcessor[string, string, string], m proc
 	return Config[string, string, string]{
 		ApplicationID: "app", RunID: "run", Topic: "in", Partition: 3,
 		TimeMode: m, OutputMode: processor.Update,
-		KeyCodec: state.String(), ValueCodec: state.String(), OutputCodec: state.String(),
+		KeySerde: serde.String(), ValueSerde: serde.String(), OutputSerde: serde.String(),
 		NewProcessor: p,
 	}
 }

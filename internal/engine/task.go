@@ -9,6 +9,7 @@ import (
 
 	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
 	"github.com/kstate/kstate/state"
 	"github.com/kstate/kstate/timers"
 )
@@ -53,9 +54,9 @@ type Config[K, I, O any] struct {
 	TimeMode   processor.TimeMode
 	OutputMode processor.OutputMode
 
-	KeyCodec     state.Codec[K]
-	ValueCodec   state.Codec[I]
-	OutputCodec  state.Codec[O]
+	KeySerde     serde.Serde[K]
+	ValueSerde   serde.Deserializer[I]
+	OutputSerde  serde.Serializer[O]
 	NewProcessor func() processor.StatefulProcessor[K, I, O]
 
 	// EventTime extracts a row's event time (ms); nil = the record timestamp.
@@ -135,7 +136,7 @@ type pending struct {
 // Open opens the task's shard. The caller restores the changelog tail into
 // Shard() (from Shard().ChangelogOffset()) and then calls Start.
 func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
-	if cfg.KeyCodec == nil || cfg.ValueCodec == nil || cfg.OutputCodec == nil || cfg.NewProcessor == nil {
+	if cfg.KeySerde == nil || cfg.ValueSerde == nil || cfg.OutputSerde == nil || cfg.NewProcessor == nil {
 		return nil, fmt.Errorf("engine: partition %d: key, value and output codecs and NewProcessor are required", cfg.Partition)
 	}
 	if cfg.Logf == nil {

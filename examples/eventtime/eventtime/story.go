@@ -11,7 +11,7 @@ import (
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/examples/internal/sandbox"
 	"github.com/kstate/kstate/processor"
-	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/serde"
 )
 
 // The story's settings.
@@ -68,10 +68,10 @@ func Run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		ApplicationID: env.Name("eventtime"),
 		Brokers:       env.Brokers,
 		InputTopics:   []string{in},
-		KeyCodec:      state.String(),
-		ValueCodec:    state.JSON[Reading](),
+		KeySerde:      serde.String(),
+		ValueSerde:    serde.JSON[Reading](),
 		OutputTopic:   windows,
-		OutputCodec:   state.JSON[Window](),
+		OutputSerde:   serde.JSON[Window](),
 		// A window's result is stamped with the window's end, so a
 		// downstream kstate application sees it at the right event time.
 		OutputEventTime: func(w Window) int64 { return w.EndMs },
@@ -95,7 +95,7 @@ func Run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 
 	fmt.Fprintf(out, "tumbling windows of %v per sensor; watermark = max event time seen - %v\n\n",
 		strings.TrimSuffix(WindowSize.String(), "0s"), AllowedLateness)
-	tail := sandbox.NewTail(env, windows, state.String(), state.JSON[Window]())
+	tail := sandbox.NewTail(env, windows, serde.String(), serde.JSON[Window]())
 	var sent int64
 	for _, s := range story {
 		rows := make([]sandbox.Row[string, Reading], len(s.readings))
@@ -105,7 +105,7 @@ func Run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 			line = append(line, fmt.Sprintf("%s %s %.1f°C", r.sensor, clock(r.AtMs), r.Celsius))
 		}
 		late := app.Metrics().Total.LateRowsDropped
-		if err := sandbox.Produce(running, env, in, state.String(), state.JSON[Reading](), rows...); err != nil {
+		if err := sandbox.Produce(running, env, in, serde.String(), serde.JSON[Reading](), rows...); err != nil {
 			return err
 		}
 		sent += int64(len(rows))

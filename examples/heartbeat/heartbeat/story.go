@@ -12,7 +12,7 @@ import (
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/examples/internal/sandbox"
 	"github.com/kstate/kstate/processor"
-	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/serde"
 )
 
 // The story's settings.
@@ -66,10 +66,10 @@ func Run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		ApplicationID:   env.Name("heartbeat"),
 		Brokers:         env.Brokers,
 		InputTopics:     []string{in},
-		KeyCodec:        state.String(),
-		ValueCodec:      state.String(),
+		KeySerde:        serde.String(),
+		ValueSerde:      serde.String(),
 		OutputTopic:     alerts,
-		OutputCodec:     state.JSON[Event](),
+		OutputSerde:     serde.JSON[Event](),
 		NewProcessor:    NewMonitor(Timeout, Retention),
 		TimeMode:        processor.ProcessingTime,
 		StateDir:        env.StateDir,
@@ -88,7 +88,7 @@ func Run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		}
 	}()
 
-	tail := sandbox.NewTail(env, alerts, state.String(), state.JSON[Event]())
+	tail := sandbox.NewTail(env, alerts, serde.String(), serde.JSON[Event]())
 	fmt.Fprintf(out, "heartbeat monitor: a sensor silent for %s raises an alert; its state is kept for %s (TTL)\n\n",
 		short(Timeout), short(Retention))
 	fmt.Fprintf(out, "%-8s  %-10s  %s\n", "time", "heartbeat", "events")
@@ -110,7 +110,7 @@ func Run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		for i, sensor := range s.beats {
 			rows[i] = sandbox.KV(sensor, "beat")
 		}
-		if err := sandbox.Produce(running, env, in, state.String(), state.String(), rows...); err != nil {
+		if err := sandbox.Produce(running, env, in, serde.String(), serde.String(), rows...); err != nil {
 			return err
 		}
 		sent += int64(len(rows))

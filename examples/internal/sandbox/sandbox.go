@@ -20,7 +20,7 @@ import (
 
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/kafka/embedded"
-	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/serde"
 )
 
 // WaitTimeout bounds every wait of Await and Until: a story that does not
@@ -142,14 +142,14 @@ func KV[K, V any](k K, v V) Row[K, V] { return Row[K, V]{Key: k, Value: v} }
 
 // Produce writes rows to topic, partitioned by key like every standard
 // Kafka producer, and returns once the broker has them.
-func Produce[K, V any](ctx context.Context, e *Env, topic string, kc state.Codec[K], vc state.Codec[V], rows ...Row[K, V]) error {
+func Produce[K, V any](ctx context.Context, e *Env, topic string, kc serde.Serde[K], vc serde.Serde[V], rows ...Row[K, V]) error {
 	recs := make([]kafka.Record, len(rows))
 	for i, r := range rows {
-		k, err := kc.Encode(r.Key)
+		k, err := kc.Serialize(r.Key)
 		if err != nil {
 			return fmt.Errorf("sandbox: encode key %v: %w", r.Key, err)
 		}
-		v, err := vc.Encode(r.Value)
+		v, err := vc.Serialize(r.Value)
 		if err != nil {
 			return fmt.Errorf("sandbox: encode value %v: %w", r.Value, err)
 		}
@@ -163,17 +163,17 @@ func Produce[K, V any](ctx context.Context, e *Env, topic string, kc state.Codec
 
 // Read returns the committed records of topic (read_committed), decoded,
 // ordered by partition and then offset.
-func Read[K, V any](ctx context.Context, e *Env, topic string, kc state.Codec[K], vc state.Codec[V]) ([]Row[K, V], error) {
+func Read[K, V any](ctx context.Context, e *Env, topic string, kc serde.Serde[K], vc serde.Serde[V]) ([]Row[K, V], error) {
 	recs, err := kafka.ReadAll(ctx, e.Brokers, topic)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: read %q: %w", topic, err)
 	}
 	rows := make([]Row[K, V], len(recs))
 	for i, r := range recs {
-		if rows[i].Key, err = kc.Decode(r.Key); err != nil {
+		if rows[i].Key, err = kc.Deserialize(r.Key); err != nil {
 			return nil, fmt.Errorf("sandbox: topic %q partition %d offset %d: key: %w", topic, r.Partition, r.Offset, err)
 		}
-		if rows[i].Value, err = vc.Decode(r.Value); err != nil {
+		if rows[i].Value, err = vc.Deserialize(r.Value); err != nil {
 			return nil, fmt.Errorf("sandbox: topic %q partition %d offset %d: value: %w", topic, r.Partition, r.Offset, err)
 		}
 		rows[i].Time, rows[i].Partition, rows[i].Offset = r.Timestamp, r.Partition, r.Offset
@@ -183,7 +183,7 @@ func Read[K, V any](ctx context.Context, e *Env, topic string, kc state.Codec[K]
 
 // Await waits until topic holds at least n committed records and returns
 // them (see Read). The application writes asynchronously, so this polls.
-func Await[K, V any](ctx context.Context, e *Env, topic string, kc state.Codec[K], vc state.Codec[V], n int) ([]Row[K, V], error) {
+func Await[K, V any](ctx context.Context, e *Env, topic string, kc serde.Serde[K], vc serde.Serde[V], n int) ([]Row[K, V], error) {
 	var rows []Row[K, V]
 	var lastErr error
 	err := Until(ctx, fmt.Sprintf("%d records on topic %q", n, topic), func() bool {
@@ -203,14 +203,14 @@ func Await[K, V any](ctx context.Context, e *Env, topic string, kc state.Codec[K
 type Tail[K, V any] struct {
 	e     *Env
 	topic string
-	kc    state.Codec[K]
-	vc    state.Codec[V]
+	kc    serde.Serde[K]
+	vc    serde.Serde[V]
 	seen  map[int32]int64 // partition → next offset not returned yet
 	total int
 }
 
 // NewTail returns a Tail at the beginning of topic.
-func NewTail[K, V any](e *Env, topic string, kc state.Codec[K], vc state.Codec[V]) *Tail[K, V] {
+func NewTail[K, V any](e *Env, topic string, kc serde.Serde[K], vc serde.Serde[V]) *Tail[K, V] {
 	return &Tail[K, V]{e: e, topic: topic, kc: kc, vc: vc, seen: map[int32]int64{}}
 }
 

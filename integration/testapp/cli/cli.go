@@ -24,7 +24,7 @@ import (
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/testprocs"
 	"github.com/kstate/kstate/processor"
-	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/serde"
 )
 
 // KillPointEnv makes the program SIGKILL itself: "<point>@<n>" kills it
@@ -68,10 +68,10 @@ func Main(args []string) int {
 		Brokers:         strings.Split(*brokers, ","),
 		InstanceID:      *instance,
 		InputTopics:     []string{*in},
-		KeyCodec:        state.String(),
-		ValueCodec:      state.String(),
+		KeySerde:        serde.String(),
+		ValueSerde:      serde.String(),
 		OutputTopic:     *out,
-		OutputCodec:     state.String(),
+		OutputSerde:     serde.String(),
 		StateDir:        *dir,
 		MaxBatchRecords: *batch,
 		MaxBatchWait:    100 * time.Millisecond,

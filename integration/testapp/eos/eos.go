@@ -34,6 +34,7 @@ import (
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
 	"github.com/kstate/kstate/state"
 )
 
@@ -238,13 +239,13 @@ func Config(o Options) kstate.Config[string, string, string] {
 		Brokers:         o.Brokers,
 		InstanceID:      o.InstanceID,
 		InputTopics:     []string{o.Input},
-		KeyCodec:        state.String(),
-		ValueCodec:      state.String(),
+		KeySerde:        serde.String(),
+		ValueSerde:      serde.String(),
 		NewProcessor:    New,
 		TimeMode:        processor.EventTime,
 		EventTime:       EventTime,
 		OutputTopic:     o.Output,
-		OutputCodec:     state.String(),
+		OutputSerde:     serde.String(),
 		OutputKey:       OutputKey,
 		StateDir:        o.StateDir,
 		MaxBatchRecords: o.MaxBatchRecords,
