@@ -11,6 +11,7 @@ import (
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/restore"
 )
 
 // slot is one assigned partition. Its life:
@@ -342,7 +343,7 @@ func (r *runner[K, I, O]) restoreOnce(ctx context.Context, t *engine.Task[K, I, 
 		return 0, fmt.Errorf("kstate: partition %d: restore: %w", p, err)
 	}
 	defer rd.Close()
-	st, err := changelog.Restore(ctx, changelogSource{rd}, sh, changelog.RestoreOptions{
+	st, err := restore.Restore(ctx, changelogSource{rd}, sh, restore.Options{
 		EndOffset: rd.End(),
 		Logf: func(format string, args ...any) {
 			r.logf("partition %d: "+format, append([]any{p}, args...)...)
@@ -354,7 +355,7 @@ func (r *runner[K, I, O]) restoreOnce(ctx context.Context, t *engine.Task[K, I, 
 	return st.Records, nil
 }
 
-// changelogSource adapts a kafka.PartitionReader to changelog.Source.
+// changelogSource adapts a kafka.PartitionReader to restore.Source.
 type changelogSource struct{ rd *kafka.PartitionReader }
 
 func (s changelogSource) Next(ctx context.Context) ([]changelog.Record, error) {

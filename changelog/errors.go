@@ -11,10 +11,4 @@ var (
 	ErrBadValue = errors.New("changelog: malformed value header")
 	// ErrVersion is returned when a value header has an unsupported format version.
 	ErrVersion = errors.New("changelog: unsupported value format version")
-	// ErrBadRecord is returned by Restore for a changelog record that cannot
-	// be applied (undecodable key, offsets going backwards); the message
-	// names the offset.
-	ErrBadRecord = errors.New("changelog: bad changelog record")
-	// ErrInvalidOptions is returned for invalid RestoreOptions.
-	ErrInvalidOptions = errors.New("changelog: invalid options")
 )

@@ -19,9 +19,10 @@ import (
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/restore"
+	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/internal/testprocs"
-	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/timers"
+	"github.com/kstate/kstate/internal/timers"
 )
 
 // The model of the eos application (integration/testapp/eos): the input
@@ -275,7 +276,7 @@ func (m *eosModel) checkChangelogState(t *testing.T, e specEnv, seed uint64) map
 	t.Helper()
 	dumps := map[int32]map[string]string{}
 	for p := range int32(len(m.parts)) {
-		sh, err := state.OpenShard(state.ShardOptions{Backend: kv.NewMemory()})
+		sh, err := shard.OpenShard(shard.ShardOptions{Backend: kv.NewMemory()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,7 +286,7 @@ func (m *eosModel) checkChangelogState(t *testing.T, e specEnv, seed uint64) map
 			cancel()
 			t.Fatal(err)
 		}
-		st, err := changelog.Restore(ctx, readerSource{rd}, sh, changelog.RestoreOptions{})
+		st, err := restore.Restore(ctx, readerSource{rd}, sh, restore.Options{})
 		rd.Close()
 		cancel()
 		if err != nil {
@@ -305,7 +306,7 @@ func (m *eosModel) checkChangelogState(t *testing.T, e specEnv, seed uint64) map
 	return dumps
 }
 
-func (m *eosModel) checkShard(sh *state.Shard, p int32, dump map[string]string) []string {
+func (m *eosModel) checkShard(sh *shard.Shard, p int32, dump map[string]string) []string {
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	pm := m.parts[p]
@@ -376,7 +377,7 @@ func (m *eosModel) checkShard(sh *state.Shard, p int32, dump map[string]string) 
 	return errs
 }
 
-func metaInt(sh *state.Shard, name string) (int64, bool) {
+func metaInt(sh *shard.Shard, name string) (int64, bool) {
 	b, ok, err := sh.GetMeta(name)
 	if err != nil || !ok || len(b) != 8 {
 		return 0, false
@@ -402,7 +403,7 @@ func checkLocalShards(t *testing.T, app string, parts int, dirs []string, change
 			if _, err := os.Stat(path); err != nil {
 				continue
 			}
-			sh, err := state.OpenShard(state.ShardOptions{Dir: path})
+			sh, err := shard.OpenShard(shard.ShardOptions{Dir: path})
 			if err != nil {
 				t.Fatalf("open local shard %s: %v", path, err)
 			}

@@ -16,11 +16,13 @@ import (
 	"github.com/kstate/kstate/integration/harness"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/restore"
+	"github.com/kstate/kstate/internal/shard"
+	"github.com/kstate/kstate/internal/timers"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/timers"
 )
 
-// readerSource adapts a kafka.PartitionReader to a changelog.Source.
+// readerSource adapts a kafka.PartitionReader to a restore.Source.
 type readerSource struct{ r *kafka.PartitionReader }
 
 func (s readerSource) Next(ctx context.Context) ([]changelog.Record, error) {
@@ -36,29 +38,29 @@ func (s readerSource) Position() int64 { return s.r.Position() }
 
 // shardVars are the variables the test drives on a shard.
 type shardVars struct {
-	count  *state.ValueState[int64]
-	events *state.ListState[string]
-	seen   *state.MapState[string, int64]
-	recent *state.ValueState[string] // with TTL
+	count  state.ValueState[int64]
+	events state.ListState[string]
+	seen   state.MapState[string, int64]
+	recent state.ValueState[string] // with TTL
 	timers *timers.Timers
 }
 
-func declare(t *testing.T, sh *state.Shard) shardVars {
+func declare(t *testing.T, sh *shard.Shard) shardVars {
 	t.Helper()
 	sh.SetDeclaring(true)
 	defer sh.SetDeclaring(false)
 	var v shardVars
 	var err error
-	if v.count, err = state.NewValueState(sh, "count", state.Int64()); err != nil {
+	if v.count, err = shard.NewValueState(sh, "count", state.Int64()); err != nil {
 		t.Fatal(err)
 	}
-	if v.events, err = state.NewListState(sh, "events", state.String()); err != nil {
+	if v.events, err = shard.NewListState(sh, "events", state.String()); err != nil {
 		t.Fatal(err)
 	}
-	if v.seen, err = state.NewMapState(sh, "seen", state.String(), state.Int64()); err != nil {
+	if v.seen, err = shard.NewMapState(sh, "seen", state.String(), state.Int64()); err != nil {
 		t.Fatal(err)
 	}
-	if v.recent, err = state.NewValueState(sh, "recent", state.String(), state.WithTTL(3*time.Second)); err != nil {
+	if v.recent, err = shard.NewValueState(sh, "recent", state.String(), state.WithTTL(3*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	v.timers = timers.New(sh)
@@ -67,7 +69,7 @@ func declare(t *testing.T, sh *state.Shard) shardVars {
 
 // dumpShard returns every changelogged key/value of a shard (the local
 // offset key 0xFF is outside every key space and is excluded).
-func dumpShard(t *testing.T, sh *state.Shard) map[string]string {
+func dumpShard(t *testing.T, sh *shard.Shard) map[string]string {
 	t.Helper()
 	sh.Begin(-1)
 	defer sh.Abort()
@@ -102,7 +104,7 @@ func TestChangelogRestoreRealBroker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	src, err := state.OpenShard(state.ShardOptions{Backend: kv.NewMemory(), AllowTTL: true})
+	src, err := shard.OpenShard(shard.ShardOptions{Backend: kv.NewMemory(), AllowTTL: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,9 +199,9 @@ func TestChangelogRestoreRealBroker(t *testing.T) {
 	src.Abort()
 	aborted++
 
-	restore := func(dir string) (*state.Shard, changelog.RestoreStats) {
+	restore := func(dir string) (*shard.Shard, restore.Stats) {
 		t.Helper()
-		dst, err := state.OpenShard(state.ShardOptions{Dir: dir, AllowTTL: true})
+		dst, err := shard.OpenShard(shard.ShardOptions{Dir: dir, AllowTTL: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +210,7 @@ func TestChangelogRestoreRealBroker(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer r.Close()
-		st, err := changelog.Restore(ctx, readerSource{r}, dst, changelog.RestoreOptions{BatchSize: 97, Logf: t.Logf})
+		st, err := restore.Restore(ctx, readerSource{r}, dst, restore.Options{BatchSize: 97, Logf: t.Logf})
 		if err != nil && !errors.Is(err, io.EOF) {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ var (
 	// ErrNotInit is returned by DeleteIfExists called outside Init.
 	ErrNotInit = errors.New("processor: only allowed in Init")
 	// ErrForeignHandle is returned when a Handle not created by this package is used.
-	ErrForeignHandle = errors.New("processor: handle was not created by the kstate engine (processor.NewRuntime)")
+	ErrForeignHandle = errors.New("processor: handle was not created by the kstate engine (test a processor with package kstatetest)")
 )
 
 // OpError names the Handle operation that failed.

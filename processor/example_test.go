@@ -8,19 +8,21 @@ import (
 	"time"
 
 	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/handle"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/shard"
+	"github.com/kstate/kstate/internal/timers"
 	"github.com/kstate/kstate/kafka/embedded"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/timers"
 )
 
 // WordCount counts rows per key in a ValueState and emits "<key>=<count>"
 // once per key and micro-batch.
 type WordCount struct {
-	count *state.ValueState[int64]
+	count state.ValueState[int64]
 }
 
 func (w *WordCount) Init(h processor.Handle) (err error) {
@@ -120,26 +122,26 @@ func Example() {
 // through a Runtime over a shard with an in-memory backend: the same calls
 // the engine makes per micro-batch.
 func Example_withoutKafka() {
-	shard, err := state.OpenShard(state.ShardOptions{Backend: kv.NewMemory()})
+	shard, err := shard.OpenShard(shard.ShardOptions{Backend: kv.NewMemory()})
 	if err != nil {
 		panic(err)
 	}
 	defer shard.Close()
-	rt := processor.NewRuntime(processor.RuntimeConfig{Shard: shard, Timers: timers.New(shard), TimeMode: processor.NoTime})
+	rt := handle.NewRuntime(handle.Config{Shard: shard, Timers: timers.New(shard), TimeMode: processor.NoTime})
 
 	var p processor.StatefulProcessor[string, string, string] = &WordCount{}
-	rt.SetPhase(processor.PhaseInit)
+	rt.SetPhase(handle.PhaseInit)
 	if err := p.Init(rt.Handle()); err != nil {
 		panic(err)
 	}
-	rt.SetPhase(processor.PhaseIdle)
+	rt.SetPhase(handle.PhaseIdle)
 
 	emit := processor.EmitterFunc[string](func(s string) error { fmt.Println(s); return nil })
 	next := int64(0) // the changelog offset after the batch
 	batch := func(key string, rows ...string) {
 		shard.Begin(-1)
 		rt.SetKey([]byte(key))
-		rt.SetPhase(processor.PhaseInput)
+		rt.SetPhase(handle.PhaseInput)
 		seq := func(yield func(string) bool) {
 			for _, r := range rows {
 				if !yield(r) {
@@ -148,7 +150,7 @@ func Example_withoutKafka() {
 			}
 		}
 		err := p.HandleInputRows(key, seq, processor.NewTimerValues(-1, -1), emit)
-		rt.SetPhase(processor.PhaseIdle)
+		rt.SetPhase(handle.PhaseIdle)
 		if err != nil {
 			panic(err)
 		}

@@ -5,15 +5,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kstate/kstate/internal/handle"
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/shard"
+	"github.com/kstate/kstate/internal/timers"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/timers"
 )
 
-func newRuntime(t *testing.T, mode processor.TimeMode) (*processor.Runtime, *state.Shard) {
+func newRuntime(t *testing.T, mode processor.TimeMode) (*handle.Runtime, *shard.Shard) {
 	t.Helper()
-	sh, err := state.OpenShard(state.ShardOptions{Backend: kv.NewMemory(), AllowTTL: mode == processor.ProcessingTime})
+	sh, err := shard.OpenShard(shard.ShardOptions{Backend: kv.NewMemory(), AllowTTL: mode == processor.ProcessingTime})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +24,7 @@ func newRuntime(t *testing.T, mode processor.TimeMode) (*processor.Runtime, *sta
 	if mode != processor.NoTime {
 		tm = timers.New(sh)
 	}
-	return processor.NewRuntime(processor.RuntimeConfig{Shard: sh, Timers: tm, TimeMode: mode,
+	return handle.NewRuntime(handle.Config{Shard: sh, Timers: tm, TimeMode: mode,
 		Query: processor.QueryInfo{ApplicationID: "app", RunID: "r", Partition: 2}}), sh
 }
 
@@ -30,7 +32,7 @@ func TestTimersPerKey(t *testing.T) {
 	rt, sh := newRuntime(t, processor.ProcessingTime)
 	h := rt.Handle()
 	sh.Begin(0)
-	rt.SetPhase(processor.PhaseInput)
+	rt.SetPhase(handle.PhaseInput)
 	for _, k := range []string{"a", "b"} {
 		rt.SetKey([]byte(k))
 		for _, ms := range []int64{30, 10, 20, 10} {
@@ -64,7 +66,7 @@ func TestHandleMisuse(t *testing.T) {
 	rt, sh := newRuntime(t, processor.NoTime)
 	h := rt.Handle()
 	sh.Begin(-1)
-	rt.SetPhase(processor.PhaseInput)
+	rt.SetPhase(handle.PhaseInput)
 	rt.SetKey([]byte("k"))
 	for name, err := range map[string]error{
 		"RegisterTimer(5)": h.RegisterTimer(5),
@@ -89,7 +91,7 @@ func TestHandleMisuse(t *testing.T) {
 	sh.Abort()
 
 	rt2, _ := newRuntime(t, processor.EventTime)
-	rt2.SetPhase(processor.PhaseInit)
+	rt2.SetPhase(handle.PhaseInit)
 	err := rt2.Handle().RegisterTimer(1)
 	if !errors.Is(err, processor.ErrNoKey) || err.Error() != "processor: RegisterTimer(1) in Init: no current grouping key; only allowed in HandleInputRows, HandleExpiredTimer and HandleInitialState" {
 		t.Errorf("timer in Init: %v", err)

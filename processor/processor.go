@@ -149,7 +149,7 @@ type QueryInfo struct {
 //
 //	type Counter struct {
 //		processor.Defaults[string, string]
-//		count *state.ValueState[int64]
+//		count state.ValueState[int64]
 //	}
 //
 // A processor that registers timers must define HandleExpiredTimer itself;

@@ -203,10 +203,3 @@ func (jsonCodec[T]) Decode(b []byte) (T, error) {
 
 // Schema names the Go type; a real schema (Avro) comes with schema evolution.
 func (jsonCodec[T]) Schema() string { return "json:" + reflect.TypeFor[T]().String() }
-
-func schemaOf(c any) string {
-	if sc, ok := c.(SchemaCodec); ok {
-		return sc.Schema()
-	}
-	return ""
-}

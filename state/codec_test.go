@@ -132,3 +132,10 @@ func roundTrip[T any](t *testing.T, c state.Codec[T], b []byte) {
 		t.Fatalf("%T: Decode(%x) re-encodes to %x, %v", c, b, again, err)
 	}
 }
+
+func noErr(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,43 +1,36 @@
-// Package state holds kstate's per-partition state: the Shard (a store plus
-// the staging layer of the batch in progress), codecs, and the typed state
-// variables ValueState, ListState and MapState with optional TTL.
+// Package state holds what a processor's state is made of: the state
+// variable types ValueState, ListState and MapState, the codecs that encode
+// their values (Codec), and WithTTL.
 //
-// # Batches and staging
+// Declare state variables in the processor's Init with
+// processor.NewValueState, NewListState and NewMapState. Every operation
+// works on the grouping key of the call in progress: a processor only ever
+// sees the current key's state. Reading absent state says so (ok == false,
+// or an empty sequence), never a made-up default. Misuse (declaring outside
+// Init, a duplicate name, a TTL outside ProcessingTime mode, a kind changed
+// across restarts) is a *VarError naming the variable and the operation,
+// wrapping one of the sentinels of this package.
 //
-// Every mutation of a batch is staged in memory (reads see it) and reaches
-// the store only at Commit, in one atomic write together with the next
-// changelog offset; Finish returns the same changes as changelog records,
-// which the engine commits to Kafka first. Local state therefore never runs
-// ahead of the changelog, and a crash between the Kafka commit and the
-// local Commit is repaired by replaying the changelog tail from
-// ChangelogOffset (ApplyChangelog is idempotent).
+// # Durability
 //
-// State variables operate on the current grouping key (SetCurrentKey) and
-// only inside a batch (ErrNoBatch otherwise). Reading absent state returns
-// ok=false (or an empty sequence), never a made-up default.
-//
-// # Declarations
-//
-// Variables are declared only while the engine has opened the declaration
-// window (SetDeclaring, around the processor's Init). Each is recorded in a
-// registry in the shard's metadata ("var/<name>": id, kind, schema, TTL),
-// so ids are stable across restarts and a changed kind is a clear error.
-// Registry writes are staged until the next Commit and survive aborted
-// batches. Restore (ApplyChangelog, Wipe) must run before declarations.
+// Changes of a micro-batch are staged in memory (reads see them at once)
+// and written to the partition's local RocksDB shard only after the batch's
+// Kafka transaction committed, together with the changelog records that
+// carry the same changes; a lost disk costs a restore from the changelog,
+// never data.
 //
 // # TTL
 //
-// With ShardOptions.AllowTTL (ProcessingTime mode), WithTTL(d) gives every
-// entry an expiry of batch time + d; an entry with expiry <= batch time is
-// invisible to reads at once and is tombstoned by Finish through a TTL
-// index, without scanning the state. ValueState has one expiry, reset by
-// Update; every ListState element and MapState entry has its own.
+// In ProcessingTime mode, WithTTL(d) gives every entry an expiry of batch
+// time + d; an expired entry is invisible to reads at once and deleted (with
+// a changelog tombstone) by the end of the batch, without running user code.
+// A ValueState has one expiry, reset by Update; every ListState element and
+// MapState entry has its own.
 //
-// # Key layout
+// # Codecs
 //
-// See package changelog: a value is stored under StateKey(id, key, nil), a
-// list element under StateKey(id, key, seq u64), a map entry under
-// StateKey(id, key, encoded user key). Map iteration follows the encoded
-// key bytes, which is natural order for the built-in order-preserving
-// integer and float codecs and byte order for strings.
+// A Codec encodes state values (and MapState user keys) for the shard. The
+// built-in integer and float codecs preserve order, so MapState iterates
+// numeric user keys in natural order; they are state encodings, not Kafka
+// record formats: records use package serde.
 package state

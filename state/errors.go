@@ -14,9 +14,6 @@ var (
 	ErrEmptyList = errors.New("state: empty list (use Clear to remove the list)")
 	// ErrNilValue is returned when a nil pointer or interface is stored.
 	ErrNilValue = errors.New("state: nil value (use Clear or RemoveKey to remove state)")
-	// ErrEmptyValue is returned by Shard.Put and PutMeta for an empty value: a
-	// Kafka changelog cannot tell it from a tombstone.
-	ErrEmptyValue = errors.New("state: empty value (a changelog cannot tell it from a tombstone; use Delete)")
 	// ErrNotDeclaring is returned when a state variable is declared (or
 	// dropped) outside the processor's Init.
 	ErrNotDeclaring = errors.New("state: state variables can only be declared or dropped in Init")
@@ -31,21 +28,8 @@ var (
 	ErrKindChanged = errors.New("state: state variable kind changed across restarts")
 	// ErrNoBatch is returned by a state operation outside Begin..Commit/Abort.
 	ErrNoBatch = errors.New("state: no batch in progress (state is only accessible while the engine processes a batch)")
-	// ErrFinished is returned by a mutation after Finish produced the batch's changelog records.
-	ErrFinished = errors.New("state: batch already finished (no mutations after Finish)")
-	// ErrNotFinished is returned by Commit before Finish: the batch's changes
-	// would reach the local store without having been written to the changelog.
-	ErrNotFinished = errors.New("state: batch not finished (call Finish and commit its records to the changelog before Commit)")
 	// ErrNoKey is returned by a state operation before SetCurrentKey.
 	ErrNoKey = errors.New("state: no current grouping key")
-	// ErrNoBatchTime is returned when a variable with a TTL is written in a
-	// batch that has no processing time (Begin(-1)).
-	ErrNoBatchTime = errors.New("state: TTL variable written in a batch without processing time")
-	// ErrRestoreAfterDeclare is returned by ApplyChangelog and Wipe once state
-	// variables were declared: restore must run before Init.
-	ErrRestoreAfterDeclare = errors.New("state: restore after state variables were declared (restore the shard before Init)")
-	// ErrInBatch is returned by ApplyChangelog, Wipe and Begin while a batch is open.
-	ErrInBatch = errors.New("state: batch in progress")
 	// ErrLocked is returned by OpenShard when another process holds the shard directory.
 	ErrLocked = errors.New("state: shard directory is locked")
 	// ErrCorrupt is returned for a stored value that cannot be decoded.
@@ -73,16 +57,3 @@ func (e *VarError) Error() string {
 }
 
 func (e *VarError) Unwrap() error { return e.Err }
-
-func varErr(kind, name, op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var ve *VarError
-	if errors.As(err, &ve) && ve.Var == name && ve.Op == op {
-		return err
-	}
-	return &VarError{Kind: kind, Var: name, Op: op, Err: err}
-}
-
-func shardErr(op string, err error) error { return varErr("Shard", "", op, err) }

@@ -1,12 +1,19 @@
-// Package timers implements kstate's durable per-key timers on top of a
-// state.Shard.
+// Package timers describes kstate's durable per-key timers.
 //
-// A timer is a (grouping key, expiry ms) pair. It is stored twice, both
-// entries changelogged and staged with the batch like any state change:
-// under changelog.TimerKey(expiry, key), so Expired walks timers in firing
-// order (expiry, then key bytes) without a scan of all timers, and under
-// changelog.TimerByKey(key, expiry), so List returns one key's timers.
-// Registering an existing timer and deleting a missing one are no-ops.
-// Timers fire when expiry <= threshold; the engine deletes each fired timer
-// after its handler returned.
+// A processor registers, deletes and lists the timers of the grouping key
+// in progress through its processor.Handle (RegisterTimer, DeleteTimer,
+// ListTimers). A timer is a (grouping key, expiry ms) pair:
+//
+//   - registering an existing timer and deleting a missing one are no-ops;
+//   - a timer is expired when expiry <= threshold, the batch's processing
+//     time (ProcessingTime mode) or its event-time watermark (EventTime);
+//   - expired timers fire after all HandleInputRows calls of the batch, in
+//     (expiry, key) order, even for keys that receive no more rows; a timer
+//     registered for a past time fires in the same batch;
+//   - a fired timer is deleted once HandleExpiredTimer returned;
+//   - timers are durable state: they are changelogged with the batch and
+//     survive restarts, rebalances and failover.
+//
+// Timer is how a timer is listed outside a processor (test drivers, the
+// state reader).
 package timers

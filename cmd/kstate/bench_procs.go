@@ -95,7 +95,7 @@ func benchProcs(history int) map[string]benchProc {
 // countProc is the stateful count: one ValueState per key, one output per
 // row.
 type countProc struct {
-	count *state.ValueState[int64]
+	count state.ValueState[int64]
 }
 
 func (c *countProc) Init(h processor.Handle) (err error) {
@@ -130,8 +130,8 @@ func (c *countProc) Close() error { return nil }
 type heavyProc struct {
 	history int
 	h       processor.Handle
-	recent  *state.ListState[int64]
-	agg     *state.MapState[string, int64]
+	recent  state.ListState[int64]
+	agg     state.MapState[string, int64]
 }
 
 // idleTimeout is far beyond any benchmark run: the timers are maintained

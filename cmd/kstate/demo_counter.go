@@ -13,7 +13,7 @@ import (
 // from the key's initial count if the application was given one, and emits
 // the new count.
 type demoCounter struct {
-	count *state.ValueState[int64]
+	count state.ValueState[int64]
 }
 
 func newDemoCounter() processor.StatefulProcessor[string, string, string] { return &demoCounter{} }

@@ -46,7 +46,7 @@ type View struct {
 // Dedup (NoTime) remembers the last click sequence number of each user and
 // drops clicks it has seen.
 type Dedup struct {
-	lastSeq *state.ValueState[int64]
+	lastSeq state.ValueState[int64]
 }
 
 func (d *Dedup) Init(h processor.Handle) (err error) {
@@ -89,7 +89,7 @@ type PageMinute struct {
 // watermark passes its end.
 type PerMinute struct {
 	h     processor.Handle
-	count *state.MapState[int64, int64]
+	count state.MapState[int64, int64]
 }
 
 func (p *PerMinute) Init(h processor.Handle) (err error) {

@@ -31,7 +31,7 @@ import (
 
 // Counter counts the rows of each key, starting from the initial count.
 type Counter struct {
-	count *state.ValueState[int64]
+	count state.ValueState[int64]
 }
 
 func (c *Counter) Init(h processor.Handle) (err error) {

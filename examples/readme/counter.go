@@ -12,7 +12,7 @@ import (
 // Defaults supplies the no-op HandleExpiredTimer and Close it does not need.
 type Counter struct {
 	processor.Defaults[string, string]
-	count *state.ValueState[int64]
+	count state.ValueState[int64]
 }
 
 // Init declares the state variables (here one durable value per key).

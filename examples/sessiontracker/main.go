@@ -44,7 +44,7 @@ type Summary struct {
 // Tracker keeps, per user, one MapState entry per open session: session id
 // → the pages viewed so far.
 type Tracker struct {
-	sessions *state.MapState[string, []string]
+	sessions state.MapState[string, []string]
 }
 
 func (t *Tracker) Init(h processor.Handle) (err error) {

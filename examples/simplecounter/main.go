@@ -27,7 +27,7 @@ import (
 
 // Counter counts the rows of each key. Rows are words; the key is the word.
 type Counter struct {
-	count *state.ValueState[int64]
+	count state.ValueState[int64]
 }
 
 func (c *Counter) Init(h processor.Handle) (err error) {

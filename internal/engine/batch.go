@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/handle"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/timers"
 )
@@ -38,7 +39,7 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	// from the batch goroutine.
 	defer func() {
 		if r := recover(); r != nil {
-			t.rt.SetPhase(processor.PhaseIdle)
+			t.rt.SetPhase(handle.PhaseIdle)
 			err = &UserError{Method: "RunBatch (codec or Config callback)", Partition: t.cfg.Partition, Panic: r, Stack: debug.Stack()}
 		}
 	}()
@@ -84,9 +85,9 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	if len(t.initial) > 0 && !t.initialApplied {
 		for _, row := range t.initial {
 			t.rt.SetKey(row.KeyBytes)
-			t.rt.SetPhase(processor.PhaseInitialState)
+			t.rt.SetPhase(handle.PhaseInitialState)
 			err := t.invoke("HandleInitialState", row.Key, true, func() error { return row.Apply(t.proc, tv) })
-			t.rt.SetPhase(processor.PhaseIdle)
+			t.rt.SetPhase(handle.PhaseIdle)
 			if err != nil {
 				return nil, err
 			}
@@ -106,11 +107,11 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	for _, g := range groups {
 		em := &emitter[K, I, O]{t: t, key: g.key, keyBytes: g.keyBytes, method: "HandleInputRows", out: &res.Outputs}
 		t.rt.SetKey(g.keyBytes)
-		t.rt.SetPhase(processor.PhaseInput)
+		t.rt.SetPhase(handle.PhaseInput)
 		err := t.invoke("HandleInputRows", g.key, true, func() error {
 			return t.proc.HandleInputRows(g.key, rowsSeq(g.rows), tv, em)
 		})
-		t.rt.SetPhase(processor.PhaseIdle)
+		t.rt.SetPhase(handle.PhaseIdle)
 		if err == nil {
 			err = em.close()
 		}
@@ -260,11 +261,11 @@ func (t *Task[K, I, O]) fireTimer(tm timers.Timer, tv processor.TimerValues, out
 	}
 	em := &emitter[K, I, O]{t: t, key: key, keyBytes: tm.Key, method: "HandleExpiredTimer", out: out}
 	t.rt.SetKey(tm.Key)
-	t.rt.SetPhase(processor.PhaseTimer)
+	t.rt.SetPhase(handle.PhaseTimer)
 	err = t.invoke("HandleExpiredTimer", key, true, func() error {
 		return t.proc.HandleExpiredTimer(key, tv, processor.ExpiredTimerInfo{ExpiryTimeMs: tm.Expiry}, em)
 	})
-	t.rt.SetPhase(processor.PhaseIdle)
+	t.rt.SetPhase(handle.PhaseIdle)
 	if err == nil {
 		err = em.close()
 	}

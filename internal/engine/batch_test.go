@@ -18,9 +18,9 @@ import (
 // ValueState count, a ListState of seen values, a MapState value→count.
 func counter() processor.StatefulProcessor[string, string, string] {
 	var (
-		count *state.ValueState[int64]
-		seen  *state.ListState[string]
-		per   *state.MapState[string, int64]
+		count state.ValueState[int64]
+		seen  state.ListState[string]
+		per   state.MapState[string, int64]
 	)
 	return &fnProc[string, string, string]{
 		init: func(h processor.Handle) (err error) {
@@ -123,10 +123,10 @@ func TestQueryInfoAndBatchID(t *testing.T) {
 // row registers a timer at its event time + 10.
 func TestTTLExpiryAfterClockMoves(t *testing.T) {
 	proc := func() processor.StatefulProcessor[string, string, string] {
-		var v *state.ValueState[string]
+		var v state.ValueState[string]
 		return &fnProc[string, string, string]{
 			init: func(h processor.Handle) (err error) {
-				v, err = processor.NewValueState(h, "last", state.String(), processor.WithTTL(time.Second))
+				v, err = processor.NewValueState(h, "last", state.String(), state.WithTTL(time.Second))
 				return err
 			},
 			input: func(h processor.Handle, key string, rows iter.Seq[string], tv processor.TimerValues, out processor.Emitter[string]) error {
@@ -230,7 +230,7 @@ func TestInitialStateAppliedOnceBeforeInput(t *testing.T) {
 	dir := t.TempDir()
 	var calls []string
 	proc := func() processor.StatefulProcessor[string, string, string] {
-		var v *state.ValueState[int64]
+		var v state.ValueState[int64]
 		return &fnProc[string, string, string]{
 			init: func(h processor.Handle) (err error) {
 				v, err = processor.NewValueState(h, "count", state.Int64())
@@ -357,7 +357,7 @@ func TestMisuseErrors(t *testing.T) {
 			}}, processor.ErrNotInit, `DeleteIfExists("old")`},
 		{"TTL in EventTime", processor.EventTime, &fnProc[string, string, string]{
 			init: func(h processor.Handle) error {
-				_, err := processor.NewValueState(h, "v", state.String(), processor.WithTTL(time.Second))
+				_, err := processor.NewValueState(h, "v", state.String(), state.WithTTL(time.Second))
 				return err
 			}}, state.ErrTTLNotAllowed, `"v"`},
 		{"duplicate name", processor.NoTime, &fnProc[string, string, string]{

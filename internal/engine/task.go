@@ -7,11 +7,12 @@ import (
 	"math"
 	"sync"
 
+	"github.com/kstate/kstate/internal/handle"
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/shard"
+	"github.com/kstate/kstate/internal/timers"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
-	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/timers"
 )
 
 func (t *Task[K, I, O]) metaErr(err error) error {
@@ -98,9 +99,9 @@ type InitialRow[K any] struct {
 // Counters may be read from any goroutine.
 type Task[K, I, O any] struct {
 	cfg    Config[K, I, O]
-	shard  *state.Shard
+	shard  *shard.Shard
 	timers *timers.Timers
-	rt     *processor.Runtime
+	rt     *handle.Runtime
 	proc   processor.StatefulProcessor[K, I, O]
 
 	// Durable (committed) task state, mirrored from shard metadata.
@@ -111,7 +112,7 @@ type Task[K, I, O any] struct {
 	initialApplied bool
 	initial        []InitialRow[K] // rows to apply in the first batch (first run only)
 	wmAdvanced     bool            // the last commit advanced the watermark: timers may be due
-	stats          state.Stats     // shard statistics at the last commit
+	stats          shard.Stats     // shard statistics at the last commit
 
 	// The batch in progress; applied by Commit, dropped by Abort.
 	inBatch bool
@@ -142,7 +143,7 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	sh, err := state.OpenShard(state.ShardOptions{
+	sh, err := shard.OpenShard(shard.ShardOptions{
 		Dir:      cfg.Dir,
 		Backend:  cfg.Backend,
 		AllowTTL: cfg.TimeMode == processor.ProcessingTime,
@@ -154,7 +155,7 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 	if cfg.TimeMode != processor.NoTime {
 		t.timers = timers.New(sh)
 	}
-	t.rt = processor.NewRuntime(processor.RuntimeConfig{
+	t.rt = handle.NewRuntime(handle.Config{
 		Shard:    sh,
 		Timers:   t.timers,
 		TimeMode: cfg.TimeMode,
@@ -168,7 +169,7 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 }
 
 // Shard is the task's state shard (the restore target).
-func (t *Task[K, I, O]) Shard() *state.Shard { return t.shard }
+func (t *Task[K, I, O]) Shard() *shard.Shard { return t.shard }
 
 // Partition is the task's input partition.
 func (t *Task[K, I, O]) Partition() int32 { return t.cfg.Partition }
@@ -240,10 +241,10 @@ func (t *Task[K, I, O]) initProcessor() error {
 		return &UserError{Method: "NewProcessor", Partition: t.cfg.Partition, Err: errors.New("returned a nil processor")}
 	}
 	t.proc = proc
-	t.rt.SetPhase(processor.PhaseInit)
+	t.rt.SetPhase(handle.PhaseInit)
 	var zero K
 	err := t.invoke("Init", zero, false, func() error { return proc.Init(t.rt.Handle()) })
-	t.rt.SetPhase(processor.PhaseIdle)
+	t.rt.SetPhase(handle.PhaseIdle)
 	return err
 }
 
@@ -395,7 +396,7 @@ func (t *Task[K, I, O]) closeProcessor() error {
 	}
 	p := t.proc
 	t.proc = nil
-	t.rt.SetPhase(processor.PhaseIdle)
+	t.rt.SetPhase(handle.PhaseIdle)
 	var zero K
 	return t.invoke("Close", zero, false, p.Close)
 }

@@ -17,9 +17,9 @@ import (
 // the batching), and it checks on every row that the three states agree.
 // It accepts initial state rows (int64 start counts).
 type Counter struct {
-	count *state.ValueState[int64]
-	seen  *state.ListState[string]
-	per   *state.MapState[string, int64]
+	count state.ValueState[int64]
+	seen  state.ListState[string]
+	per   state.MapState[string, int64]
 }
 
 // NewCounter is a processor factory.
@@ -107,7 +107,7 @@ func (c *Counter) Close() error { return nil }
 // emits "<session> ended after <n> events; open [<sessions>]" and removes
 // the session.
 type Sessions struct {
-	open *state.MapState[string, int64]
+	open state.MapState[string, int64]
 }
 
 // NewSessions is a processor factory.
@@ -178,8 +178,8 @@ func (s *Sessions) Close() error { return nil }
 type Quiet struct {
 	Gap   time.Duration
 	h     processor.Handle
-	timer *state.ValueState[int64]
-	last  *state.ValueState[int64]
+	timer state.ValueState[int64]
+	last  state.ValueState[int64]
 }
 
 // NewQuiet returns a factory of Quiet processors with the given gap.
@@ -273,7 +273,7 @@ func (d *Deadline) Close() error { return nil }
 // stored.
 type Expiring struct {
 	TTL time.Duration
-	v   *state.ValueState[string]
+	v   state.ValueState[string]
 }
 
 // NewExpiring returns a factory of Expiring processors.
@@ -282,7 +282,7 @@ func NewExpiring(ttl time.Duration) func() processor.StatefulProcessor[string, s
 }
 
 func (e *Expiring) Init(h processor.Handle) (err error) {
-	e.v, err = processor.NewValueState(h, "last", state.String(), processor.WithTTL(e.TTL))
+	e.v, err = processor.NewValueState(h, "last", state.String(), state.WithTTL(e.TTL))
 	return err
 }
 

@@ -48,7 +48,7 @@ type Windows struct {
 	Size time.Duration
 
 	h    processor.Handle
-	open *state.MapState[int64, agg]
+	open state.MapState[int64, agg]
 }
 
 // NewWindows returns a Config.NewProcessor function.

@@ -39,8 +39,8 @@ type Monitor struct {
 	Retention time.Duration
 
 	h        processor.Handle
-	lastSeen *state.ValueState[int64] // last heartbeat, ms
-	silent   *state.ValueState[bool]  // present while the sensor is silent
+	lastSeen state.ValueState[int64] // last heartbeat, ms
+	silent   state.ValueState[bool]  // present while the sensor is silent
 }
 
 // NewMonitor returns a Config.NewProcessor function.
@@ -53,7 +53,7 @@ func NewMonitor(timeout, retention time.Duration) func() processor.StatefulProce
 // Init declares the state variables, both with a TTL.
 func (m *Monitor) Init(h processor.Handle) (err error) {
 	m.h = h
-	ttl := processor.WithTTL(m.Retention)
+	ttl := state.WithTTL(m.Retention)
 	if m.lastSeen, err = processor.NewValueState(h, "lastSeen", state.Int64(), ttl); err != nil {
 		return err
 	}

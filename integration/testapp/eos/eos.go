@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
 	"github.com/kstate/kstate/state"
@@ -101,26 +102,26 @@ func Output(seq, count int64, last []int64, bucket int64) string {
 func TimerOutput(expiry, fired int64) string { return fmt.Sprintf("t=%d f=%d", expiry, fired) }
 
 // Vars are the processor's state variables. Declare them on a shard (with
-// state.Shard.SetDeclaring) to read an application's state back.
+// shard.Shard.SetDeclaring) to read an application's state back.
 type Vars struct {
-	Count   *state.ValueState[int64]
-	Last    *state.ListState[int64]
-	Buckets *state.MapState[string, int64]
-	Fired   *state.ValueState[int64]
+	Count   state.ValueState[int64]
+	Last    state.ListState[int64]
+	Buckets state.MapState[string, int64]
+	Fired   state.ValueState[int64]
 }
 
 // Declare declares the variables on sh (the reader's side of Init).
-func Declare(sh *state.Shard) (v Vars, err error) {
-	if v.Count, err = state.NewValueState(sh, VarCount, state.Int64()); err != nil {
+func Declare(sh *shard.Shard) (v Vars, err error) {
+	if v.Count, err = shard.NewValueState(sh, VarCount, state.Int64()); err != nil {
 		return v, err
 	}
-	if v.Last, err = state.NewListState(sh, VarLast, state.Int64()); err != nil {
+	if v.Last, err = shard.NewListState(sh, VarLast, state.Int64()); err != nil {
 		return v, err
 	}
-	if v.Buckets, err = state.NewMapState(sh, VarBuckets, state.String(), state.Int64()); err != nil {
+	if v.Buckets, err = shard.NewMapState(sh, VarBuckets, state.String(), state.Int64()); err != nil {
 		return v, err
 	}
-	v.Fired, err = state.NewValueState(sh, VarFired, state.Int64())
+	v.Fired, err = shard.NewValueState(sh, VarFired, state.Int64())
 	return v, err
 }
 

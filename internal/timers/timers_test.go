@@ -9,13 +9,14 @@ import (
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/shard"
+	"github.com/kstate/kstate/internal/timers"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/timers"
 )
 
-func open(t *testing.T) *state.Shard {
+func open(t *testing.T) *shard.Shard {
 	t.Helper()
-	s, err := state.OpenShard(state.ShardOptions{Backend: kv.NewMemory()})
+	s, err := shard.OpenShard(shard.ShardOptions{Backend: kv.NewMemory()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func noErr(t *testing.T, err error) {
 }
 
 // batch runs fn in a committed batch and returns its changelog records.
-func batch(t *testing.T, s *state.Shard, fn func()) []changelog.Record {
+func batch(t *testing.T, s *shard.Shard, fn func()) []changelog.Record {
 	t.Helper()
 	s.Begin(0)
 	fn()

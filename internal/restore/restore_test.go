@@ -1,4 +1,4 @@
-package changelog
+package restore
 
 import (
 	"context"
@@ -10,15 +10,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kstate/kstate/changelog"
 )
 
 // sliceSource serves records in chunks, then io.EOF.
 type sliceSource struct {
-	chunks [][]Record
+	chunks [][]changelog.Record
 	calls  int
 }
 
-func (s *sliceSource) Next(ctx context.Context) ([]Record, error) {
+func (s *sliceSource) Next(ctx context.Context) ([]changelog.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -38,8 +40,8 @@ type positionSource struct {
 
 func (s *positionSource) Position() int64 { return s.pos }
 
-func chunked(recs []Record, n int) [][]Record {
-	var cs [][]Record
+func chunked(recs []changelog.Record, n int) [][]changelog.Record {
+	var cs [][]changelog.Record
 	for len(recs) > 0 {
 		k := min(n, len(recs))
 		cs = append(cs, recs[:k])
@@ -61,7 +63,7 @@ func newMapTarget() *mapTarget { return &mapTarget{data: map[string]string{}} }
 
 func (m *mapTarget) ChangelogOffset() int64 { return m.offset }
 
-func (m *mapTarget) ApplyChangelog(recs []Record, next int64) error {
+func (m *mapTarget) ApplyChangelog(recs []changelog.Record, next int64) error {
 	if m.fail != nil {
 		return m.fail
 	}
@@ -78,22 +80,24 @@ func (m *mapTarget) ApplyChangelog(recs []Record, next int64) error {
 	return nil
 }
 
-func skey(g string) []byte { return StateKey(1, []byte(g), nil) }
+func skey(g string) []byte { return changelog.StateKey(1, []byte(g), nil) }
 
-func rec(off int64, g, v string) Record {
-	r := Record{Key: skey(g), Offset: off}
+func rec(off int64, g, v string) changelog.Record {
+	r := changelog.Record{Key: skey(g), Offset: off}
 	if v != "" {
-		r.Value = EncodeValue(Header{Expiry: NoExpiry}, []byte(v))
+		r.Value = changelog.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, []byte(v))
 	}
 	return r
 }
 
-func val(v string) string { return string(EncodeValue(Header{Expiry: NoExpiry}, []byte(v))) }
+func val(v string) string {
+	return string(changelog.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, []byte(v)))
+}
 
 func TestRestoreAppliesTombstones(t *testing.T) {
-	recs := []Record{rec(0, "a", "1"), rec(1, "b", "2"), rec(2, "a", ""), rec(3, "c", "3"), rec(4, "b", "22")}
+	recs := []changelog.Record{rec(0, "a", "1"), rec(1, "b", "2"), rec(2, "a", ""), rec(3, "c", "3"), rec(4, "b", "22")}
 	dst := newMapTarget()
-	st, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 2)}, dst, RestoreOptions{})
+	st, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 2)}, dst, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +114,7 @@ func TestRestoreAppliesTombstones(t *testing.T) {
 }
 
 func TestRestoreIdempotent(t *testing.T) {
-	var recs []Record
+	var recs []changelog.Record
 	for i := range 50 {
 		v := fmt.Sprint(i)
 		if i%7 == 3 {
@@ -119,13 +123,13 @@ func TestRestoreIdempotent(t *testing.T) {
 		recs = append(recs, rec(int64(i*2), fmt.Sprint(i%9), v))
 	}
 	dst := newMapTarget()
-	if _, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 8)}, dst, RestoreOptions{BatchSize: 6}); err != nil {
+	if _, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 8)}, dst, Options{BatchSize: 6}); err != nil {
 		t.Fatal(err)
 	}
 	first := maps.Clone(dst.data)
 	// Same records again over the restored state, as if the offset had been lost.
 	dst.offset = 0
-	if _, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 5)}, dst, RestoreOptions{BatchSize: 4}); err != nil {
+	if _, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 5)}, dst, Options{BatchSize: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if !maps.Equal(dst.data, first) || dst.offset != 99 {
@@ -133,7 +137,7 @@ func TestRestoreIdempotent(t *testing.T) {
 	}
 	// And with the offset kept: nothing is re-applied.
 	calls := len(dst.batches)
-	st, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 5)}, dst, RestoreOptions{})
+	st, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 5)}, dst, Options{})
 	if err != nil || st.Records != 0 || len(dst.batches) != calls || !maps.Equal(dst.data, first) {
 		t.Fatalf("third restore: err %v stats %+v, %d new writes", err, st, len(dst.batches)-calls)
 	}
@@ -142,12 +146,12 @@ func TestRestoreIdempotent(t *testing.T) {
 func TestRestoreBatches(t *testing.T) {
 	// Offsets with gaps, as compaction and transaction markers leave them.
 	offs := []int64{0, 1, 2, 5, 6, 9, 10, 11, 20, 30}
-	var recs []Record
+	var recs []changelog.Record
 	for i, o := range offs {
 		recs = append(recs, rec(o, fmt.Sprint(i), "v"))
 	}
 	dst := newMapTarget()
-	st, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 4)}, dst, RestoreOptions{BatchSize: 3})
+	st, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 4)}, dst, Options{BatchSize: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,11 +167,11 @@ func TestRestoreBatches(t *testing.T) {
 }
 
 func TestRestorePosition(t *testing.T) {
-	recs := []Record{rec(0, "a", "1"), rec(1, "b", "2")}
+	recs := []changelog.Record{rec(0, "a", "1"), rec(1, "b", "2")}
 	// The partition ends at 4: a commit marker at 2, an aborted record at 3.
 	dst := newMapTarget()
-	src := &positionSource{sliceSource{chunks: [][]Record{recs}}, 4}
-	st, err := Restore(context.Background(), src, dst, RestoreOptions{})
+	src := &positionSource{sliceSource{chunks: [][]changelog.Record{recs}}, 4}
+	st, err := Restore(context.Background(), src, dst, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,33 +180,33 @@ func TestRestorePosition(t *testing.T) {
 	}
 	// Only markers/aborted records past the target's offset: the offset
 	// still advances, in an empty write.
-	src = &positionSource{sliceSource{chunks: [][]Record{{}}}, 9}
-	st, err = Restore(context.Background(), src, dst, RestoreOptions{})
+	src = &positionSource{sliceSource{chunks: [][]changelog.Record{{}}}, 9}
+	st, err = Restore(context.Background(), src, dst, Options{})
 	if err != nil || dst.offset != 9 || st.Records != 0 || dst.batches[len(dst.batches)-1] != 0 {
 		t.Fatalf("err %v offset %d stats %+v batches %v", err, dst.offset, st, dst.batches)
 	}
 	// A position behind the records never moves the offset back.
-	src = &positionSource{sliceSource{chunks: [][]Record{{rec(9, "c", "3")}}}, 3}
-	if _, err := Restore(context.Background(), src, dst, RestoreOptions{}); err != nil || dst.offset != 10 {
+	src = &positionSource{sliceSource{chunks: [][]changelog.Record{{rec(9, "c", "3")}}}, 3}
+	if _, err := Restore(context.Background(), src, dst, Options{}); err != nil || dst.offset != 10 {
 		t.Fatalf("err %v offset %d, want 10", err, dst.offset)
 	}
 	// Nothing new at all: no write.
 	calls := len(dst.batches)
 	src = &positionSource{sliceSource{}, 10}
-	if _, err := Restore(context.Background(), src, dst, RestoreOptions{}); err != nil || len(dst.batches) != calls {
+	if _, err := Restore(context.Background(), src, dst, Options{}); err != nil || len(dst.batches) != calls {
 		t.Fatalf("err %v, %d writes for an empty restore", err, len(dst.batches)-calls)
 	}
 }
 
 func TestRestoreSkipsBelowTargetOffset(t *testing.T) {
-	var recs []Record
+	var recs []changelog.Record
 	for i := range 10 {
 		recs = append(recs, rec(int64(i), "k", fmt.Sprint(i)))
 	}
 	dst := newMapTarget()
 	dst.offset = 6
 	dst.data[string(skey("k"))] = val("5")
-	st, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 3)}, dst, RestoreOptions{})
+	st, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 3)}, dst, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,20 +218,20 @@ func TestRestoreSkipsBelowTargetOffset(t *testing.T) {
 func TestRestoreRejects(t *testing.T) {
 	cases := []struct {
 		name string
-		recs []Record
-		opts RestoreOptions
+		recs []changelog.Record
+		opts Options
 		want error
 	}{
-		{"offsets backwards", []Record{rec(5, "a", "1"), rec(4, "b", "1")}, RestoreOptions{}, ErrBadRecord},
-		{"duplicate offset", []Record{rec(5, "a", "1"), rec(5, "b", "1")}, RestoreOptions{}, ErrBadRecord},
-		{"local offset key", []Record{{Key: []byte("\xffoffset"), Value: []byte{0, 0, 0, 0, 0, 0, 0, 9}, Offset: 3}}, RestoreOptions{}, ErrBadRecord},
-		{"truncated key", []Record{{Key: []byte{0x01, 0, 0}, Offset: 3}}, RestoreOptions{}, ErrShortKey},
-		{"negative batch size", nil, RestoreOptions{BatchSize: -1}, ErrInvalidOptions},
+		{"offsets backwards", []changelog.Record{rec(5, "a", "1"), rec(4, "b", "1")}, Options{}, ErrBadRecord},
+		{"duplicate offset", []changelog.Record{rec(5, "a", "1"), rec(5, "b", "1")}, Options{}, ErrBadRecord},
+		{"local offset key", []changelog.Record{{Key: []byte("\xffoffset"), Value: []byte{0, 0, 0, 0, 0, 0, 0, 9}, Offset: 3}}, Options{}, ErrBadRecord},
+		{"truncated key", []changelog.Record{{Key: []byte{0x01, 0, 0}, Offset: 3}}, Options{}, changelog.ErrShortKey},
+		{"negative batch size", nil, Options{BatchSize: -1}, ErrInvalidOptions},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := newMapTarget()
-			_, err := Restore(context.Background(), &sliceSource{chunks: [][]Record{tc.recs}}, dst, tc.opts)
+			_, err := Restore(context.Background(), &sliceSource{chunks: [][]changelog.Record{tc.recs}}, dst, tc.opts)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err %v, want %v", err, tc.want)
 			}
@@ -237,9 +241,9 @@ func TestRestoreRejects(t *testing.T) {
 		})
 	}
 	t.Run("offset named", func(t *testing.T) {
-		_, err := Restore(context.Background(), &sliceSource{chunks: [][]Record{{{Key: []byte{0x07}, Offset: 42}}}}, newMapTarget(), RestoreOptions{})
-		if !errors.Is(err, ErrUnknownKind) || !strings.Contains(err.Error(), "offset 42") {
-			t.Fatalf("err %v should wrap ErrUnknownKind and name offset 42", err)
+		_, err := Restore(context.Background(), &sliceSource{chunks: [][]changelog.Record{{{Key: []byte{0x07}, Offset: 42}}}}, newMapTarget(), Options{})
+		if !errors.Is(err, changelog.ErrUnknownKind) || !strings.Contains(err.Error(), "offset 42") {
+			t.Fatalf("err %v should wrap changelog.ErrUnknownKind and name offset 42", err)
 		}
 	})
 }
@@ -248,11 +252,11 @@ func TestRestoreErrorsPropagate(t *testing.T) {
 	boom := errors.New("disk full")
 	dst := newMapTarget()
 	dst.fail = boom
-	_, err := Restore(context.Background(), &sliceSource{chunks: [][]Record{{rec(0, "a", "1")}}}, dst, RestoreOptions{})
+	_, err := Restore(context.Background(), &sliceSource{chunks: [][]changelog.Record{{rec(0, "a", "1")}}}, dst, Options{})
 	if !errors.Is(err, boom) {
 		t.Fatalf("apply error: %v", err)
 	}
-	_, err = Restore(context.Background(), errSource{boom}, newMapTarget(), RestoreOptions{})
+	_, err = Restore(context.Background(), errSource{boom}, newMapTarget(), Options{})
 	if !errors.Is(err, boom) || errors.Is(err, io.EOF) {
 		t.Fatalf("source error: %v", err)
 	}
@@ -260,7 +264,7 @@ func TestRestoreErrorsPropagate(t *testing.T) {
 
 type errSource struct{ err error }
 
-func (s errSource) Next(context.Context) ([]Record, error) { return nil, s.err }
+func (s errSource) Next(context.Context) ([]changelog.Record, error) { return nil, s.err }
 
 // endlessSource never reaches EOF: it yields one record per call, or waits
 // on ctx when blocking.
@@ -269,13 +273,13 @@ type endlessSource struct {
 	blocking bool
 }
 
-func (s *endlessSource) Next(ctx context.Context) ([]Record, error) {
+func (s *endlessSource) Next(ctx context.Context) ([]changelog.Record, error) {
 	if s.blocking && s.off >= 3 {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
 	s.off++
-	return []Record{rec(s.off-1, "k", "v")}, nil
+	return []changelog.Record{rec(s.off-1, "k", "v")}, nil
 }
 
 func TestRestoreCancel(t *testing.T) {
@@ -284,10 +288,10 @@ func TestRestoreCancel(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			dst := newMapTarget()
 			done := make(chan error, 1)
-			var st RestoreStats
+			var st Stats
 			go func() {
 				var err error
-				st, err = Restore(ctx, &endlessSource{blocking: blocking}, dst, RestoreOptions{BatchSize: 2})
+				st, err = Restore(ctx, &endlessSource{blocking: blocking}, dst, Options{BatchSize: 2})
 				done <- err
 			}()
 			time.Sleep(20 * time.Millisecond)
@@ -313,12 +317,12 @@ func TestRestoreProgressLog(t *testing.T) {
 	clock := func() time.Time { now = now.Add(700 * time.Millisecond); return now }
 	var lines []string
 	logf := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
-	var recs []Record
+	var recs []changelog.Record
 	for i := range 20 {
 		recs = append(recs, rec(int64(i), fmt.Sprint(i), "v"))
 	}
 	st, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 2)}, newMapTarget(),
-		RestoreOptions{BatchSize: 2, Logf: logf, EndOffset: 20, Now: clock})
+		Options{BatchSize: 2, Logf: logf, EndOffset: 20, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package state_test
+package shard_test
 
 import (
 	"bytes"
@@ -13,8 +13,9 @@ import (
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/shard"
+	"github.com/kstate/kstate/internal/timers"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/timers"
 )
 
 // The model test runs random operations on value, list and map variables
@@ -107,10 +108,10 @@ func (m *model) expire(now int64) {
 
 // vars are the shard's declared variables.
 type vars struct {
-	v  [2]*state.ValueState[int64]
-	l  [2]*state.ListState[string]
-	m0 *state.MapState[int64, string]
-	m1 *state.MapState[string, float64]
+	v  [2]state.ValueState[int64]
+	l  [2]state.ListState[string]
+	m0 state.MapState[int64, string]
+	m1 state.MapState[string, float64]
 	tm *timers.Timers
 }
 
@@ -119,13 +120,13 @@ type modelRun struct {
 	rng      *rand.Rand
 	log      log
 	now      int64
-	s        *state.Shard
+	s        *shard.Shard
 	vs       vars
 	durable  *model // committed (in the changelog and, after Commit, in the store)
 	pending  *model // durable + staged declarations (DeleteIfExists)
 	work     *model // pending + the batch in progress
-	fresh    func() (*state.Shard, error)
-	reopen   func() (*state.Shard, error) // the old "directory"
+	fresh    func() (*shard.Shard, error)
+	reopen   func() (*shard.Shard, error) // the old "directory"
 	closeOld func()                       // releases the old directory's resources
 	ops      int
 	restarts map[string]int
@@ -158,17 +159,17 @@ func (r *modelRun) declare(drop bool) {
 		r.pending.m1 = map[string]map[string]mItem[float64]{}
 		r.work = r.pending.clone()
 	}
-	r.vs.v[0], err = state.NewValueState(s, "v0", state.Int64())
+	r.vs.v[0], err = shard.NewValueState(s, "v0", state.Int64())
 	r.check(err)
-	r.vs.v[1], err = state.NewValueState(s, "v1", state.Int64(), state.WithTTL(ttlV1*time.Millisecond))
+	r.vs.v[1], err = shard.NewValueState(s, "v1", state.Int64(), state.WithTTL(ttlV1*time.Millisecond))
 	r.check(err)
-	r.vs.l[0], err = state.NewListState(s, "l0", state.String())
+	r.vs.l[0], err = shard.NewListState(s, "l0", state.String())
 	r.check(err)
-	r.vs.l[1], err = state.NewListState(s, "l1", state.String(), state.WithTTL(ttlL1*time.Millisecond))
+	r.vs.l[1], err = shard.NewListState(s, "l1", state.String(), state.WithTTL(ttlL1*time.Millisecond))
 	r.check(err)
-	r.vs.m0, err = state.NewMapState(s, "m0", state.Int64(), state.String())
+	r.vs.m0, err = shard.NewMapState(s, "m0", state.Int64(), state.String())
 	r.check(err)
-	r.vs.m1, err = state.NewMapState(s, "m1", state.String(), state.Float64(), state.WithTTL(ttlM1*time.Millisecond))
+	r.vs.m1, err = shard.NewMapState(s, "m1", state.String(), state.Float64(), state.WithTTL(ttlM1*time.Millisecond))
 	r.check(err)
 	r.vs.tm = timers.New(s)
 }
@@ -177,7 +178,7 @@ func (r *modelRun) declare(drop bool) {
 // fromKafka: the model state the changelog holds.
 func (r *modelRun) restart(fromKafka *model) {
 	r.check(r.s.Close())
-	var s *state.Shard
+	var s *shard.Shard
 	var err error
 	switch mode := r.rng.IntN(4); mode {
 	case 0, 1: // fresh shard, whole changelog (mode 1: twice)
@@ -575,7 +576,7 @@ func (r *modelRun) batch() {
 	}
 }
 
-func runModel(t *testing.T, seed uint64, batches int, fresh func() (*state.Shard, error), reopen func() (*state.Shard, error), closeOld func()) {
+func runModel(t *testing.T, seed uint64, batches int, fresh func() (*shard.Shard, error), reopen func() (*shard.Shard, error), closeOld func()) {
 	r := &modelRun{
 		t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), now: 1000,
 		durable: newModel(), pending: newModel(), work: newModel(),
@@ -608,12 +609,12 @@ func TestModelMemory(t *testing.T) {
 			// The "directory" of a memory shard is its store, kept open across
 			// shard Close by noClose.
 			var store kv.Store
-			fresh := func() (*state.Shard, error) {
+			fresh := func() (*shard.Shard, error) {
 				store = kv.NewMemory()
-				return state.OpenShard(state.ShardOptions{Backend: noClose{store}, AllowTTL: true})
+				return shard.OpenShard(shard.ShardOptions{Backend: noClose{store}, AllowTTL: true})
 			}
-			reopen := func() (*state.Shard, error) {
-				return state.OpenShard(state.ShardOptions{Backend: noClose{store}, AllowTTL: true})
+			reopen := func() (*shard.Shard, error) {
+				return shard.OpenShard(shard.ShardOptions{Backend: noClose{store}, AllowTTL: true})
 			}
 			runModel(t, seed, batches, fresh, reopen, func() {})
 		})
@@ -627,11 +628,11 @@ func TestModelRocksDB(t *testing.T) {
 	root := t.TempDir()
 	n := 0
 	var dir string
-	fresh := func() (*state.Shard, error) {
+	fresh := func() (*shard.Shard, error) {
 		n++
 		dir = filepath.Join(root, fmt.Sprint("shard", n))
-		return state.OpenShard(state.ShardOptions{Dir: dir, AllowTTL: true})
+		return shard.OpenShard(shard.ShardOptions{Dir: dir, AllowTTL: true})
 	}
-	reopen := func() (*state.Shard, error) { return state.OpenShard(state.ShardOptions{Dir: dir, AllowTTL: true}) }
+	reopen := func() (*shard.Shard, error) { return shard.OpenShard(shard.ShardOptions{Dir: dir, AllowTTL: true}) }
 	runModel(t, 7, 400, fresh, reopen, func() {})
 }

@@ -1,10 +1,11 @@
-package state_test
+package shard_test
 
 import (
 	"maps"
 	"slices"
 	"testing"
 
+	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/state"
 )
 
@@ -35,8 +36,8 @@ func TestValueState(t *testing.T) {
 			// (reads then come from the store rather than from staging).
 			for _, perStep := range []bool{false, true} {
 				s := openMem(t, false)
-				var v *state.ValueState[int64]
-				declare(t, s, func() { v = must[*state.ValueState[int64]](t)(state.NewValueState(s, "v", state.Int64())) })
+				var v state.ValueState[int64]
+				declare(t, s, func() { v = must[state.ValueState[int64]](t)(shard.NewValueState(s, "v", state.Int64())) })
 				s.Begin(1000)
 				for i, st := range tc.steps {
 					if perStep && i > 0 {
@@ -70,8 +71,8 @@ func TestValueState(t *testing.T) {
 func TestValueStateStructAndNil(t *testing.T) {
 	type point struct{ X, Y int }
 	s := openMem(t, false)
-	var v *state.ValueState[*point]
-	declare(t, s, func() { v = must[*state.ValueState[*point]](t)(state.NewValueState(s, "p", state.JSON[*point]())) })
+	var v state.ValueState[*point]
+	declare(t, s, func() { v = must[state.ValueState[*point]](t)(shard.NewValueState(s, "p", state.JSON[*point]())) })
 	s.Begin(0)
 	s.SetCurrentKey([]byte("k"))
 	wantErr(t, v.Update(nil), state.ErrNilValue, `ValueState "p"`, "Update")
@@ -106,8 +107,8 @@ func TestListState(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, perStep := range []bool{false, true} {
 				s := openMem(t, false)
-				var l *state.ListState[string]
-				declare(t, s, func() { l = must[*state.ListState[string]](t)(state.NewListState(s, "l", state.String())) })
+				var l state.ListState[string]
+				declare(t, s, func() { l = must[state.ListState[string]](t)(shard.NewListState(s, "l", state.String())) })
 				s.Begin(0)
 				for i, st := range tc.steps {
 					if perStep && i > 0 {
@@ -144,8 +145,8 @@ func TestListState(t *testing.T) {
 
 func TestListStateMisuse(t *testing.T) {
 	s := openMem(t, false)
-	var l *state.ListState[*int]
-	declare(t, s, func() { l = must[*state.ListState[*int]](t)(state.NewListState(s, "items", state.JSON[*int]())) })
+	var l state.ListState[*int]
+	declare(t, s, func() { l = must[state.ListState[*int]](t)(shard.NewListState(s, "items", state.JSON[*int]())) })
 	s.Begin(0)
 	s.SetCurrentKey([]byte("k"))
 	one := 1
@@ -162,13 +163,13 @@ func TestListStateMisuse(t *testing.T) {
 
 func TestMapStateOrder(t *testing.T) {
 	s := openMem(t, false)
-	var mi *state.MapState[int64, string]
-	var ms *state.MapState[string, float64]
-	var mf *state.MapState[float64, bool]
+	var mi state.MapState[int64, string]
+	var ms state.MapState[string, float64]
+	var mf state.MapState[float64, bool]
 	declare(t, s, func() {
-		mi = must[*state.MapState[int64, string]](t)(state.NewMapState(s, "byInt", state.Int64(), state.String()))
-		ms = must[*state.MapState[string, float64]](t)(state.NewMapState(s, "byString", state.String(), state.Float64()))
-		mf = must[*state.MapState[float64, bool]](t)(state.NewMapState(s, "byFloat", state.Float64(), state.Bool()))
+		mi = must[state.MapState[int64, string]](t)(shard.NewMapState(s, "byInt", state.Int64(), state.String()))
+		ms = must[state.MapState[string, float64]](t)(shard.NewMapState(s, "byString", state.String(), state.Float64()))
+		mf = must[state.MapState[float64, bool]](t)(shard.NewMapState(s, "byFloat", state.Float64(), state.Bool()))
 	})
 	ints := []int64{5, -1, 0, -300, 1 << 40, -(1 << 40), 7}
 	strs := []string{"b", "", "ab", "a", "B", "ba"}
@@ -225,9 +226,9 @@ func TestMapStateOrder(t *testing.T) {
 
 func TestMapStateOps(t *testing.T) {
 	s := openMem(t, false)
-	var m *state.MapState[string, int]
+	var m state.MapState[string, int]
 	declare(t, s, func() {
-		m = must[*state.MapState[string, int]](t)(state.NewMapState(s, "m", state.String(), state.Int()))
+		m = must[state.MapState[string, int]](t)(shard.NewMapState(s, "m", state.String(), state.Int()))
 	})
 	s.Begin(0)
 	s.SetCurrentKey([]byte("g1"))

@@ -1,4 +1,4 @@
-package state_test
+package shard_test
 
 import (
 	"bytes"
@@ -10,21 +10,22 @@ import (
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/state"
 )
 
 func TestShardDirLock(t *testing.T) {
 	dir := t.TempDir()
-	s, err := state.OpenShard(state.ShardOptions{Dir: dir, Backend: kv.NewMemory()})
+	s, err := shard.OpenShard(shard.ShardOptions{Dir: dir, Backend: kv.NewMemory()})
 	noErr(t, err)
-	_, err = state.OpenShard(state.ShardOptions{Dir: dir, Backend: kv.NewMemory()})
+	_, err = shard.OpenShard(shard.ShardOptions{Dir: dir, Backend: kv.NewMemory()})
 	wantErr(t, err, state.ErrLocked, dir, "another process")
 	noErr(t, s.Close())
 	noErr(t, s.Close()) // idempotent
-	s, err = state.OpenShard(state.ShardOptions{Dir: dir, Backend: kv.NewMemory()})
+	s, err = shard.OpenShard(shard.ShardOptions{Dir: dir, Backend: kv.NewMemory()})
 	noErr(t, err) // the lock was released
 	noErr(t, s.Close())
-	_, err = state.OpenShard(state.ShardOptions{})
+	_, err = shard.OpenShard(shard.ShardOptions{})
 	if err == nil {
 		t.Fatal("OpenShard without Dir and Backend succeeded")
 	}
@@ -32,11 +33,11 @@ func TestShardDirLock(t *testing.T) {
 
 func TestShardStagingNotInStoreBeforeCommit(t *testing.T) {
 	store := kv.NewMemory()
-	s, err := state.OpenShard(state.ShardOptions{Backend: noClose{store}})
+	s, err := shard.OpenShard(shard.ShardOptions{Backend: noClose{store}})
 	noErr(t, err)
 	defer s.Close()
-	var v *state.ValueState[string]
-	declare(t, s, func() { v = must[*state.ValueState[string]](t)(state.NewValueState(s, "v", state.String())) })
+	var v state.ValueState[string]
+	declare(t, s, func() { v = must[state.ValueState[string]](t)(shard.NewValueState(s, "v", state.String())) })
 	storeKeys := func() int {
 		it := store.NewIter(nil, nil)
 		defer it.Close()
@@ -92,11 +93,11 @@ func TestShardStagingNotInStoreBeforeCommit(t *testing.T) {
 
 func TestShardBatchMisuse(t *testing.T) {
 	s := openMem(t, false)
-	var v *state.ValueState[int]
-	var m *state.MapState[int, int]
+	var v state.ValueState[int]
+	var m state.MapState[int, int]
 	declare(t, s, func() {
-		v = must[*state.ValueState[int]](t)(state.NewValueState(s, "count", state.Int()))
-		m = must[*state.MapState[int, int]](t)(state.NewMapState(s, "seen", state.Int(), state.Int()))
+		v = must[state.ValueState[int]](t)(shard.NewValueState(s, "count", state.Int()))
+		m = must[state.MapState[int, int]](t)(shard.NewMapState(s, "seen", state.Int(), state.Int()))
 	})
 	wantErr(t, v.Update(1), state.ErrNoBatch, `ValueState "count"`, "Update")
 	_, _, err := m.GetValue(1)
@@ -107,26 +108,26 @@ func TestShardBatchMisuse(t *testing.T) {
 	s.Begin(0)
 	wantErr(t, v.Update(1), state.ErrNoKey, `ValueState "count"`, "Update")
 	s.SetCurrentKey([]byte("k"))
-	wantErr(t, s.Commit(1), state.ErrNotFinished, "Commit")
+	wantErr(t, s.Commit(1), shard.ErrNotFinished, "Commit")
 	_, err = s.Finish()
 	noErr(t, err)
-	wantErr(t, v.Update(1), state.ErrFinished, `ValueState "count"`, "Update")
-	wantErr(t, s.Put(changelog.TimerKey(1, []byte("k")), []byte{1}), state.ErrFinished, "Put")
+	wantErr(t, v.Update(1), shard.ErrFinished, `ValueState "count"`, "Update")
+	wantErr(t, s.Put(changelog.TimerKey(1, []byte("k")), []byte{1}), shard.ErrFinished, "Put")
 	if _, _, err := v.Get(); err != nil { // reads after Finish are fine
 		t.Fatal(err)
 	}
-	wantErr(t, s.ApplyChangelog(nil, 0), state.ErrInBatch, "ApplyChangelog")
+	wantErr(t, s.ApplyChangelog(nil, 0), shard.ErrInBatch, "ApplyChangelog")
 	noErr(t, s.Commit(1))
 	s.Begin(0)
 	s.Begin(0) // Begin inside a batch poisons the batch
 	_, err = s.Finish()
-	wantErr(t, err, state.ErrInBatch, "Begin")
+	wantErr(t, err, shard.ErrInBatch, "Begin")
 	s.Abort()
 	s.Begin(0)
 	s.SetCurrentKey([]byte("k"))
 	wantErr(t, s.Put([]byte{0xff, 'x'}, []byte{1}), nil, "outside the shard key spaces")
-	wantErr(t, s.Put(changelog.MetaKey("x"), nil), state.ErrEmptyValue, "Put")
-	wantErr(t, s.PutMeta("x", []byte{}), state.ErrEmptyValue, "PutMeta")
+	wantErr(t, s.Put(changelog.MetaKey("x"), nil), shard.ErrEmptyValue, "Put")
+	wantErr(t, s.PutMeta("x", []byte{}), shard.ErrEmptyValue, "PutMeta")
 	s.Abort()
 	noErr(t, s.Close())
 	wantErr(t, v.Update(1), state.ErrClosed, `ValueState "count"`, "Update")
@@ -138,23 +139,23 @@ func TestShardBatchMisuse(t *testing.T) {
 
 func TestDeclarationMisuse(t *testing.T) {
 	s := openMem(t, true)
-	_, err := state.NewValueState(s, "late", state.Int())
+	_, err := shard.NewValueState(s, "late", state.Int())
 	wantErr(t, err, state.ErrNotDeclaring, `ValueState "late"`, "NewValueState", "Init")
 	wantErr(t, s.DeleteIfExists("late"), state.ErrNotDeclaring, `"late"`, "DeleteIfExists")
 	declare(t, s, func() {
-		_, err := state.NewValueState(s, "x", state.Int())
+		_, err := shard.NewValueState(s, "x", state.Int())
 		noErr(t, err)
-		_, err = state.NewListState(s, "x", state.Int())
+		_, err = shard.NewListState(s, "x", state.Int())
 		wantErr(t, err, state.ErrDuplicate, `ListState "x"`, "NewListState")
-		_, err = state.NewValueState[int](s, "nilcodec", nil)
+		_, err = shard.NewValueState[int](s, "nilcodec", nil)
 		wantErr(t, err, nil, `ValueState "nilcodec"`, "nil codec")
-		_, err = state.NewValueState(s, "", state.Int())
+		_, err = shard.NewValueState(s, "", state.Int())
 		wantErr(t, err, nil, "empty state variable name")
 		wantErr(t, s.DeleteIfExists("x"), nil, `"x"`, "declared in this Init")
 	})
 	// A new Init (e.g. after a restart in the same process) may declare x again.
 	declare(t, s, func() {
-		_, err := state.NewValueState(s, "x", state.Int())
+		_, err := shard.NewValueState(s, "x", state.Int())
 		noErr(t, err)
 	})
 }
@@ -162,27 +163,27 @@ func TestDeclarationMisuse(t *testing.T) {
 func TestKindChangeAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	store := kv.NewMemory()
-	open := func() *state.Shard {
-		s, err := state.OpenShard(state.ShardOptions{Dir: dir, Backend: noClose{store}})
+	open := func() *shard.Shard {
+		s, err := shard.OpenShard(shard.ShardOptions{Dir: dir, Backend: noClose{store}})
 		noErr(t, err)
 		return s
 	}
 	s := open()
-	var v *state.ValueState[int]
-	declare(t, s, func() { v = must[*state.ValueState[int]](t)(state.NewValueState(s, "total", state.Int())) })
+	var v state.ValueState[int]
+	declare(t, s, func() { v = must[state.ValueState[int]](t)(shard.NewValueState(s, "total", state.Int())) })
 	commit(t, s, nil, 0, func() { s.SetCurrentKey([]byte("a")); noErr(t, v.Update(7)) })
 	noErr(t, s.Close())
 
 	s = open()
 	declare(t, s, func() {
-		_, err := state.NewListState(s, "total", state.Int())
+		_, err := shard.NewListState(s, "total", state.Int())
 		wantErr(t, err, state.ErrKindChanged, `ListState "total"`, "NewListState", "was a value state", "now declared as a list state", "DeleteIfExists")
 	})
 	noErr(t, s.Close())
 
 	// The same declaration keeps the id and the data.
 	s = open()
-	declare(t, s, func() { v = must[*state.ValueState[int]](t)(state.NewValueState(s, "total", state.Int())) })
+	declare(t, s, func() { v = must[state.ValueState[int]](t)(shard.NewValueState(s, "total", state.Int())) })
 	s.Begin(0)
 	s.SetCurrentKey([]byte("a"))
 	if got, ok, _ := v.Get(); !ok || got != 7 {
@@ -194,11 +195,11 @@ func TestKindChangeAcrossRestart(t *testing.T) {
 	// Dropping it and re-declaring with another kind works, and the old data
 	// is gone (tombstoned, new id).
 	s = open()
-	var l *state.ListState[int]
+	var l state.ListState[int]
 	declare(t, s, func() {
 		noErr(t, s.DeleteIfExists("total"))
 		noErr(t, s.DeleteIfExists("never-existed"))
-		l = must[*state.ListState[int]](t)(state.NewListState(s, "total", state.Int()))
+		l = must[state.ListState[int]](t)(shard.NewListState(s, "total", state.Int()))
 	})
 	recs := commit(t, s, nil, 0, func() {})
 	tomb := 0
@@ -227,9 +228,9 @@ func TestKindChangeAcrossRestart(t *testing.T) {
 
 func TestDeleteIfExistsRemovesTTLIndex(t *testing.T) {
 	s := openMem(t, true)
-	var m *state.MapState[string, string]
+	var m state.MapState[string, string]
 	declare(t, s, func() {
-		m = must[*state.MapState[string, string]](t)(state.NewMapState(s, "m", state.String(), state.String(), state.WithTTL(time.Hour)))
+		m = must[state.MapState[string, string]](t)(shard.NewMapState(s, "m", state.String(), state.String(), state.WithTTL(time.Hour)))
 	})
 	commit(t, s, nil, 0, func() {
 		for _, k := range []string{"a", "b", "c"} {
@@ -255,8 +256,8 @@ func TestDeclarationsSurviveAbort(t *testing.T) {
 	// Declarations are staged until a Commit: an aborted first batch must
 	// not lose the registry entry the variable's id depends on.
 	s := openMem(t, false)
-	var v *state.ValueState[int]
-	declare(t, s, func() { v = must[*state.ValueState[int]](t)(state.NewValueState(s, "v", state.Int())) })
+	var v state.ValueState[int]
+	declare(t, s, func() { v = must[state.ValueState[int]](t)(shard.NewValueState(s, "v", state.Int())) })
 	s.Begin(0)
 	s.SetCurrentKey([]byte("k"))
 	noErr(t, v.Update(1))
@@ -271,8 +272,8 @@ func TestDeclarationsSurviveAbort(t *testing.T) {
 	}
 	// Restore after declaring is refused: it could change the ids under the
 	// declared variables.
-	wantErr(t, s.ApplyChangelog(nil, 0), state.ErrRestoreAfterDeclare, "ApplyChangelog", "before Init")
-	wantErr(t, s.Wipe(), state.ErrRestoreAfterDeclare, "Wipe")
+	wantErr(t, s.ApplyChangelog(nil, 0), shard.ErrRestoreAfterDeclare, "ApplyChangelog", "before Init")
+	wantErr(t, s.Wipe(), shard.ErrRestoreAfterDeclare, "Wipe")
 }
 
 func TestMetaStaging(t *testing.T) {
@@ -304,11 +305,11 @@ func TestApplyChangelogAndWipe(t *testing.T) {
 	// (twice: idempotent), compare, then Wipe.
 	src := openMem(t, true)
 	var l log
-	var v *state.ValueState[string]
-	var li *state.ListState[int]
+	var v state.ValueState[string]
+	var li state.ListState[int]
 	declare(t, src, func() {
-		v = must[*state.ValueState[string]](t)(state.NewValueState(src, "v", state.String(), state.WithTTL(time.Hour)))
-		li = must[*state.ListState[int]](t)(state.NewListState(src, "l", state.Int()))
+		v = must[state.ValueState[string]](t)(shard.NewValueState(src, "v", state.String(), state.WithTTL(time.Hour)))
+		li = must[state.ListState[int]](t)(shard.NewListState(src, "l", state.Int()))
 	})
 	commit(t, src, &l, 0, func() {
 		src.SetCurrentKey([]byte("a"))
@@ -320,7 +321,7 @@ func TestApplyChangelogAndWipe(t *testing.T) {
 		noErr(t, v.Update("2"))
 		noErr(t, li.Put([]int{9}))
 	})
-	dump := func(s *state.Shard) []string {
+	dump := func(s *shard.Shard) []string {
 		var out []string
 		noErr(t, s.Scan(nil, nil, func(k, val []byte) bool { out = append(out, string(k)+"="+string(val)); return true }))
 		return out
@@ -348,13 +349,13 @@ func TestApplyChangelogAndWipe(t *testing.T) {
 
 func TestShardOnRocksDB(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "shard")
-	s, err := state.OpenShard(state.ShardOptions{Dir: dir})
+	s, err := shard.OpenShard(shard.ShardOptions{Dir: dir})
 	noErr(t, err)
-	_, err = state.OpenShard(state.ShardOptions{Dir: dir})
+	_, err = shard.OpenShard(shard.ShardOptions{Dir: dir})
 	wantErr(t, err, state.ErrLocked, dir)
-	var m *state.MapState[int64, string]
+	var m state.MapState[int64, string]
 	declare(t, s, func() {
-		m = must[*state.MapState[int64, string]](t)(state.NewMapState(s, "m", state.Int64(), state.String()))
+		m = must[state.MapState[int64, string]](t)(shard.NewMapState(s, "m", state.Int64(), state.String()))
 	})
 	commit(t, s, nil, 0, func() {
 		s.SetCurrentKey([]byte("k"))
@@ -364,14 +365,14 @@ func TestShardOnRocksDB(t *testing.T) {
 	})
 	off := s.ChangelogOffset()
 	noErr(t, s.Close())
-	s, err = state.OpenShard(state.ShardOptions{Dir: dir})
+	s, err = shard.OpenShard(shard.ShardOptions{Dir: dir})
 	noErr(t, err)
 	defer s.Close()
 	if s.ChangelogOffset() != off || off == 0 {
 		t.Fatalf("offset after reopen = %d, want %d", s.ChangelogOffset(), off)
 	}
 	declare(t, s, func() {
-		m = must[*state.MapState[int64, string]](t)(state.NewMapState(s, "m", state.Int64(), state.String()))
+		m = must[state.MapState[int64, string]](t)(shard.NewMapState(s, "m", state.Int64(), state.String()))
 	})
 	s.Begin(0)
 	s.SetCurrentKey([]byte("k"))

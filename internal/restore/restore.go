@@ -1,4 +1,4 @@
-package changelog
+package restore
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/kstate/kstate/changelog"
 )
 
 // Source reads the changelog records of one partition, in offset order,
@@ -21,7 +23,7 @@ type Source interface {
 	// should block for a while, e.g. one fetch, rather than return at once),
 	// or io.EOF once the end offset captured when the source was opened is
 	// reached. It should return ctx's error when ctx is done.
-	Next(ctx context.Context) ([]Record, error)
+	Next(ctx context.Context) ([]changelog.Record, error)
 }
 
 // Positioner is an optional capability of a Source. Position returns the
@@ -44,11 +46,11 @@ type Target interface {
 	// ApplyChangelog writes recs and nextOffset in one atomic write. recs may
 	// be empty when only the offset advances. Restore reuses the slice (not
 	// the records' Key/Value) after the call returns.
-	ApplyChangelog(recs []Record, nextOffset int64) error
+	ApplyChangelog(recs []changelog.Record, nextOffset int64) error
 }
 
-// RestoreOptions tune Restore. The zero value works.
-type RestoreOptions struct {
+// Options tune Restore. The zero value works.
+type Options struct {
 	// BatchSize is the number of records per ApplyChangelog call (one store
 	// write), overriding the default of 10,000. Restore speed is bounded by
 	// the store's batch write rate, and large batches amortise the per-write
@@ -65,8 +67,8 @@ type RestoreOptions struct {
 	Now func() time.Time
 }
 
-// RestoreStats describe one Restore.
-type RestoreStats struct {
+// Stats describe one Restore.
+type Stats struct {
 	Records    int64         // records applied (records below FromOffset are skipped, not counted)
 	Duration   time.Duration // wall time of the restore
 	FromOffset int64         // the target's offset when Restore started
@@ -78,9 +80,9 @@ const (
 	progressEvery       = 2 * time.Second
 )
 
-func (o *RestoreOptions) ensureDefaults() error {
+func (o *Options) ensureDefaults() error {
 	if o.BatchSize < 0 {
-		return fmt.Errorf("%w: RestoreOptions.BatchSize %d is negative", ErrInvalidOptions, o.BatchSize)
+		return fmt.Errorf("%w: Options.BatchSize %d is negative", ErrInvalidOptions, o.BatchSize)
 	}
 	if o.BatchSize == 0 {
 		o.BatchSize = defaultRestoreBatch
@@ -100,16 +102,16 @@ func (o *RestoreOptions) ensureDefaults() error {
 // key, so applying records again yields the same shard. Records below dst's
 // offset (a source opened too early) are skipped, so dst's offset never
 // moves backwards.
-func Restore(ctx context.Context, src Source, dst Target, o RestoreOptions) (RestoreStats, error) {
+func Restore(ctx context.Context, src Source, dst Target, o Options) (Stats, error) {
 	if err := o.ensureDefaults(); err != nil {
-		return RestoreStats{}, err
+		return Stats{}, err
 	}
 	r := &restorer{dst: dst, o: o, start: o.Now()}
 	r.st.FromOffset = dst.ChangelogOffset()
 	r.st.ToOffset = r.st.FromOffset
 	r.next = r.st.FromOffset
 	r.lastLog = r.start
-	r.pending = make([]Record, 0, min(o.BatchSize, 64<<10))
+	r.pending = make([]changelog.Record, 0, min(o.BatchSize, 64<<10))
 
 	for {
 		if err := ctx.Err(); err != nil {
@@ -148,22 +150,22 @@ func Restore(ctx context.Context, src Source, dst Target, o RestoreOptions) (Res
 
 type restorer struct {
 	dst     Target
-	o       RestoreOptions
+	o       Options
 	start   time.Time
 	lastLog time.Time
-	st      RestoreStats
-	pending []Record
+	st      Stats
+	pending []changelog.Record
 	next    int64 // offset after the last pending record (or the applied offset when none)
 }
 
-func (r *restorer) add(rec Record) error {
+func (r *restorer) add(rec changelog.Record) error {
 	if rec.Offset < r.next {
 		if rec.Offset < r.st.FromOffset {
 			return nil // already in the target
 		}
 		return fmt.Errorf("%w: offset %d after offset %d (offsets must increase)", ErrBadRecord, rec.Offset, r.next-1)
 	}
-	if _, err := DecodeKey(rec.Key); err != nil {
+	if _, err := changelog.DecodeKey(rec.Key); err != nil {
 		return fmt.Errorf("%w at offset %d: key %x: %w", ErrBadRecord, rec.Offset, rec.Key, err)
 	}
 	r.pending = append(r.pending, rec)
@@ -209,7 +211,7 @@ func (r *restorer) progress() {
 	r.o.Logf("changelog: restoring: %d records (%.0f records/s), offset %d", r.st.Records, rate(r.st.Records, el), r.st.ToOffset)
 }
 
-func (r *restorer) stats() RestoreStats {
+func (r *restorer) stats() Stats {
 	st := r.st
 	st.Duration = r.o.Now().Sub(r.start)
 	return st

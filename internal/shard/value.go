@@ -1,27 +1,30 @@
-package state
+package shard
 
-import "github.com/kstate/kstate/changelog"
+import (
+	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/state"
+)
 
 // ValueState holds one value of T per grouping key.
-type ValueState[T any] struct {
+type valueState[T any] struct {
 	varBase
-	c       Codec[T]
+	c       state.Codec[T]
 	nilable bool
 }
 
 // NewValueState declares a ValueState (only during Init).
-func NewValueState[T any](s *Shard, name string, c Codec[T], opts ...Option) (*ValueState[T], error) {
+func NewValueState[T any](s *Shard, name string, c state.Codec[T], opts ...state.Option) (state.ValueState[T], error) {
 	b, err := s.declare("ValueState", kindValue, name, schemaOf(c), "", []any{c}, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &ValueState[T]{varBase: b, c: c, nilable: nilable[T]()}, nil
+	return &valueState[T]{varBase: b, c: c, nilable: nilable[T]()}, nil
 }
 
-func (v *ValueState[T]) key() []byte { return changelog.StateKey(v.id, v.s.key, nil) }
+func (v *valueState[T]) key() []byte { return changelog.StateKey(v.id, v.s.key, nil) }
 
 // Exists reports whether the current key has a (non-expired) value.
-func (v *ValueState[T]) Exists() (bool, error) {
+func (v *valueState[T]) Exists() (bool, error) {
 	if err := v.check("Exists", false); err != nil {
 		return false, err
 	}
@@ -30,7 +33,7 @@ func (v *ValueState[T]) Exists() (bool, error) {
 }
 
 // Get returns the current key's value, or ok=false when there is none.
-func (v *ValueState[T]) Get() (T, bool, error) {
+func (v *valueState[T]) Get() (T, bool, error) {
 	var zero T
 	if err := v.check("Get", false); err != nil {
 		return zero, false, err
@@ -47,12 +50,12 @@ func (v *ValueState[T]) Get() (T, bool, error) {
 }
 
 // Update replaces the current key's value (and resets its TTL).
-func (v *ValueState[T]) Update(val T) error {
+func (v *valueState[T]) Update(val T) error {
 	if err := v.check("Update", true); err != nil {
 		return err
 	}
 	if v.nilable && isNil(val) {
-		return v.err("Update", ErrNilValue)
+		return v.err("Update", state.ErrNilValue)
 	}
 	p, err := v.c.Encode(val)
 	if err != nil {
@@ -66,7 +69,7 @@ func (v *ValueState[T]) Update(val T) error {
 }
 
 // Clear removes the current key's value; a no-op when there is none.
-func (v *ValueState[T]) Clear() error {
+func (v *valueState[T]) Clear() error {
 	if err := v.check("Clear", true); err != nil {
 		return err
 	}

@@ -4,15 +4,15 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/timers"
+
+	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/shard"
 )
 
-// Timer is one registered timer: a grouping key and an expiry (ms).
-type Timer struct {
-	Key    []byte
-	Expiry int64
-}
+// Timer is one registered timer (the public timers.Timer).
+type Timer = timers.Timer
 
 // Stats are cumulative timer counters of committed batches.
 type Stats struct {
@@ -25,11 +25,11 @@ type Stats struct {
 // (expiry, key) to fire in order, and changelog.TimerByKey (key, expiry) to
 // list one key's timers. All operations are staged in the shard's batch.
 type Timers struct {
-	s *state.Shard
+	s *shard.Shard
 }
 
 // New returns the timers of shard s.
-func New(s *state.Shard) *Timers { return &Timers{s: s} }
+func New(s *shard.Shard) *Timers { return &Timers{s: s} }
 
 // value is stored under both index keys: an empty payload behind a normal
 // value header, so no changelog record is empty (Kafka cannot tell an empty

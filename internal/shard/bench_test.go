@@ -1,4 +1,4 @@
-package state_test
+package shard_test
 
 import (
 	"fmt"
@@ -7,24 +7,25 @@ import (
 	"testing"
 
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/shard"
+	"github.com/kstate/kstate/internal/timers"
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/timers"
 )
 
 // Benchmarks run every hot path on both backends. Batches commit every
 // 1,000 operations (Finish + Commit included in the time), over 1,000
 // grouping keys, so reads hit both staging and the store.
 
-func benchBackends(b *testing.B, fn func(b *testing.B, s *state.Shard)) {
+func benchBackends(b *testing.B, fn func(b *testing.B, s *shard.Shard)) {
 	for _, backend := range []string{"memory", "rocksdb"} {
 		b.Run(backend, func(b *testing.B) {
-			o := state.ShardOptions{AllowTTL: true}
+			o := shard.ShardOptions{AllowTTL: true}
 			if backend == "memory" {
 				o.Backend = kv.NewMemory()
 			} else {
 				o.Dir = filepath.Join(b.TempDir(), "shard")
 			}
-			s, err := state.OpenShard(o)
+			s, err := shard.OpenShard(o)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -43,7 +44,7 @@ var benchKeys = func() [][]byte {
 }()
 
 // batched runs op b.N times in batches of 1,000 and commits them.
-func batched(b *testing.B, s *state.Shard, op func(i int) error) {
+func batched(b *testing.B, s *shard.Shard, op func(i int) error) {
 	b.Helper()
 	s.Begin(0)
 	for i := 0; b.Loop(); i++ {
@@ -65,9 +66,9 @@ func batched(b *testing.B, s *state.Shard, op func(i int) error) {
 }
 
 func BenchmarkValueUpdateGet(b *testing.B) {
-	benchBackends(b, func(b *testing.B, s *state.Shard) {
-		var v *state.ValueState[int64]
-		declare(b, s, func() { v = must[*state.ValueState[int64]](b)(state.NewValueState(s, "count", state.Int64())) })
+	benchBackends(b, func(b *testing.B, s *shard.Shard) {
+		var v state.ValueState[int64]
+		declare(b, s, func() { v = must[state.ValueState[int64]](b)(shard.NewValueState(s, "count", state.Int64())) })
 		batched(b, s, func(i int) error {
 			n, _, err := v.Get()
 			if err != nil {
@@ -79,18 +80,18 @@ func BenchmarkValueUpdateGet(b *testing.B) {
 }
 
 func BenchmarkListAppend(b *testing.B) {
-	benchBackends(b, func(b *testing.B, s *state.Shard) {
-		var l *state.ListState[string]
-		declare(b, s, func() { l = must[*state.ListState[string]](b)(state.NewListState(s, "events", state.String())) })
+	benchBackends(b, func(b *testing.B, s *shard.Shard) {
+		var l state.ListState[string]
+		declare(b, s, func() { l = must[state.ListState[string]](b)(shard.NewListState(s, "events", state.String())) })
 		batched(b, s, func(i int) error { return l.AppendValue("event-payload") })
 	})
 }
 
 func BenchmarkMapUpdate(b *testing.B) {
-	benchBackends(b, func(b *testing.B, s *state.Shard) {
-		var m *state.MapState[int64, string]
+	benchBackends(b, func(b *testing.B, s *shard.Shard) {
+		var m state.MapState[int64, string]
 		declare(b, s, func() {
-			m = must[*state.MapState[int64, string]](b)(state.NewMapState(s, "m", state.Int64(), state.String()))
+			m = must[state.MapState[int64, string]](b)(shard.NewMapState(s, "m", state.Int64(), state.String()))
 		})
 		batched(b, s, func(i int) error { return m.UpdateValue(int64(i%64), "value") })
 	})
@@ -99,7 +100,7 @@ func BenchmarkMapUpdate(b *testing.B) {
 // BenchmarkTimerRegisterExpired registers one timer per op; every 100 ops
 // the engine's firing step runs: Expired(now) and Delete of each fired one.
 func BenchmarkTimerRegisterExpired(b *testing.B) {
-	benchBackends(b, func(b *testing.B, s *state.Shard) {
+	benchBackends(b, func(b *testing.B, s *shard.Shard) {
 		tm := timers.New(s)
 		batched(b, s, func(i int) error {
 			key := benchKeys[i%len(benchKeys)]
@@ -128,9 +129,9 @@ func BenchmarkTimerRegisterExpired(b *testing.B) {
 func BenchmarkCommit(b *testing.B) {
 	for _, n := range []int{1_000, 10_000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			benchBackends(b, func(b *testing.B, s *state.Shard) {
-				var v *state.ValueState[string]
-				declare(b, s, func() { v = must[*state.ValueState[string]](b)(state.NewValueState(s, "v", state.String())) })
+			benchBackends(b, func(b *testing.B, s *shard.Shard) {
+				var v state.ValueState[string]
+				declare(b, s, func() { v = must[state.ValueState[string]](b)(shard.NewValueState(s, "v", state.String())) })
 				keys := make([][]byte, n)
 				for i := range keys {
 					keys[i] = []byte(fmt.Sprintf("key-%08d", i*7919%n))

@@ -1,16 +1,17 @@
-package state_test
+package shard_test
 
 import (
 	"fmt"
 	"time"
 
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/state"
 )
 
 // exampleShard opens a shard on the in-memory backend.
-func exampleShard(allowTTL bool) *state.Shard {
-	s, err := state.OpenShard(state.ShardOptions{Backend: kv.NewMemory(), AllowTTL: allowTTL})
+func exampleShard(allowTTL bool) *shard.Shard {
+	s, err := shard.OpenShard(shard.ShardOptions{Backend: kv.NewMemory(), AllowTTL: allowTTL})
 	if err != nil {
 		panic(err)
 	}
@@ -22,7 +23,7 @@ func ExampleValueState() {
 	defer s.Close()
 
 	s.SetDeclaring(true) // the engine does this around the processor's Init
-	count, err := state.NewValueState(s, "count", state.Int64())
+	count, err := shard.NewValueState(s, "count", state.Int64())
 	s.SetDeclaring(false)
 	if err != nil {
 		panic(err)
@@ -54,7 +55,7 @@ func ExampleListState() {
 	s := exampleShard(false)
 	defer s.Close()
 	s.SetDeclaring(true)
-	events, _ := state.NewListState(s, "events", state.String())
+	events, _ := shard.NewListState(s, "events", state.String())
 	s.SetDeclaring(false)
 
 	s.Begin(0)
@@ -81,7 +82,7 @@ func ExampleMapState() {
 	s := exampleShard(false)
 	defer s.Close()
 	s.SetDeclaring(true)
-	byHour, _ := state.NewMapState(s, "clicksByHour", state.Int(), state.Int64())
+	byHour, _ := shard.NewMapState(s, "clicksByHour", state.Int(), state.Int64())
 	s.SetDeclaring(false)
 
 	s.Begin(0)
@@ -105,7 +106,7 @@ func ExampleWithTTL() {
 	s := exampleShard(true) // TTL needs ProcessingTime mode
 	defer s.Close()
 	s.SetDeclaring(true)
-	session, _ := state.NewValueState(s, "session", state.String(), state.WithTTL(30*time.Minute))
+	session, _ := shard.NewValueState(s, "session", state.String(), state.WithTTL(30*time.Minute))
 	s.SetDeclaring(false)
 
 	start := int64(1_700_000_000_000) // batch processing times, ms

@@ -1,4 +1,4 @@
-package changelog_test
+package restore_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/restore"
 )
 
 // rocksTarget is a Target on a bare RocksDB store, the way the shard
@@ -109,7 +110,7 @@ func BenchmarkRestore(b *testing.B) {
 		src := &genSource{n: n, chunk: 5_000}
 		b.StartTimer()
 		start := time.Now()
-		st, err := changelog.Restore(context.Background(), src, dst, changelog.RestoreOptions{})
+		st, err := restore.Restore(context.Background(), src, dst, restore.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

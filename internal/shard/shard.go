@@ -1,4 +1,4 @@
-package state
+package shard
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/state"
 )
 
 // ShardOptions configure OpenShard. The zero value of every field but Dir works.
@@ -24,7 +25,7 @@ type ShardOptions struct {
 	// Overriding the default of nil: RocksDB in Dir/rocksdb.
 	Backend kv.Store
 	// AllowTTL permits variables with a TTL. Set it only in ProcessingTime
-	// mode, overriding the default of false (TTL declared → ErrTTLNotAllowed).
+	// mode, overriding the default of false (TTL declared → state.ErrTTLNotAllowed).
 	AllowTTL bool
 }
 
@@ -120,7 +121,7 @@ func OpenShard(o ShardOptions) (*Shard, error) {
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 			f.Close()
 			if errors.Is(err, syscall.EWOULDBLOCK) {
-				return nil, fmt.Errorf("%w: %s is held by another process (or another open shard in this one); stop it first", ErrLocked, o.Dir)
+				return nil, fmt.Errorf("%w: %s is held by another process (or another open shard in this one); stop it first", state.ErrLocked, o.Dir)
 			}
 			return nil, fmt.Errorf("state: lock shard directory %s: %w", o.Dir, err)
 		}
@@ -138,7 +139,7 @@ func OpenShard(o ShardOptions) (*Shard, error) {
 	v, ok, err := s.store.Get([]byte(offsetKey))
 	if err == nil && ok {
 		if len(v) != 8 {
-			err = fmt.Errorf("%w: changelog offset of %d bytes", ErrCorrupt, len(v))
+			err = fmt.Errorf("%w: changelog offset of %d bytes", state.ErrCorrupt, len(v))
 		} else {
 			s.offset = int64(binary.BigEndian.Uint64(v))
 		}
@@ -184,7 +185,7 @@ func (s *Shard) ChangelogOffset() int64 { return s.offset }
 func (s *Shard) checkRestore(op string) error {
 	switch {
 	case s.closed:
-		return shardErr(op, ErrClosed)
+		return shardErr(op, state.ErrClosed)
 	case s.inBatch:
 		return shardErr(op, ErrInBatch)
 	case s.declaredAny:
@@ -207,7 +208,7 @@ func (s *Shard) ApplyChangelog(recs []changelog.Record, nextOffset int64) error 
 	var b kv.Batch
 	for _, r := range recs {
 		if len(r.Key) == 0 || r.Key[0] == offsetKey[0] {
-			return shardErr("ApplyChangelog", fmt.Errorf("%w: changelog record at offset %d has key %x outside the shard key spaces", ErrCorrupt, r.Offset, r.Key))
+			return shardErr("ApplyChangelog", fmt.Errorf("%w: changelog record at offset %d has key %x outside the shard key spaces", state.ErrCorrupt, r.Offset, r.Key))
 		}
 		if r.Value == nil {
 			b.Delete(r.Key)
@@ -246,7 +247,7 @@ func (s *Shard) Wipe() error {
 // GetMeta returns a metadata entry (staged writes included).
 func (s *Shard) GetMeta(name string) ([]byte, bool, error) {
 	if s.closed {
-		return nil, false, shardErr("GetMeta", ErrClosed)
+		return nil, false, shardErr("GetMeta", state.ErrClosed)
 	}
 	v, ok, err := s.get(changelog.MetaKey(name))
 	if err != nil || !ok {
@@ -259,7 +260,7 @@ func (s *Shard) GetMeta(name string) ([]byte, bool, error) {
 // outside a batch it is kept until the next Commit, surviving Aborts.
 func (s *Shard) PutMeta(name string, v []byte) error {
 	if s.closed {
-		return shardErr("PutMeta", ErrClosed)
+		return shardErr("PutMeta", state.ErrClosed)
 	}
 	if len(v) == 0 {
 		return shardErr("PutMeta", ErrEmptyValue)
@@ -311,9 +312,9 @@ func (s *Shard) InBatch() bool { return s.inBatch }
 func (s *Shard) Finish() ([]changelog.Record, error) {
 	switch {
 	case s.closed:
-		return nil, shardErr("Finish", ErrClosed)
+		return nil, shardErr("Finish", state.ErrClosed)
 	case !s.inBatch:
-		return nil, shardErr("Finish", ErrNoBatch)
+		return nil, shardErr("Finish", state.ErrNoBatch)
 	case s.batchErr != nil:
 		return nil, s.batchErr
 	}
@@ -336,9 +337,9 @@ func (s *Shard) Finish() ([]changelog.Record, error) {
 func (s *Shard) Commit(nextChangelogOffset int64) error {
 	switch {
 	case s.closed:
-		return shardErr("Commit", ErrClosed)
+		return shardErr("Commit", state.ErrClosed)
 	case !s.inBatch:
-		return shardErr("Commit", ErrNoBatch)
+		return shardErr("Commit", state.ErrNoBatch)
 	case s.batchErr != nil:
 		return s.batchErr
 	case !s.finished:
@@ -423,7 +424,7 @@ func checkRawKey(key []byte) error {
 // Get returns a copy of the current value of key, staged writes included.
 func (s *Shard) Get(key []byte) ([]byte, bool, error) {
 	if s.closed {
-		return nil, false, shardErr("Get", ErrClosed)
+		return nil, false, shardErr("Get", state.ErrClosed)
 	}
 	v, ok, err := s.get(key)
 	if err != nil || !ok {
@@ -435,9 +436,9 @@ func (s *Shard) Get(key []byte) ([]byte, bool, error) {
 func (s *Shard) checkWrite(op string) error {
 	switch {
 	case s.closed:
-		return shardErr(op, ErrClosed)
+		return shardErr(op, state.ErrClosed)
 	case !s.inBatch:
-		return shardErr(op, ErrNoBatch)
+		return shardErr(op, state.ErrNoBatch)
 	case s.finished:
 		return shardErr(op, ErrFinished)
 	}
@@ -490,7 +491,7 @@ func (s *Shard) Delete(key []byte) error {
 // shard (collect keys, then change them).
 func (s *Shard) Scan(lower, upper []byte, fn func(key, value []byte) bool) error {
 	if s.closed {
-		return shardErr("Scan", ErrClosed)
+		return shardErr("Scan", state.ErrClosed)
 	}
 	if upper == nil || bytes.Compare(upper, everythingUpper) > 0 {
 		upper = everythingUpper // never show the local offset key

@@ -1,4 +1,4 @@
-package state_test
+package shard_test
 
 import (
 	"bytes"
@@ -9,8 +9,8 @@ import (
 	"github.com/kstate/kstate/internal/kv/kvtest"
 )
 
-// The memory backend lives in state/kv (memory.go) but its tests live here,
-// next to the code that relies on it, so state/kv's own tests stay with the
+// The memory backend lives in internal/kv (memory.go) but its tests live here,
+// next to the code that relies on it, so internal/kv's own tests stay with the
 // RocksDB backend's owner.
 func TestMemoryConformance(t *testing.T) {
 	kvtest.RunConformance(t, func(t *testing.T, dir string) kv.Store { return kv.NewMemory() })

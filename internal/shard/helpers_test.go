@@ -1,4 +1,4 @@
-package state_test
+package shard_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/kv"
-	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/internal/shard"
 )
 
 // noClose keeps a store open across Shard.Close, so a test can reopen a
@@ -16,9 +16,9 @@ type noClose struct{ kv.Store }
 
 func (noClose) Close() error { return nil }
 
-func openMem(t testing.TB, allowTTL bool) *state.Shard {
+func openMem(t testing.TB, allowTTL bool) *shard.Shard {
 	t.Helper()
-	s, err := state.OpenShard(state.ShardOptions{Backend: kv.NewMemory(), AllowTTL: allowTTL})
+	s, err := shard.OpenShard(shard.ShardOptions{Backend: kv.NewMemory(), AllowTTL: allowTTL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func openMem(t testing.TB, allowTTL bool) *state.Shard {
 }
 
 // declare runs fn inside the declaration window.
-func declare(t testing.TB, s *state.Shard, fn func()) {
+func declare(t testing.TB, s *shard.Shard, fn func()) {
 	t.Helper()
 	s.SetDeclaring(true)
 	defer s.SetDeclaring(false)
@@ -64,7 +64,7 @@ func (l *log) append(recs []changelog.Record) {
 }
 
 // commit runs one batch at time now: fn, Finish, "Kafka commit" into l, Commit.
-func commit(t testing.TB, s *state.Shard, l *log, now int64, fn func()) []changelog.Record {
+func commit(t testing.TB, s *shard.Shard, l *log, now int64, fn func()) []changelog.Record {
 	t.Helper()
 	s.Begin(now)
 	fn()

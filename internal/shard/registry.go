@@ -1,4 +1,4 @@
-package state
+package shard
 
 import (
 	"encoding/binary"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/state"
 )
 
 // Variable kinds as recorded in the registry.
@@ -41,24 +42,9 @@ type VarInfo struct {
 	Name      string
 	ID        uint32
 	Kind      string // "value", "list" or "map"
-	Schema    string // value schema (codec's SchemaCodec.Schema, or empty)
+	Schema    string // value schema (codec's state.SchemaCodec.Schema, or empty)
 	KeySchema string // MapState key schema
 	TTL       time.Duration
-}
-
-// Option configures a state variable at declaration.
-type Option func(*varOptions)
-
-type varOptions struct {
-	ttl    time.Duration
-	ttlSet bool
-}
-
-// WithTTL gives every entry of the variable a time to live: it expires at
-// the batch processing time of its last write plus d. It needs
-// ProcessingTime mode (ShardOptions.AllowTTL) and d ≥ 1ms.
-func WithTTL(d time.Duration) Option {
-	return func(o *varOptions) { o.ttl, o.ttlSet = d, true }
 }
 
 // SetDeclaring opens (true) or closes (false) the declaration window: the
@@ -81,39 +67,39 @@ type varBase struct {
 }
 
 // declare validates a declaration and records it in the registry.
-func (s *Shard) declare(typeName, kind, name, schema, keySchema string, codecs []any, opts []Option) (varBase, error) {
+func (s *Shard) declare(typeName, kind, name, schema, keySchema string, codecs []any, opts []state.Option) (varBase, error) {
 	op := "New" + typeName
 	fail := func(err error) (varBase, error) { return varBase{}, varErr(typeName, name, op, err) }
 	switch {
 	case s.closed:
-		return fail(ErrClosed)
+		return fail(state.ErrClosed)
 	case !s.declaring:
-		return fail(ErrNotDeclaring)
+		return fail(state.ErrNotDeclaring)
 	case s.inBatch && s.finished:
 		return fail(ErrFinished)
 	case name == "":
 		return fail(errors.New("state: empty state variable name"))
 	case s.declared[name]:
-		return fail(ErrDuplicate)
+		return fail(state.ErrDuplicate)
 	}
 	for _, c := range codecs {
 		if c == nil || (reflect.ValueOf(c).Kind() == reflect.Pointer && reflect.ValueOf(c).IsNil()) {
 			return fail(errors.New("state: nil codec"))
 		}
 	}
-	var o varOptions
+	var o state.Options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.ttlSet {
+	if o.HasTTL {
 		if !s.opts.AllowTTL {
-			return fail(ErrTTLNotAllowed)
+			return fail(state.ErrTTLNotAllowed)
 		}
-		if o.ttl < time.Millisecond {
-			return fail(fmt.Errorf("%w, got %v", ErrBadTTL, o.ttl))
+		if o.TTL < time.Millisecond {
+			return fail(fmt.Errorf("%w, got %v", state.ErrBadTTL, o.TTL))
 		}
 	}
-	want := registryEntry{Kind: kind, Schema: schema, KeySchema: keySchema, TTLMs: o.ttl.Milliseconds()}
+	want := registryEntry{Kind: kind, Schema: schema, KeySchema: keySchema, TTLMs: o.TTL.Milliseconds()}
 	old, found, err := s.registryEntry(name)
 	if err != nil {
 		return fail(err)
@@ -121,7 +107,7 @@ func (s *Shard) declare(typeName, kind, name, schema, keySchema string, codecs [
 	if found {
 		if old.Kind != kind {
 			return fail(fmt.Errorf("%w: %q was a %s state, now declared as a %s state; drop the old one with DeleteIfExists(%q) in Init, or use a new name",
-				ErrKindChanged, name, old.Kind, kind, name))
+				state.ErrKindChanged, name, old.Kind, kind, name))
 		}
 		want.ID = old.ID
 	} else {
@@ -145,7 +131,7 @@ func (s *Shard) registryEntry(name string) (registryEntry, bool, error) {
 	}
 	var e registryEntry
 	if err := json.Unmarshal(v, &e); err != nil || e.ID == 0 {
-		return registryEntry{}, false, fmt.Errorf("%w: registry entry of %q: %q", ErrCorrupt, name, v)
+		return registryEntry{}, false, fmt.Errorf("%w: registry entry of %q: %q", state.ErrCorrupt, name, v)
 	}
 	return e, true, nil
 }
@@ -159,7 +145,7 @@ func (s *Shard) allocVarID() (uint32, error) {
 	}
 	if ok {
 		if len(v) != 4 {
-			return 0, fmt.Errorf("%w: next variable id of %d bytes", ErrCorrupt, len(v))
+			return 0, fmt.Errorf("%w: next variable id of %d bytes", state.ErrCorrupt, len(v))
 		}
 		id = binary.BigEndian.Uint32(v)
 	}
@@ -178,9 +164,9 @@ func (s *Shard) DeleteIfExists(name string) error {
 	fail := func(err error) error { return varErr("Shard", name, "DeleteIfExists", err) }
 	switch {
 	case s.closed:
-		return fail(ErrClosed)
+		return fail(state.ErrClosed)
 	case !s.declaring:
-		return fail(ErrNotDeclaring)
+		return fail(state.ErrNotDeclaring)
 	case s.inBatch && s.finished:
 		return fail(ErrFinished)
 	case s.declared[name]:
@@ -200,7 +186,7 @@ func (s *Shard) DeleteIfExists(name string) error {
 	err = s.scan(prefix, changelog.PrefixEnd(prefix), func(k, v []byte) bool {
 		h, _, err := changelog.DecodeValue(v)
 		if err != nil {
-			decodeErr = fmt.Errorf("%w: key %x: %w", ErrCorrupt, k, err)
+			decodeErr = fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, k, err)
 			return false
 		}
 		doomed = append(doomed, entry{cloneBytes(k), h.Expiry})
@@ -227,7 +213,7 @@ func (s *Shard) DeleteIfExists(name string) error {
 // included), ordered by name.
 func (s *Shard) Variables() ([]VarInfo, error) {
 	if s.closed {
-		return nil, shardErr("Variables", ErrClosed)
+		return nil, shardErr("Variables", state.ErrClosed)
 	}
 	prefix := changelog.MetaKey(varMetaPrefix)
 	var out []VarInfo
@@ -235,7 +221,7 @@ func (s *Shard) Variables() ([]VarInfo, error) {
 	err := s.scan(prefix, changelog.PrefixEnd(prefix), func(k, v []byte) bool {
 		var e registryEntry
 		if err := json.Unmarshal(v, &e); err != nil {
-			decodeErr = fmt.Errorf("%w: registry entry %q: %w", ErrCorrupt, k, err)
+			decodeErr = fmt.Errorf("%w: registry entry %q: %w", state.ErrCorrupt, k, err)
 			return false
 		}
 		out = append(out, VarInfo{
@@ -259,13 +245,13 @@ func (b *varBase) check(op string, write bool) error {
 	var err error
 	switch {
 	case s.closed:
-		err = ErrClosed
+		err = state.ErrClosed
 	case !s.inBatch:
-		err = ErrNoBatch
+		err = state.ErrNoBatch
 	case write && s.finished:
 		err = ErrFinished
 	case !s.hasKey:
-		err = ErrNoKey
+		err = state.ErrNoKey
 	default:
 		return nil
 	}

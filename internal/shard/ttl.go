@@ -1,9 +1,10 @@
-package state
+package shard
 
 import (
 	"fmt"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/state"
 )
 
 // TTL.
@@ -39,7 +40,7 @@ func (s *Shard) readLive(key []byte) ([]byte, bool, error) {
 	}
 	h, p, err := changelog.DecodeValue(v)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: key %x: %w", ErrCorrupt, key, err)
+		return nil, false, fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, key, err)
 	}
 	if s.expired(h) {
 		return nil, false, nil
@@ -59,7 +60,7 @@ func (s *Shard) putEntry(key, payload []byte, expiry int64, replacing bool) erro
 		if ok {
 			h, _, err := changelog.DecodeValue(old)
 			if err != nil {
-				return fmt.Errorf("%w: key %x: %w", ErrCorrupt, key, err)
+				return fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, key, err)
 			}
 			if h.Expiry != changelog.NoExpiry && h.Expiry != expiry {
 				s.set(changelog.TTLKey(h.Expiry, key), nil)
@@ -79,7 +80,7 @@ func (s *Shard) putEntry(key, payload []byte, expiry int64, replacing bool) erro
 func (s *Shard) deleteEntry(key, old []byte) error {
 	h, _, err := changelog.DecodeValue(old)
 	if err != nil {
-		return fmt.Errorf("%w: key %x: %w", ErrCorrupt, key, err)
+		return fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, key, err)
 	}
 	if h.Expiry != changelog.NoExpiry {
 		s.set(changelog.TTLKey(h.Expiry, key), nil)
@@ -132,7 +133,7 @@ func (s *Shard) expireTTL() error {
 	for _, e := range idx {
 		k, err := changelog.DecodeKey(e.key)
 		if err != nil {
-			return fmt.Errorf("%w: TTL index key %x: %w", ErrCorrupt, e.key, err)
+			return fmt.Errorf("%w: TTL index key %x: %w", state.ErrCorrupt, e.key, err)
 		}
 		s.set(e.key, nil)
 		v, ok, err := s.get(k.StateKey)
@@ -144,7 +145,7 @@ func (s *Shard) expireTTL() error {
 		}
 		h, _, err := changelog.DecodeValue(v)
 		if err != nil {
-			return fmt.Errorf("%w: key %x: %w", ErrCorrupt, k.StateKey, err)
+			return fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, k.StateKey, err)
 		}
 		if s.expired(h) {
 			s.set(k.StateKey, nil)

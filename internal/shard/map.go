@@ -1,34 +1,35 @@
-package state
+package shard
 
 import (
 	"fmt"
 	"iter"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/state"
 )
 
 // MapState holds a map from K to V per grouping key. Each entry is its own
 // shard entry keyed by the encoded user key, so iteration is ordered by the
 // encoded key bytes: natural order for the built-in order-preserving codecs.
-type MapState[K, V any] struct {
+type mapState[K, V any] struct {
 	varBase
-	kc         Codec[K]
-	vc         Codec[V]
+	kc         state.Codec[K]
+	vc         state.Codec[V]
 	knil, vnil bool
 }
 
 // NewMapState declares a MapState (only during Init).
-func NewMapState[K, V any](s *Shard, name string, kc Codec[K], vc Codec[V], opts ...Option) (*MapState[K, V], error) {
+func NewMapState[K, V any](s *Shard, name string, kc state.Codec[K], vc state.Codec[V], opts ...state.Option) (state.MapState[K, V], error) {
 	b, err := s.declare("MapState", kindMap, name, schemaOf(vc), schemaOf(kc), []any{kc, vc}, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &MapState[K, V]{varBase: b, kc: kc, vc: vc, knil: nilable[K](), vnil: nilable[V]()}, nil
+	return &mapState[K, V]{varBase: b, kc: kc, vc: vc, knil: nilable[K](), vnil: nilable[V]()}, nil
 }
 
-func (m *MapState[K, V]) entryKey(k K) ([]byte, error) {
+func (m *mapState[K, V]) entryKey(k K) ([]byte, error) {
 	if m.knil && isNil(k) {
-		return nil, fmt.Errorf("%w (map key)", ErrNilValue)
+		return nil, fmt.Errorf("%w (map key)", state.ErrNilValue)
 	}
 	ek, err := m.kc.Encode(k)
 	if err != nil {
@@ -38,7 +39,7 @@ func (m *MapState[K, V]) entryKey(k K) ([]byte, error) {
 }
 
 // Exists reports whether the current key's map has a (non-expired) entry.
-func (m *MapState[K, V]) Exists() (bool, error) {
+func (m *mapState[K, V]) Exists() (bool, error) {
 	if err := m.check("Exists", false); err != nil {
 		return false, err
 	}
@@ -48,7 +49,7 @@ func (m *MapState[K, V]) Exists() (bool, error) {
 }
 
 // GetValue returns the value of k, or ok=false when absent.
-func (m *MapState[K, V]) GetValue(k K) (V, bool, error) {
+func (m *mapState[K, V]) GetValue(k K) (V, bool, error) {
 	var zero V
 	if err := m.check("GetValue", false); err != nil {
 		return zero, false, err
@@ -69,7 +70,7 @@ func (m *MapState[K, V]) GetValue(k K) (V, bool, error) {
 }
 
 // ContainsKey reports whether k has a (non-expired) entry.
-func (m *MapState[K, V]) ContainsKey(k K) (bool, error) {
+func (m *mapState[K, V]) ContainsKey(k K) (bool, error) {
 	if err := m.check("ContainsKey", false); err != nil {
 		return false, err
 	}
@@ -82,7 +83,7 @@ func (m *MapState[K, V]) ContainsKey(k K) (bool, error) {
 }
 
 // UpdateValue sets k to v (and resets that entry's TTL).
-func (m *MapState[K, V]) UpdateValue(k K, v V) error {
+func (m *mapState[K, V]) UpdateValue(k K, v V) error {
 	if err := m.check("UpdateValue", true); err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func (m *MapState[K, V]) UpdateValue(k K, v V) error {
 		return m.err("UpdateValue", err)
 	}
 	if m.vnil && isNil(v) {
-		return m.err("UpdateValue", ErrNilValue)
+		return m.err("UpdateValue", state.ErrNilValue)
 	}
 	p, err := m.vc.Encode(v)
 	if err != nil {
@@ -105,13 +106,13 @@ func (m *MapState[K, V]) UpdateValue(k K, v V) error {
 }
 
 // walk calls fn with the encoded user key and payload of every live entry.
-func (m *MapState[K, V]) walk(fn func(ek, p []byte) bool) error {
+func (m *mapState[K, V]) walk(fn func(ek, p []byte) bool) error {
 	prefix := m.prefix()
 	var derr error
 	err := m.s.scan(prefix, changelog.PrefixEnd(prefix), func(k, v []byte) bool {
 		h, p, err := changelog.DecodeValue(v)
 		if err != nil {
-			derr = fmt.Errorf("%w: key %x: %w", ErrCorrupt, k, err)
+			derr = fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, k, err)
 			return false
 		}
 		if m.s.expired(h) {
@@ -126,7 +127,7 @@ func (m *MapState[K, V]) walk(fn func(ek, p []byte) bool) error {
 }
 
 // collect decodes the live entries; either codec may be skipped.
-func (m *MapState[K, V]) collect(op string, keys, vals bool) ([]K, []V, error) {
+func (m *mapState[K, V]) collect(op string, keys, vals bool) ([]K, []V, error) {
 	if err := m.check(op, false); err != nil {
 		return nil, nil, err
 	}
@@ -163,7 +164,7 @@ func (m *MapState[K, V]) collect(op string, keys, vals bool) ([]K, []V, error) {
 
 // Iterator returns the current key's (non-expired) entries ordered by
 // encoded user key. Entries are decoded eagerly (errors are reported here).
-func (m *MapState[K, V]) Iterator() (iter.Seq2[K, V], error) {
+func (m *mapState[K, V]) Iterator() (iter.Seq2[K, V], error) {
 	ks, vs, err := m.collect("Iterator", true, true)
 	if err != nil {
 		return nil, err
@@ -178,7 +179,7 @@ func (m *MapState[K, V]) Iterator() (iter.Seq2[K, V], error) {
 }
 
 // Keys returns the user keys in Iterator order.
-func (m *MapState[K, V]) Keys() (iter.Seq[K], error) {
+func (m *mapState[K, V]) Keys() (iter.Seq[K], error) {
 	ks, _, err := m.collect("Keys", true, false)
 	if err != nil {
 		return nil, err
@@ -193,7 +194,7 @@ func (m *MapState[K, V]) Keys() (iter.Seq[K], error) {
 }
 
 // Values returns the values in Iterator order.
-func (m *MapState[K, V]) Values() (iter.Seq[V], error) {
+func (m *mapState[K, V]) Values() (iter.Seq[V], error) {
 	_, vs, err := m.collect("Values", false, true)
 	if err != nil {
 		return nil, err
@@ -208,7 +209,7 @@ func (m *MapState[K, V]) Values() (iter.Seq[V], error) {
 }
 
 // RemoveKey removes k; a no-op when absent.
-func (m *MapState[K, V]) RemoveKey(k K) error {
+func (m *mapState[K, V]) RemoveKey(k K) error {
 	if err := m.check("RemoveKey", true); err != nil {
 		return err
 	}
@@ -228,7 +229,7 @@ func (m *MapState[K, V]) RemoveKey(k K) error {
 }
 
 // Clear removes the current key's whole map.
-func (m *MapState[K, V]) Clear() error {
+func (m *mapState[K, V]) Clear() error {
 	if err := m.check("Clear", true); err != nil {
 		return err
 	}

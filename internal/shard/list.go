@@ -1,4 +1,4 @@
-package state
+package shard
 
 import (
 	"encoding/binary"
@@ -7,29 +7,30 @@ import (
 	"slices"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/state"
 )
 
 // ListState holds an ordered list of T per grouping key. Each element is
 // its own entry, keyed by a sequence number: Put writes 0..n-1, appends
 // continue after the greatest sequence present (expired or not), so key
 // order is insertion order and appending never rewrites existing elements.
-type ListState[T any] struct {
+type listState[T any] struct {
 	varBase
-	c       Codec[T]
+	c       state.Codec[T]
 	nilable bool
 }
 
 // NewListState declares a ListState (only during Init).
-func NewListState[T any](s *Shard, name string, c Codec[T], opts ...Option) (*ListState[T], error) {
+func NewListState[T any](s *Shard, name string, c state.Codec[T], opts ...state.Option) (state.ListState[T], error) {
 	b, err := s.declare("ListState", kindList, name, schemaOf(c), "", []any{c}, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &ListState[T]{varBase: b, c: c, nilable: nilable[T]()}, nil
+	return &listState[T]{varBase: b, c: c, nilable: nilable[T]()}, nil
 }
 
 // Exists reports whether the current key's list has a (non-expired) element.
-func (l *ListState[T]) Exists() (bool, error) {
+func (l *listState[T]) Exists() (bool, error) {
 	if err := l.check("Exists", false); err != nil {
 		return false, err
 	}
@@ -39,7 +40,7 @@ func (l *ListState[T]) Exists() (bool, error) {
 	err := l.s.scan(prefix, changelog.PrefixEnd(prefix), func(k, v []byte) bool {
 		h, _, err := changelog.DecodeValue(v)
 		if err != nil {
-			derr = fmt.Errorf("%w: key %x: %w", ErrCorrupt, k, err)
+			derr = fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, k, err)
 			return false
 		}
 		found = !l.s.expired(h)
@@ -55,7 +56,7 @@ func (l *ListState[T]) Exists() (bool, error) {
 // an empty sequence when there are none. Elements are decoded eagerly, so
 // decoding errors are reported here and the sequence may be used after the
 // batch moves on.
-func (l *ListState[T]) Get() (iter.Seq[T], error) {
+func (l *listState[T]) Get() (iter.Seq[T], error) {
 	if err := l.check("Get", false); err != nil {
 		return nil, err
 	}
@@ -65,7 +66,7 @@ func (l *ListState[T]) Get() (iter.Seq[T], error) {
 	err := l.s.scan(prefix, changelog.PrefixEnd(prefix), func(k, v []byte) bool {
 		h, p, err := changelog.DecodeValue(v)
 		if err != nil {
-			derr = fmt.Errorf("%w: key %x: %w", ErrCorrupt, k, err)
+			derr = fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, k, err)
 			return false
 		}
 		if l.s.expired(h) {
@@ -90,14 +91,14 @@ func (l *ListState[T]) Get() (iter.Seq[T], error) {
 
 // encodeAll encodes vs, rejecting an empty list and nil elements before
 // anything is staged.
-func (l *ListState[T]) encodeAll(vs []T) ([][]byte, error) {
+func (l *listState[T]) encodeAll(vs []T) ([][]byte, error) {
 	if len(vs) == 0 {
-		return nil, ErrEmptyList
+		return nil, state.ErrEmptyList
 	}
 	out := make([][]byte, len(vs))
 	for i, v := range vs {
 		if l.nilable && isNil(v) {
-			return nil, fmt.Errorf("%w (element %d)", ErrNilValue, i)
+			return nil, fmt.Errorf("%w (element %d)", state.ErrNilValue, i)
 		}
 		p, err := l.c.Encode(v)
 		if err != nil {
@@ -109,7 +110,7 @@ func (l *ListState[T]) encodeAll(vs []T) ([][]byte, error) {
 }
 
 // Put replaces the current key's list with vs (all with a fresh TTL).
-func (l *ListState[T]) Put(vs []T) error {
+func (l *listState[T]) Put(vs []T) error {
 	if err := l.check("Put", true); err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func (l *ListState[T]) Put(vs []T) error {
 			// Overwritten below: only its TTL index entry has to go.
 			h, _, err := changelog.DecodeValue(e.val)
 			if err != nil {
-				return l.err("Put", fmt.Errorf("%w: key %x: %w", ErrCorrupt, e.key, err))
+				return l.err("Put", fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, e.key, err))
 			}
 			if h.Expiry != changelog.NoExpiry && h.Expiry != exp {
 				l.s.set(changelog.TTLKey(h.Expiry, e.key), nil)
@@ -148,12 +149,12 @@ func (l *ListState[T]) Put(vs []T) error {
 }
 
 // AppendValue appends v to the current key's list.
-func (l *ListState[T]) AppendValue(v T) error { return l.append("AppendValue", []T{v}) }
+func (l *listState[T]) AppendValue(v T) error { return l.append("AppendValue", []T{v}) }
 
 // AppendList appends vs (not empty) to the current key's list.
-func (l *ListState[T]) AppendList(vs []T) error { return l.append("AppendList", vs) }
+func (l *listState[T]) AppendList(vs []T) error { return l.append("AppendList", vs) }
 
-func (l *ListState[T]) append(op string, vs []T) error {
+func (l *listState[T]) append(op string, vs []T) error {
 	if err := l.check(op, true); err != nil {
 		return err
 	}
@@ -174,7 +175,7 @@ func (l *ListState[T]) append(op string, vs []T) error {
 	if ok {
 		seq, valid := listSeq(prefix, last)
 		if !valid {
-			return l.err(op, fmt.Errorf("%w: list element key %x", ErrCorrupt, last))
+			return l.err(op, fmt.Errorf("%w: list element key %x", state.ErrCorrupt, last))
 		}
 		next = seq + 1
 	}
@@ -183,7 +184,7 @@ func (l *ListState[T]) append(op string, vs []T) error {
 }
 
 // write stages elements at seq, seq+1, ... (fresh keys: no old index to clean).
-func (l *ListState[T]) write(prefix []byte, seq uint64, ps [][]byte, exp int64) {
+func (l *listState[T]) write(prefix []byte, seq uint64, ps [][]byte, exp int64) {
 	for i, p := range ps {
 		key := binary.BigEndian.AppendUint64(prefix[:len(prefix):len(prefix)], seq+uint64(i))
 		l.s.set(key, changelog.EncodeValue(changelog.Header{Expiry: exp}, p))
@@ -195,7 +196,7 @@ func (l *ListState[T]) write(prefix []byte, seq uint64, ps [][]byte, exp int64) 
 }
 
 // Clear removes the current key's list.
-func (l *ListState[T]) Clear() error {
+func (l *listState[T]) Clear() error {
 	if err := l.check("Clear", true); err != nil {
 		return err
 	}

@@ -4,12 +4,12 @@ import (
 	"fmt"
 
 	"github.com/kstate/kstate/internal/kv"
-	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/timers"
+	"github.com/kstate/kstate/internal/shard"
+	"github.com/kstate/kstate/internal/timers"
 )
 
 func Example() {
-	s, _ := state.OpenShard(state.ShardOptions{Backend: kv.NewMemory()})
+	s, _ := shard.OpenShard(shard.ShardOptions{Backend: kv.NewMemory()})
 	defer s.Close()
 	tm := timers.New(s)
 

@@ -1,4 +1,4 @@
-package state_test
+package shard_test
 
 import (
 	"bytes"
@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/state"
 )
 
 // countKind counts live keys of one kind in the shard's merged view.
-func countKind(t *testing.T, s *state.Shard, k changelog.Kind) int {
+func countKind(t *testing.T, s *shard.Shard, k changelog.Kind) int {
 	t.Helper()
 	n := 0
 	noErr(t, s.Scan(changelog.KindPrefix(k), changelog.PrefixEnd(changelog.KindPrefix(k)), func(_, _ []byte) bool { n++; return true }))
@@ -26,9 +27,9 @@ func TestValueTTLBoundary(t *testing.T) {
 		wantOK bool
 	}{{1000, true}, {1099, true}, {1100, false}, {5000, false}} {
 		s := openMem(t, true)
-		var v *state.ValueState[string]
+		var v state.ValueState[string]
 		declare(t, s, func() {
-			v = must[*state.ValueState[string]](t)(state.NewValueState(s, "v", state.String(), state.WithTTL(100*time.Millisecond)))
+			v = must[state.ValueState[string]](t)(shard.NewValueState(s, "v", state.String(), state.WithTTL(100*time.Millisecond)))
 		})
 		commit(t, s, nil, 1000, func() { s.SetCurrentKey([]byte("k")); noErr(t, v.Update("x")) })
 		if n := countKind(t, s, changelog.KindTTL); n != 1 {
@@ -65,9 +66,9 @@ func TestValueTTLBoundary(t *testing.T) {
 
 func TestValueTTLResetByUpdate(t *testing.T) {
 	s := openMem(t, true)
-	var v *state.ValueState[int]
+	var v state.ValueState[int]
 	declare(t, s, func() {
-		v = must[*state.ValueState[int]](t)(state.NewValueState(s, "v", state.Int(), state.WithTTL(time.Second)))
+		v = must[state.ValueState[int]](t)(shard.NewValueState(s, "v", state.Int(), state.WithTTL(time.Second)))
 	})
 	commit(t, s, nil, 0, func() { s.SetCurrentKey([]byte("k")); noErr(t, v.Update(1)) })
 	commit(t, s, nil, 900, func() { s.SetCurrentKey([]byte("k")); noErr(t, v.Update(2)) }) // expiry 1900
@@ -129,9 +130,9 @@ func TestListTTLPerElement(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := openMem(t, true)
-			var l *state.ListState[string]
+			var l state.ListState[string]
 			declare(t, s, func() {
-				l = must[*state.ListState[string]](t)(state.NewListState(s, "l", state.String(), state.WithTTL(100*time.Millisecond)))
+				l = must[state.ListState[string]](t)(shard.NewListState(s, "l", state.String(), state.WithTTL(100*time.Millisecond)))
 			})
 			// Writes are applied in the given order but at the given batch time,
 			// which lets an earlier-positioned element expire later.
@@ -168,9 +169,9 @@ func TestListTTLPerElement(t *testing.T) {
 
 func TestListTTLPutResetsAll(t *testing.T) {
 	s := openMem(t, true)
-	var l *state.ListState[string]
+	var l state.ListState[string]
 	declare(t, s, func() {
-		l = must[*state.ListState[string]](t)(state.NewListState(s, "l", state.String(), state.WithTTL(100*time.Millisecond)))
+		l = must[state.ListState[string]](t)(shard.NewListState(s, "l", state.String(), state.WithTTL(100*time.Millisecond)))
 	})
 	commit(t, s, nil, 0, func() { s.SetCurrentKey([]byte("k")); noErr(t, l.AppendList([]string{"a", "b", "c"})) })
 	commit(t, s, nil, 90, func() { s.SetCurrentKey([]byte("k")); noErr(t, l.Put([]string{"x", "y"})) })
@@ -188,9 +189,9 @@ func TestListTTLPutResetsAll(t *testing.T) {
 
 func TestMapTTLPerEntry(t *testing.T) {
 	s := openMem(t, true)
-	var m *state.MapState[string, int]
+	var m state.MapState[string, int]
 	declare(t, s, func() {
-		m = must[*state.MapState[string, int]](t)(state.NewMapState(s, "m", state.String(), state.Int(), state.WithTTL(100*time.Millisecond)))
+		m = must[state.MapState[string, int]](t)(shard.NewMapState(s, "m", state.String(), state.Int(), state.WithTTL(100*time.Millisecond)))
 	})
 	commit(t, s, nil, 0, func() {
 		s.SetCurrentKey([]byte("k"))
@@ -228,9 +229,9 @@ func TestTTLCleanupUsesIndexOnly(t *testing.T) {
 	// Entries without an index entry are never touched by cleanup, and
 	// index entries pointing at entries with a later expiry do not delete.
 	s := openMem(t, true)
-	var v *state.ValueState[int]
+	var v state.ValueState[int]
 	declare(t, s, func() {
-		v = must[*state.ValueState[int]](t)(state.NewValueState(s, "v", state.Int(), state.WithTTL(time.Second)))
+		v = must[state.ValueState[int]](t)(shard.NewValueState(s, "v", state.Int(), state.WithTTL(time.Second)))
 	})
 	commit(t, s, nil, 0, func() { s.SetCurrentKey([]byte("k")); noErr(t, v.Update(1)) })
 	// Plant a stale index entry at 10 pointing at the live value (expiry 1000).
@@ -258,22 +259,22 @@ func TestTTLCleanupUsesIndexOnly(t *testing.T) {
 func TestTTLMisuse(t *testing.T) {
 	s := openMem(t, false)
 	declare(t, s, func() {
-		_, err := state.NewValueState(s, "v", state.Int(), state.WithTTL(time.Minute))
+		_, err := shard.NewValueState(s, "v", state.Int(), state.WithTTL(time.Minute))
 		wantErr(t, err, state.ErrTTLNotAllowed, `ValueState "v"`, "NewValueState", "ProcessingTime")
 	})
 	s2 := openMem(t, true)
 	declare(t, s2, func() {
 		for _, d := range []time.Duration{0, -time.Second, time.Microsecond} {
-			_, err := state.NewListState(s2, "l", state.Int(), state.WithTTL(d))
+			_, err := shard.NewListState(s2, "l", state.Int(), state.WithTTL(d))
 			wantErr(t, err, state.ErrBadTTL, `ListState "l"`, "NewListState")
 		}
 	})
-	var v *state.ValueState[int]
+	var v state.ValueState[int]
 	declare(t, s2, func() {
-		v = must[*state.ValueState[int]](t)(state.NewValueState(s2, "v", state.Int(), state.WithTTL(time.Second)))
+		v = must[state.ValueState[int]](t)(shard.NewValueState(s2, "v", state.Int(), state.WithTTL(time.Second)))
 	})
 	s2.Begin(-1)
 	s2.SetCurrentKey([]byte("k"))
-	wantErr(t, v.Update(1), state.ErrNoBatchTime, `ValueState "v"`, "Update")
+	wantErr(t, v.Update(1), shard.ErrNoBatchTime, `ValueState "v"`, "Update")
 	s2.Abort()
 }

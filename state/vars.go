@@ -1,0 +1,89 @@
+package state
+
+import (
+	"iter"
+	"time"
+)
+
+// ValueState holds one value of T per grouping key. Declare it in the
+// processor's Init with processor.NewValueState. Every method works on the
+// grouping key of the call in progress (HandleInputRows, HandleExpiredTimer,
+// HandleInitialState); outside those calls it returns ErrNoBatch or ErrNoKey.
+// Errors are *VarError naming the variable and the operation.
+type ValueState[T any] interface {
+	// Exists reports whether the key has a (non-expired) value.
+	Exists() (bool, error)
+	// Get returns the key's value, or ok == false when there is none
+	// (never a made-up default).
+	Get() (value T, ok bool, err error)
+	// Update replaces the key's value (and resets its TTL). A nil pointer
+	// or interface is ErrNilValue: use Clear to remove the value.
+	Update(value T) error
+	// Clear removes the key's value; a no-op when there is none.
+	Clear() error
+}
+
+// ListState holds a list of T per grouping key, in insertion order; every
+// element has its own TTL. Declare it with processor.NewListState.
+type ListState[T any] interface {
+	// Exists reports whether the key's list has a (non-expired) element.
+	Exists() (bool, error)
+	// Get returns the key's (non-expired) elements in insertion order, an
+	// empty sequence when there are none. Elements are decoded eagerly, so
+	// decoding errors are reported here and the sequence stays valid after
+	// the call returns.
+	Get() (iter.Seq[T], error)
+	// Put replaces the key's list with values (all with a fresh TTL). An
+	// empty list is ErrEmptyList: use Clear to remove the list.
+	Put(values []T) error
+	// AppendValue appends value to the key's list.
+	AppendValue(value T) error
+	// AppendList appends values (not empty) to the key's list.
+	AppendList(values []T) error
+	// Clear removes the key's list.
+	Clear() error
+}
+
+// MapState holds a map from user keys UK to values V per grouping key; every
+// entry has its own TTL. Iteration follows the encoded user key bytes: the
+// natural order for the built-in order-preserving integer and float codecs,
+// byte order for strings. Declare it with processor.NewMapState.
+type MapState[UK, V any] interface {
+	// Exists reports whether the key's map has a (non-expired) entry.
+	Exists() (bool, error)
+	// GetValue returns the value of userKey, or ok == false when absent.
+	GetValue(userKey UK) (value V, ok bool, err error)
+	// ContainsKey reports whether userKey has a (non-expired) entry.
+	ContainsKey(userKey UK) (bool, error)
+	// UpdateValue sets userKey to value (and resets that entry's TTL).
+	UpdateValue(userKey UK, value V) error
+	// Iterator returns the (non-expired) entries ordered by encoded user
+	// key, decoded eagerly (errors are reported here).
+	Iterator() (iter.Seq2[UK, V], error)
+	// Keys returns the user keys in Iterator order.
+	Keys() (iter.Seq[UK], error)
+	// Values returns the values in Iterator order.
+	Values() (iter.Seq[V], error)
+	// RemoveKey removes userKey; a no-op when absent.
+	RemoveKey(userKey UK) error
+	// Clear removes the key's whole map.
+	Clear() error
+}
+
+// Option configures a state variable at declaration.
+type Option func(*Options)
+
+// Options are the settings Options make; the engine reads them.
+type Options struct {
+	// TTL is the variable's time to live; meaningful when HasTTL.
+	TTL time.Duration
+	// HasTTL is set by WithTTL.
+	HasTTL bool
+}
+
+// WithTTL gives every entry of the variable a time to live: it expires at
+// the batch processing time of its last write plus d. It needs
+// ProcessingTime mode and d ≥ 1ms.
+func WithTTL(d time.Duration) Option {
+	return func(o *Options) { o.TTL, o.HasTTL = d, true }
+}
