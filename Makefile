@@ -8,7 +8,7 @@ APT_PACKAGES  := librocksdb-dev kcat
 TEST_TIMEOUT  ?= 20m
 PKGS          := ./...
 
-.PHONY: broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down clean help
+.PHONY: api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down clean help
 
 all: build
 
@@ -18,6 +18,7 @@ help:
 	@echo "make bench      end-to-end benchmark on a real Kafka broker (BENCH_FLAGS=... for kstate bench flags)"
 	@echo "make bench-micro  testing.B micro-benchmarks of state, kv and changelog restore"
 	@echo "make crash      crash tests with 200 SIGKILLs (CRASH_KILLS=n, KSTATE_CRASH_SEED=s)"
+	@echo "make api        regenerate docs/API.md (the public API; a test fails when it drifts)"
 	@echo "make kafka-up   start a real Kafka broker on 127.0.0.1:9092 (make kafka-down stops it)"
 
 # deps is idempotent: it installs only what is missing.
@@ -89,6 +90,11 @@ kafka-up: deps
 
 kafka-down:
 	$(GO) run ./integration/cmd/kafkabroker down
+
+# Regenerates docs/API.md, the exported API of every public package; the
+# apidoc test fails when it is stale.
+api:
+	$(GO) run ./internal/tools/apidoc
 
 clean:
 	$(GO) clean -testcache
