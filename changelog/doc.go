@@ -1,5 +1,7 @@
-// Package changelog defines the binary format of kstate's changelog records
-// and restores state shards from them.
+// Package changelog defines the binary format of kstate's changelog records,
+// which is also the format of the local state shards: a documented, stable
+// format that tools (a state reader, a repair job) can decode with DecodeKey
+// and DecodeValue without the application's code.
 //
 // A changelog record is exactly one key/value pair of a partition's state
 // shard: the record key is the shard key and the record value is the stored

@@ -2,6 +2,7 @@ package changelog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"slices"
@@ -33,15 +34,15 @@ type keyCase struct {
 }
 
 func keyCases() []keyCase {
-	sk := StateKey(3, []byte("user-1"), ListSuffix(9))
+	sk := StateKey(3, []byte("user-1"), listSuffix(9))
 	return []keyCase{
 		{"meta", MetaKey("var/count"), Key{Kind: KindMeta, Name: "var/count"}},
 		{"meta empty", MetaKey(""), Key{Kind: KindMeta}},
 		{"meta binary", MetaKey("\x00\xff"), Key{Kind: KindMeta, Name: "\x00\xff"}},
 		{"value state", StateKey(7, []byte("user-1"), nil), Key{Kind: KindState, VarID: 7, GroupKey: []byte("user-1")}},
 		{"empty group key", StateKey(7, nil, nil), Key{Kind: KindState, VarID: 7}},
-		{"list state", StateKey(math.MaxUint32, []byte("g"), ListSuffix(3)),
-			Key{Kind: KindState, VarID: math.MaxUint32, GroupKey: []byte("g"), Suffix: ListSuffix(3)}},
+		{"list state", StateKey(math.MaxUint32, []byte("g"), listSuffix(3)),
+			Key{Kind: KindState, VarID: math.MaxUint32, GroupKey: []byte("g"), Suffix: listSuffix(3)}},
 		{"map state binary", StateKey(1, []byte("g\x00\xff"), []byte("\x00mk\xff")),
 			Key{Kind: KindState, VarID: 1, GroupKey: []byte("g\x00\xff"), Suffix: []byte("\x00mk\xff")}},
 		{"timer", TimerKey(1000, []byte("k")), Key{Kind: KindTimer, Expiry: 1000, GroupKey: []byte("k")}},
@@ -139,7 +140,7 @@ func TestTimerKeyOrder(t *testing.T) {
 		t.Fatalf("timer keys sort as %v\nwant %v", got, want)
 	}
 	// Every timer key stays inside the timer key space.
-	lo, hi := KindPrefix(KindTimer), PrefixEnd(KindPrefix(KindTimer))
+	lo, hi := []byte{byte(KindTimer)}, []byte{byte(KindTimer) + 1}
 	for _, tm := range timers {
 		k := TimerKey(tm.exp, []byte(tm.key))
 		if bytes.Compare(k, lo) < 0 || bytes.Compare(k, hi) >= 0 {
@@ -165,101 +166,6 @@ func TestTTLKeyOrder(t *testing.T) {
 		}
 		if d.Expiry != exps[i/2] {
 			t.Fatalf("position %d holds expiry %d, want %d", i, d.Expiry, exps[i/2])
-		}
-	}
-}
-
-func TestUpperBounds(t *testing.T) {
-	thresholds := []int64{math.MinInt64, math.MinInt64 + 1, -1, 0, 1, 1000, math.MaxInt64 - 1, math.MaxInt64}
-	groupKeys := [][]byte{nil, {0x00}, bytes.Repeat([]byte{0xff}, 12)}
-	for _, th := range thresholds {
-		for _, e := range thresholds {
-			for _, d := range []int64{-1, 0, 1} {
-				exp := e + d
-				if (d < 0 && exp > e) || (d > 0 && exp < e) {
-					continue // overflow
-				}
-				for _, g := range groupKeys {
-					in := bytes.Compare(TimerKey(exp, g), TimerUpperBound(th)) < 0
-					if in != (exp <= th) {
-						t.Fatalf("TimerKey(%d,%x) < TimerUpperBound(%d) = %v", exp, g, th, in)
-					}
-					sk := StateKey(1, g, nil)
-					in = bytes.Compare(TTLKey(exp, sk), TTLUpperBound(th)) < 0
-					if in != (exp <= th) {
-						t.Fatalf("TTLKey(%d,%x) < TTLUpperBound(%d) = %v", exp, sk, th, in)
-					}
-				}
-			}
-		}
-		// Used with lower = KindPrefix, the bound must not reach into the next kind.
-		if ub := TimerUpperBound(th); bytes.Compare(ub, KindPrefix(KindTimer)) <= 0 || bytes.Compare(ub, KindPrefix(KindTimerKey)) > 0 {
-			t.Fatalf("TimerUpperBound(%d) = %x outside the timer space", th, ub)
-		}
-		if ub := TTLUpperBound(th); bytes.Compare(ub, KindPrefix(KindTTL)) <= 0 || bytes.Compare(ub, []byte{byte(KindTTL) + 1}) > 0 {
-			t.Fatalf("TTLUpperBound(%d) = %x outside the ttl space", th, ub)
-		}
-	}
-}
-
-// inPrefix reports whether k falls in the range [p, PrefixEnd(p)).
-func inPrefix(k, p []byte) bool {
-	end := PrefixEnd(p)
-	return bytes.Compare(k, p) >= 0 && (end == nil || bytes.Compare(k, end) < 0)
-}
-
-func TestStateKeyPrefixContiguity(t *testing.T) {
-	suffixes := [][]byte{nil, ListSuffix(0), ListSuffix(math.MaxUint64), []byte("c"), {0xff, 0xff}}
-	pairs := [][2]string{{"ab", "abc"}, {"a", "a\x00"}, {"", "x"}, {"a\xff", "a\xff\xff"}, {"k", "k\x00\x00\x00\x01"}}
-	for _, p := range pairs {
-		short, long := []byte(p[0]), []byte(p[1])
-		for _, v := range []uint32{0, 7, math.MaxUint32} {
-			for _, s := range suffixes {
-				if !inPrefix(StateKey(v, short, s), StateKeyPrefix(v, short)) {
-					t.Fatalf("StateKey(%d,%q,%x) outside its own group prefix", v, short, s)
-				}
-				if inPrefix(StateKey(v, long, s), StateKeyPrefix(v, short)) {
-					t.Fatalf("StateKey(%d,%q,%x) falls in the prefix of group key %q", v, long, s, short)
-				}
-				if inPrefix(StateKey(v, short, s), StateKeyPrefix(v, long)) {
-					t.Fatalf("StateKey(%d,%q,%x) falls in the prefix of group key %q", v, short, s, long)
-				}
-				if !inPrefix(StateKey(v, long, s), StatePrefix(v)) {
-					t.Fatalf("StateKey(%d,...) outside StatePrefix(%d)", v, v)
-				}
-				if v < math.MaxUint32 && inPrefix(StateKey(v+1, short, s), StatePrefix(v)) {
-					t.Fatalf("StateKey(%d,...) inside StatePrefix(%d)", v+1, v)
-				}
-			}
-			for _, e := range []int64{math.MinInt64, 0, math.MaxInt64} {
-				if inPrefix(TimerByKey(long, e), TimerByKeyPrefix(short)) || !inPrefix(TimerByKey(short, e), TimerByKeyPrefix(short)) {
-					t.Fatalf("TimerByKeyPrefix(%q) not contiguous against %q", short, long)
-				}
-			}
-		}
-	}
-}
-
-func TestPrefixEnd(t *testing.T) {
-	cases := []struct{ in, want []byte }{
-		{nil, nil},
-		{[]byte{}, nil},
-		{[]byte{0x00}, []byte{0x01}},
-		{[]byte{0x01, 0x02}, []byte{0x01, 0x03}},
-		{[]byte{0x01, 0xff}, []byte{0x02}},
-		{[]byte{0x01, 0xff, 0xff}, []byte{0x02}},
-		{[]byte{0xff}, nil},
-		{[]byte{0xff, 0xff}, nil},
-		{[]byte{0xfe, 0xff}, []byte{0xff}},
-	}
-	for _, tc := range cases {
-		in := slices.Clone(tc.in)
-		got := PrefixEnd(in)
-		if !bytes.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
-			t.Errorf("PrefixEnd(%x) = %x, want %x", tc.in, got, tc.want)
-		}
-		if !bytes.Equal(in, tc.in) {
-			t.Errorf("PrefixEnd modified its input: %x -> %x", tc.in, in)
 		}
 	}
 }
@@ -345,8 +251,8 @@ func TestDecodeValueRejects(t *testing.T) {
 // follows (varID, len(groupKey), groupKey, suffix).
 func TestStateKeyOrder(t *testing.T) {
 	ks := [][]byte{
-		StateKey(2, nil, nil), StateKey(1, []byte("b"), nil), StateKey(1, []byte("a"), ListSuffix(2)),
-		StateKey(1, []byte("a"), ListSuffix(1)), StateKey(1, []byte("aa"), nil),
+		StateKey(2, nil, nil), StateKey(1, []byte("b"), nil), StateKey(1, []byte("a"), listSuffix(2)),
+		StateKey(1, []byte("a"), listSuffix(1)), StateKey(1, []byte("aa"), nil),
 	}
 	sort.Slice(ks, func(i, j int) bool { return bytes.Compare(ks[i], ks[j]) < 0 })
 	var got []string
@@ -359,3 +265,6 @@ func TestStateKeyOrder(t *testing.T) {
 		t.Fatalf("state key order %q, want %q", got, want)
 	}
 }
+
+// listSuffix is a ListState element suffix: seq u64 big-endian.
+func listSuffix(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }

@@ -43,12 +43,12 @@ type Key struct {
 	StateKey []byte // KindTTL: the full KindState key the index entry points at
 }
 
-// FlipInt64 maps an int64 to a uint64 whose big-endian bytes sort in the
-// same order as the signed value (negative timestamps sort first).
-func FlipInt64(v int64) uint64 { return uint64(v) ^ (1 << 63) }
+// flip maps an int64 to a uint64 whose big-endian bytes sort in the same
+// order as the signed value (negative timestamps sort first).
+func flip(v int64) uint64 { return uint64(v) ^ (1 << 63) }
 
-// UnflipInt64 is the inverse of FlipInt64.
-func UnflipInt64(u uint64) int64 { return int64(u ^ (1 << 63)) }
+// unflip is the inverse of flip.
+func unflip(u uint64) int64 { return int64(u ^ (1 << 63)) }
 
 // MetaKey returns the shard key of a metadata entry.
 func MetaKey(name string) []byte {
@@ -56,17 +56,9 @@ func MetaKey(name string) []byte {
 	return append(append(b, byte(KindMeta)), name...)
 }
 
-// StatePrefix returns the key prefix of all entries of variable varID.
-func StatePrefix(varID uint32) []byte {
-	b := make([]byte, 5)
-	b[0] = byte(KindState)
-	binary.BigEndian.PutUint32(b[1:], varID)
-	return b
-}
-
-// StateKeyPrefix returns the prefix of all entries of variable varID under
+// stateKeyPrefix returns the prefix of all entries of variable varID under
 // one grouping key: the contiguous range holding that key's state.
-func StateKeyPrefix(varID uint32, groupKey []byte) []byte {
+func stateKeyPrefix(varID uint32, groupKey []byte) []byte {
 	b := make([]byte, 9, 9+len(groupKey)+8)
 	b[0] = byte(KindState)
 	binary.BigEndian.PutUint32(b[1:], varID)
@@ -76,35 +68,19 @@ func StateKeyPrefix(varID uint32, groupKey []byte) []byte {
 
 // StateKey returns the key of one state entry.
 func StateKey(varID uint32, groupKey, suffix []byte) []byte {
-	return append(StateKeyPrefix(varID, groupKey), suffix...)
+	return append(stateKeyPrefix(varID, groupKey), suffix...)
 }
-
-// ListSuffix encodes a list element position.
-func ListSuffix(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
 
 // TimerKey returns the (expiry, key) ordered timer index key.
 func TimerKey(expiry int64, groupKey []byte) []byte {
 	b := make([]byte, 9, 9+len(groupKey))
 	b[0] = byte(KindTimer)
-	binary.BigEndian.PutUint64(b[1:], FlipInt64(expiry))
+	binary.BigEndian.PutUint64(b[1:], flip(expiry))
 	return append(b, groupKey...)
 }
 
-// TimerUpperBound is the exclusive upper bound of all timer keys with
-// expiry ≤ maxExpiry (use with lower bound KindPrefix(KindTimer)).
-func TimerUpperBound(maxExpiry int64) []byte {
-	if maxExpiry == 1<<63-1 {
-		return []byte{byte(KindTimer) + 1}
-	}
-	// Every timer key with expiry ≤ maxExpiry sorts before the first key of maxExpiry+1.
-	b := make([]byte, 9)
-	b[0] = byte(KindTimer)
-	binary.BigEndian.PutUint64(b[1:], FlipInt64(maxExpiry)+1)
-	return b
-}
-
-// TimerByKeyPrefix returns the prefix of all timers of one grouping key.
-func TimerByKeyPrefix(groupKey []byte) []byte {
+// timerByKeyPrefix returns the prefix of all timers of one grouping key.
+func timerByKeyPrefix(groupKey []byte) []byte {
 	b := make([]byte, 5, 5+len(groupKey)+8)
 	b[0] = byte(KindTimerKey)
 	binary.BigEndian.PutUint32(b[1:], uint32(len(groupKey)))
@@ -113,42 +89,15 @@ func TimerByKeyPrefix(groupKey []byte) []byte {
 
 // TimerByKey returns the (key, expiry) ordered timer index key.
 func TimerByKey(groupKey []byte, expiry int64) []byte {
-	return binary.BigEndian.AppendUint64(TimerByKeyPrefix(groupKey), FlipInt64(expiry))
+	return binary.BigEndian.AppendUint64(timerByKeyPrefix(groupKey), flip(expiry))
 }
 
 // TTLKey returns the TTL index key for a state entry expiring at expiry.
 func TTLKey(expiry int64, stateKey []byte) []byte {
 	b := make([]byte, 9, 9+len(stateKey))
 	b[0] = byte(KindTTL)
-	binary.BigEndian.PutUint64(b[1:], FlipInt64(expiry))
+	binary.BigEndian.PutUint64(b[1:], flip(expiry))
 	return append(b, stateKey...)
-}
-
-// TTLUpperBound is the exclusive upper bound of all TTL entries expiring at or before t.
-func TTLUpperBound(t int64) []byte {
-	if t == 1<<63-1 {
-		return []byte{byte(KindTTL) + 1}
-	}
-	b := make([]byte, 9)
-	b[0] = byte(KindTTL)
-	binary.BigEndian.PutUint64(b[1:], FlipInt64(t)+1)
-	return b
-}
-
-// KindPrefix returns the one-byte prefix of a key space.
-func KindPrefix(k Kind) []byte { return []byte{byte(k)} }
-
-// PrefixEnd returns the smallest key greater than every key with the given
-// prefix, or nil when no such key exists (prefix of all 0xff).
-func PrefixEnd(prefix []byte) []byte {
-	end := append([]byte(nil), prefix...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] < 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
 }
 
 // DecodeKey parses a shard key. It never panics on arbitrary input; the
@@ -177,7 +126,7 @@ func DecodeKey(b []byte) (Key, error) {
 		if len(rest) < 8 {
 			return Key{}, fmt.Errorf("%w: timer key of %d bytes", ErrShortKey, len(b))
 		}
-		k.Expiry = UnflipInt64(binary.BigEndian.Uint64(rest))
+		k.Expiry = unflip(binary.BigEndian.Uint64(rest))
 		k.GroupKey = rest[8:]
 	case KindTimerKey:
 		if len(rest) < 4 {
@@ -189,12 +138,12 @@ func DecodeKey(b []byte) (Key, error) {
 			return Key{}, fmt.Errorf("%w: timer-by-key length %d does not fit %d remaining bytes", ErrShortKey, n, len(rest))
 		}
 		k.GroupKey = rest[:n]
-		k.Expiry = UnflipInt64(binary.BigEndian.Uint64(rest[n:]))
+		k.Expiry = unflip(binary.BigEndian.Uint64(rest[n:]))
 	case KindTTL:
 		if len(rest) < 8 {
 			return Key{}, fmt.Errorf("%w: ttl key of %d bytes", ErrShortKey, len(b))
 		}
-		k.Expiry = UnflipInt64(binary.BigEndian.Uint64(rest))
+		k.Expiry = unflip(binary.BigEndian.Uint64(rest))
 		k.StateKey = rest[8:]
 		if len(k.StateKey) == 0 || Kind(k.StateKey[0]) != KindState {
 			return Key{}, fmt.Errorf("%w: ttl entry does not point at a state key", ErrShortKey)

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/keys"
 )
 
 // Floors of the time-ordered index spaces (timers and the TTL index).
@@ -44,7 +45,7 @@ func (f *floor) resetBatch() { f.stagedMin, f.touched = math.MaxInt64, false }
 func floorKey(k changelog.Kind, e int64) []byte {
 	b := make([]byte, 9)
 	b[0] = byte(k)
-	binary.BigEndian.PutUint64(b[1:], changelog.FlipInt64(e))
+	binary.BigEndian.PutUint64(b[1:], keys.FlipInt64(e))
 	return b
 }
 
@@ -65,7 +66,7 @@ func (s *Shard) set(key, val []byte) {
 	}
 	f.touched = true
 	if val != nil {
-		f.stagedMin = min(f.stagedMin, changelog.UnflipInt64(binary.BigEndian.Uint64(key[1:9])))
+		f.stagedMin = min(f.stagedMin, keys.UnflipInt64(binary.BigEndian.Uint64(key[1:9])))
 	}
 }
 
@@ -78,7 +79,7 @@ func (s *Shard) nextFloor(f *floor) (int64, error) {
 	next := int64(math.MaxInt64)
 	err := s.scan(floorKey(f.kind, f.lower()), []byte{byte(f.kind) + 1}, func(k, _ []byte) bool {
 		if len(k) >= 9 {
-			next = changelog.UnflipInt64(binary.BigEndian.Uint64(k[1:9]))
+			next = keys.UnflipInt64(binary.BigEndian.Uint64(k[1:9]))
 		}
 		return false
 	})

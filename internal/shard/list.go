@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/state"
 )
 
@@ -37,7 +38,7 @@ func (l *listState[T]) Exists() (bool, error) {
 	found := false
 	var derr error
 	prefix := l.prefix()
-	err := l.s.scan(prefix, changelog.PrefixEnd(prefix), func(k, v []byte) bool {
+	err := l.s.scan(prefix, keys.PrefixEnd(prefix), func(k, v []byte) bool {
 		h, _, err := changelog.DecodeValue(v)
 		if err != nil {
 			derr = fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, k, err)
@@ -63,7 +64,7 @@ func (l *listState[T]) Get() (iter.Seq[T], error) {
 	var out []T
 	var derr error
 	prefix := l.prefix()
-	err := l.s.scan(prefix, changelog.PrefixEnd(prefix), func(k, v []byte) bool {
+	err := l.s.scan(prefix, keys.PrefixEnd(prefix), func(k, v []byte) bool {
 		h, p, err := changelog.DecodeValue(v)
 		if err != nil {
 			derr = fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, k, err)
@@ -123,7 +124,7 @@ func (l *listState[T]) Put(vs []T) error {
 		return l.err("Put", err)
 	}
 	prefix := l.prefix()
-	old, err := l.s.entries(prefix, changelog.PrefixEnd(prefix))
+	old, err := l.s.entries(prefix, keys.PrefixEnd(prefix))
 	if err != nil {
 		return l.err("Put", err)
 	}
@@ -167,7 +168,7 @@ func (l *listState[T]) append(op string, vs []T) error {
 		return l.err(op, err)
 	}
 	prefix := l.prefix()
-	last, ok, err := l.s.last(prefix, changelog.PrefixEnd(prefix))
+	last, ok, err := l.s.last(prefix, keys.PrefixEnd(prefix))
 	if err != nil {
 		return l.err(op, err)
 	}
@@ -201,7 +202,7 @@ func (l *listState[T]) Clear() error {
 		return err
 	}
 	prefix := l.prefix()
-	return l.err("Clear", l.s.deleteRange(prefix, changelog.PrefixEnd(prefix)))
+	return l.err("Clear", l.s.deleteRange(prefix, keys.PrefixEnd(prefix)))
 }
 
 func listSeq(prefix, key []byte) (uint64, bool) {

@@ -5,6 +5,7 @@ import (
 	"iter"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/state"
 )
 
@@ -109,7 +110,7 @@ func (m *mapState[K, V]) UpdateValue(k K, v V) error {
 func (m *mapState[K, V]) walk(fn func(ek, p []byte) bool) error {
 	prefix := m.prefix()
 	var derr error
-	err := m.s.scan(prefix, changelog.PrefixEnd(prefix), func(k, v []byte) bool {
+	err := m.s.scan(prefix, keys.PrefixEnd(prefix), func(k, v []byte) bool {
 		h, p, err := changelog.DecodeValue(v)
 		if err != nil {
 			derr = fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, k, err)
@@ -234,5 +235,5 @@ func (m *mapState[K, V]) Clear() error {
 		return err
 	}
 	prefix := m.prefix()
-	return m.err("Clear", m.s.deleteRange(prefix, changelog.PrefixEnd(prefix)))
+	return m.err("Clear", m.s.deleteRange(prefix, keys.PrefixEnd(prefix)))
 }

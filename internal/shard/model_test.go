@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/internal/timers"
@@ -492,12 +493,12 @@ func (r *modelRun) randomOp() {
 // left and that the TTL index matches the entries exactly.
 func (r *modelRun) checkPhysical() {
 	index := map[string]bool{}
-	r.check(r.s.Scan(changelog.KindPrefix(changelog.KindTTL), changelog.PrefixEnd(changelog.KindPrefix(changelog.KindTTL)), func(k, _ []byte) bool {
+	r.check(r.s.Scan(keys.KindPrefix(changelog.KindTTL), keys.PrefixEnd(keys.KindPrefix(changelog.KindTTL)), func(k, _ []byte) bool {
 		index[string(k)] = true
 		return true
 	}))
 	n := 0
-	r.check(r.s.Scan(changelog.KindPrefix(changelog.KindState), changelog.PrefixEnd(changelog.KindPrefix(changelog.KindState)), func(k, v []byte) bool {
+	r.check(r.s.Scan(keys.KindPrefix(changelog.KindState), keys.PrefixEnd(keys.KindPrefix(changelog.KindState)), func(k, v []byte) bool {
 		h, _, err := changelog.DecodeValue(v)
 		r.check(err)
 		if h.Expiry != changelog.NoExpiry {

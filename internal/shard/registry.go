@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/state"
 )
 
@@ -181,9 +182,9 @@ func (s *Shard) DeleteIfExists(name string) error {
 		expiry int64
 	}
 	var doomed []entry
-	prefix := changelog.StatePrefix(e.ID)
+	prefix := keys.StatePrefix(e.ID)
 	var decodeErr error
-	err = s.scan(prefix, changelog.PrefixEnd(prefix), func(k, v []byte) bool {
+	err = s.scan(prefix, keys.PrefixEnd(prefix), func(k, v []byte) bool {
 		h, _, err := changelog.DecodeValue(v)
 		if err != nil {
 			decodeErr = fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, k, err)
@@ -218,7 +219,7 @@ func (s *Shard) Variables() ([]VarInfo, error) {
 	prefix := changelog.MetaKey(varMetaPrefix)
 	var out []VarInfo
 	var decodeErr error
-	err := s.scan(prefix, changelog.PrefixEnd(prefix), func(k, v []byte) bool {
+	err := s.scan(prefix, keys.PrefixEnd(prefix), func(k, v []byte) bool {
 		var e registryEntry
 		if err := json.Unmarshal(v, &e); err != nil {
 			decodeErr = fmt.Errorf("%w: registry entry %q: %w", state.ErrCorrupt, k, err)
@@ -261,7 +262,7 @@ func (b *varBase) check(op string, write bool) error {
 func (b *varBase) err(op string, err error) error { return varErr(b.kind, b.name, op, err) }
 
 // prefix is the key range of the variable's entries under the current key.
-func (b *varBase) prefix() []byte { return changelog.StateKeyPrefix(b.id, b.s.key) }
+func (b *varBase) prefix() []byte { return keys.StateKeyPrefix(b.id, b.s.key) }
 
 // newExpiry is the expiry of an entry written now.
 func (b *varBase) newExpiry() (int64, error) {

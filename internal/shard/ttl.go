@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/state"
 )
 
@@ -126,7 +127,7 @@ func (s *Shard) expireTTL() error {
 	if s.batchTime < 0 {
 		return nil
 	}
-	idx, err := s.entries(floorKey(changelog.KindTTL, s.ttlFloor.lower()), changelog.TTLUpperBound(s.batchTime))
+	idx, err := s.entries(floorKey(changelog.KindTTL, s.ttlFloor.lower()), keys.TTLUpperBound(s.batchTime))
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/state"
 )
@@ -15,7 +16,7 @@ import (
 func countKind(t *testing.T, s *shard.Shard, k changelog.Kind) int {
 	t.Helper()
 	n := 0
-	noErr(t, s.Scan(changelog.KindPrefix(k), changelog.PrefixEnd(changelog.KindPrefix(k)), func(_, _ []byte) bool { n++; return true }))
+	noErr(t, s.Scan(keys.KindPrefix(k), keys.PrefixEnd(keys.KindPrefix(k)), func(_, _ []byte) bool { n++; return true }))
 	return n
 }
 
@@ -236,7 +237,7 @@ func TestTTLCleanupUsesIndexOnly(t *testing.T) {
 	commit(t, s, nil, 0, func() { s.SetCurrentKey([]byte("k")); noErr(t, v.Update(1)) })
 	// Plant a stale index entry at 10 pointing at the live value (expiry 1000).
 	var stateKey []byte
-	noErr(t, s.Scan(changelog.KindPrefix(changelog.KindState), changelog.PrefixEnd(changelog.KindPrefix(changelog.KindState)), func(k, _ []byte) bool {
+	noErr(t, s.Scan(keys.KindPrefix(changelog.KindState), keys.PrefixEnd(keys.KindPrefix(changelog.KindState)), func(k, _ []byte) bool {
 		stateKey = bytes.Clone(k)
 		return false
 	}))

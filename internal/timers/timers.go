@@ -8,6 +8,7 @@ import (
 	"github.com/kstate/kstate/timers"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/internal/shard"
 )
 
@@ -74,10 +75,10 @@ func (t *Timers) exists(key []byte, expiry int64) (bool, error) {
 
 // List returns the expiries of key's timers, ascending.
 func (t *Timers) List(key []byte) ([]int64, error) {
-	prefix := changelog.TimerByKeyPrefix(key)
+	prefix := keys.TimerByKeyPrefix(key)
 	var out []int64
 	var derr error
-	err := t.s.Scan(prefix, changelog.PrefixEnd(prefix), func(k, _ []byte) bool {
+	err := t.s.Scan(prefix, keys.PrefixEnd(prefix), func(k, _ []byte) bool {
 		dk, err := changelog.DecodeKey(k)
 		if err != nil {
 			derr = err
@@ -105,7 +106,7 @@ func (t *Timers) Expired(threshold int64) ([]Timer, error) {
 	// fired timers leave tombstones there that a store like RocksDB would
 	// step over on every call until compaction.
 	lower := changelog.TimerKey(t.s.TimerFloor(), nil)
-	err := t.s.Scan(lower, changelog.TimerUpperBound(threshold), func(k, _ []byte) bool {
+	err := t.s.Scan(lower, keys.TimerUpperBound(threshold), func(k, _ []byte) bool {
 		dk, err := changelog.DecodeKey(k)
 		if err != nil {
 			derr = err
