@@ -13,6 +13,9 @@ import (
 // from the key's initial count if the application was given one, and emits
 // the new count.
 type demoCounter struct {
+	// Defaults supplies the no-op HandleExpiredTimer and Close it does not need.
+	processor.Defaults[string, string]
+
 	count state.ValueState[int64]
 }
 
@@ -46,9 +49,3 @@ func (c *demoCounter) HandleInputRows(_ string, rows iter.Seq[string], _ process
 	}
 	return out.Emit(strconv.FormatInt(n, 10))
 }
-
-func (c *demoCounter) HandleExpiredTimer(string, processor.TimerValues, processor.ExpiredTimerInfo, processor.Emitter[string]) error {
-	return nil
-}
-
-func (c *demoCounter) Close() error { return nil }

@@ -46,6 +46,9 @@ type View struct {
 // Dedup (NoTime) remembers the last click sequence number of each user and
 // drops clicks it has seen.
 type Dedup struct {
+	// Defaults supplies the no-op HandleExpiredTimer and Close it does not need.
+	processor.Defaults[string, View]
+
 	lastSeq state.ValueState[int64]
 }
 
@@ -71,12 +74,6 @@ func (d *Dedup) HandleInputRows(user string, clicks iter.Seq[Click], _ processor
 	return d.lastSeq.Update(last)
 }
 
-func (d *Dedup) HandleExpiredTimer(string, processor.TimerValues, processor.ExpiredTimerInfo, processor.Emitter[View]) error {
-	return nil
-}
-
-func (d *Dedup) Close() error { return nil }
-
 // PageMinute is the second application's output row.
 type PageMinute struct {
 	Page    string `json:"page"`
@@ -88,6 +85,9 @@ type PageMinute struct {
 // minute, in a MapState keyed by the minute, and emits a minute when the
 // watermark passes its end.
 type PerMinute struct {
+	// Defaults supplies the no-op Close it does not need.
+	processor.Defaults[string, PageMinute]
+
 	h     processor.Handle
 	count state.MapState[int64, int64]
 }
@@ -126,8 +126,6 @@ func (p *PerMinute) HandleExpiredTimer(page string, _ processor.TimerValues, t p
 	}
 	return out.Emit(PageMinute{Page: page, StartMs: minute, Views: n})
 }
-
-func (p *PerMinute) Close() error { return nil }
 
 func main() {
 	brokers := flag.String("brokers", "", "Kafka bootstrap servers, comma-separated (default: an embedded in-process Kafka)")

@@ -31,6 +31,9 @@ import (
 
 // Counter counts the rows of each key, starting from the initial count.
 type Counter struct {
+	// Defaults supplies the no-op HandleExpiredTimer and Close it does not need.
+	processor.Defaults[string, int64]
+
 	count state.ValueState[int64]
 }
 
@@ -63,12 +66,6 @@ func (c *Counter) HandleInputRows(_ string, rows iter.Seq[string], _ processor.T
 	}
 	return out.Emit(n)
 }
-
-func (c *Counter) HandleExpiredTimer(string, processor.TimerValues, processor.ExpiredTimerInfo, processor.Emitter[int64]) error {
-	return nil
-}
-
-func (c *Counter) Close() error { return nil }
 
 // initialCSV stands for a file with the counts to start from.
 const initialCSV = "x,10\ny,100\n"

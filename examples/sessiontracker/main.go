@@ -44,6 +44,9 @@ type Summary struct {
 // Tracker keeps, per user, one MapState entry per open session: session id
 // → the pages viewed so far.
 type Tracker struct {
+	// Defaults supplies the no-op HandleExpiredTimer and Close it does not need.
+	processor.Defaults[string, Summary]
+
 	sessions state.MapState[string, []string]
 }
 
@@ -92,12 +95,6 @@ func (t *Tracker) end(user, session string, pages []string, out processor.Emitte
 	}
 	return out.Emit(Summary{User: user, Session: session, Pages: pages, StillOpen: slices.Collect(others)})
 }
-
-func (t *Tracker) HandleExpiredTimer(string, processor.TimerValues, processor.ExpiredTimerInfo, processor.Emitter[Summary]) error {
-	return nil
-}
-
-func (t *Tracker) Close() error { return nil }
 
 func main() {
 	brokers := flag.String("brokers", "", "Kafka bootstrap servers, comma-separated (default: an embedded in-process Kafka)")

@@ -27,6 +27,9 @@ import (
 
 // Counter counts the rows of each key. Rows are words; the key is the word.
 type Counter struct {
+	// Defaults supplies the no-op HandleExpiredTimer and Close it does not need.
+	processor.Defaults[string, int64]
+
 	count state.ValueState[int64]
 }
 
@@ -50,12 +53,6 @@ func (c *Counter) HandleInputRows(_ string, rows iter.Seq[string], _ processor.T
 	}
 	return out.Emit(n)
 }
-
-func (c *Counter) HandleExpiredTimer(string, processor.TimerValues, processor.ExpiredTimerInfo, processor.Emitter[int64]) error {
-	return nil // no timers in NoTime mode
-}
-
-func (c *Counter) Close() error { return nil }
 
 func main() {
 	brokers := flag.String("brokers", "", "Kafka bootstrap servers, comma-separated (default: an embedded in-process Kafka)")

@@ -45,6 +45,9 @@ type agg struct {
 // start, so iteration and cleanup are ordered by time; an event-time timer
 // at the window's end closes it.
 type Windows struct {
+	// Defaults supplies the no-op Close it does not need.
+	processor.Defaults[string, Window]
+
 	Size time.Duration
 
 	h    processor.Handle
@@ -106,6 +109,3 @@ func (w *Windows) HandleExpiredTimer(sensor string, tv processor.TimerValues, t 
 		WatermarkMs: tv.WatermarkMs(),
 	})
 }
-
-// Close has nothing to release.
-func (w *Windows) Close() error { return nil }

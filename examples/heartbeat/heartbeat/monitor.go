@@ -35,6 +35,9 @@ type Event struct {
 // after its last write (TTL), so a sensor that never comes back is
 // forgotten without any code running for it.
 type Monitor struct {
+	// Defaults supplies the no-op Close it does not need.
+	processor.Defaults[string, Event]
+
 	Timeout   time.Duration
 	Retention time.Duration
 
@@ -110,6 +113,3 @@ func (m *Monitor) HandleExpiredTimer(sensor string, tv processor.TimerValues, _ 
 	}
 	return out.Emit(Event{Sensor: sensor, Kind: Silent, AtMs: tv.ProcessingTimeMs(), LastMs: last})
 }
-
-// Close has nothing to release.
-func (m *Monitor) Close() error { return nil }
