@@ -5,15 +5,13 @@ import (
 	"fmt"
 	"iter"
 	"os"
+	"testing"
 	"time"
 
 	"github.com/kstate/kstate"
-	"github.com/kstate/kstate/internal/handle"
 	"github.com/kstate/kstate/internal/kafka"
-	"github.com/kstate/kstate/internal/kv"
-	"github.com/kstate/kstate/internal/shard"
-	"github.com/kstate/kstate/internal/timers"
 	"github.com/kstate/kstate/kafka/embedded"
+	"github.com/kstate/kstate/kstatetest"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
 	"github.com/kstate/kstate/state"
@@ -118,56 +116,29 @@ func Example() {
 	// Output: a=3 b=2
 }
 
-// A processor can also be driven without Kafka, e.g. in its unit tests,
-// through a Runtime over a shard with an in-memory backend: the same calls
-// the engine makes per micro-batch.
-func Example_withoutKafka() {
-	shard, err := shard.OpenShard(shard.ShardOptions{Backend: kv.NewMemory()})
-	if err != nil {
-		panic(err)
+// A processor is tested without Kafka with package kstatetest, which runs it
+// on the real engine over in-memory state: here the application's Config,
+// two micro-batches and the committed state. (In a test, pass the test's
+// *testing.T.)
+func Example_test() {
+	d := kstatetest.New(&testing.T{}, kstate.Config[string, string, string]{
+		ApplicationID: "wordcount",
+		KeySerde:      serde.String(),
+		ValueSerde:    serde.String(),
+		OutputSerde:   serde.String(),
+		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &WordCount{} },
+	})
+	defer d.Close()
+	for _, w := range []string{"a", "a", "a", "b"} {
+		d.Input(w, w)
 	}
-	defer shard.Close()
-	rt := handle.NewRuntime(handle.Config{Shard: shard, Timers: timers.New(shard), TimeMode: processor.NoTime})
-
-	var p processor.StatefulProcessor[string, string, string] = &WordCount{}
-	rt.SetPhase(handle.PhaseInit)
-	if err := p.Init(rt.Handle()); err != nil {
-		panic(err)
-	}
-	rt.SetPhase(handle.PhaseIdle)
-
-	emit := processor.EmitterFunc[string](func(s string) error { fmt.Println(s); return nil })
-	next := int64(0) // the changelog offset after the batch
-	batch := func(key string, rows ...string) {
-		shard.Begin(-1)
-		rt.SetKey([]byte(key))
-		rt.SetPhase(handle.PhaseInput)
-		seq := func(yield func(string) bool) {
-			for _, r := range rows {
-				if !yield(r) {
-					return
-				}
-			}
-		}
-		err := p.HandleInputRows(key, seq, processor.NewTimerValues(-1, -1), emit)
-		rt.SetPhase(handle.PhaseIdle)
-		if err != nil {
-			panic(err)
-		}
-		recs, err := shard.Finish() // the changelog records the engine would commit to Kafka
-		if err != nil {
-			panic(err)
-		}
-		next += int64(len(recs))
-		if err := shard.Commit(next); err != nil {
-			panic(err)
-		}
-	}
-	batch("a", "x", "y", "z")
-	batch("b", "x")
-	batch("a", "w")
+	d.MustRunBatch()
+	d.Input("a", "a")
+	d.MustRunBatch()
+	fmt.Println(d.OutputValues())
+	n, ok := kstatetest.ValueOf(d, "a", "count", state.Int64())
+	fmt.Println(n, ok)
 	// Output:
-	// a=3
-	// b=1
-	// a=4
+	// [a=3 b=1 a=4]
+	// 4 true
 }

@@ -17,14 +17,15 @@ import (
 	"github.com/kstate/kstate/serde"
 )
 
-// The README shows counter.go and main.go verbatim, so what it shows
-// compiles; and the processor is short, as the README promises.
+// The README shows counter.go, main.go and counter_test.go verbatim, so
+// what it shows compiles (and the test passes); and the processor is
+// short, as the README promises.
 func TestREADMEShowsTheseFiles(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"counter.go", "main.go"} {
+	for _, f := range []string{"counter.go", "main.go", "counter_test.go"} {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

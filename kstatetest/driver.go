@@ -1,0 +1,311 @@
+package kstatetest
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/engine"
+	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/serde"
+)
+
+// defaultStart is the driver clock's default start (see StartTime).
+var defaultStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	partitions int
+	start      time.Time
+	topics     map[string][]Record
+}
+
+// Partitions sets the number of input partitions (one engine task and one
+// state shard each), overriding the default of 1. Input records are routed
+// like Kafka's default partitioner routes them: murmur2 of the key bytes.
+func Partitions(n int) Option { return func(o *options) { o.partitions = n } }
+
+// StartTime sets the driver clock's start, overriding the default of
+// 2026-01-01T00:00:00Z (a fixed instant, so that tests are deterministic).
+func StartTime(t time.Time) Option { return func(o *options) { o.start = t } }
+
+// Record is a raw Kafka record (key and value bytes).
+type Record struct{ Key, Value []byte }
+
+// InitialTopic gives the records of a topic that Config.InitialState reads
+// (kstate.InitialStateFromTopic), since the driver has no Kafka. Without
+// it, such an initial state makes New fail with ErrNoTopic.
+func InitialTopic(topic string, records ...Record) Option {
+	return func(o *options) { o.topics[topic] = append(o.topics[topic], records...) }
+}
+
+// Output is one committed output record.
+type Output[O any] struct {
+	// Key is the record key: Config.OutputKey's, or the grouping key's bytes.
+	Key []byte
+	// Value is the row the processor emitted (the typed value handed to
+	// Config.OutputSerde, not a decoding of its bytes).
+	Value O
+	// Bytes is Value as Config.OutputSerde serialized it: the record value.
+	Bytes []byte
+	// Timestamp is Config.OutputEventTime of the row, the record
+	// timestamp; zero when OutputEventTime is nil.
+	Timestamp time.Time
+	// Partition is the input partition whose batch emitted the row.
+	Partition int32
+}
+
+// Driver runs a processor synchronously on the real engine — the same
+// partition tasks, staging, timers, TTL, watermark, initial state and error
+// handling as kstate.App.Run — over in-memory state shards, without Kafka,
+// goroutines or sleeps. Time is the driver's clock, moved by AdvanceClock.
+//
+// A Driver is used by one goroutine (the test's). It is closed by
+// t.Cleanup.
+type Driver[K, I, O any] struct {
+	t       testing.TB
+	cfg     kstate.Config[K, I, O]
+	opts    options
+	logf    func(string, ...any)
+	valSer  serde.Serializer[I] // nil when ValueSerde is not a Serde
+	now     time.Time
+	parts   []*partition[K, I, O]
+	initial map[int32][]engine.InitialRow[K]
+	outputs []Output[O]
+	closed  bool
+
+	retired         engine.Counters // counters of tasks closed by Restart
+	rounds, commits int64
+}
+
+// New returns a Driver running cfg, the Config the application ships with.
+// Kafka-only fields (Brokers, InstanceID, StateDir, the topic names,
+// TriggerInterval, MaxBatch*, the timeouts) are ignored, and Clock is
+// replaced by the driver's clock; everything else is validated as kstate.New
+// validates it (empty Brokers, InputTopics and OutputTopic are filled with
+// placeholders first), and a config error fails the test. The tasks are
+// opened and their processors' Init has run when New returns.
+func New[K, I, O any](t testing.TB, cfg kstate.Config[K, I, O], opts ...Option) *Driver[K, I, O] {
+	t.Helper()
+	o := options{partitions: 1, start: defaultStart, topics: map[string][]Record{}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.partitions < 1 {
+		t.Fatalf("kstatetest: Partitions(%d): want at least 1", o.partitions)
+	}
+	if len(cfg.Brokers) == 0 {
+		cfg.Brokers = []string{"kstatetest:9092"}
+	}
+	if len(cfg.InputTopics) == 0 {
+		cfg.InputTopics = []string{"input"}
+	}
+	if cfg.OutputTopic == "" {
+		cfg.OutputTopic = "output"
+	}
+	if _, err := kstate.New(cfg); err != nil {
+		t.Fatalf("kstatetest: %v", err)
+	}
+	d := &Driver[K, I, O]{t: t, cfg: cfg, opts: o, now: o.start, logf: cfg.Logf}
+	if d.logf == nil {
+		d.logf = t.Logf
+	}
+	d.valSer, _ = cfg.ValueSerde.(serde.Serializer[I])
+	t.Cleanup(d.Close)
+	for i := range o.partitions {
+		d.parts = append(d.parts, &partition[K, I, O]{id: int32(i)})
+	}
+	if err := d.loadInitial(); err != nil {
+		t.Fatalf("kstatetest: %v", err)
+	}
+	for _, p := range d.parts {
+		if err := d.open(p, kv.NewMemory()); err != nil {
+			t.Fatalf("kstatetest: %v", err)
+		}
+	}
+	return d
+}
+
+// Now is the driver clock: the processing time of the next batch.
+func (d *Driver[K, I, O]) Now() time.Time { return d.now }
+
+// AdvanceClock moves the driver clock forward by dur. No batch runs: call
+// RunBatch to let due processing-time timers fire and TTL expire.
+func (d *Driver[K, I, O]) AdvanceClock(dur time.Duration) {
+	d.t.Helper()
+	if dur < 0 {
+		d.t.Fatalf("kstatetest: AdvanceClock(%v): the clock never goes back", dur)
+	}
+	d.now = d.now.Add(dur)
+}
+
+// Input queues a record with the driver clock as its timestamp.
+func (d *Driver[K, I, O]) Input(key K, value I) {
+	d.t.Helper()
+	d.InputAt(key, value, d.now)
+}
+
+// InputAt queues a record with timestamp ts (the event time in EventTime
+// mode unless Config.EventTime says otherwise). The key is encoded with
+// Config.KeySerde and the value with Config.ValueSerde, which must then be
+// a serde.Serde (use InputRecord otherwise).
+func (d *Driver[K, I, O]) InputAt(key K, value I, ts time.Time) {
+	d.t.Helper()
+	kb, err := d.cfg.KeySerde.Serialize(key)
+	if err != nil {
+		d.t.Fatalf("kstatetest: Input: serialize key %#v: %v", key, err)
+	}
+	if d.valSer == nil {
+		d.t.Fatalf("kstatetest: Input: Config.ValueSerde (%T) cannot serialize; use InputRecord with the value's bytes", d.cfg.ValueSerde)
+	}
+	vb, err := d.valSer.Serialize(value)
+	if err != nil {
+		d.t.Fatalf("kstatetest: Input: serialize value %#v: %v", value, err)
+	}
+	d.InputRecord(kb, vb, ts)
+}
+
+// InputRecord queues a record of raw bytes with timestamp ts, e.g. one that
+// Config.KeySerde or ValueSerde cannot decode. It goes to the partition
+// murmur2(key) selects, like Kafka's default partitioner.
+func (d *Driver[K, I, O]) InputRecord(key, value []byte, ts time.Time) {
+	p := d.parts[engine.PartitionFor(key, len(d.parts))]
+	p.queued = append(p.queued, engine.Record{Offset: p.offset, Key: key, Value: value, TimestampMs: ts.UnixMilli()})
+	p.offset++
+}
+
+// RunBatch runs one micro-batch on every partition that has queued input or
+// is due one (in ProcessingTime mode every partition, so that timers fire
+// and TTL is enforced, as the engine's trigger does), at the driver clock,
+// and then commits it as the Kafka transaction would: outputs become
+// visible to Outputs, state changes go to the in-memory changelog and the
+// shards. On error every task aborts (no output, no state change), the
+// queued input is dropped, and the error is what kstate.App.Run would
+// return: match kstate.UserError, kstate.DecodeError and kstate.ModeError
+// with errors.As.
+func (d *Driver[K, I, O]) RunBatch() error {
+	if d.closed {
+		return fmt.Errorf("kstatetest: RunBatch on a closed Driver")
+	}
+	return d.batch()
+}
+
+// MustRunBatch is RunBatch failing the test on error.
+func (d *Driver[K, I, O]) MustRunBatch() {
+	d.t.Helper()
+	if err := d.RunBatch(); err != nil {
+		d.t.Fatalf("kstatetest: RunBatch: %v", err)
+	}
+}
+
+// Outputs returns the outputs committed since the last call to Outputs or
+// OutputValues, in commit order (partition by partition within a batch,
+// emission order within a partition).
+func (d *Driver[K, I, O]) Outputs() []Output[O] {
+	out := d.outputs
+	d.outputs = nil
+	return out
+}
+
+// OutputValues is Outputs without the record details.
+func (d *Driver[K, I, O]) OutputValues() []O {
+	var out []O
+	for _, o := range d.Outputs() {
+		out = append(out, o.Value)
+	}
+	return out
+}
+
+// RestartOption configures Restart.
+type RestartOption func(*restartOptions)
+
+type restartOptions struct{ keepLocal bool }
+
+// KeepLocalState keeps the shards' contents across Restart, like a restart
+// on the same disk: only the changelog tail after the shard's offset is
+// restored. By default the shards are thrown away and restored in full.
+func KeepLocalState() RestartOption { return func(o *restartOptions) { o.keepLocal = true } }
+
+// Restart stops every task (the processors' Close runs) and starts them
+// again: new in-memory shards are restored from the changelog the driver
+// captured, through the engine's restore path, and the processors' Init
+// runs again. Initial state is not applied again. Queued input stays queued.
+func (d *Driver[K, I, O]) Restart(opts ...RestartOption) {
+	d.t.Helper()
+	var o restartOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	for _, p := range d.parts {
+		store := kv.NewMemory()
+		if o.keepLocal {
+			var err error
+			if store, err = copyStore(p.store); err != nil {
+				d.t.Fatalf("kstatetest: Restart: partition %d: keep local state: %v", p.id, err)
+			}
+		}
+		if err := d.closeTask(p); err != nil {
+			d.t.Fatalf("kstatetest: Restart: %v", err)
+		}
+		if err := d.open(p, store); err != nil {
+			d.t.Fatalf("kstatetest: Restart: %v", err)
+		}
+	}
+}
+
+// Counters returns the engine counters summed over every partition and
+// every restart (rows in/out, late rows dropped, timers fired, TTL
+// removals, restored records, ...).
+func (d *Driver[K, I, O]) Counters() kstate.Counters { return d.Metrics().Total }
+
+// Metrics returns a snapshot like kstate.App.Metrics: Total also counts
+// tasks closed by Restart, Rounds (RunBatch calls) and Commits (batches
+// that produced output or state changes).
+func (d *Driver[K, I, O]) Metrics() kstate.Metrics {
+	m := kstate.Metrics{Total: d.retired, Partitions: map[int32]kstate.Counters{}}
+	m.Total.Add(kstate.Counters{Rounds: d.rounds, Commits: d.commits})
+	for _, p := range d.parts {
+		if p.task == nil {
+			continue
+		}
+		c := p.task.Counters()
+		m.Partitions[p.id] = c
+		m.Total.Add(c)
+		m.Assigned = append(m.Assigned, p.id)
+	}
+	sort.Slice(m.Assigned, func(i, j int) bool { return m.Assigned[i] < m.Assigned[j] })
+	return m
+}
+
+// Partition returns the input partition of key.
+func (d *Driver[K, I, O]) Partition(key K) int32 {
+	d.t.Helper()
+	return d.parts[d.partitionOf(key)].id
+}
+
+func (d *Driver[K, I, O]) partitionOf(key K) int {
+	d.t.Helper()
+	kb, err := d.cfg.KeySerde.Serialize(key)
+	if err != nil {
+		d.t.Fatalf("kstatetest: serialize key %#v: %v", key, err)
+	}
+	return int(engine.PartitionFor(kb, len(d.parts)))
+}
+
+// Close closes every task (the processors' Close runs); an error fails the
+// test. It is idempotent, and registered with t.Cleanup by New.
+func (d *Driver[K, I, O]) Close() {
+	if d.closed {
+		return
+	}
+	d.closed = true
+	for _, p := range d.parts {
+		if err := d.closeTask(p); err != nil {
+			d.t.Errorf("kstatetest: Close: %v", err)
+		}
+	}
+}
