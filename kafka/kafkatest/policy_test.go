@@ -61,7 +61,7 @@ func TestSelection(t *testing.T) {
 		{name: "FallsBackToEmbedded", child: "any", ci: "true",
 			want: []string{
 				"kafkatest: using embedded in-process cluster (kfake) at 127.0.0.1:", // stderr, once
-				"kafkatest: no real broker: no Kafka broker could be obtained",      // t.Logf
+				"kafkatest: no real broker: no Kafka broker could be obtained",       // t.Logf
 				`CHILD GOT source="embedded in-process cluster (kfake)" real=false`,
 			}},
 		{name: "UserCluster", child: "require", ci: "true", brokers: userCluster,
