@@ -66,8 +66,8 @@ func TestSelection(t *testing.T) {
 			}},
 		{name: "UserCluster", child: "require", ci: "true", brokers: userCluster,
 			want: []string{
-				"kafkatest: using KSTATE_KAFKA_BROKERS=" + userCluster + " at " + userCluster,
-				`CHILD GOT source="KSTATE_KAFKA_BROKERS=` + userCluster + `" real=true`,
+				"kafkatest: using KSTATE_KAFKA_BROKERS at " + userCluster,
+				`CHILD GOT source="KSTATE_KAFKA_BROKERS" real=true brokers=[` + userCluster + `]`,
 			},
 			notWant: []string{"no real broker", "TestMain"}},
 	} {

@@ -46,7 +46,7 @@ type Cluster struct {
 // Brokers returns the bootstrap addresses, for kstate.Config.Brokers.
 func (c *Cluster) Brokers() []string { return append([]string(nil), c.brokers...) }
 
-// Source says which cluster this is, for logs: "KSTATE_KAFKA_BROKERS=...",
+// Source says which cluster this is, for logs: "KSTATE_KAFKA_BROKERS",
 // "testcontainers (<image>)", "Apache Kafka <version> from Maven jars" or
 // "embedded in-process cluster (kfake)".
 func (c *Cluster) Source() string { return c.source }
@@ -122,7 +122,7 @@ func (c *Cluster) announce() {
 		if c.passed != "" {
 			logf("no real broker (%s); tests with RequireReal are skipped (and fail when CI=true)", c.passed)
 		}
-		if !shared.main.Load() && c.source != envSource() && c.real {
+		if !shared.main.Load() && c.source != envSource && c.real {
 			logf("no TestMain calls kafkatest.Main: the broker stops only when the test binary exits " +
 				"(func TestMain(m *testing.M) { os.Exit(kafkatest.Main(m)) } stops it cleanly)")
 		}
@@ -150,14 +150,12 @@ func Main(m *testing.M) int {
 	return code
 }
 
-func envSource() string {
-	return "KSTATE_KAFKA_BROKERS=" + strings.TrimSpace(os.Getenv("KSTATE_KAFKA_BROKERS"))
-}
+const envSource = "KSTATE_KAFKA_BROKERS"
 
 // startReal obtains a real broker: the user's, Docker's, or the jars'.
 func startReal() (*Cluster, error) {
-	if env := strings.TrimSpace(os.Getenv("KSTATE_KAFKA_BROKERS")); env != "" {
-		return &Cluster{brokers: strings.Split(env, ","), source: envSource(), real: true}, nil
+	if env := strings.TrimSpace(os.Getenv(envSource)); env != "" {
+		return &Cluster{brokers: strings.Split(env, ","), source: envSource, real: true}, nil
 	}
 	// Resolving the jars with an empty Maven cache takes a few minutes.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
