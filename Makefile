@@ -56,11 +56,11 @@ lint:
 
 # -count=1: never report a cached pass (CI runs on a machine with a warm
 # build cache). The real-broker tests in ./integration start Apache Kafka themselves
-# (see integration/harness); with CI=true a missing broker fails the run.
+# (see kafka/kafkatest); with CI=true a missing broker fails the run.
 test: deps vet fmt-check lint broker-proof
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
-# Prints, in the test log, which Kafka broker the harness started and its
+# Prints, in the test log, which Kafka broker kafkatest started and its
 # version, and the transactional, compaction and kcat checks (go test hides
 # the logs of passing tests without -v).
 broker-proof:

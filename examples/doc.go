@@ -8,7 +8,9 @@
 //   - heartbeat: processing-time timers and TTL;
 //   - eventtime: event-time timers, the watermark, late rows;
 //   - chained: two applications, event time kept through Kafka;
-//   - readme: the README's counter, compiled and tested.
+//   - readme: the README's counter, compiled and tested;
+//   - integrationtest: a service's integration test on a real Kafka
+//     (kafka/kafkatest), to copy into your own service.
 //
 // Each example's test asserts its exact output; see the README's Examples
 // section for a paragraph on each.

@@ -10,8 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kstate/kstate/integration/harness"
 )
 
 // uniqueName keeps tests independent on a shared broker.
@@ -45,8 +43,8 @@ func createTopic(t *testing.T, adm *kadm.Client, name string, partitions int32, 
 // TestRealBrokerIdentity proves the tests talk to a real Apache Kafka broker
 // and prints its version.
 func TestRealBrokerIdentity(t *testing.T) {
-	brokers := harness.Brokers(t)
-	adm := newAdmin(t, brokers)
+	k := realKafka(t)
+	adm := newAdmin(t, k.Brokers())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -66,21 +64,21 @@ func TestRealBrokerIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("KAFKA BROKER: source=%q version-guess=%q cluster=%s controller=%d brokers=%d",
-		harness.Source(), guess, meta.Cluster, meta.Controller, len(meta.Brokers))
+		k.Source(), guess, meta.Cluster, meta.Controller, len(meta.Brokers))
 	if len(meta.Brokers) == 0 {
 		t.Fatal("metadata lists no brokers")
 	}
 	// kfake answers ApiVersions too, but only a real 4.x broker has KRaft
 	// controller APIs and the 4.x request versions; the guess must say 4.x
 	// unless the user pointed us at their own cluster.
-	if strings.HasPrefix(harness.Source(), "Apache Kafka") && !strings.Contains(guess, "v4.") {
+	if strings.HasPrefix(k.Source(), "Apache Kafka") && !strings.Contains(guess, "v4.") {
 		t.Fatalf("expected a Kafka 4.x broker, version guess is %q", guess)
 	}
 }
 
 // TestCompactedTopicConfig creates a compacted topic and reads the policy back.
 func TestCompactedTopicConfig(t *testing.T) {
-	brokers := harness.Brokers(t)
+	brokers := realKafka(t).Brokers()
 	adm := newAdmin(t, brokers)
 	topic := uniqueName(t, "changelog")
 	compact := "compact"
@@ -162,7 +160,7 @@ func consumeAll(t *testing.T, brokers []string, topic string, iso kgo.IsolationL
 // TestTransactionsReadCommitted checks that a read_committed consumer sees the
 // records of a committed transaction and none of an aborted one.
 func TestTransactionsReadCommitted(t *testing.T) {
-	brokers := harness.Brokers(t)
+	brokers := realKafka(t).Brokers()
 	adm := newAdmin(t, brokers)
 	topic := uniqueName(t, "txn")
 	createTopic(t, adm, topic, 1, nil)

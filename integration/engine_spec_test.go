@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/kstate/kstate"
-	"github.com/kstate/kstate/integration/harness"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/testprocs"
 	"github.com/kstate/kstate/processor"
@@ -29,7 +28,7 @@ var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)
 // newSpecEnv creates the input and output topics with parts partitions.
 func newSpecEnv(t *testing.T, parts int) specEnv {
 	t.Helper()
-	brokers := harness.Brokers(t)
+	brokers := realKafka(t).Brokers()
 	id := fmt.Sprintf("%s-%d", unsafeChars.ReplaceAllString(t.Name(), "-"), time.Now().UnixNano()%1_000_000_000)
 	e := specEnv{brokers: brokers, app: id, in: id + "-in", out: id + "-out"}
 	newTopic(t, brokers, e.in, parts)

@@ -9,14 +9,13 @@ import (
 
 	"github.com/kstate/kstate/examples/eventtime/eventtime"
 	"github.com/kstate/kstate/examples/heartbeat/heartbeat"
-	"github.com/kstate/kstate/integration/harness"
 )
 
 // The heartbeat and eventtime examples on the real broker, with the same
 // exact output as on the embedded Kafka (examples/*/main_test.go).
 
 func runExample(t *testing.T, run func(context.Context, []string, string, io.Writer) error, want string) {
-	brokers := harness.Brokers(t)
+	brokers := realKafka(t).Brokers()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out bytes.Buffer

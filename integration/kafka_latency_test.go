@@ -4,7 +4,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/kstate/kstate/integration/harness"
 	"github.com/kstate/kstate/internal/kafka/kafkatest"
 )
 
@@ -15,6 +14,6 @@ func TestKafkaTxnLatency(t *testing.T) {
 	if os.Getenv("KSTATE_MEASURE") == "" {
 		t.Skip("set KSTATE_MEASURE=1 to measure")
 	}
-	brokers := harness.Brokers(t)
-	t.Logf("real broker (%s): %v", harness.Source(), kafkatest.MeasureTxnLatency(t, brokers, 200, 1000))
+	k := realKafka(t)
+	t.Logf("real broker (%s): %v", k.Source(), kafkatest.MeasureTxnLatency(t, k.Brokers(), 200, 1000))
 }

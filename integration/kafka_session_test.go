@@ -3,7 +3,6 @@ package integration
 import (
 	"testing"
 
-	"github.com/kstate/kstate/integration/harness"
 	"github.com/kstate/kstate/internal/kafka/kafkatest"
 )
 
@@ -15,7 +14,7 @@ import (
 // transaction coordinator (PREPARE_COMMIT, markers written asynchronously,
 // LSO lagging the high watermark) is exercised.
 func TestKafkaScenarios(t *testing.T) {
-	brokers := harness.Brokers(t)
+	brokers := realKafka(t).Brokers()
 	for _, sc := range kafkatest.Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()

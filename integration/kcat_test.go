@@ -10,15 +10,13 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kstate/kstate/integration/harness"
 )
 
 // TestKcatInterop checks the broker and our client against a client nobody
 // here wrote: kcat (librdkafka) produces what Go reads, and reads back only
 // the committed part of what Go produced transactionally.
 func TestKcatInterop(t *testing.T) {
-	brokers := harness.Brokers(t)
+	brokers := realKafka(t).Brokers()
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
 		t.Fatalf("kcat not installed (make deps installs it): %v", err)

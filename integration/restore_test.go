@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kstate/kstate/changelog"
-	"github.com/kstate/kstate/integration/harness"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/internal/restore"
@@ -89,7 +88,7 @@ func dumpShard(t *testing.T, sh *shard.Shard) map[string]string {
 // equal the source shard exactly (committed batches only), including a
 // restart that restores only the tail.
 func TestChangelogRestoreRealBroker(t *testing.T) {
-	brokers := harness.Brokers(t)
+	brokers := realKafka(t).Brokers()
 	adm := newAdmin(t, brokers)
 	topic := uniqueName(t, "changelog")
 	compact := "compact"

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/kstate/kstate"
-	"github.com/kstate/kstate/integration/harness"
 	"github.com/kstate/kstate/internal/testprocs"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
@@ -72,7 +71,7 @@ func TestSerdeInt64ReadByKcat(t *testing.T) {
 	defer cancel()
 	var lines []string
 	for ctx.Err() == nil && len(lines) < 5 {
-		read := exec.CommandContext(ctx, kcat, "-b", strings.Join(harness.Brokers(t), ","), "-C", "-t", e.out,
+		read := exec.CommandContext(ctx, kcat, "-b", strings.Join(e.brokers, ","), "-C", "-t", e.out,
 			"-o", "beginning", "-e", "-q", "-s", "value=q", "-f", "%k=%s\n")
 		var stdout, stderr bytes.Buffer
 		read.Stdout, read.Stderr = &stdout, &stderr

@@ -1,6 +1,6 @@
 // Package kafkabroker runs a real Apache Kafka broker (KRaft, one combined
 // broker+controller) from the official jars on Maven Central, resolved once
-// into ~/.cache/kstate/kafka-<version>/. The integration test harness, the
+// into ~/.cache/kstate/kafka-<version>/. Package kafka/kafkatest, the
 // benchmark and `make kafka-up` use it; it imports neither testing nor
 // Docker libraries, so binaries that start a broker stay small.
 package kafkabroker
@@ -22,7 +22,7 @@ import (
 	"time"
 )
 
-// KafkaVersion is the Apache Kafka release the harness runs from Maven Central.
+// KafkaVersion is the Apache Kafka release run from Maven Central.
 // It is pinned here and nowhere else.
 const KafkaVersion = "4.1.1"
 

@@ -1,7 +1,8 @@
-// Command kafkabroker runs the test harness's real Apache Kafka broker by
-// hand: `make kafka-up` starts one in the background on 127.0.0.1:9092 and
-// `make kafka-down` stops it. Use it with KSTATE_KAFKA_BROKERS=127.0.0.1:9092
-// to run the integration tests against a long-lived broker.
+// Command kafkabroker runs by hand the real Apache Kafka broker that package
+// kafka/kafkatest starts for tests: `make kafka-up` starts one in the
+// background on 127.0.0.1:9092 and `make kafka-down` stops it. Use it with
+// KSTATE_KAFKA_BROKERS=127.0.0.1:9092 to run the integration tests against a
+// long-lived broker.
 package main
 
 import (
