@@ -4,11 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"sort"
+	"fmt"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/kstate/kstate/internal/engine"
+	"github.com/kstate/kstate/internal/initial"
+	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/processor"
 )
 
 // App is a configured application. Create it with New and start it with Run.
@@ -17,12 +22,8 @@ type App[K, I, O any] struct {
 
 	mu struct {
 		sync.Mutex
-		ran bool
-		run *runner[K, I, O] // the Run in progress, nil when none
-		// retired sums the counters of tasks closed so far (revoked
-		// partitions, finished runs) and the app-level counters.
-		retired engine.Counters
-		last    Metrics // the final snapshot of the last Run
+		ran   bool
+		coord *engine.Coordinator // of the Run in progress or finished; nil before
 	}
 }
 
@@ -41,9 +42,29 @@ func (a *App[K, I, O]) InstanceID() string { return a.cfg.InstanceID }
 // ChangelogTopic is the application's changelog topic.
 func (a *App[K, I, O]) ChangelogTopic() string { return a.cfg.ApplicationID + "-changelog" }
 
-// Counters are cumulative counters; see the field comments. Batch counters
-// count committed batches only.
-type Counters = engine.Counters
+// Counters are cumulative counters. Batch counters count committed batches
+// only: an aborted (and retried) batch is not counted twice.
+type Counters struct {
+	Batches          int64 // committed micro-batches that ran on the task
+	RowsIn           int64 // input rows handed to HandleInputRows
+	RowsOut          int64 // rows emitted
+	Keys             int64 // HandleInputRows calls
+	LateRowsDropped  int64 // EventTime rows at or before the watermark
+	TimersRegistered int64
+	TimersDeleted    int64
+	TimersFired      int64
+	TTLRemovals      int64
+	StateRowsUpdated int64
+	StateRowsRemoved int64
+	InitialStateRows int64
+	ChangelogRecords int64
+	RestoreRecords   int64
+	RestoreTime      time.Duration
+	Commits          int64         // committed transactions (app level)
+	CommitLatency    time.Duration // summed time of transaction commits (app level)
+	Aborts           int64         // aborted transactions (app level)
+	Rounds           int64         // batch rounds run, including ones with nothing to commit (app level)
+}
 
 // Metrics is a snapshot of an App's counters.
 type Metrics struct {
@@ -63,26 +84,21 @@ type Metrics struct {
 // Metrics returns a snapshot of the counters. Safe to call at any time.
 func (a *App[K, I, O]) Metrics() Metrics {
 	a.mu.Lock()
-	r := a.mu.run
-	m := Metrics{Total: a.mu.retired, Partitions: map[int32]Counters{}}
-	if r == nil {
-		last := a.mu.last
-		a.mu.Unlock()
-		last.Total = m.Total
-		return last
+	c := a.mu.coord
+	a.mu.Unlock()
+	m := Metrics{Partitions: map[int32]Counters{}}
+	if c == nil {
+		return m
 	}
-	a.mu.Unlock()
-	r.snapshot(&m)
-	sort.Slice(m.Assigned, func(i, j int) bool { return m.Assigned[i] < m.Assigned[j] })
-	sort.Slice(m.Restoring, func(i, j int) bool { return m.Restoring[i] < m.Restoring[j] })
+	s := c.Snapshot()
+	// engine.Counters has the same fields: a conversion, checked by the
+	// compiler.
+	m.Total = Counters(s.Total)
+	for p, pc := range s.Partitions {
+		m.Partitions[p] = Counters(pc)
+	}
+	m.Assigned, m.Restoring, m.FirstCommit = s.Assigned, s.Restoring, s.FirstCommit
 	return m
-}
-
-// retire adds counters of closed tasks and app-level counters.
-func (a *App[K, I, O]) retire(c Counters) {
-	a.mu.Lock()
-	a.mu.retired.Add(c)
-	a.mu.Unlock()
 }
 
 // Run joins the consumer group and processes until ctx is cancelled or an
@@ -92,8 +108,8 @@ func (a *App[K, I, O]) retire(c Counters) {
 // its session times out). It returns nil after a graceful shutdown, and
 // otherwise the error that stopped it: a processor error or panic
 // (UserError), an undecodable record (DecodeError), a mode change
-// (ModeError), fencing by a newer instance (wrapping kafka.ErrFenced), or a
-// Kafka or storage error. Run may be called once per App.
+// (ModeError), fencing by a newer instance (ErrFenced), or a Kafka or
+// storage error. Run may be called once per App.
 func (a *App[K, I, O]) Run(ctx context.Context) error {
 	a.mu.Lock()
 	if a.mu.ran {
@@ -101,19 +117,87 @@ func (a *App[K, I, O]) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	a.mu.ran = true
-	r := newRunner(a)
-	a.mu.run = r
 	a.mu.Unlock()
-
-	err := r.run(ctx)
-
-	var m Metrics
-	r.snapshot(&m)
+	cfg := &a.cfg
+	adm, err := kafka.NewAdmin(cfg.Brokers)
+	if err != nil {
+		return fmt.Errorf("kstate: %w", err)
+	}
+	defer adm.Close()
+	runID := newRunID()
+	c, err := engine.NewCoordinator(engine.CoordinatorConfig{
+		ApplicationID:   cfg.ApplicationID,
+		InstanceID:      cfg.InstanceID,
+		RunID:           runID,
+		Topic:           cfg.InputTopics[0],
+		OutputTopic:     cfg.OutputTopic,
+		ChangelogTopic:  a.ChangelogTopic(),
+		ProcessingTime:  cfg.TimeMode == processor.ProcessingTime,
+		TriggerInterval: cfg.TriggerInterval,
+		MaxBatchRecords: cfg.MaxBatchRecords,
+		RestoreTimeout:  cfg.TransactionTimeout,
+		ShutdownTimeout: cfg.ShutdownTimeout,
+		Admin:           kafkaAdmin{adm},
+		NewSession:      a.newSession,
+		Changelog:       kafkaChangelog{cfg.Brokers},
+		Clock:           clock{now: cfg.Clock, start: time.Now()},
+		NewTask:         a.taskFactory(runID),
+		KillHook:        engine.KillHookFrom(ctx),
+		Logf:            cfg.Logf,
+	})
+	if err != nil {
+		return err
+	}
 	a.mu.Lock()
-	a.mu.run = nil
-	a.mu.last = Metrics{FirstCommit: m.FirstCommit}
+	a.mu.coord = c
 	a.mu.Unlock()
-	return err
+	return publicError(c.Run(ctx))
+}
+
+// taskFactory builds the generic partition tasks for the non-generic
+// coordinator; the tasks of one Run share the initial state.
+func (a *App[K, I, O]) taskFactory(runID string) engine.NewTask {
+	cfg := &a.cfg
+	var init *engine.InitialCache[K]
+	if cfg.InitialState != nil {
+		init = engine.NewInitialCache(func(ctx context.Context) ([]engine.InitialRow[K], error) {
+			return cfg.InitialState.Rows(ctx, readTopic(cfg.Brokers), cfg.KeySerde)
+		})
+	}
+	logf := func(format string, args ...any) { cfg.Logf("kstate: "+cfg.ApplicationID+": "+format, args...) }
+	return func(p int32) (engine.TaskHandle, error) {
+		return engine.Open(engine.Config[K, I, O]{
+			ApplicationID:     cfg.ApplicationID,
+			RunID:             runID,
+			Topic:             cfg.InputTopics[0],
+			Partition:         p,
+			Dir:               filepath.Join(cfg.StateDir, cfg.ApplicationID, strconv.Itoa(int(p))),
+			TimeMode:          cfg.TimeMode,
+			OutputMode:        cfg.OutputMode,
+			KeySerde:          cfg.KeySerde,
+			ValueSerde:        cfg.ValueSerde,
+			OutputSerde:       cfg.OutputSerde,
+			NewProcessor:      cfg.NewProcessor,
+			EventTime:         cfg.EventTime,
+			AllowedLatenessMs: cfg.AllowedLateness.Milliseconds(),
+			OutputEventTime:   cfg.OutputEventTime,
+			OutputKey:         cfg.OutputKey,
+			Initial:           init,
+			Logf:              logf,
+		})
+	}
+}
+
+// readTopic reads initial-state topics.
+func readTopic(brokers []string) initial.ReadTopic {
+	return func(ctx context.Context, topic string) ([]initial.Record, error) {
+		recs, err := kafka.ReadAll(ctx, brokers, topic)
+		out := make([]initial.Record, len(recs))
+		for i, rec := range recs {
+			out[i] = initial.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value}
+		}
+		return out, err
+	}
 }
 
 func newRunID() string {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
 )
@@ -128,12 +129,14 @@ const (
 	DecodeErrorFail DecodeErrorPolicy = iota
 )
 
+// Defaults of Config. The transaction and session timeouts are the Kafka
+// session's own defaults, declared once in internal/kafka.
 const (
 	defaultTriggerInterval    = time.Second
 	defaultMaxBatchRecords    = 5000
 	defaultMaxBatchWait       = 200 * time.Millisecond
-	defaultTransactionTimeout = 10 * time.Second
-	defaultSessionTimeout     = 10 * time.Second
+	defaultTransactionTimeout = kafka.DefaultTransactionTimeout
+	defaultSessionTimeout     = kafka.DefaultSessionTimeout
 	defaultShutdownTimeout    = 30 * time.Second
 )
 

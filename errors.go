@@ -2,6 +2,7 @@ package kstate
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/kstate/kstate/internal/engine"
 )
@@ -11,18 +12,95 @@ var (
 	ErrConfig = errors.New("kstate: invalid config")
 	// ErrRunning is returned by a second concurrent or repeated Run.
 	ErrRunning = errors.New("kstate: Run already called on this App")
+	// ErrFenced is wrapped by Run's error when a newer instance with the
+	// same InstanceID (transactional id) took over: this instance stopped
+	// without committing anything more. Check that every running instance
+	// has its own InstanceID.
+	ErrFenced = errors.New("kstate: fenced by a newer instance with the same instance id")
 )
 
-// Errors of processor code, undecodable records and mode changes keep their
-// type through Run's error chain; use errors.As with these.
-type (
-	// UserError is an error returned, or a panic raised, by the processor;
-	// it names the method, the grouping key and the partition.
-	UserError = engine.UserError
-	// DecodeError is an input record that cannot be decoded; it names the
-	// topic, partition and offset. Nothing from its batch on is committed.
-	DecodeError = engine.DecodeError
-	// ModeError is a time or output mode that differs from the one the
-	// application's state was created with.
-	ModeError = engine.ModeError
-)
+// UserError is an error returned, or a panic raised, by the processor; it
+// names the method, the grouping key and the partition. Nothing of the
+// batch it happened in was committed.
+type UserError struct {
+	Method    string // "Init", "HandleInputRows", "HandleExpiredTimer", ...
+	Key       string // formatted grouping key; empty for Init and Close
+	Partition int32
+	Err       error // the returned error; nil when Panic is set
+	Panic     any   // the recovered value
+	Stack     []byte
+}
+
+func (e *UserError) Error() string {
+	where := e.Method
+	if e.Key != "" {
+		where = fmt.Sprintf("%s(key %s)", e.Method, e.Key)
+	}
+	if e.Panic != nil {
+		return fmt.Sprintf("kstate: partition %d: %s panicked: %v", e.Partition, where, e.Panic)
+	}
+	return fmt.Sprintf("kstate: partition %d: %s: %v", e.Partition, where, e.Err)
+}
+
+func (e *UserError) Unwrap() error { return e.Err }
+
+// DecodeError is an input record that cannot be decoded; it names the
+// topic, partition and offset. Nothing from its batch on is committed.
+type DecodeError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Part      string // "key" or "value"
+	Err       error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("kstate: cannot decode record %s at topic %q partition %d offset %d: %v",
+		e.Part, e.Topic, e.Partition, e.Offset, e.Err)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// ModeError is a time or output mode that differs from the one the
+// application's state was created with.
+type ModeError struct {
+	Partition int32
+	What      string // "time mode" or "output mode"
+	Old, New  string
+}
+
+func (e *ModeError) Error() string {
+	return fmt.Sprintf("kstate: partition %d: %s changed from %s to %s across restarts; "+
+		"it is fixed per application: run with %s again, or use a new application id",
+		e.Partition, e.What, e.Old, e.New, e.Old)
+}
+
+// publicError turns the engine's errors into this package's: the typed
+// errors users match with errors.As, and ErrFenced.
+func publicError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		ue *engine.UserError
+		de *engine.DecodeError
+		me *engine.ModeError
+	)
+	switch {
+	case errors.Is(err, engine.ErrFenced):
+		return &fencedError{err}
+	case errors.As(err, &ue):
+		return &UserError{Method: ue.Method, Key: ue.Key, Partition: ue.Partition, Err: ue.Err, Panic: ue.Panic, Stack: ue.Stack}
+	case errors.As(err, &de):
+		return &DecodeError{Topic: de.Topic, Partition: de.Partition, Offset: de.Offset, Part: de.Part, Err: de.Err}
+	case errors.As(err, &me):
+		return &ModeError{Partition: me.Partition, What: me.What, Old: me.Old, New: me.New}
+	}
+	return err
+}
+
+// fencedError keeps the coordinator's message and matches ErrFenced.
+type fencedError struct{ err error }
+
+func (e *fencedError) Error() string   { return e.err.Error() }
+func (e *fencedError) Unwrap() []error { return []error{ErrFenced, e.err} }

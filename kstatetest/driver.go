@@ -191,7 +191,7 @@ func (d *Driver[K, I, O]) RunBatch() error {
 	if d.closed {
 		return fmt.Errorf("kstatetest: RunBatch on a closed Driver")
 	}
-	return d.batch()
+	return publicError(d.batch())
 }
 
 // MustRunBatch is RunBatch failing the test on error.
@@ -266,17 +266,20 @@ func (d *Driver[K, I, O]) Counters() kstate.Counters { return d.Metrics().Total 
 // tasks closed by Restart, Rounds (RunBatch calls) and Commits (batches
 // that produced output or state changes).
 func (d *Driver[K, I, O]) Metrics() kstate.Metrics {
-	m := kstate.Metrics{Total: d.retired, Partitions: map[int32]kstate.Counters{}}
-	m.Total.Add(kstate.Counters{Rounds: d.rounds, Commits: d.commits})
+	total := d.retired
+	total.Add(engine.Counters{Rounds: d.rounds, Commits: d.commits})
+	m := kstate.Metrics{Partitions: map[int32]kstate.Counters{}}
 	for _, p := range d.parts {
 		if p.task == nil {
 			continue
 		}
 		c := p.task.Counters()
-		m.Partitions[p.id] = c
-		m.Total.Add(c)
+		// engine.Counters and kstate.Counters have the same fields.
+		m.Partitions[p.id] = kstate.Counters(c)
+		total.Add(c)
 		m.Assigned = append(m.Assigned, p.id)
 	}
+	m.Total = kstate.Counters(total)
 	sort.Slice(m.Assigned, func(i, j int) bool { return m.Assigned[i] < m.Assigned[j] })
 	return m
 }

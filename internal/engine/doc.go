@@ -1,9 +1,18 @@
-// Package engine runs a StatefulProcessor on one input partition: the
-// partition Task owns the partition's state shard, timers and processor
-// instance and turns a slice of polled records into one micro-batch of
-// output records and changelog records. It knows nothing about Kafka: the
-// root package kstate polls, produces, commits the transaction and then
-// tells each task to Commit or Abort.
+// Package engine runs a StatefulProcessor as an exactly-once consumer
+// group member. It has two parts:
+//
+//   - The Coordinator (coordinator.go, round.go, slots.go, restore.go) owns
+//     the poll loop, the transaction of every micro-batch, the partition
+//     slots of rebalances, restore orchestration (including the wait for
+//     the commit markers of the previous owner) and initial-state routing.
+//     It is not generic and reaches Kafka only through the Session, Admin
+//     and Changelog interfaces and time only through Clock (ports.go), so
+//     package enginetest can drive it deterministically in memory. It must
+//     not import internal/kafka: package kstate adapts that one.
+//   - The partition Task (task.go, batch.go, emit.go) owns the partition's
+//     state shard, timers and processor instance and turns a slice of
+//     polled records into one micro-batch of output records and changelog
+//     records; the coordinator sees it as a TaskHandle.
 //
 // One batch of a task, in order:
 //

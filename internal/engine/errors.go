@@ -72,3 +72,13 @@ func (e *ModeError) Error() string {
 		"it is fixed per application: run with %s again, or use a new application id",
 		e.Partition, e.What, e.Old, e.New, e.Old)
 }
+
+var (
+	// ErrFenced is wrapped by a Session error when a newer instance with the
+	// same transactional or group instance id took over: this instance is a
+	// zombie and must stop.
+	ErrFenced = errors.New("engine: fenced by a newer instance with the same transactional or group instance id")
+	// ErrOffsetOutOfRange is wrapped by Changelog.Open when the start offset
+	// is not in the partition's log (records deleted, topic recreated).
+	ErrOffsetOutOfRange = errors.New("engine: offset out of range")
+)

@@ -1,5 +1,7 @@
 package engine
 
+import "context"
+
 // KillPoint names a point of the commit and restore protocol where a crash
 // test kills the process (integration/testapp, driven by the tests in
 // integration/crash_test.go). A crash at any of them must lose nothing and
@@ -19,16 +21,30 @@ const (
 	DuringRestore KillPoint = "during-restore"
 )
 
-// KillHook is nil except in test programs of this module (the package is
-// internal: nothing outside the module can set it). It must be set before
-// the first App runs and not changed afterwards; it is called, possibly
-// from several goroutines at once, every time a KillPoint is reached, and
-// may kill the process.
-var KillHook func(KillPoint)
+// KillHook is called, possibly from several goroutines at once, every time
+// a KillPoint is reached; it may kill the process. It is set per
+// Coordinator (CoordinatorConfig.KillHook), never globally.
+type KillHook func(KillPoint)
 
-// At reports reaching p to KillHook. Unset, it costs one nil check.
-func At(p KillPoint) {
-	if KillHook != nil {
-		KillHook(p)
+type killHookKey struct{}
+
+// WithKillHook returns a context that makes kstate.App.Run install h as its
+// coordinator's KillHook. It is the internal-only option through which
+// integration/testapp injects crashes: the package is internal, so no user
+// can reach it, and nothing global is mutated.
+func WithKillHook(ctx context.Context, h KillHook) context.Context {
+	return context.WithValue(ctx, killHookKey{}, h)
+}
+
+// KillHookFrom returns the hook installed by WithKillHook, or nil.
+func KillHookFrom(ctx context.Context) KillHook {
+	h, _ := ctx.Value(killHookKey{}).(KillHook)
+	return h
+}
+
+// at reports reaching p to the hook. Unset, it costs one nil check.
+func (h KillHook) at(p KillPoint) {
+	if h != nil {
+		h(p)
 	}
 }

@@ -70,6 +70,9 @@ type Config[K, I, O any] struct {
 	// OutputKey gives an output record's key; nil = the grouping key bytes.
 	OutputKey func(key K, out O) []byte
 
+	// Initial is the initial state shared by the Run's tasks; nil = none.
+	Initial *InitialCache[K]
+
 	Logf func(format string, args ...any)
 }
 

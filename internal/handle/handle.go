@@ -77,7 +77,7 @@ func (r *Runtime) Handle() processor.Handle { return handle{r} }
 
 // SetPhase records the processor call in progress. PhaseInit turns on the
 // shard's declaring mode (state variables may be created, see
-// state.Shard.SetDeclaring); every other phase turns it off.
+// shard.Shard.SetDeclaring); every other phase turns it off.
 func (r *Runtime) SetPhase(p Phase) {
 	r.phase = p
 	r.cfg.Shard.SetDeclaring(p == PhaseInit)

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kstate/kstate/internal/murmur2"
 )
 
 // AnyPartition in Record.Partition asks the producer to choose the partition
@@ -72,23 +74,24 @@ func toKgo(r *Record) *kgo.Record {
 	return out
 }
 
-// partitioner honours an explicit Record.Partition and otherwise hashes the
-// key like Kafka's default partitioner (kgo's StickyKeyPartitioner with
-// murmur2; nil keys stick to one partition per batch).
-type partitioner struct{ byKey kgo.Partitioner }
+// partitioner honours an explicit Record.Partition, hashes a non-nil key
+// like Kafka's default partitioner (package murmur2, the project's one
+// implementation) and spreads nil keys with kgo's sticky partitioner (one
+// partition per batch).
+type partitioner struct{ sticky kgo.Partitioner }
 
 func newPartitioner() kgo.Partitioner {
-	return partitioner{byKey: kgo.StickyKeyPartitioner(nil)}
+	return partitioner{sticky: kgo.StickyKeyPartitioner(nil)}
 }
 
 func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
-	return &topicPartitioner{byKey: p.byKey.ForTopic(topic)}
+	return &topicPartitioner{sticky: p.sticky.ForTopic(topic)}
 }
 
-type topicPartitioner struct{ byKey kgo.TopicPartitioner }
+type topicPartitioner struct{ sticky kgo.TopicPartitioner }
 
 func (p *topicPartitioner) RequiresConsistency(r *kgo.Record) bool {
-	return r.Partition >= 0 || p.byKey.RequiresConsistency(r)
+	return r.Partition >= 0 || r.Key != nil || p.sticky.RequiresConsistency(r)
 }
 
 // Partition returns an index among n partitions; an explicit partition >= n
@@ -97,13 +100,16 @@ func (p *topicPartitioner) Partition(r *kgo.Record, n int) int {
 	if r.Partition >= 0 {
 		return int(r.Partition)
 	}
-	return p.byKey.Partition(r, n)
+	if r.Key != nil {
+		return int(murmur2.Partition(r.Key, n))
+	}
+	return p.sticky.Partition(r, n)
 }
 
 // OnNewBatch lets the sticky part of the key partitioner move nil-key
 // records to another partition once a batch is full.
 func (p *topicPartitioner) OnNewBatch() {
-	if nb, ok := p.byKey.(kgo.TopicPartitionerOnNewBatch); ok {
+	if nb, ok := p.sticky.(kgo.TopicPartitionerOnNewBatch); ok {
 		nb.OnNewBatch()
 	}
 }

@@ -145,10 +145,12 @@ type groupEvent struct {
 	parts []Partition
 }
 
+// Defaults of SessionConfig. kstate.Config uses the first two as its own
+// defaults; they are declared only here.
 const (
-	defaultTxnTimeout     = 10 * time.Second
-	defaultSessionTimeout = 10 * time.Second
-	defaultFetchMaxWait   = 500 * time.Millisecond
+	DefaultTransactionTimeout = 10 * time.Second
+	DefaultSessionTimeout     = 10 * time.Second
+	defaultFetchMaxWait       = 500 * time.Millisecond
 )
 
 // NewSession validates cfg and starts a group member. Joining the group
@@ -172,10 +174,10 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		cfg.TransactionalID = cfg.GroupID + "-" + suffix
 	}
 	if cfg.TransactionTimeout <= 0 {
-		cfg.TransactionTimeout = defaultTxnTimeout
+		cfg.TransactionTimeout = DefaultTransactionTimeout
 	}
 	if cfg.SessionTimeout <= 0 {
-		cfg.SessionTimeout = defaultSessionTimeout
+		cfg.SessionTimeout = DefaultSessionTimeout
 	}
 	if cfg.FetchMaxWait <= 0 {
 		cfg.FetchMaxWait = defaultFetchMaxWait

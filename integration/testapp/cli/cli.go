@@ -59,7 +59,8 @@ func Main(args []string) int {
 		return 2
 	}
 	logger := log.New(os.Stderr, "", log.LstdFlags|log.Lmicroseconds)
-	if err := setKillPoint(os.Getenv(KillPointEnv), logger); err != nil {
+	kill, err := killHook(os.Getenv(KillPointEnv), logger)
+	if err != nil {
 		logger.Printf("testapp: %v", err)
 		return 2
 	}
@@ -104,11 +105,16 @@ func Main(args []string) int {
 		logger.Printf("testapp: %v", err)
 		return 1
 	}
-	return run(a, *metrics, os.Stdout, logger)
+	return run(a, kill, *metrics, os.Stdout, logger)
 }
 
-func run(a *kstate.App[string, string, string], every time.Duration, stdout io.Writer, logger *log.Logger) int {
+func run(a *kstate.App[string, string, string], kill engine.KillHook, every time.Duration, stdout io.Writer, logger *log.Logger) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	if kill != nil {
+		// The internal-only option that installs the hook in Run's
+		// coordinator (nothing global is set).
+		ctx = engine.WithKillHook(ctx, kill)
+	}
 	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -143,13 +149,13 @@ func run(a *kstate.App[string, string, string], every time.Duration, stdout io.W
 	return 0
 }
 
-// setKillPoint installs engine.KillHook for spec "<point>@<n>[/stop]" (""
-// does nothing): the n-th time the point is reached the process logs it
+// killHook returns the engine.KillHook for spec "<point>@<n>[/stop]" (""
+// gives nil): the n-th time the point is reached the process logs it
 // and SIGKILLs itself — no deferred function, no flush, no graceful
 // anything — or SIGSTOPs itself and continues when it gets SIGCONT.
-func setKillPoint(spec string, logger *log.Logger) error {
+func killHook(spec string, logger *log.Logger) (engine.KillHook, error) {
 	if spec == "" {
-		return nil
+		return nil, nil
 	}
 	spec, stop := strings.CutSuffix(spec, "/stop")
 	name, nth, ok := strings.Cut(spec, "@")
@@ -157,12 +163,12 @@ func setKillPoint(spec string, logger *log.Logger) error {
 	point := engine.KillPoint(name)
 	switch {
 	case !ok || err != nil || n < 1:
-		return fmt.Errorf("%s=%q: want <point>@<n>[/stop], n >= 1", KillPointEnv, spec)
+		return nil, fmt.Errorf("%s=%q: want <point>@<n>[/stop], n >= 1", KillPointEnv, spec)
 	case point != engine.AfterProduce && point != engine.BeforeLocalCommit && point != engine.DuringRestore:
-		return fmt.Errorf("%s=%q: unknown kill point %q", KillPointEnv, spec, name)
+		return nil, fmt.Errorf("%s=%q: unknown kill point %q", KillPointEnv, spec, name)
 	}
 	var seen atomic.Int64
-	engine.KillHook = func(p engine.KillPoint) {
+	return func(p engine.KillPoint) {
 		if p != point || seen.Add(1) != n {
 			return
 		}
@@ -175,6 +181,5 @@ func setKillPoint(spec string, logger *log.Logger) error {
 		logger.Printf("testapp: kill point %s #%d reached: SIGKILL", p, n)
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // never continue past the kill point
-	}
-	return nil
+	}, nil
 }

@@ -1,0 +1,34 @@
+package kstate
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/kstate/kstate/internal/engine"
+)
+
+// Run's errors are this package's types, whatever the engine wrapped.
+func TestPublicError(t *testing.T) {
+	fenced := publicError(fmt.Errorf("kstate: commit transaction: %w", fmt.Errorf("kafka: x: %w", engine.ErrFenced)))
+	if !errors.Is(fenced, ErrFenced) {
+		t.Fatalf("%v: not ErrFenced", fenced)
+	}
+	inner := errors.New("inner")
+	var ue *UserError
+	if err := publicError(fmt.Errorf("kstate: %w", &engine.UserError{Method: "HandleInputRows", Key: `"a"`, Partition: 3, Err: inner})); !errors.As(err, &ue) ||
+		ue.Partition != 3 || ue.Method != "HandleInputRows" || !errors.Is(err, inner) {
+		t.Fatalf("%v: want a UserError wrapping inner", err)
+	}
+	var de *DecodeError
+	if err := publicError(&engine.DecodeError{Topic: "in", Partition: 1, Offset: 7, Part: "value", Err: inner}); !errors.As(err, &de) || de.Offset != 7 {
+		t.Fatalf("%v: want a DecodeError", err)
+	}
+	var me *ModeError
+	if err := publicError(&engine.ModeError{Partition: 2, What: "time mode", Old: "NoTime", New: "EventTime"}); !errors.As(err, &me) || me.Old != "NoTime" {
+		t.Fatalf("%v: want a ModeError", err)
+	}
+	if publicError(nil) != nil {
+		t.Fatal("nil error changed")
+	}
+}

@@ -1,0 +1,247 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// CoordinatorConfig configures a Coordinator. Every field is required
+// unless marked; the root package fills it from kstate.Config (where the
+// defaults are declared) and from adapters over internal/kafka.
+type CoordinatorConfig struct {
+	ApplicationID  string // consumer group id
+	InstanceID     string // for messages
+	RunID          string // for messages
+	Topic          string // the input topic
+	OutputTopic    string
+	ChangelogTopic string
+
+	// ProcessingTime makes a batch run every TriggerInterval even without
+	// input (TimeMode ProcessingTime).
+	ProcessingTime  bool
+	TriggerInterval time.Duration
+	MaxBatchRecords int
+	// RestoreTimeout bounds the wait for a changelog that lags the group's
+	// committed offset (the transaction timeout: a commit marker is
+	// visible by then).
+	RestoreTimeout time.Duration
+	// RestoreRetry is the pause between restore rounds while waiting.
+	// Optional; default 50ms.
+	RestoreRetry time.Duration
+	// ShutdownTimeout bounds the batch in flight after the Run ctx ends.
+	ShutdownTimeout time.Duration
+
+	Admin      Admin
+	NewSession func() (Session, error) // called once by Run, after the topic checks
+	Changelog  Changelog
+	Clock      Clock
+	NewTask    NewTask
+
+	// KillHook is set only by crash tests (see WithKillHook). Optional.
+	KillHook KillHook
+	// Logf receives operational messages. Optional.
+	Logf func(format string, args ...any)
+}
+
+const defaultRestoreRetry = 50 * time.Millisecond
+
+// Coordinator is one run of an application instance: the group session,
+// the partition tasks and the batch loop. The loop goroutine (the one in
+// Run) owns the session and drives every batch; group events are delivered
+// by the session inside Poll, on that same goroutine, so they never race
+// with a batch. Restore goroutines (one per partition being restored, see
+// slots.go) only touch their own task until they hand it over under mu.
+type Coordinator struct {
+	cfg   CoordinatorConfig
+	clock Clock
+	log   logger
+
+	partitions    int // of the input (and changelog) topic
+	outPartitions int
+	start         time.Duration // Clock.Elapsed at the start of Run
+	lastTrigger   time.Time     // Clock time of the last ProcessingTime trigger
+
+	session Session
+
+	// workCtx bounds Kafka calls of batches and restores. It outlives the
+	// Run ctx by ShutdownTimeout, so that the batch in flight at
+	// cancellation can still commit.
+	workCtx    context.Context
+	cancelWork context.CancelFunc
+	wg         sync.WaitGroup // restore goroutines and the shutdown timer
+
+	mu struct {
+		sync.Mutex
+		slots       map[int32]*slot
+		err         error // first error of a restore goroutine
+		firstCommit time.Duration
+		// retired sums the counters of tasks closed so far and the
+		// coordinator's own counters (Commits, Aborts, Rounds, ...).
+		retired Counters
+	}
+}
+
+// logger is the coordinator's single logging point (a later change moves
+// it to log/slog).
+type logger struct {
+	prefix string
+	logf   func(format string, args ...any)
+}
+
+func (l logger) printf(format string, args ...any) { l.logf(l.prefix+format, args...) }
+
+// NewCoordinator validates cfg and returns a Coordinator ready to Run once.
+func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
+	switch {
+	case cfg.Admin == nil || cfg.NewSession == nil || cfg.Changelog == nil || cfg.NewTask == nil || cfg.Clock == nil:
+		return nil, errors.New("engine: CoordinatorConfig needs Admin, NewSession, Changelog, NewTask and Clock")
+	case cfg.Topic == "" || cfg.OutputTopic == "" || cfg.ChangelogTopic == "":
+		return nil, errors.New("engine: CoordinatorConfig needs the input, output and changelog topics")
+	case cfg.MaxBatchRecords <= 0 || cfg.RestoreTimeout <= 0 || cfg.ShutdownTimeout <= 0 ||
+		(cfg.ProcessingTime && cfg.TriggerInterval <= 0):
+		return nil, errors.New("engine: CoordinatorConfig needs positive MaxBatchRecords, RestoreTimeout, ShutdownTimeout and (ProcessingTime) TriggerInterval")
+	}
+	if cfg.RestoreRetry <= 0 {
+		cfg.RestoreRetry = defaultRestoreRetry
+	}
+	c := &Coordinator{cfg: cfg, clock: cfg.Clock}
+	logf := cfg.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	c.log = logger{prefix: "kstate: " + cfg.ApplicationID + ": ", logf: logf}
+	c.mu.slots = make(map[int32]*slot)
+	return c, nil
+}
+
+func (c *Coordinator) logf(format string, args ...any) { c.log.printf(format, args...) }
+
+// Run joins the group and processes until ctx is cancelled or an error
+// stops it; it returns nil after a graceful shutdown. Run may be called
+// once.
+func (c *Coordinator) Run(ctx context.Context) (err error) {
+	c.start = c.clock.Elapsed()
+	c.workCtx, c.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
+	stop := make(chan struct{})
+	stopCtx, cancelStop := context.WithCancel(context.Background())
+	c.wg.Go(func() {
+		// After ctx is cancelled, the batch in flight has ShutdownTimeout.
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+		}
+		if c.clock.Sleep(stopCtx, c.cfg.ShutdownTimeout) == nil {
+			c.logf("shutdown timeout %v exceeded: abandoning the batch in flight", c.cfg.ShutdownTimeout)
+			c.cancelWork()
+		}
+	})
+	defer func() {
+		if cerr := c.shutdown(); err == nil && ctx.Err() == nil {
+			err = cerr
+		}
+		close(stop)
+		cancelStop()
+		c.cancelWork()
+		c.wg.Wait()
+	}()
+
+	if err := c.setup(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	c.logf("instance %q (transactional id %q) run %s started: input %q (%d partitions), output %q, changelog %q",
+		c.cfg.InstanceID, c.session.TransactionalID(), c.cfg.RunID, c.cfg.Topic, c.partitions, c.cfg.OutputTopic, c.cfg.ChangelogTopic)
+	events := groupEvents{c}
+	for {
+		if err := c.failed(); err != nil {
+			return err
+		}
+		recs, err := c.session.Poll(ctx, c.cfg.MaxBatchRecords, events)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return c.kafkaErr("poll", err)
+		}
+		c.promote()
+		if err := c.batch(recs); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// setup checks the topics and joins the group.
+func (c *Coordinator) setup(ctx context.Context) error {
+	n, err := c.cfg.Admin.Partitions(ctx, c.cfg.Topic)
+	if err != nil {
+		return fmt.Errorf("kstate: input topic %q: %w", c.cfg.Topic, err)
+	}
+	c.partitions = n
+	if err := c.cfg.Admin.EnsureChangelog(ctx, c.cfg.ChangelogTopic, n); err != nil {
+		return fmt.Errorf("kstate: changelog topic (must be compacted, with the %d partitions of input topic %q): %w", n, c.cfg.Topic, err)
+	}
+	if c.outPartitions, err = c.cfg.Admin.Partitions(ctx, c.cfg.OutputTopic); err != nil {
+		return fmt.Errorf("kstate: output topic %q (create it before Run): %w", c.cfg.OutputTopic, err)
+	}
+	if c.session, err = c.cfg.NewSession(); err != nil {
+		return fmt.Errorf("kstate: %w", err)
+	}
+	return nil
+}
+
+// shutdown closes every task (processor Close, shard Close; restores are
+// cancelled), then the session (leaving the group unless static).
+func (c *Coordinator) shutdown() error {
+	c.mu.Lock()
+	var parts []int32
+	for p := range c.mu.slots {
+		parts = append(parts, p)
+	}
+	c.mu.Unlock()
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	err := c.closeTasks(parts, "shutdown")
+	if c.session != nil {
+		c.session.Close()
+	}
+	c.logf("stopped")
+	return err
+}
+
+// failed returns the first error of a restore goroutine.
+func (c *Coordinator) failed() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.err
+}
+
+func (c *Coordinator) fail(err error) {
+	c.mu.Lock()
+	if c.mu.err == nil {
+		c.mu.err = err
+	}
+	c.mu.Unlock()
+}
+
+func (c *Coordinator) kafkaErr(what string, err error) error {
+	if errors.Is(err, ErrFenced) {
+		return fmt.Errorf("kstate: %s: instance %q of application %q was fenced by a newer instance with the same instance id (or transactional id): stopping: %w",
+			what, c.cfg.InstanceID, c.cfg.ApplicationID, err)
+	}
+	return fmt.Errorf("kstate: %s: %w", what, err)
+}
+
+func (c *Coordinator) retire(add Counters) {
+	c.mu.Lock()
+	c.mu.retired.Add(add)
+	c.mu.Unlock()
+}

@@ -1,0 +1,325 @@
+// Package enginetest is an in-memory Kafka for the engine's coordinator: a
+// Broker (topics, transactions with commit markers, one consumer group), a
+// fake Session per member, a fake Admin and changelog readers, and a manual
+// Clock. Produced records become visible only when their transaction
+// commits, and the visibility of commit markers on the changelog can be
+// delayed to reproduce the commit-marker race. It is a non-test package so
+// that other test drivers (a public kstatetest) can reuse it; the scripted
+// scenarios of internal/engine drive it through Env (env.go).
+package enginetest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+
+	"github.com/kstate/kstate/internal/engine"
+)
+
+// Broker is the in-memory cluster. All methods are safe for concurrent use.
+type Broker struct {
+	mu          sync.Mutex
+	topics      map[string][]*plog
+	group       string
+	committed   map[int32]int64 // the group's committed offsets of the input topic
+	input       string
+	hideMarkers bool
+	hidden      []*txn // committed transactions whose markers are not visible yet
+}
+
+type txnState int
+
+const (
+	txnOpen txnState = iota
+	txnCommitted
+	txnAborted
+)
+
+type txn struct {
+	state   txnState
+	visible bool // committed and its markers visible (LSO moved past it)
+}
+
+type entry struct {
+	msg    engine.Message
+	txn    *txn // nil: non-transactional
+	marker bool
+}
+
+type plog struct {
+	start   int64 // log start offset
+	entries []entry
+}
+
+func (l *plog) end() int64 { return l.start + int64(len(l.entries)) }
+
+// lso is the last stable offset: the first offset of a transaction that is
+// open or whose commit marker is not visible yet.
+func (l *plog) lso() int64 {
+	for i, e := range l.entries {
+		if e.txn != nil && (e.txn.state == txnOpen || (e.txn.state == txnCommitted && !e.txn.visible)) {
+			return l.start + int64(i)
+		}
+	}
+	return l.end()
+}
+
+// NewBroker returns a cluster with the given topics (name → partitions);
+// group is the consumer group of the input topic.
+func NewBroker(group, input string, topics map[string]int) *Broker {
+	b := &Broker{topics: map[string][]*plog{}, group: group, input: input, committed: map[int32]int64{}}
+	for t, n := range topics {
+		b.topics[t] = newLogs(n)
+	}
+	return b
+}
+
+func newLogs(n int) []*plog {
+	ls := make([]*plog, n)
+	for i := range ls {
+		ls[i] = &plog{}
+	}
+	return ls
+}
+
+func (b *Broker) log(topic string, p int32) (*plog, error) {
+	ls, ok := b.topics[topic]
+	if !ok {
+		return nil, fmt.Errorf("enginetest: topic %q not found", topic)
+	}
+	if p < 0 || int(p) >= len(ls) {
+		return nil, fmt.Errorf("enginetest: topic %q has no partition %d", topic, p)
+	}
+	return ls[p], nil
+}
+
+// Append writes non-transactional records (e.g. input) to topic/p.
+func (b *Broker) Append(topic string, p int32, msgs ...engine.Message) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l, err := b.log(topic, p)
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		m.Topic, m.Partition, m.Offset = topic, p, l.end()
+		l.entries = append(l.entries, entry{msg: m})
+	}
+	return nil
+}
+
+// Committed returns the group's committed offsets.
+func (b *Broker) Committed() map[int32]int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[int32]int64, len(b.committed))
+	for p, o := range b.committed {
+		out[p] = o
+	}
+	return out
+}
+
+// ReadCommitted returns topic's records of committed transactions (and
+// non-transactional ones), per partition in offset order, partitions in
+// order. Unlike a changelog reader it ignores marker visibility: it is
+// for checking outputs.
+func (b *Broker) ReadCommitted(topic string) []engine.Message {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []engine.Message
+	for _, l := range b.topics[topic] {
+		for _, e := range l.entries {
+			if !e.marker && (e.txn == nil || e.txn.state == txnCommitted) {
+				out = append(out, e.msg)
+			}
+		}
+	}
+	return out
+}
+
+// HideMarkers makes the commit markers of transactions committed from now
+// on invisible to readers (the last stable offset stays before them) until
+// ShowMarkers: the window in which a new owner's restore can miss the last
+// committed batch.
+func (b *Broker) HideMarkers() {
+	b.mu.Lock()
+	b.hideMarkers = true
+	b.mu.Unlock()
+}
+
+// ShowMarkers makes every hidden commit marker visible and stops hiding.
+func (b *Broker) ShowMarkers() {
+	b.mu.Lock()
+	for _, t := range b.hidden {
+		t.visible = true
+	}
+	b.hidden, b.hideMarkers = nil, false
+	b.mu.Unlock()
+}
+
+// Truncate deletes the records of topic/p below offset to (DeleteRecords):
+// a reader from a lower non-zero offset gets ErrOffsetOutOfRange.
+func (b *Broker) Truncate(topic string, p int32, to int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l, err := b.log(topic, p)
+	if err != nil {
+		return err
+	}
+	if to > l.end() {
+		to = l.end()
+	}
+	if to > l.start {
+		l.entries = l.entries[to-l.start:]
+		l.start = to
+	}
+	return nil
+}
+
+// Recreate deletes and recreates topic with the same partition count: its
+// offsets start again from 0.
+func (b *Broker) Recreate(topic string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.topics[topic] = newLogs(len(b.topics[topic]))
+}
+
+// end finishes a transaction that wrote to parts: markers are appended and
+// the committed transaction becomes visible unless markers are hidden.
+// Called with b.mu held.
+func (b *Broker) endTxn(t *txn, parts map[*plog]bool, commit bool) {
+	if commit {
+		t.state = txnCommitted
+		if b.hideMarkers {
+			b.hidden = append(b.hidden, t)
+		} else {
+			t.visible = true
+		}
+	} else {
+		t.state = txnAborted
+	}
+	logs := make([]*plog, 0, len(parts))
+	for l := range parts {
+		logs = append(logs, l)
+	}
+	for _, l := range logs {
+		l.entries = append(l.entries, entry{msg: engine.Message{Offset: l.end()}, txn: t, marker: true})
+	}
+}
+
+// Admin is an engine.Admin over the broker.
+type Admin struct{ B *Broker }
+
+func (a Admin) Partitions(_ context.Context, topic string) (int, error) {
+	a.B.mu.Lock()
+	defer a.B.mu.Unlock()
+	ls, ok := a.B.topics[topic]
+	if !ok {
+		return 0, fmt.Errorf("enginetest: topic %q not found", topic)
+	}
+	return len(ls), nil
+}
+
+func (a Admin) EnsureChangelog(_ context.Context, topic string, n int) error {
+	a.B.mu.Lock()
+	defer a.B.mu.Unlock()
+	ls, ok := a.B.topics[topic]
+	if !ok {
+		a.B.topics[topic] = newLogs(n)
+		return nil
+	}
+	if len(ls) != n {
+		return fmt.Errorf("enginetest: changelog %q has %d partitions, want %d", topic, len(ls), n)
+	}
+	return nil
+}
+
+func (a Admin) CommittedOffsets(_ context.Context, group, topic string) (map[int32]int64, error) {
+	if group != a.B.group || topic != a.B.input {
+		return map[int32]int64{}, nil
+	}
+	return a.B.Committed(), nil
+}
+
+// Changelog opens readers over the broker.
+type Changelog struct{ B *Broker }
+
+func (c Changelog) Open(_ context.Context, topic string, p int32, from int64) (engine.ChangelogReader, error) {
+	b := c.B
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l, err := b.log(topic, p)
+	if err != nil {
+		return nil, err
+	}
+	if from == 0 {
+		from = l.start
+	}
+	if from < l.start || from > l.end() {
+		return nil, fmt.Errorf("%w: topic %q partition %d: start offset %d is outside the log [%d, %d]",
+			engine.ErrOffsetOutOfRange, topic, p, from, l.start, l.end())
+	}
+	return &reader{b: b, l: l, pos: from, end: max(l.lso(), from)}, nil
+}
+
+// reader reads committed records up to the LSO captured at open, two at a
+// time (so a restore takes several rounds), stepping past markers and
+// aborted records.
+type reader struct {
+	b        *Broker
+	l        *plog
+	pos, end int64
+}
+
+func (r *reader) Next(ctx context.Context) ([]engine.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r.b.mu.Lock()
+	defer r.b.mu.Unlock()
+	var out []engine.Message
+	for r.pos < r.end && len(out) < 2 {
+		i := r.pos - r.l.start
+		if i < 0 || i >= int64(len(r.l.entries)) {
+			return nil, fmt.Errorf("enginetest: offset %d deleted while reading", r.pos)
+		}
+		e := r.l.entries[i]
+		r.pos++
+		if e.marker || (e.txn != nil && e.txn.state != txnCommitted) {
+			continue
+		}
+		out = append(out, e.msg)
+	}
+	if len(out) == 0 {
+		return nil, io.EOF
+	}
+	return out, nil
+}
+
+func (r *reader) Position() int64 { return r.pos }
+func (r *reader) End() int64      { return r.end }
+func (r *reader) Close()          {}
+
+func sortedParts(m map[int32]bool) []int32 {
+	out := make([]int32, 0, len(m))
+	for p, ok := range m {
+		if ok {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// describe is "start=S end=E lso=L" of topic/p.
+func (b *Broker) describe(topic string, p int32) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l, err := b.log(topic, p)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("start=%d end=%d lso=%d", l.start, l.end(), l.lso()), nil
+}

@@ -1,0 +1,66 @@
+package enginetest
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Clock is a manual engine.Clock: time moves only by Advance, and Sleep
+// returns when Advance passes its deadline (or its ctx ends).
+type Clock struct {
+	mu       sync.Mutex
+	now      time.Time
+	elapsed  time.Duration
+	sleepers []sleeper
+}
+
+type sleeper struct {
+	until time.Duration
+	wake  chan struct{}
+}
+
+// NewClock returns a clock at t.
+func NewClock(t time.Time) *Clock { return &Clock{now: t} }
+
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *Clock) Elapsed() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.elapsed
+}
+
+func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	s := sleeper{until: c.elapsed + d, wake: make(chan struct{})}
+	c.sleepers = append(c.sleepers, s)
+	c.mu.Unlock()
+	select {
+	case <-s.wake:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Advance moves the clock by d and wakes the sleepers it passes.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	c.elapsed += d
+	keep := c.sleepers[:0]
+	for _, s := range c.sleepers {
+		if s.until <= c.elapsed {
+			close(s.wake)
+		} else {
+			keep = append(keep, s)
+		}
+	}
+	c.sleepers = keep
+}

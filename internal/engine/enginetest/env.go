@@ -1,0 +1,700 @@
+package enginetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing/synctest"
+	"time"
+
+	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/engine"
+	"github.com/kstate/kstate/internal/initial"
+	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
+	"github.com/kstate/kstate/state"
+)
+
+// Topic names of an Env.
+const (
+	App            = "app"
+	Input          = "in"
+	Output         = "out"
+	ChangelogTopic = "app-changelog"
+)
+
+// Env runs coordinators over a Broker, one loop iteration at a time, for
+// scripted scenarios. It must be created and used inside a synctest bubble
+// (synctest.Test): after every step it waits until every goroutine is
+// blocked, so a scenario is deterministic and never sleeps.
+//
+// Restores run only between loop iterations: a restore goroutine waits in
+// Admin.CommittedOffsets until the loop is parked in Poll again (see
+// settle), so whether a partition is ready at a given poll never depends
+// on scheduling.
+type Env struct {
+	B          *Broker
+	Clock      *Clock
+	Partitions int
+	Logf       func(format string, args ...any)
+
+	mu    sync.Mutex
+	gate  chan struct{}
+	loop  []string // trace of loop goroutines, in order
+	bg    []string // trace of restore goroutines, sorted when shown
+	insts map[string]*Instance
+}
+
+// Instance is one application instance: its coordinator, group member and
+// local disks (shard stores, kept across tasks and restarts).
+type Instance struct {
+	name   string
+	m      *Member
+	mu     sync.Mutex // guards disks: restores open tasks concurrently
+	disks  map[int32]*Disk
+	coord  *engine.Coordinator
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+	args   []string
+}
+
+// Disk is a shard store that survives its shard's Close (a directory on
+// disk); after a crash it refuses writes, like a dead process.
+type Disk struct {
+	kv.Store
+	dead atomic.Bool
+}
+
+func (d *Disk) Write(b *kv.Batch, o kv.WriteOptions) error {
+	if d.dead.Load() {
+		return ErrCrashed
+	}
+	return d.Store.Write(b, o)
+}
+
+func (d *Disk) Close() error { return nil }
+
+// NewEnv returns an Env with input and output topics of n partitions.
+func NewEnv(n int, logf func(string, ...any)) *Env {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	return &Env{
+		B:          NewBroker(App, Input, map[string]int{Input: n, Output: n}),
+		Clock:      NewClock(time.UnixMilli(1_000_000)),
+		Partitions: n,
+		Logf:       logf,
+		gate:       make(chan struct{}),
+		insts:      map[string]*Instance{},
+	}
+}
+
+func (e *Env) traceLoop(format string, args ...any) {
+	e.mu.Lock()
+	e.loop = append(e.loop, fmt.Sprintf(format, args...))
+	e.mu.Unlock()
+}
+
+func (e *Env) traceBg(format string, args ...any) {
+	e.mu.Lock()
+	e.bg = append(e.bg, fmt.Sprintf(format, args...))
+	e.mu.Unlock()
+}
+
+func (e *Env) flush() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	sort.Strings(e.bg)
+	out := append(e.loop, e.bg...)
+	e.loop, e.bg = nil, nil
+	return strings.Join(out, "\n")
+}
+
+// settle waits until the loops are parked in Poll (or exited), then lets
+// the restores waiting at the gate run until they finish or sleep.
+func (e *Env) settle() {
+	synctest.Wait()
+	e.mu.Lock()
+	close(e.gate)
+	e.gate = make(chan struct{})
+	e.mu.Unlock()
+	synctest.Wait()
+}
+
+func (e *Env) gateCh() chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.gate
+}
+
+// gatedAdmin holds restores (the only callers of CommittedOffsets) at the
+// gate.
+type gatedAdmin struct {
+	Admin
+	e *Env
+}
+
+func (a gatedAdmin) CommittedOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	select {
+	case <-a.e.gateCh():
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return a.Admin.CommittedOffsets(ctx, group, topic)
+}
+
+type tracedChangelog struct {
+	Changelog
+	e    *Env
+	name string
+}
+
+func (c tracedChangelog) Open(ctx context.Context, topic string, p int32, from int64) (engine.ChangelogReader, error) {
+	rd, err := c.Changelog.Open(ctx, topic, p, from)
+	if err != nil {
+		c.e.traceBg("%s: restore p%d from %d: %v", c.name, p, from, errors.Unwrap(err) /* the sentinel */)
+		return nil, err
+	}
+	c.e.traceBg("%s: restore p%d from %d to %d", c.name, p, from, rd.End())
+	return rd, nil
+}
+
+// Exec runs one script command and returns its output.
+func (e *Env) Exec(line string) (string, error) {
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		return "", nil
+	}
+	cmd, args := f[0], f[1:]
+	inst := func() (*Instance, error) {
+		if len(args) == 0 {
+			return nil, fmt.Errorf("%s: want an instance name", cmd)
+		}
+		i := e.insts[args[0]]
+		if i == nil {
+			return nil, fmt.Errorf("%s: no instance %q", cmd, args[0])
+		}
+		return i, nil
+	}
+	switch cmd {
+	case "start", "restart":
+		if len(args) == 0 {
+			return "", fmt.Errorf("%s: want an instance name", cmd)
+		}
+		old := e.insts[args[0]]
+		if cmd == "restart" {
+			if old == nil || !old.exited() {
+				return "", fmt.Errorf("restart %s: not started or still running", args[0])
+			}
+			if len(args) == 1 {
+				// The same settings, except a kill point.
+				args = nil
+				for _, a := range old.args {
+					if !strings.HasPrefix(a, "kill=") {
+						args = append(args, a)
+					}
+				}
+			}
+		} else if old != nil {
+			return "", fmt.Errorf("start %s: exists (use restart)", args[0])
+		}
+		if err := e.start(args, old); err != nil {
+			return "", err
+		}
+		e.settle()
+		return e.flush(), nil
+	case "assign", "revoke", "lose":
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		var ps []int32
+		leak := false
+		for _, a := range args[1:] {
+			if a == "leak" {
+				leak = true
+				continue
+			}
+			p, err := parsePart(a)
+			if err != nil {
+				return "", err
+			}
+			ps = append(ps, p)
+		}
+		switch cmd {
+		case "assign":
+			i.m.Assign(leak, ps...)
+		case "revoke":
+			i.m.Revoke(ps...)
+		case "lose":
+			i.m.Lose(ps...)
+		}
+		return "", nil
+	case "evict", "rejoin", "fence", "crash", "cancel":
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		switch cmd {
+		case "evict":
+			i.m.Evict()
+		case "rejoin":
+			i.m.Rejoin()
+		case "fence":
+			i.m.Fence()
+		case "crash":
+			e.crash(i)
+		case "cancel":
+			i.cancel()
+		}
+		return "", nil
+	case "fail":
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		if len(args) != 2 {
+			return "", errors.New("fail <inst> begin|produce|commit")
+		}
+		i.m.FailNext(args[1])
+		return "", nil
+	case "at-end":
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		rest := strings.Join(args[1:], " ")
+		i.m.AtEnd(func() {
+			e.traceLoop("(during the batch: %s)", rest)
+			if _, err := e.Exec(rest); err != nil {
+				e.traceLoop("at-end %s: %v", rest, err)
+			}
+		})
+		return "", nil
+	case "input":
+		return "", e.input(args)
+	case "poll":
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		n := 1
+		if len(args) > 1 {
+			if n, err = strconv.Atoi(args[1]); err != nil {
+				return "", err
+			}
+		}
+		for range n {
+			if i.exited() || !i.m.Step(i.done) {
+				break
+			}
+			e.settle()
+		}
+		out := e.flush()
+		if i.exited() {
+			out = join(out, fmt.Sprintf("%s: exited: %v", i.name, i.err))
+		}
+		return out, nil
+	case "stop":
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		i.cancel()
+		e.settle()
+		<-i.done
+		return join(e.flush(), fmt.Sprintf("%s: exited: %v", i.name, i.err)), nil
+	case "advance":
+		if len(args) != 1 {
+			return "", errors.New("advance <duration>")
+		}
+		d, err := time.ParseDuration(args[0])
+		if err != nil {
+			return "", err
+		}
+		e.Clock.Advance(d)
+		e.settle()
+		return e.flush(), nil
+	case "hide-markers":
+		e.B.HideMarkers()
+		return "", nil
+	case "show-markers":
+		e.B.ShowMarkers()
+		return "", nil
+	case "truncate-changelog":
+		if len(args) != 2 {
+			return "", errors.New("truncate-changelog pN offset")
+		}
+		p, err := parsePart(args[0])
+		if err != nil {
+			return "", err
+		}
+		to, err := strconv.ParseInt(args[1], 10, 64)
+		if err != nil {
+			return "", err
+		}
+		return "", e.B.Truncate(ChangelogTopic, p, to)
+	case "changelog":
+		if len(args) != 1 {
+			return "", errors.New("changelog pN")
+		}
+		p, err := parsePart(args[0])
+		if err != nil {
+			return "", err
+		}
+		return e.B.describe(ChangelogTopic, p)
+	case "recreate-changelog":
+		e.B.Recreate(ChangelogTopic)
+		return "", nil
+	case "wipe-disks":
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		i.mu.Lock()
+		i.disks = map[int32]*Disk{}
+		i.mu.Unlock()
+		return "", nil
+	case "outputs":
+		return e.outputs(), nil
+	case "committed":
+		c := e.B.Committed()
+		var s []string
+		for _, p := range sortedParts(keys(c)) {
+			s = append(s, fmt.Sprintf("p%d=%d", p, c[p]))
+		}
+		return strings.Join(s, " "), nil
+	case "state":
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		return i.state()
+	case "error":
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		if !i.exited() {
+			return "running", nil
+		}
+		var ue *engine.UserError
+		return fmt.Sprintf("fenced=%v user=%v crashed=%v injected=%v", errors.Is(i.err, engine.ErrFenced),
+			errors.As(i.err, &ue), errors.Is(i.err, ErrCrashed), errors.Is(i.err, ErrInjected)), nil
+	case "metrics":
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		s := i.coord.Snapshot()
+		return fmt.Sprintf("assigned=%v restoring=%v batches=%d rows_in=%d commits=%d aborts=%d restored=%d initial=%d late=%d fired=%d",
+			s.Assigned, s.Restoring, s.Total.Batches, s.Total.RowsIn, s.Total.Commits, s.Total.Aborts,
+			s.Total.RestoreRecords, s.Total.InitialStateRows, s.Total.LateRowsDropped, s.Total.TimersFired), nil
+	}
+	return "", fmt.Errorf("unknown command %q", cmd)
+}
+
+// Close stops every running instance (end of a scenario).
+func (e *Env) Close() {
+	for _, i := range e.insts {
+		if !i.exited() {
+			i.cancel()
+		}
+	}
+	e.settle()
+	for _, i := range e.insts {
+		<-i.done
+	}
+}
+
+func (i *Instance) exited() bool {
+	select {
+	case <-i.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// start runs a coordinator: start <name> [mode=none|proc|event]
+// [initial=k:n,...] [kill=<point>@<n>]. With old (restart), the disks
+// carry over as they were when old stopped.
+func (e *Env) start(args []string, old *Instance) error {
+	name := args[0]
+	mode := processor.NoTime
+	var init []initialRow
+	var kill engine.KillPoint
+	killN := 0
+	for _, a := range args[1:] {
+		k, v, _ := strings.Cut(a, "=")
+		switch k {
+		case "mode":
+			switch v {
+			case "none":
+			case "proc":
+				mode = processor.ProcessingTime
+			case "event":
+				mode = processor.EventTime
+			default:
+				return fmt.Errorf("start: unknown mode %q", v)
+			}
+		case "initial":
+			for _, kv := range strings.Split(v, ",") {
+				key, n, ok := strings.Cut(kv, ":")
+				c, err := strconv.ParseInt(n, 10, 64)
+				if !ok || err != nil {
+					return fmt.Errorf("start: initial row %q: want key:count", kv)
+				}
+				init = append(init, initialRow{key, c})
+			}
+		case "kill":
+			p, n, ok := strings.Cut(v, "@")
+			c, err := strconv.Atoi(n)
+			if !ok || err != nil {
+				return fmt.Errorf("start: kill=%q: want point@n", v)
+			}
+			kill, killN = engine.KillPoint(p), c
+		default:
+			return fmt.Errorf("start: unknown argument %q", a)
+		}
+	}
+	i := &Instance{name: name, disks: map[int32]*Disk{}, done: make(chan struct{}), args: args}
+	if old != nil {
+		for p, d := range old.disks {
+			i.disks[p] = copyDisk(d)
+		}
+	}
+	i.m = NewMember(e.B, name, e.traceLoop)
+	var initCache *engine.InitialCache[string]
+	if init != nil {
+		src := initial.FromSeq(func(yield func(string, int64) bool) {
+			for _, r := range init {
+				if !yield(r.key, r.n) {
+					return
+				}
+			}
+		})
+		initCache = engine.NewInitialCache(func(ctx context.Context) ([]engine.InitialRow[string], error) {
+			e.traceBg("%s: initial state loaded", name)
+			return src.Rows(ctx, nil, serde.String())
+		})
+	}
+	var seen atomic.Int64
+	hook := func(p engine.KillPoint) {
+		if p == kill && seen.Add(1) == int64(killN) {
+			e.traceLoop("%s: killed at %s", name, p)
+			e.crash(i)
+		}
+	}
+	c, err := engine.NewCoordinator(engine.CoordinatorConfig{
+		ApplicationID:   App,
+		InstanceID:      name,
+		RunID:           "run",
+		Topic:           Input,
+		OutputTopic:     Output,
+		ChangelogTopic:  ChangelogTopic,
+		ProcessingTime:  mode == processor.ProcessingTime,
+		TriggerInterval: time.Second,
+		MaxBatchRecords: 100,
+		RestoreTimeout:  10 * time.Second,
+		RestoreRetry:    50 * time.Millisecond,
+		ShutdownTimeout: 30 * time.Second,
+		Admin:           gatedAdmin{Admin{e.B}, e},
+		NewSession:      func() (engine.Session, error) { return i.m, nil },
+		Changelog:       tracedChangelog{Changelog{e.B}, e, name},
+		Clock:           e.Clock,
+		NewTask: func(p int32) (engine.TaskHandle, error) {
+			i.mu.Lock()
+			d := i.disks[p]
+			if d == nil {
+				d = &Disk{Store: kv.NewMemory()}
+				i.disks[p] = d
+			}
+			i.mu.Unlock()
+			return engine.Open(engine.Config[string, string, string]{
+				ApplicationID: App, RunID: "run", Topic: Input, Partition: p, Backend: d,
+				TimeMode: mode, OutputMode: processor.Append,
+				KeySerde: serde.String(), ValueSerde: serde.String(), OutputSerde: serde.String(),
+				NewProcessor: NewCounter(mode),
+				EventTime:    func(v string, ts int64) int64 { return EventTime(v, ts) },
+				Initial:      initCache,
+			})
+		},
+		KillHook: hook,
+		Logf:     func(format string, args ...any) { e.Logf(name+": "+format, args...) },
+	})
+	if err != nil {
+		return err
+	}
+	i.coord = c
+	ctx, cancel := context.WithCancel(context.Background())
+	i.cancel = cancel
+	e.insts[name] = i
+	go func() {
+		i.err = c.Run(ctx)
+		close(i.done)
+	}()
+	return nil
+}
+
+type initialRow struct {
+	key string
+	n   int64
+}
+
+// crash kills i: its member fails every call and its disks refuse writes,
+// as they stand now.
+func (e *Env) crash(i *Instance) {
+	i.m.Crash()
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, d := range i.disks {
+		d.dead.Store(true)
+	}
+}
+
+func copyDisk(d *Disk) *Disk {
+	n := kv.NewMemory()
+	it := d.Store.NewIter(nil, nil)
+	var b kv.Batch
+	for ok := it.First(); ok; ok = it.Next() {
+		b.Put(append([]byte{}, it.Key()...), append([]byte{}, it.Value()...))
+	}
+	it.Close()
+	if b.Len() > 0 {
+		if err := n.Write(&b, kv.WriteOptions{}); err != nil {
+			panic(err)
+		}
+	}
+	return &Disk{Store: n}
+}
+
+// input appends records: "input p0 a b=x c" (to p0) or "input a b" (routed
+// by Kafka's partitioner on the key); a token is key or key=value (value
+// "x" when omitted; "x@ms" sets the record timestamp to ms).
+func (e *Env) input(args []string) error {
+	part := int32(-1)
+	if len(args) > 0 && strings.HasPrefix(args[0], "p") {
+		p, err := parsePart(args[0])
+		if err != nil {
+			return err
+		}
+		part, args = p, args[1:]
+	}
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok {
+			v = "x"
+		}
+		p := part
+		if p < 0 {
+			p = engine.PartitionFor([]byte(k), e.Partitions)
+		}
+		ts := time.UnixMilli(EventTime(v, e.Clock.Now().UnixMilli()))
+		if err := e.B.Append(Input, p, engine.Message{Key: []byte(k), Value: []byte(v), Timestamp: ts}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// outputs is the committed output: "a=[1 2] b=[1]".
+func (e *Env) outputs() string {
+	per := map[string][]string{}
+	for _, m := range e.B.ReadCommitted(Output) {
+		per[string(m.Key)] = append(per[string(m.Key)], string(m.Value))
+	}
+	return formatPerKey(per)
+}
+
+// state is the committed shard state of the instance's disks:
+// "p0: a=3 b=1".
+func (i *Instance) state() (string, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	var lines []string
+	parts := make([]int32, 0, len(i.disks))
+	for p := range i.disks {
+		parts = append(parts, p)
+	}
+	sort.Slice(parts, func(a, b int) bool { return parts[a] < parts[b] })
+	for _, p := range parts {
+		counts, err := readCounts(i.disks[p].Store)
+		if err != nil {
+			return "", err
+		}
+		lines = append(lines, fmt.Sprintf("p%d: %s", p, counts))
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// readCounts decodes the Counter's only state variable from a store.
+func readCounts(s kv.Store) (string, error) {
+	lower := []byte{byte(changelog.KindState)}
+	it := s.NewIter(lower, []byte{byte(changelog.KindState) + 1})
+	defer it.Close()
+	var out []string
+	for ok := it.First(); ok; ok = it.Next() {
+		k, err := changelog.DecodeKey(it.Key())
+		if err != nil {
+			return "", err
+		}
+		_, payload, err := changelog.DecodeValue(it.Value())
+		if err != nil {
+			return "", err
+		}
+		n, err := state.Int64().Decode(payload)
+		if err != nil {
+			return "", err
+		}
+		out = append(out, fmt.Sprintf("%s=%d", k.GroupKey, n))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " "), nil
+}
+
+func formatPerKey(per map[string][]string) string {
+	ks := make([]string, 0, len(per))
+	for k := range per {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	var b strings.Builder
+	for i, k := range ks {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%v", k, per[k])
+	}
+	return b.String()
+}
+
+func parsePart(s string) (int32, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(s, "p"))
+	if err != nil || !strings.HasPrefix(s, "p") {
+		return 0, fmt.Errorf("bad partition %q: want pN", s)
+	}
+	return int32(n), nil
+}
+
+func keys(m map[int32]int64) map[int32]bool {
+	out := map[int32]bool{}
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}
+
+func join(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "\n" + b
+}

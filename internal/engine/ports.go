@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// The coordinator's view of Kafka: three narrow interfaces and a clock.
+// Package kstate implements them over internal/kafka; package enginetest
+// implements them in memory so the protocol can be tested without a broker
+// and without sleeping. No franz-go type crosses them.
+
+// Message is a Kafka record as the coordinator sees it: polled input,
+// produced output and changelog records, changelog records read back.
+type Message struct {
+	Topic     string
+	Partition int32
+	Offset    int64 // set by the log; ignored when producing
+	Key       []byte
+	Value     []byte    // nil is a tombstone
+	Timestamp time.Time // zero when producing: the producer's clock
+}
+
+// Partition names one topic partition.
+type Partition struct {
+	Topic     string
+	Partition int32
+}
+
+// GroupEvents receives the consumer group's assignment changes. A Session
+// calls it only from inside Poll, on the caller's goroutine, before Poll
+// returns records of a newly assigned partition; so events always fall
+// between batches.
+type GroupEvents interface {
+	Assigned(ctx context.Context, parts []Partition)
+	// Revoked: the partitions were handed over in a rebalance.
+	Revoked(ctx context.Context, parts []Partition)
+	// Lost: the member was evicted; another member may already process them.
+	Lost(ctx context.Context, parts []Partition)
+}
+
+// Session is one member of the consumer group doing exactly-once
+// consume-transform-produce (internal/kafka.Session):
+//
+//	Poll* → Begin → Produce* → End(commit): polled offsets + produced records visible
+//	                         → End(abort) or a rebalance: nothing visible, consumption
+//	                           rewinds to the committed offsets
+//
+// A transaction open when partitions are revoked or lost always aborts
+// (End returns committed=false), and Poll never returns records of a
+// partition after reporting it revoked or lost. Errors of Begin, Produce
+// and End are final; one wrapping ErrFenced means a newer instance took over.
+type Session interface {
+	// Poll returns up to max records, delivering queued group events to ev
+	// first. Every returned record counts as consumed by the next End.
+	Poll(ctx context.Context, max int, ev GroupEvents) ([]Message, error)
+	Pause(parts []Partition)
+	Resume(parts []Partition)
+	Begin() error
+	// Produce writes msgs in the open transaction and returns their offsets
+	// in order.
+	Produce(ctx context.Context, msgs []Message) ([]int64, error)
+	End(ctx context.Context, commit bool) (committed bool, err error)
+	// TransactionalID is for log messages.
+	TransactionalID() string
+	Close() error
+}
+
+// Admin is the metadata the coordinator needs.
+type Admin interface {
+	// Partitions returns a topic's partition count.
+	Partitions(ctx context.Context, topic string) (int, error)
+	// EnsureChangelog creates the compacted changelog topic with n
+	// partitions, or checks an existing one (another count or policy is an
+	// error).
+	EnsureChangelog(ctx context.Context, topic string, n int) error
+	// CommittedOffsets returns the group's committed offsets of topic
+	// (stable: it waits for pending transactional offset commits).
+	CommittedOffsets(ctx context.Context, group, topic string) (map[int32]int64, error)
+}
+
+// Changelog opens readers of changelog partitions.
+type Changelog interface {
+	// Open returns a reader of topic/partition from offset from (0: the log
+	// start) to the last stable offset at open time. A non-zero from
+	// outside the log is an error wrapping ErrOffsetOutOfRange.
+	Open(ctx context.Context, topic string, partition int32, from int64) (ChangelogReader, error)
+}
+
+// ChangelogReader reads one partition, read_committed.
+type ChangelogReader interface {
+	// Next returns the next records (at least one) or io.EOF at End.
+	Next(ctx context.Context) ([]Message, error)
+	// Position is the next offset to read, past markers and aborted records.
+	Position() int64
+	// End is the last stable offset captured at open.
+	End() int64
+	Close()
+}
+
+// Clock is the coordinator's time. The engine never reads the system
+// clock nor sleeps by itself, so tests drive time by hand.
+type Clock interface {
+	// Now is the batch processing time (kstate.Config.Clock).
+	Now() time.Time
+	// Elapsed is a monotonic reading for latencies and deadlines (the
+	// commit latency, the time to the first commit, the restore wait):
+	// unlike Now it is not frozen by a test's manual batch clock.
+	Elapsed() time.Duration
+	// Sleep waits for d or until ctx is done (then it returns ctx's error):
+	// the pause between restore rounds, the shutdown timeout.
+	Sleep(ctx context.Context, d time.Duration) error
+}

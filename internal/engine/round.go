@@ -1,0 +1,206 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// batch runs one micro-batch over the polled records: every ready task
+// with records, or wanting a batch anyway, runs it on its own goroutine;
+// then outputs and changelog records are produced in one transaction with
+// the offsets of everything polled, and the tasks commit or abort locally.
+func (c *Coordinator) batch(recs []Message) error {
+	now := c.clock.Now()
+	ready := c.readyTasks()
+	byPart := make(map[int32][]Record)
+	var unready []int32
+	for i := range recs {
+		rec := &recs[i]
+		if rec.Topic != c.cfg.Topic || ready[rec.Partition] == nil {
+			unready = append(unready, rec.Partition)
+			continue
+		}
+		byPart[rec.Partition] = append(byPart[rec.Partition], Record{
+			Offset: rec.Offset, Key: rec.Key, Value: rec.Value, TimestampMs: rec.Timestamp.UnixMilli(),
+		})
+	}
+	if len(unready) > 0 {
+		return c.rewind(unready)
+	}
+	trigger := c.cfg.ProcessingTime && now.Sub(c.lastTrigger) >= c.cfg.TriggerInterval
+	var parts []*slot
+	for p, s := range ready {
+		if len(byPart[p]) > 0 || trigger || s.task.NeedsBatch() {
+			parts = append(parts, s)
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	c.retire(Counters{Rounds: 1})
+	if trigger {
+		c.lastTrigger = now
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i].part < parts[j].part })
+
+	results := make([]*BatchResult, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, s := range parts {
+		wg.Go(func() { results[i], errs[i] = s.task.RunBatch(now.UnixMilli(), byPart[s.part]) })
+	}
+	wg.Wait()
+	abortAll := func() {
+		for _, s := range parts {
+			s.task.Abort()
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			abortAll()
+			return fmt.Errorf("kstate: %w", err)
+		}
+	}
+
+	out, clEnd := c.records(parts, results)
+	if len(out) == 0 && len(recs) == 0 {
+		// Nothing consumed, nothing produced, nothing staged: no
+		// transaction needed.
+		for _, s := range parts {
+			if err := s.task.Commit(-1); err != nil {
+				return fmt.Errorf("kstate: %w", err)
+			}
+		}
+		return nil
+	}
+	if err := c.session.Begin(); err != nil {
+		abortAll()
+		return c.kafkaErr("begin transaction", err)
+	}
+	offsets, err := c.session.Produce(c.workCtx, out)
+	if err != nil {
+		abortAll()
+		if _, aerr := c.session.End(c.workCtx, false); aerr != nil {
+			c.logf("abort after failed produce: %v", aerr)
+		}
+		return c.kafkaErr("produce", err)
+	}
+	c.cfg.KillHook.at(AfterProduce)
+	t0 := c.clock.Elapsed()
+	committed, err := c.session.End(c.workCtx, true)
+	latency := c.clock.Elapsed() - t0
+	if err != nil {
+		abortAll()
+		return c.kafkaErr("commit transaction", err)
+	}
+	if !committed {
+		// A rebalance intervened: Kafka aborted the transaction and the
+		// session rewound to the committed offsets; the next polls
+		// deliver the same records again to whoever owns them now.
+		abortAll()
+		c.retire(Counters{Aborts: 1})
+		c.logf("batch of partitions %v aborted by a rebalance; retrying from the committed offsets", partsOf(parts))
+		return nil
+	}
+	c.retire(Counters{Commits: 1, CommitLatency: latency})
+	since := c.clock.Elapsed() - c.start
+	c.mu.Lock()
+	first := c.mu.firstCommit == 0
+	if first {
+		c.mu.firstCommit = max(since, time.Nanosecond)
+	}
+	c.mu.Unlock()
+	if first {
+		c.logf("first batch committed %v after start (partitions %v)", since.Round(time.Millisecond), partsOf(parts))
+	}
+	for i, s := range parts {
+		next := int64(-1)
+		if clEnd[i] > 0 {
+			next = offsets[clEnd[i]-1] + 1
+		}
+		c.cfg.KillHook.at(BeforeLocalCommit)
+		if err := s.task.Commit(next); err != nil {
+			// Kafka has the batch; the shard does not. A restart
+			// restores the missing tail from the changelog.
+			return fmt.Errorf("kstate: %w", err)
+		}
+	}
+	return nil
+}
+
+// records builds the transaction's records: per task its outputs, then its
+// changelog records (changelog partition = input partition). clEnd[i] is
+// the index after task i's last changelog record, 0 if it has none.
+func (c *Coordinator) records(parts []*slot, results []*BatchResult) ([]Message, []int) {
+	var out []Message
+	clEnd := make([]int, len(parts))
+	for i, s := range parts {
+		res := results[i]
+		for _, o := range res.Outputs {
+			var ts time.Time
+			if o.TimestampMs >= 0 {
+				ts = time.UnixMilli(o.TimestampMs)
+			}
+			out = append(out, Message{
+				Topic: c.cfg.OutputTopic, Partition: c.outputPartition(o.Key, s.part),
+				Key: o.Key, Value: o.Value, Timestamp: ts,
+			})
+		}
+		for _, r := range res.Changelog {
+			out = append(out, Message{Topic: c.cfg.ChangelogTopic, Partition: s.part, Key: r.Key, Value: r.Value})
+		}
+		if len(res.Changelog) > 0 {
+			clEnd[i] = len(out)
+		}
+	}
+	return out, clEnd
+}
+
+// outputPartition is murmur2 of the key like Kafka's default partitioner;
+// computed here (not left to the producer) so that a record with a nil key
+// goes deterministically to the input partition's counterpart.
+func (c *Coordinator) outputPartition(key []byte, input int32) int32 {
+	if key == nil {
+		return input % int32(c.outPartitions)
+	}
+	return PartitionFor(key, c.outPartitions)
+}
+
+// rewind handles records of partitions that are not ready: the session
+// delivered them in the same Poll that reported the partitions assigned,
+// before the coordinator could pause them. Their offsets were advanced by
+// the poll, so committing now would skip them; an empty aborted
+// transaction rewinds consumption to the committed offsets instead. The
+// partitions are paused by now, so the next poll does not deliver them
+// again.
+func (c *Coordinator) rewind(parts []int32) error {
+	c.logf("poll returned records of partitions %v that are not restored yet; rewinding to the committed offsets", uniq(parts))
+	if err := c.session.Begin(); err != nil {
+		return c.kafkaErr("begin transaction", err)
+	}
+	if _, err := c.session.End(c.workCtx, false); err != nil {
+		return c.kafkaErr("abort transaction", err)
+	}
+	return nil
+}
+
+func partsOf(ss []*slot) []int32 {
+	out := make([]int32, len(ss))
+	for i, s := range ss {
+		out[i] = s.part
+	}
+	return out
+}
+
+func uniq(ps []int32) []int32 {
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	out := ps[:0]
+	for i, p := range ps {
+		if i == 0 || p != ps[i-1] {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,196 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// slot is one assigned partition. Its life:
+//
+//	Assigned: partition paused, restore goroutine started
+//	restore goroutine: open the task, restore the changelog tail, Start
+//	    (modes, Init), initial state; then hands the task over (task,
+//	    restored) under mu
+//	promote (loop): ready = true, partition resumed — only now can Poll
+//	    return its records
+//	Revoked/Lost/shutdown (loop): restore cancelled and waited for, task
+//	    closed (processor Close, shard Close; kept on disk)
+//
+// Group events run inside Poll on the loop goroutine, between batches, so
+// a task is never closed while it runs a batch.
+type slot struct {
+	part   int32
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the restore goroutine returned
+
+	// Written by the restore goroutine under Coordinator.mu, read by the loop.
+	task     TaskHandle
+	restored bool
+	// ready is loop-only (also read under mu by Snapshot).
+	ready bool
+}
+
+// groupEvents is the Coordinator's GroupEvents (kept off its method set).
+type groupEvents struct{ c *Coordinator }
+
+func (g groupEvents) Assigned(_ context.Context, parts []Partition) {
+	c := g.c
+	var ps []Partition
+	for _, p := range parts {
+		if p.Topic == c.cfg.Topic {
+			ps = append(ps, p)
+		}
+	}
+	// Pause before anything else: a partition must not deliver records
+	// until its state is restored (their offsets would be committed with
+	// the next transaction otherwise; see rewind for records that were
+	// fetched before this pause).
+	c.session.Pause(ps)
+	for _, p := range ps {
+		ctx, cancel := context.WithCancel(c.workCtx)
+		s := &slot{part: p.Partition, cancel: cancel, done: make(chan struct{})}
+		c.mu.Lock()
+		old := c.mu.slots[p.Partition]
+		c.mu.slots[p.Partition] = s
+		c.mu.Unlock()
+		if old != nil {
+			// Assigned twice without a revoke in between (should not
+			// happen): keep the new one; close the old first (shard lock).
+			c.closeSlot(old, "reassigned")
+		}
+		c.logf("partition %d assigned: restoring", p.Partition)
+		c.wg.Go(func() { c.restoreTask(ctx, s) })
+	}
+}
+
+func (g groupEvents) Revoked(_ context.Context, parts []Partition) {
+	g.c.closeTasks(g.c.inputParts(parts), "revoked")
+}
+
+// Lost: the partitions may already be processed elsewhere. There is no
+// batch in flight (events come between batches) and the transaction that
+// was open when they were lost aborted, so there is no staged state left
+// to drop: closing the tasks is all there is to do.
+func (g groupEvents) Lost(_ context.Context, parts []Partition) {
+	g.c.closeTasks(g.c.inputParts(parts), "lost")
+}
+
+func (c *Coordinator) inputParts(parts []Partition) []int32 {
+	var out []int32
+	for _, p := range parts {
+		if p.Topic == c.cfg.Topic {
+			out = append(out, p.Partition)
+		}
+	}
+	return out
+}
+
+// closeTasks removes and closes the tasks of parts; it returns the first
+// error of a processor's Close.
+func (c *Coordinator) closeTasks(parts []int32, why string) error {
+	var first error
+	for _, p := range parts {
+		c.mu.Lock()
+		s := c.mu.slots[p]
+		delete(c.mu.slots, p)
+		c.mu.Unlock()
+		if s != nil {
+			if err := c.closeSlot(s, why); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+// closeSlot cancels the slot's restore, waits for it, and closes its task.
+func (c *Coordinator) closeSlot(s *slot, why string) error {
+	s.cancel()
+	<-s.done
+	c.mu.Lock()
+	t := s.task
+	s.task, s.ready = nil, false
+	c.mu.Unlock()
+	if t == nil {
+		c.logf("partition %d %s during restore", s.part, why)
+		return nil
+	}
+	err := t.Close()
+	c.retire(t.Counters())
+	if err != nil {
+		c.logf("partition %d %s: %v", s.part, why, err)
+		return fmt.Errorf("kstate: %w", err)
+	}
+	c.logf("partition %d %s: task closed", s.part, why)
+	return nil
+}
+
+// promote resumes the partitions whose restore finished.
+func (c *Coordinator) promote() {
+	var ps []Partition
+	c.mu.Lock()
+	for p, s := range c.mu.slots {
+		if s.restored && !s.ready {
+			s.ready = true
+			ps = append(ps, Partition{Topic: c.cfg.Topic, Partition: p})
+		}
+	}
+	c.mu.Unlock()
+	if len(ps) > 0 {
+		sort.Slice(ps, func(i, j int) bool { return ps[i].Partition < ps[j].Partition })
+		c.session.Resume(ps)
+	}
+}
+
+// readyTasks returns the slots whose tasks may run batches.
+func (c *Coordinator) readyTasks() map[int32]*slot {
+	out := make(map[int32]*slot)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for p, s := range c.mu.slots {
+		if s.ready {
+			out[p] = s
+		}
+	}
+	return out
+}
+
+// Snapshot is a point-in-time view of a Coordinator's counters.
+type Snapshot struct {
+	// Total sums every task of the run (past and present) and the
+	// coordinator's own counters.
+	Total Counters
+	// Partitions holds the counters of the currently assigned tasks.
+	Partitions map[int32]Counters
+	// Assigned lists the assigned partitions, Restoring the subset not
+	// ready yet; both sorted.
+	Assigned, Restoring []int32
+	// FirstCommit is the time from the start of Run to its first committed
+	// transaction (0 until then).
+	FirstCommit time.Duration
+}
+
+// Snapshot returns the counters. Safe to call at any time, also after Run.
+func (c *Coordinator) Snapshot() Snapshot {
+	m := Snapshot{Partitions: map[int32]Counters{}}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m.Total = c.mu.retired
+	m.FirstCommit = c.mu.firstCommit
+	for p, s := range c.mu.slots {
+		m.Assigned = append(m.Assigned, p)
+		if !s.ready {
+			m.Restoring = append(m.Restoring, p)
+		}
+		if s.task != nil {
+			ct := s.task.Counters()
+			m.Partitions[p] = ct
+			m.Total.Add(ct)
+		}
+	}
+	sort.Slice(m.Assigned, func(i, j int) bool { return m.Assigned[i] < m.Assigned[j] })
+	sort.Slice(m.Restoring, func(i, j int) bool { return m.Restoring[i] < m.Restoring[j] })
+	return m
+}

@@ -1,0 +1,178 @@
+package kstate
+
+// Adapters from internal/kafka to the engine's Session, Admin and Changelog
+// interfaces, and from Config.Clock to engine.Clock. They only translate
+// types and errors: the protocol lives in internal/engine.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kstate/kstate/internal/engine"
+	"github.com/kstate/kstate/internal/kafka"
+)
+
+// newSession joins the group (engine.CoordinatorConfig.NewSession).
+func (a *App[K, I, O]) newSession() (engine.Session, error) {
+	cfg := &a.cfg
+	s := &kafkaSession{}
+	ks, err := kafka.NewSession(kafka.SessionConfig{
+		Brokers:            cfg.Brokers,
+		GroupID:            cfg.ApplicationID,
+		InstanceID:         cfg.InstanceID,
+		Topics:             []string{cfg.InputTopics[0]},
+		TransactionTimeout: cfg.TransactionTimeout,
+		SessionTimeout:     cfg.SessionTimeout,
+		FetchMaxWait:       cfg.MaxBatchWait,
+		OnAssigned:         func(ctx context.Context, ps []kafka.Partition) { s.ev.Assigned(ctx, toParts(ps)) },
+		OnRevoked:          func(ctx context.Context, ps []kafka.Partition) { s.ev.Revoked(ctx, toParts(ps)) },
+		OnLost:             func(ctx context.Context, ps []kafka.Partition) { s.ev.Lost(ctx, toParts(ps)) },
+		Logf:               cfg.Logf,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.s = ks
+	return s, nil
+}
+
+// kafkaSession is an engine.Session over a kafka.Session. The kafka
+// session calls its group callbacks inside Poll, so ev is set for exactly
+// that call (all on the coordinator's loop goroutine).
+type kafkaSession struct {
+	s  *kafka.Session
+	ev engine.GroupEvents
+}
+
+func (k *kafkaSession) Poll(ctx context.Context, max int, ev engine.GroupEvents) ([]engine.Message, error) {
+	k.ev = ev
+	recs, err := k.s.Poll(ctx, max)
+	k.ev = nil
+	if err != nil {
+		return nil, sessionErr(err)
+	}
+	out := make([]engine.Message, len(recs))
+	for i, r := range recs {
+		out[i] = engine.Message{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+	}
+	return out, nil
+}
+
+func (k *kafkaSession) Pause(ps []engine.Partition)  { k.s.Pause(fromParts(ps)) }
+func (k *kafkaSession) Resume(ps []engine.Partition) { k.s.Resume(fromParts(ps)) }
+func (k *kafkaSession) Begin() error                 { return sessionErr(k.s.Begin()) }
+
+func (k *kafkaSession) Produce(ctx context.Context, msgs []engine.Message) ([]int64, error) {
+	recs := make([]kafka.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = kafka.Record{Topic: m.Topic, Partition: m.Partition, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp}
+	}
+	offs, err := k.s.Produce(ctx, recs)
+	return offs, sessionErr(err)
+}
+
+func (k *kafkaSession) End(ctx context.Context, commit bool) (bool, error) {
+	ok, err := k.s.End(ctx, commit)
+	return ok, sessionErr(err)
+}
+
+func (k *kafkaSession) TransactionalID() string { return k.s.TransactionalID() }
+func (k *kafkaSession) Close() error            { return k.s.Close() }
+
+// sessionErr marks fencing with engine.ErrFenced (keeping the kafka error).
+func sessionErr(err error) error {
+	if err != nil && errors.Is(err, kafka.ErrFenced) {
+		return &markedError{err: err, mark: engine.ErrFenced}
+	}
+	return err
+}
+
+// markedError is err that also matches mark with errors.Is.
+type markedError struct{ err, mark error }
+
+func (e *markedError) Error() string   { return e.err.Error() }
+func (e *markedError) Unwrap() []error { return []error{e.mark, e.err} }
+
+func toParts(ps []kafka.Partition) []engine.Partition {
+	out := make([]engine.Partition, len(ps))
+	for i, p := range ps {
+		out[i] = engine.Partition{Topic: p.Topic, Partition: p.Partition}
+	}
+	return out
+}
+
+func fromParts(ps []engine.Partition) []kafka.Partition {
+	out := make([]kafka.Partition, len(ps))
+	for i, p := range ps {
+		out[i] = kafka.Partition{Topic: p.Topic, Partition: p.Partition}
+	}
+	return out
+}
+
+// kafkaAdmin is an engine.Admin over a kafka.Admin.
+type kafkaAdmin struct{ a *kafka.Admin }
+
+func (k kafkaAdmin) Partitions(ctx context.Context, topic string) (int, error) {
+	return k.a.Partitions(ctx, topic)
+}
+
+func (k kafkaAdmin) EnsureChangelog(ctx context.Context, topic string, n int) error {
+	return k.a.EnsureTopic(ctx, kafka.TopicSpec{Name: topic, Partitions: n, ReplicationFactor: -1, Compacted: true})
+}
+
+func (k kafkaAdmin) CommittedOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	return k.a.CommittedOffsets(ctx, group, topic)
+}
+
+// kafkaChangelog opens kafka.PartitionReaders (one client each).
+type kafkaChangelog struct{ brokers []string }
+
+func (k kafkaChangelog) Open(ctx context.Context, topic string, p int32, from int64) (engine.ChangelogReader, error) {
+	rd, err := kafka.NewPartitionReader(ctx, k.brokers, topic, p, from)
+	if err != nil {
+		if errors.Is(err, kafka.ErrOffsetOutOfRange) {
+			return nil, &markedError{err: err, mark: engine.ErrOffsetOutOfRange}
+		}
+		return nil, err
+	}
+	return kafkaReader{rd}, nil
+}
+
+type kafkaReader struct{ rd *kafka.PartitionReader }
+
+func (k kafkaReader) Next(ctx context.Context) ([]engine.Message, error) {
+	recs, err := k.rd.Next(ctx)
+	if err != nil {
+		return nil, err // io.EOF passes through unwrapped
+	}
+	out := make([]engine.Message, len(recs))
+	for i, r := range recs {
+		out[i] = engine.Message{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+	}
+	return out, nil
+}
+
+func (k kafkaReader) Position() int64 { return k.rd.Position() }
+func (k kafkaReader) End() int64      { return k.rd.End() }
+func (k kafkaReader) Close()          { k.rd.Close() }
+
+// clock is Config.Clock as an engine.Clock; elapsed time and waits are
+// real.
+type clock struct {
+	now   func() time.Time
+	start time.Time
+}
+
+func (c clock) Now() time.Time         { return c.now() }
+func (c clock) Elapsed() time.Duration { return time.Since(c.start) }
+func (c clock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
