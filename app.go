@@ -143,7 +143,7 @@ func (a *App[K, I, O]) Run(ctx context.Context) error {
 		Clock:           clock{now: cfg.Clock, start: time.Now()},
 		NewTask:         a.taskFactory(runID),
 		KillHook:        engine.KillHookFrom(ctx),
-		Logf:            cfg.Logf,
+		Logger:          cfg.Logger,
 	})
 	if err != nil {
 		return err
@@ -164,7 +164,6 @@ func (a *App[K, I, O]) taskFactory(runID string) engine.NewTask {
 			return cfg.InitialState.Rows(ctx, readTopic(cfg.Brokers), cfg.KeySerde)
 		})
 	}
-	logf := func(format string, args ...any) { cfg.Logf("kstate: "+cfg.ApplicationID+": "+format, args...) }
 	return func(p int32) (engine.TaskHandle, error) {
 		return engine.Open(engine.Config[K, I, O]{
 			ApplicationID:     cfg.ApplicationID,
@@ -183,7 +182,6 @@ func (a *App[K, I, O]) taskFactory(runID string) engine.NewTask {
 			OutputEventTime:   cfg.OutputEventTime,
 			OutputKey:         cfg.OutputKey,
 			Initial:           init,
-			Logf:              logf,
 		})
 	}
 }

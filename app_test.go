@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/testlog"
 	"github.com/kstate/kstate/internal/testprocs"
 	"github.com/kstate/kstate/kafka/embedded"
 	"github.com/kstate/kstate/processor"
@@ -41,13 +42,13 @@ func config(brokers []string, stateDir string, newProc func() processor.Stateful
 		StateDir:        stateDir,
 		MaxBatchWait:    50 * time.Millisecond,
 		ShutdownTimeout: 5 * time.Second,
-		Logf:            func(string, ...any) {},
+		Logger:          testlog.Discard(),
 	}
 }
 
 func newApp(t *testing.T, cfg kstate.Config[string, string, string]) *kstate.App[string, string, string] {
 	t.Helper()
-	cfg.Logf = t.Logf
+	cfg.Logger = testlog.New(t)
 	app, err := kstate.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +216,7 @@ func TestEmbeddedUserPanicAndDecodeErrorStopRun(t *testing.T) {
 		ApplicationID: "dec", Brokers: brokers, InstanceID: "i1", InputTopics: []string{"in"},
 		KeySerde: serde.String(), ValueSerde: serde.Int64(), OutputTopic: "out", OutputSerde: serde.String(),
 		NewProcessor: func() processor.StatefulProcessor[string, int64, string] { return &sumProc{} },
-		StateDir:     t.TempDir(), MaxBatchWait: 50 * time.Millisecond, Logf: t.Logf,
+		StateDir:     t.TempDir(), MaxBatchWait: 50 * time.Millisecond, Logger: testlog.New(t),
 	}
 	dapp, err := kstate.New(cfg)
 	if err != nil {

@@ -3,7 +3,7 @@ package kstate
 import (
 	"fmt"
 	"hash/fnv"
-	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -114,9 +114,12 @@ type Config[K, I, O any] struct {
 	// the batch in flight gets this long to commit before it is abandoned
 	// (and aborted by the broker). Default 30s.
 	ShutdownTimeout time.Duration
-	// Logf receives operational messages (assignment, restore progress,
-	// aborts). Default log.Printf.
-	Logf func(format string, args ...any)
+	// Logger receives operational messages as structured records with the
+	// attributes app, partition and batch where they apply: assignments and
+	// restores at Info, aborted batches and recoveries at Warn, failures at
+	// Error; the Kafka client's own messages are bridged at Warn and above
+	// only. Default slog.Default().
+	Logger *slog.Logger
 }
 
 // DecodeErrorPolicy says what an undecodable input record does.
@@ -203,8 +206,8 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
-	if c.Logf == nil {
-		c.Logf = log.Printf
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	if c.InstanceID == "" {
 		host, err := os.Hostname()

@@ -28,7 +28,7 @@ func (a *App[K, I, O]) newSession() (engine.Session, error) {
 		OnAssigned:         func(ctx context.Context, ps []kafka.Partition) { s.ev.Assigned(ctx, toParts(ps)) },
 		OnRevoked:          func(ctx context.Context, ps []kafka.Partition) { s.ev.Revoked(ctx, toParts(ps)) },
 		OnLost:             func(ctx context.Context, ps []kafka.Partition) { s.ev.Lost(ctx, toParts(ps)) },
-		Logf:               cfg.Logf,
+		Logger:             cfg.Logger.With("app", cfg.ApplicationID),
 	})
 	if err != nil {
 		return nil, err

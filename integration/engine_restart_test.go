@@ -82,7 +82,8 @@ func (c *child) dump(t *testing.T) {
 	}
 }
 
-var firstCommitRe = regexp.MustCompile(`first batch committed (\S+) after start`)
+// firstCommitRe matches the engine's slog record (text handler) of the first commit.
+var firstCommitRe = regexp.MustCompile(`msg="first batch committed" .*since_start=(\S+)`)
 
 // A SIGKILLed instance restarted with the same instance id fences its
 // predecessor's open transaction at once (stable transactional id, static

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/testlog"
 	"github.com/kstate/kstate/internal/testprocs"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
@@ -64,7 +65,7 @@ func (e specEnv) config(t *testing.T, newProc func() processor.StatefulProcessor
 		StateDir:        t.TempDir(),
 		MaxBatchWait:    100 * time.Millisecond,
 		ShutdownTimeout: 10 * time.Second,
-		Logf:            t.Logf,
+		Logger:          testlog.New(t),
 	}
 }
 

@@ -306,7 +306,8 @@ type restoreEvent struct {
 	records int64
 }
 
-var readyRe = regexp.MustCompile(`partition (\d+) ready in \S+ \((\d+) changelog records restored`)
+// readyRe matches the engine's slog record (text handler) of a restored partition.
+var readyRe = regexp.MustCompile(`msg="partition ready" .*partition=(\d+) .*restored_records=(\d+)`)
 
 // restores returns the child's restore events in order (from its log).
 func (c *eosChild) restores() []restoreEvent {

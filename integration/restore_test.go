@@ -17,6 +17,7 @@ import (
 	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/internal/restore"
 	"github.com/kstate/kstate/internal/shard"
+	"github.com/kstate/kstate/internal/testlog"
 	"github.com/kstate/kstate/internal/timers"
 	"github.com/kstate/kstate/state"
 )
@@ -209,7 +210,7 @@ func TestChangelogRestoreRealBroker(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer r.Close()
-		st, err := restore.Restore(ctx, readerSource{r}, dst, restore.Options{BatchSize: 97, Logf: t.Logf})
+		st, err := restore.Restore(ctx, readerSource{r}, dst, restore.Options{BatchSize: 97, Logger: testlog.New(t)})
 		if err != nil && !errors.Is(err, io.EOF) {
 			t.Fatal(err)
 		}

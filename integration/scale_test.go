@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -32,7 +33,7 @@ func TestScaleOutAndIn(t *testing.T) {
 	var logA logLines
 	dirA := t.TempDir()
 	cfgA := eos.Config(eos.Options{Brokers: e.brokers, ApplicationID: e.app, InstanceID: "a", StateDir: dirA,
-		Input: e.in, Output: e.out, MaxBatchRecords: 100, SessionTimeout: session, Logf: logA.logf})
+		Input: e.in, Output: e.out, MaxBatchRecords: 100, SessionTimeout: session, Logger: slog.New(slog.NewTextHandler(&logA, nil))})
 	appA, err := kstate.New(cfgA)
 	if err != nil {
 		t.Fatal(err)
@@ -192,10 +193,12 @@ type logLines struct {
 	lines []string
 }
 
-func (l *logLines) logf(format string, args ...any) {
+// Write takes one record of the instance's text slog handler.
+func (l *logLines) Write(p []byte) (int, error) {
 	l.mu.Lock()
-	l.lines = append(l.lines, time.Now().Format("15:04:05.000000 ")+fmt.Sprintf(format, args...))
+	l.lines = append(l.lines, strings.TrimSuffix(string(p), "\n"))
 	l.mu.Unlock()
+	return len(p), nil
 }
 
 func (l *logLines) dump(t *testing.T, name string) {

@@ -59,7 +59,7 @@ func TestSerdeInt64ReadByKcat(t *testing.T) {
 		InputTopics: c.InputTopics, KeySerde: c.KeySerde, ValueSerde: c.ValueSerde,
 		OutputTopic: c.OutputTopic, OutputSerde: serde.Int64(),
 		NewProcessor: func() processor.StatefulProcessor[string, string, int64] { return &int64Counter{} },
-		StateDir:     c.StateDir, MaxBatchWait: c.MaxBatchWait, ShutdownTimeout: c.ShutdownTimeout, Logf: c.Logf,
+		StateDir:     c.StateDir, MaxBatchWait: c.MaxBatchWait, ShutdownTimeout: c.ShutdownTimeout, Logger: c.Logger,
 	})
 	if err != nil {
 		t.Fatal(err)

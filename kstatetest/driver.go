@@ -2,6 +2,7 @@ package kstatetest
 
 import (
 	"fmt"
+	"log/slog"
 	"sort"
 	"testing"
 	"time"
@@ -70,7 +71,7 @@ type Driver[K, I, O any] struct {
 	t       testing.TB
 	cfg     kstate.Config[K, I, O]
 	opts    options
-	logf    func(string, ...any)
+	log     *slog.Logger
 	valSer  serde.Serializer[I] // nil when ValueSerde is not a Serde
 	now     time.Time
 	parts   []*partition[K, I, O]
@@ -110,9 +111,10 @@ func New[K, I, O any](t testing.TB, cfg kstate.Config[K, I, O], opts ...Option) 
 	if _, err := kstate.New(cfg); err != nil {
 		t.Fatalf("kstatetest: %v", err)
 	}
-	d := &Driver[K, I, O]{t: t, cfg: cfg, opts: o, now: o.start, logf: cfg.Logf}
-	if d.logf == nil {
-		d.logf = t.Logf
+	d := &Driver[K, I, O]{t: t, cfg: cfg, opts: o, now: o.start, log: cfg.Logger}
+	if d.log == nil {
+		// The test's own log: quiet when the test passes.
+		d.log = slog.New(slog.NewTextHandler(t.Output(), nil))
 	}
 	d.valSer, _ = cfg.ValueSerde.(serde.Serializer[I])
 	t.Cleanup(d.Close)

@@ -54,7 +54,7 @@ func (c *capture[O]) Serialize(o O) ([]byte, error) {
 // engineConfig maps the user's Config to one partition task's engine
 // config, as the root package's taskConfig does (minus the shard
 // directory: the shard lives in memory).
-func engineConfig[K, I, O any](c kstate.Config[K, I, O], p int32, backend kv.Store, out serde.Serializer[O], logf func(string, ...any)) engine.Config[K, I, O] {
+func engineConfig[K, I, O any](c kstate.Config[K, I, O], p int32, backend kv.Store, out serde.Serializer[O]) engine.Config[K, I, O] {
 	return engine.Config[K, I, O]{
 		ApplicationID:     c.ApplicationID,
 		RunID:             runID,
@@ -71,7 +71,6 @@ func engineConfig[K, I, O any](c kstate.Config[K, I, O], p int32, backend kv.Sto
 		AllowedLatenessMs: c.AllowedLateness.Milliseconds(),
 		OutputEventTime:   c.OutputEventTime,
 		OutputKey:         c.OutputKey,
-		Logf:              logf,
 	}
 }
 
@@ -111,11 +110,11 @@ func (d *Driver[K, I, O]) open(p *partition[K, I, O], store kv.Store) error {
 	start := time.Now()
 	p.store = store
 	p.outputs = &capture[O]{s: d.cfg.OutputSerde}
-	t, err := engine.Open(engineConfig(d.cfg, p.id, store, p.outputs, d.logf))
+	t, err := engine.Open(engineConfig(d.cfg, p.id, store, p.outputs))
 	if err != nil {
 		return fmt.Errorf("kstate: %w", err)
 	}
-	st, err := restore.Restore(context.Background(), &sliceSource{recs: p.log, from: t.Shard().ChangelogOffset()}, t.Shard(), restore.Options{Logf: d.logf})
+	st, err := restore.Restore(context.Background(), &sliceSource{recs: p.log, from: t.Shard().ChangelogOffset()}, t.Shard(), restore.Options{Logger: d.log.With("partition", p.id)})
 	if err != nil {
 		t.Close()
 		return fmt.Errorf("kstate: partition %d: %w", p.id, err)

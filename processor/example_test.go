@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -72,7 +73,7 @@ func Example() {
 		OutputSerde:   serde.String(),
 		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &WordCount{} },
 		StateDir:      dir,
-		Logf:          func(string, ...any) {}, // quiet
+		Logger:        slog.New(slog.DiscardHandler), // quiet
 	})
 	if err != nil {
 		panic(err)

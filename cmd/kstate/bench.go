@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -309,9 +309,9 @@ type benchRun struct {
 }
 
 func (b *benchRun) config(appID, in, out string) kstate.Config[string, benchRow, benchOut] {
-	logf := func(string, ...any) {}
+	logger := slog.New(slog.DiscardHandler)
 	if b.o.Verbose {
-		logf = log.Printf
+		logger = slog.Default()
 	}
 	return kstate.Config[string, benchRow, benchOut]{
 		ApplicationID:   appID,
@@ -327,7 +327,7 @@ func (b *benchRun) config(appID, in, out string) kstate.Config[string, benchRow,
 		MaxBatchRecords: b.o.Batch,
 		StateDir:        filepath.Join(b.dir, appID),
 		ShutdownTimeout: 20 * time.Second,
-		Logf:            logf,
+		Logger:          logger,
 	}
 }
 

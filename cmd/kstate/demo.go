@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -61,7 +62,7 @@ type demoOptions struct {
 // demo is one run of the story: the cluster, the output and the checks.
 type demo struct {
 	w        io.Writer
-	logf     func(format string, args ...any)
+	logger   *slog.Logger
 	brokers  []string
 	stateDir string
 	prod     *kafka.Producer
@@ -98,9 +99,9 @@ func runDemo(ctx context.Context, w io.Writer, o demoOptions) error {
 	}
 	defer prod.Close()
 
-	d := &demo{w: w, brokers: emb.Brokers(), stateDir: dir, prod: prod, logf: func(string, ...any) {}}
+	d := &demo{w: w, brokers: emb.Brokers(), stateDir: dir, prod: prod, logger: slog.New(slog.DiscardHandler)}
 	if o.log != nil {
-		d.logf = func(format string, args ...any) { fmt.Fprintf(o.log, format+"\n", args...) }
+		d.logger = slog.New(slog.NewTextHandler(o.log, nil))
 	}
 	fmt.Fprintf(w, "kstate demo: stateful stream processing on Kafka, exactly once\n\n")
 	fmt.Fprintf(w, "      %-9s embedded in-process Kafka (kfake) at %s\n", "Kafka", strings.Join(d.brokers, ","))

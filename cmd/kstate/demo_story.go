@@ -89,7 +89,7 @@ func demoConfig[O any](d *demo, appID, in, out string, codec serde.Serde[O], new
 		NewProcessor:  newProc,
 		StateDir:      d.stateDir,
 		MaxBatchWait:  50 * time.Millisecond,
-		Logf:          d.logf,
+		Logger:        d.logger,
 	}
 }
 

@@ -185,7 +185,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		NewProcessor:    func() processor.StatefulProcessor[string, Click, View] { return &Dedup{} },
 		StateDir:        env.StateDir,
 		MaxBatchWait:    50 * time.Millisecond,
-		Logf:            env.Logf,
+		Logger:          env.Logger(),
 	})
 	if err != nil {
 		return err
@@ -202,7 +202,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		TimeMode:      processor.EventTime, // Config.EventTime nil: event time = record timestamp
 		StateDir:      env.StateDir,
 		MaxBatchWait:  50 * time.Millisecond,
-		Logf:          env.Logf,
+		Logger:        env.Logger(),
 	})
 	if err != nil {
 		return err

@@ -127,7 +127,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		InitialState:  kstate.InitialStateFromSeq(readCSV(initialCSV, &csvErr)),
 		StateDir:      env.StateDir,
 		MaxBatchWait:  50 * time.Millisecond,
-		Logf:          env.Logf,
+		Logger:        env.Logger(),
 	}
 	fmt.Fprintf(out, "initial  %s\n", strings.ReplaceAll(strings.TrimSpace(initialCSV), "\n", " "))
 

@@ -2,6 +2,7 @@ package integrationtest
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -53,7 +54,7 @@ func run(t *testing.T, s Settings) (stop func()) {
 	t.Helper()
 	cfg := Config(s)
 	cfg.MaxBatchWait = 50 * time.Millisecond // react quickly: tests produce little
-	cfg.Logf = t.Logf
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 	app, err := kstate.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -62,7 +63,7 @@ func TestREADMECounterCounts(t *testing.T) {
 		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
 		StateDir:      env.StateDir,
 		MaxBatchWait:  50 * time.Millisecond,
-		Logf:          t.Logf,
+		Logger:        slog.New(slog.NewTextHandler(t.Output(), nil)),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -89,7 +89,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		NewProcessor:  func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
 		StateDir:      env.StateDir,
 		MaxBatchWait:  50 * time.Millisecond,
-		Logf:          env.Logf,
+		Logger:        env.Logger(),
 	})
 	if err != nil {
 		return err

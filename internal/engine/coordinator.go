@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
@@ -43,8 +44,9 @@ type CoordinatorConfig struct {
 
 	// KillHook is set only by crash tests (see WithKillHook). Optional.
 	KillHook KillHook
-	// Logf receives operational messages. Optional.
-	Logf func(format string, args ...any)
+	// Logger receives operational messages with structured attributes
+	// (app, partition, batch, ...). Nil discards them.
+	Logger *slog.Logger
 }
 
 const defaultRestoreRetry = 50 * time.Millisecond
@@ -58,7 +60,7 @@ const defaultRestoreRetry = 50 * time.Millisecond
 type Coordinator struct {
 	cfg   CoordinatorConfig
 	clock Clock
-	log   logger
+	log   *slog.Logger
 
 	partitions    int // of the input (and changelog) topic
 	outPartitions int
@@ -85,15 +87,6 @@ type Coordinator struct {
 	}
 }
 
-// logger is the coordinator's single logging point (a later change moves
-// it to log/slog).
-type logger struct {
-	prefix string
-	logf   func(format string, args ...any)
-}
-
-func (l logger) printf(format string, args ...any) { l.logf(l.prefix+format, args...) }
-
 // NewCoordinator validates cfg and returns a Coordinator ready to Run once.
 func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 	switch {
@@ -109,16 +102,14 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		cfg.RestoreRetry = defaultRestoreRetry
 	}
 	c := &Coordinator{cfg: cfg, clock: cfg.Clock}
-	logf := cfg.Logf
-	if logf == nil {
-		logf = func(string, ...any) {}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	c.log = logger{prefix: "kstate: " + cfg.ApplicationID + ": ", logf: logf}
+	c.log = log.With("app", cfg.ApplicationID)
 	c.mu.slots = make(map[int32]*slot)
 	return c, nil
 }
-
-func (c *Coordinator) logf(format string, args ...any) { c.log.printf(format, args...) }
 
 // Run joins the group and processes until ctx is cancelled or an error
 // stops it; it returns nil after a graceful shutdown. Run may be called
@@ -136,7 +127,7 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 		case <-ctx.Done():
 		}
 		if c.clock.Sleep(stopCtx, c.cfg.ShutdownTimeout) == nil {
-			c.logf("shutdown timeout %v exceeded: abandoning the batch in flight", c.cfg.ShutdownTimeout)
+			c.log.Warn("shutdown timeout exceeded: abandoning the batch in flight", "shutdown_timeout", c.cfg.ShutdownTimeout)
 			c.cancelWork()
 		}
 	})
@@ -156,8 +147,8 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 		}
 		return err
 	}
-	c.logf("instance %q (transactional id %q) run %s started: input %q (%d partitions), output %q, changelog %q",
-		c.cfg.InstanceID, c.session.TransactionalID(), c.cfg.RunID, c.cfg.Topic, c.partitions, c.cfg.OutputTopic, c.cfg.ChangelogTopic)
+	c.log.Info("started", "instance", c.cfg.InstanceID, "transactional_id", c.session.TransactionalID(), "run", c.cfg.RunID,
+		"input", c.cfg.Topic, "partitions", c.partitions, "output", c.cfg.OutputTopic, "changelog", c.cfg.ChangelogTopic)
 	events := groupEvents{c}
 	for {
 		if err := c.failed(); err != nil {
@@ -213,7 +204,7 @@ func (c *Coordinator) shutdown() error {
 	if c.session != nil {
 		c.session.Close()
 	}
-	c.logf("stopped")
+	c.log.Info("stopped")
 	return err
 }
 

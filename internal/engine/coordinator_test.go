@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 
 	"github.com/kstate/kstate/internal/engine/enginetest"
+	"github.com/kstate/kstate/internal/testlog"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testdata/scenarios")
@@ -90,7 +91,7 @@ func runScript(t *testing.T, file string) {
 	}
 	steps := parseScript(t, text)
 	synctest.Test(t, func(t *testing.T) {
-		env := enginetest.NewEnv(partitions, t.Logf)
+		env := enginetest.NewEnv(partitions, testlog.New(t))
 		defer env.Close()
 		for i := range steps {
 			s := &steps[i]

@@ -68,17 +68,17 @@ func (c *Coordinator) openTask(ctx context.Context, p int32) (_ TaskHandle, err 
 	}
 	if t.InitialStatePending() {
 		if hasCommitted {
-			c.logf("partition %d: changelog is empty but the group committed offset %d: not applying the initial state (not a first run)", p, committed)
+			c.log.Warn("changelog is empty but the group committed an offset: not applying the initial state (not a first run)", "partition", p, "committed_offset", committed)
 		} else {
 			rows, err := t.LoadInitialState(ctx, c.partitions)
 			if err != nil {
 				return nil, fmt.Errorf("kstate: %w", err)
 			}
-			c.logf("partition %d: first run: %d initial state rows will be applied", p, rows)
+			c.log.Info("first run: initial state rows will be applied", "partition", p, "rows", rows)
 		}
 	}
-	c.logf("partition %d ready in %v (%d changelog records restored, changelog offset %d, watermark %d, next batch id %d)",
-		p, c.clock.Elapsed()-start, n, t.Shard().ChangelogOffset(), t.Watermark(), t.BatchID())
+	c.log.Info("partition ready", "partition", p, "restore_time", c.clock.Elapsed()-start, "restored_records", n,
+		"changelog_offset", t.Shard().ChangelogOffset(), "watermark", t.Watermark(), "batch", t.BatchID())
 	return t, nil
 }
 
@@ -111,12 +111,12 @@ func (c *Coordinator) restore(ctx context.Context, t TaskHandle, p int32, commit
 		switch {
 		case !hasCommitted:
 			if ok {
-				c.logf("partition %d: the group has no committed offset but the state was built up to input offset %d (offsets expired or deleted?): input is consumed from the reset position", p, stored)
+				c.log.Warn("the group has no committed offset but the state was built up to an input offset (offsets expired or deleted?): input is consumed from the reset position", "partition", p, "state_input_offset", stored)
 			}
 			return total, nil
 		case ok && stored >= committed:
 			if stored > committed {
-				c.logf("partition %d: state was built up to input offset %d, the group's committed offset is %d (moved back by hand?): records from %d on are processed again", p, stored, committed, committed)
+				c.log.Warn("state was built past the group's committed offset (moved back by hand?): records from the committed offset on are processed again", "partition", p, "state_input_offset", stored, "committed_offset", committed)
 			}
 			return total, nil
 		}
@@ -143,7 +143,7 @@ func (c *Coordinator) restoreOnce(ctx context.Context, t TaskHandle, p int32) (i
 	if errors.Is(err, ErrOffsetOutOfRange) {
 		// The stored offset is not in the topic's log any more (topic
 		// recreated or truncated): the shard cannot be trusted.
-		c.logf("partition %d: shard offset %d is outside the changelog: wiping the shard and restoring from the start (%v)", p, sh.ChangelogOffset(), err)
+		c.log.Warn("shard offset is outside the changelog: wiping the shard and restoring from the start", "partition", p, "shard_offset", sh.ChangelogOffset(), "err", err)
 		if werr := sh.Wipe(); werr != nil {
 			return 0, fmt.Errorf("kstate: partition %d: %w", p, werr)
 		}
@@ -156,9 +156,7 @@ func (c *Coordinator) restoreOnce(ctx context.Context, t TaskHandle, p int32) (i
 	st, err := restore.Restore(ctx, changelogSource{rd, c.cfg.KillHook}, sh, restore.Options{
 		EndOffset: rd.End(),
 		Now:       func() time.Time { return time.Unix(0, 0).Add(c.clock.Elapsed()) },
-		Logf: func(format string, args ...any) {
-			c.logf("partition %d: "+format, append([]any{p}, args...)...)
-		},
+		Logger:    c.log.With("partition", p),
 	})
 	if err != nil {
 		return st.Records, fmt.Errorf("kstate: partition %d: %w", p, err)

@@ -83,7 +83,7 @@ func (c *Coordinator) batch(recs []Message) error {
 	if err != nil {
 		abortAll()
 		if _, aerr := c.session.End(c.workCtx, false); aerr != nil {
-			c.logf("abort after failed produce: %v", aerr)
+			c.log.Warn("abort after a failed produce failed too", "err", aerr)
 		}
 		return c.kafkaErr("produce", err)
 	}
@@ -101,7 +101,7 @@ func (c *Coordinator) batch(recs []Message) error {
 		// deliver the same records again to whoever owns them now.
 		abortAll()
 		c.retire(Counters{Aborts: 1})
-		c.logf("batch of partitions %v aborted by a rebalance; retrying from the committed offsets", partsOf(parts))
+		c.log.Warn("batch aborted by a rebalance; retrying from the committed offsets", "partitions", partsOf(parts))
 		return nil
 	}
 	c.retire(Counters{Commits: 1, CommitLatency: latency})
@@ -113,7 +113,7 @@ func (c *Coordinator) batch(recs []Message) error {
 	}
 	c.mu.Unlock()
 	if first {
-		c.logf("first batch committed %v after start (partitions %v)", since.Round(time.Millisecond), partsOf(parts))
+		c.log.Info("first batch committed", "since_start", since.Round(time.Millisecond), "partitions", partsOf(parts))
 	}
 	for i, s := range parts {
 		next := int64(-1)
@@ -176,7 +176,7 @@ func (c *Coordinator) outputPartition(key []byte, input int32) int32 {
 // partitions are paused by now, so the next poll does not deliver them
 // again.
 func (c *Coordinator) rewind(parts []int32) error {
-	c.logf("poll returned records of partitions %v that are not restored yet; rewinding to the committed offsets", uniq(parts))
+	c.log.Info("poll returned records of partitions not restored yet; rewinding to the committed offsets", "partitions", uniq(parts))
 	if err := c.session.Begin(); err != nil {
 		return c.kafkaErr("begin transaction", err)
 	}

@@ -60,7 +60,7 @@ func (g groupEvents) Assigned(_ context.Context, parts []Partition) {
 			// happen): keep the new one; close the old first (shard lock).
 			c.closeSlot(old, "reassigned")
 		}
-		c.logf("partition %d assigned: restoring", p.Partition)
+		c.log.Info("partition assigned: restoring", "partition", p.Partition)
 		c.wg.Go(func() { c.restoreTask(ctx, s) })
 	}
 }
@@ -114,16 +114,16 @@ func (c *Coordinator) closeSlot(s *slot, why string) error {
 	s.task, s.ready = nil, false
 	c.mu.Unlock()
 	if t == nil {
-		c.logf("partition %d %s during restore", s.part, why)
+		c.log.Info("partition "+why+" during restore", "partition", s.part)
 		return nil
 	}
 	err := t.Close()
 	c.retire(t.Counters())
 	if err != nil {
-		c.logf("partition %d %s: %v", s.part, why, err)
+		c.log.Error("partition "+why+": closing the task failed", "partition", s.part, "err", err)
 		return fmt.Errorf("kstate: %w", err)
 	}
-	c.logf("partition %d %s: task closed", s.part, why)
+	c.log.Info("partition "+why+": task closed", "partition", s.part)
 	return nil
 }
 

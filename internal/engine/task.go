@@ -72,8 +72,6 @@ type Config[K, I, O any] struct {
 
 	// Initial is the initial state shared by the Run's tasks; nil = none.
 	Initial *InitialCache[K]
-
-	Logf func(format string, args ...any)
 }
 
 // Record is one polled input record of the task's partition.
@@ -142,9 +140,6 @@ type pending struct {
 func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 	if cfg.KeySerde == nil || cfg.ValueSerde == nil || cfg.OutputSerde == nil || cfg.NewProcessor == nil {
 		return nil, fmt.Errorf("engine: partition %d: key, value and output codecs and NewProcessor are required", cfg.Partition)
-	}
-	if cfg.Logf == nil {
-		cfg.Logf = func(string, ...any) {}
 	}
 	sh, err := shard.OpenShard(shard.ShardOptions{
 		Dir:      cfg.Dir,

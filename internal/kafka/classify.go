@@ -59,16 +59,16 @@ func (s *Session) classifyPollError(fe kgo.FetchError) error {
 	case errors.Is(err, kerr.InconsistentGroupProtocol), errors.Is(err, kerr.InvalidGroupID), errors.Is(err, kerr.GroupMaxSizeReached):
 		return fmt.Errorf("kafka: group %q cannot be joined: %w", s.cfg.GroupID, err)
 	case errors.As(err, &gerr):
-		s.logf("kafka: group %q: %v (rejoining)", s.cfg.GroupID, err)
+		s.log.Warn("group error: rejoining", "group", s.cfg.GroupID, "err", err)
 		return nil
 	case errors.As(err, &dataLoss):
 		// The broker lost records we had not consumed yet (unclean leader
 		// election, recreated topic). Nothing can bring them back;
 		// franz-go resumes where it can. Say it loudly.
-		s.logf("kafka: DATA LOSS on input topic %q partition %d: %v", fe.Topic, fe.Partition, err)
+		s.log.Error("DATA LOSS on an input partition", "topic", fe.Topic, "partition", fe.Partition, "err", err)
 		return nil
 	case kerr.IsRetriable(err):
-		s.logf("kafka: topic %q partition %d: %v (retrying)", fe.Topic, fe.Partition, err)
+		s.log.Warn("fetch error: retrying", "topic", fe.Topic, "partition", fe.Partition, "err", err)
 		return nil
 	}
 	return fmt.Errorf("kafka: poll group %q topic %q partition %d: %w", s.cfg.GroupID, fe.Topic, fe.Partition, err)

@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -114,11 +116,17 @@ func (p *topicPartitioner) OnNewBatch() {
 	}
 }
 
-// kgoLogger forwards franz-go's warnings and errors to a Logf function.
-type kgoLogger struct{ logf func(string, ...any) }
+// kgoLogger bridges franz-go's log to slog at Warn and above only: the
+// client's Info and Debug lines (dozens per broker restart) are its own
+// business, its warnings and errors are the operator's.
+type kgoLogger struct{ l *slog.Logger }
 
 func (l kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
 
 func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	l.logf("kafka: franz-go %s: %s %v", level, msg, keyvals)
+	lvl := slog.LevelWarn
+	if level == kgo.LogLevelError {
+		lvl = slog.LevelError
+	}
+	l.l.Log(context.Background(), lvl, "franz-go: "+msg, keyvals...)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,9 +71,9 @@ type SessionConfig struct {
 	// waiting for us. OnLost nil: OnRevoked is called instead.
 	OnAssigned, OnRevoked, OnLost func(ctx context.Context, parts []Partition)
 
-	// Logf receives the session's notable events (rebalance errors that
+	// Logger receives the session's notable events (rebalance errors that
 	// are retried, aborts, franz-go warnings). Default: discard.
-	Logf func(format string, args ...any)
+	Logger *slog.Logger
 }
 
 // Session is one member of a consumer group doing exactly-once
@@ -97,9 +98,9 @@ type SessionConfig struct {
 // Poll, Begin, Produce and End must not be called concurrently with each
 // other. Close may be called from another goroutine to unblock Poll.
 type Session struct {
-	cfg  SessionConfig
-	logf func(string, ...any)
-	gts  *kgo.GroupTransactSession
+	cfg SessionConfig
+	log *slog.Logger
+	gts *kgo.GroupTransactSession
 
 	fence *generationFence
 
@@ -182,9 +183,9 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	if cfg.FetchMaxWait <= 0 {
 		cfg.FetchMaxWait = defaultFetchMaxWait
 	}
-	s := &Session{cfg: cfg, logf: cfg.Logf, owned: make(map[Partition]struct{}), fence: newGenerationFence()}
-	if s.logf == nil {
-		s.logf = func(string, ...any) {}
+	s := &Session{cfg: cfg, log: cfg.Logger, owned: make(map[Partition]struct{}), fence: newGenerationFence()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
 	}
 
 	opts := []kgo.Opt{
@@ -211,7 +212,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evRevoked, m) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evLost, m) }),
 		kgo.OnOffsetsFetched(s.fence.onFetched),
-		kgo.WithLogger(kgoLogger{s.logf}),
+		kgo.WithLogger(kgoLogger{s.log}),
 	}
 	if cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
@@ -270,7 +271,7 @@ func (s *Session) deliver(ctx context.Context) {
 			return
 		}
 		for _, ev := range events {
-			s.logf("kafka: group %q: partitions %s: %v", s.cfg.GroupID, ev.kind, ev.parts)
+			s.log.Info("partitions "+ev.kind.String(), "group", s.cfg.GroupID, "partitions", ev.parts)
 			var fn func(context.Context, []Partition)
 			switch ev.kind {
 			case evAssigned:
@@ -415,7 +416,7 @@ func (s *Session) End(ctx context.Context, commit bool) (committed bool, err err
 		return false, ErrNotInTransaction
 	}
 	if s.mustAbort.Swap(false) && commit {
-		s.logf("kafka: group %q: aborting instead of committing: a failed Poll consumed records it did not return", s.cfg.GroupID)
+		s.log.Warn("aborting instead of committing: a failed poll consumed records it did not return", "group", s.cfg.GroupID)
 		commit = false
 	}
 	if commit {
@@ -428,7 +429,7 @@ func (s *Session) End(ctx context.Context, commit bool) (committed bool, err err
 		return false, wrapTxnErr("end transaction", s.cfg.TransactionalID, err)
 	}
 	if commit && !committed {
-		s.logf("kafka: group %q: transaction aborted instead of committed (rebalance); consumption rewound", s.cfg.GroupID)
+		s.log.Warn("transaction aborted instead of committed (rebalance); consumption rewound", "group", s.cfg.GroupID)
 	}
 	return committed, nil
 }
@@ -443,7 +444,7 @@ func (s *Session) Close() error {
 		if s.inTxn.Load() {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.TransactionTimeout)
 			if _, err := s.gts.End(ctx, kgo.TryAbort); err != nil {
-				s.logf("kafka: close: abort open transaction of %q: %v", s.cfg.TransactionalID, err)
+				s.log.Warn("close: abort of the open transaction failed", "transactional_id", s.cfg.TransactionalID, "err", err)
 			}
 			cancel()
 			s.inTxn.Store(false)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kstate/kstate/internal/testlog"
 	kpub "github.com/kstate/kstate/kafka"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -35,7 +36,7 @@ func TestPartitioner(t *testing.T) {
 }
 
 func TestClassifyPollError(t *testing.T) {
-	s := &Session{cfg: SessionConfig{GroupID: "g"}, logf: t.Logf}
+	s := &Session{cfg: SessionConfig{GroupID: "g"}, log: testlog.New(t)}
 	cases := []struct {
 		name string
 		fe   kgo.FetchError
@@ -92,7 +93,7 @@ func TestDeliver(t *testing.T) {
 		return func(_ context.Context, ps []Partition) { calls = append(calls, fmt.Sprint(what, ps)) }
 	}
 	s := &Session{cfg: SessionConfig{GroupID: "g", OnAssigned: rec("assigned"), OnRevoked: rec("revoked")},
-		logf: t.Logf, owned: map[Partition]struct{}{}, fence: newGenerationFence()}
+		log: testlog.New(t), owned: map[Partition]struct{}{}, fence: newGenerationFence()}
 	s.enqueue(evAssigned, map[string][]int32{"b": {1}, "a": {2, 0}})
 	s.enqueue(evRevoked, map[string][]int32{}) // cooperative no-op revoke: not delivered
 	s.enqueue(evRevoked, map[string][]int32{"a": {2}})

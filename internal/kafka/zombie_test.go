@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kstate/kstate/internal/testlog"
+
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -41,7 +43,7 @@ func TestZombieProduceOnlyCommitAborts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err := NewSession(SessionConfig{Brokers: e.Brokers(), GroupID: "g", Topics: []string{"in"}, SessionTimeout: 500 * time.Millisecond, Logf: t.Logf})
+	s, err := NewSession(SessionConfig{Brokers: e.Brokers(), GroupID: "g", Topics: []string{"in"}, SessionTimeout: 500 * time.Millisecond, Logger: testlog.New(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/kstate/kstate/changelog"
@@ -56,10 +57,10 @@ type Options struct {
 	// the store's batch write rate, and large batches amortise the per-write
 	// cost; the batch is held in memory.
 	BatchSize int
-	// Logf receives a progress line about every 2s (records, rate, offset,
-	// remaining when EndOffset is known) and a summary at the end. Nil logs
-	// nothing.
-	Logf func(format string, args ...any)
+	// Logger receives a progress record about every 2s (records, rate,
+	// offset, remaining when EndOffset is known) and a summary at the end,
+	// at Info. Nil logs nothing.
+	Logger *slog.Logger
 	// EndOffset is the partition's end offset captured at start, used only
 	// to report the records remaining; 0 means unknown.
 	EndOffset int64
@@ -138,9 +139,9 @@ func Restore(ctx context.Context, src Source, dst Target, o Options) (Stats, err
 				return r.stats(), err
 			}
 			st := r.stats()
-			if o.Logf != nil && (st.Records > 0 || st.ToOffset != st.FromOffset) {
-				o.Logf("changelog: restored %d records, offset %d -> %d, in %v (%.0f records/s)",
-					st.Records, st.FromOffset, st.ToOffset, st.Duration.Round(time.Millisecond), rate(st.Records, st.Duration))
+			if o.Logger != nil && (st.Records > 0 || st.ToOffset != st.FromOffset) {
+				o.Logger.Info("changelog restored", "records", st.Records, "from_offset", st.FromOffset, "to_offset", st.ToOffset,
+					"duration", st.Duration.Round(time.Millisecond), "records_per_second", int64(rate(st.Records, st.Duration)))
 			}
 			return st, nil
 		}
@@ -194,7 +195,7 @@ func (r *restorer) flush() error {
 }
 
 func (r *restorer) progress() {
-	if r.o.Logf == nil {
+	if r.o.Logger == nil {
 		return
 	}
 	now := r.o.Now()
@@ -203,12 +204,11 @@ func (r *restorer) progress() {
 	}
 	r.lastLog = now
 	el := now.Sub(r.start)
+	attrs := []any{"records", r.st.Records, "records_per_second", int64(rate(r.st.Records, el)), "offset", r.st.ToOffset}
 	if r.o.EndOffset > 0 {
-		r.o.Logf("changelog: restoring: %d records (%.0f records/s), offset %d, %d offsets remaining",
-			r.st.Records, rate(r.st.Records, el), r.st.ToOffset, max(0, r.o.EndOffset-r.st.ToOffset))
-		return
+		attrs = append(attrs, "remaining", max(0, r.o.EndOffset-r.st.ToOffset))
 	}
-	r.o.Logf("changelog: restoring: %d records (%.0f records/s), offset %d", r.st.Records, rate(r.st.Records, el), r.st.ToOffset)
+	r.o.Logger.Info("changelog restoring", attrs...)
 }
 
 func (r *restorer) stats() Stats {

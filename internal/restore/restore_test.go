@@ -1,10 +1,12 @@
 package restore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -315,25 +317,26 @@ func TestRestoreCancel(t *testing.T) {
 func TestRestoreProgressLog(t *testing.T) {
 	now := time.Unix(0, 0)
 	clock := func() time.Time { now = now.Add(700 * time.Millisecond); return now }
-	var lines []string
-	logf := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	var recs []changelog.Record
 	for i := range 20 {
 		recs = append(recs, rec(int64(i), fmt.Sprint(i), "v"))
 	}
 	st, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 2)}, newMapTarget(),
-		Options{BatchSize: 2, Logf: logf, EndOffset: 20, Now: clock})
+		Options{BatchSize: 2, Logger: logger, EndOffset: 20, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) < 3 || len(lines) > 12 {
 		t.Fatalf("%d log lines with a clock ticking 0.7s per read, want one per ~2s: %q", len(lines), lines)
 	}
-	if !strings.Contains(lines[0], "remaining") || !strings.Contains(lines[0], "records/s") {
+	if !strings.Contains(lines[0], "remaining=") || !strings.Contains(lines[0], "records_per_second=") {
 		t.Fatalf("progress line %q lacks rate or remaining", lines[0])
 	}
 	last := lines[len(lines)-1]
-	if !strings.Contains(last, "restored 20 records") || !strings.Contains(last, "0 -> 20") {
+	if !strings.Contains(last, "changelog restored") || !strings.Contains(last, "records=20") || !strings.Contains(last, "from_offset=0 to_offset=20") {
 		t.Fatalf("summary %q", last)
 	}
 	if st.Duration <= 0 {

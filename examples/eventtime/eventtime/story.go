@@ -81,7 +81,7 @@ func Run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		AllowedLateness: AllowedLateness,
 		StateDir:        env.StateDir,
 		MaxBatchWait:    50 * time.Millisecond,
-		Logf:            env.Logf,
+		Logger:          env.Logger(),
 	})
 	if err != nil {
 		return err

@@ -76,7 +76,7 @@ func Run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		Clock:           clock.Now,
 		TriggerInterval: time.Second, // of the scripted clock: every step moves it further
 		MaxBatchWait:    50 * time.Millisecond,
-		Logf:            env.Logf,
+		Logger:          env.Logger(),
 	})
 	if err != nil {
 		return err

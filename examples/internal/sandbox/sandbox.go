@@ -12,7 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -100,13 +100,14 @@ func (e *Env) Close() {
 	}
 }
 
-// Logf is the Config.Logf of the examples: the engine's log goes to
+// Logger is the Config.Logger of the examples: the engine's log goes to
 // stderr when the environment variable KSTATE_EXAMPLES_LOG is set, and
 // nowhere otherwise, so that the story stays readable.
-func (e *Env) Logf(format string, args ...any) {
+func (e *Env) Logger() *slog.Logger {
 	if os.Getenv("KSTATE_EXAMPLES_LOG") != "" {
-		log.Printf(format, args...)
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
+	return slog.New(slog.DiscardHandler)
 }
 
 // Name returns name with a suffix unique to this run, for application ids

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -77,7 +78,7 @@ func Main(args []string) int {
 		MaxBatchRecords: *batch,
 		MaxBatchWait:    100 * time.Millisecond,
 		SessionTimeout:  *session,
-		Logf:            logger.Printf,
+		Logger:          slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
 	switch *proc {
 	case "counter":
@@ -94,7 +95,7 @@ func Main(args []string) int {
 	case "eos":
 		cfg = eos.Config(eos.Options{
 			Brokers: cfg.Brokers, ApplicationID: *app, InstanceID: *instance, StateDir: *dir,
-			Input: *in, Output: *out, MaxBatchRecords: *batch, SessionTimeout: *session, Logf: logger.Printf,
+			Input: *in, Output: *out, MaxBatchRecords: *batch, SessionTimeout: *session, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		})
 	default:
 		logger.Printf("testapp: unknown -proc %q", *proc)

@@ -27,6 +27,7 @@ package eos
 import (
 	"fmt"
 	"iter"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -229,7 +230,7 @@ type Options struct {
 	Input, Output   string
 	MaxBatchRecords int           // 0: kstate's default
 	SessionTimeout  time.Duration // 0: kstate's default
-	Logf            func(format string, args ...any)
+	Logger          *slog.Logger
 }
 
 // Config is the application's kstate configuration; child processes
@@ -253,6 +254,6 @@ func Config(o Options) kstate.Config[string, string, string] {
 		MaxBatchWait:    100 * time.Millisecond,
 		SessionTimeout:  o.SessionTimeout,
 		ShutdownTimeout: 10 * time.Second,
-		Logf:            o.Logf,
+		Logger:          o.Logger,
 	}
 }

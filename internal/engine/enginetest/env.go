@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,7 +43,7 @@ type Env struct {
 	B          *Broker
 	Clock      *Clock
 	Partitions int
-	Logf       func(format string, args ...any)
+	Log        *slog.Logger
 
 	mu    sync.Mutex
 	gate  chan struct{}
@@ -82,15 +83,15 @@ func (d *Disk) Write(b *kv.Batch, o kv.WriteOptions) error {
 func (d *Disk) Close() error { return nil }
 
 // NewEnv returns an Env with input and output topics of n partitions.
-func NewEnv(n int, logf func(string, ...any)) *Env {
-	if logf == nil {
-		logf = func(string, ...any) {}
+func NewEnv(n int, log *slog.Logger) *Env {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Env{
 		B:          NewBroker(App, Input, map[string]int{Input: n, Output: n}),
 		Clock:      NewClock(time.UnixMilli(1_000_000)),
 		Partitions: n,
-		Logf:       logf,
+		Log:        log,
 		gate:       make(chan struct{}),
 		insts:      map[string]*Instance{},
 	}
@@ -528,7 +529,7 @@ func (e *Env) start(args []string, old *Instance) error {
 			})
 		},
 		KillHook: hook,
-		Logf:     func(format string, args ...any) { e.Logf(name+": "+format, args...) },
+		Logger:   e.Log.With("instance", name),
 	})
 	if err != nil {
 		return err

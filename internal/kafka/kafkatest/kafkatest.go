@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/testlog"
 )
 
 // Scenario is one named check against a cluster.
@@ -92,12 +93,12 @@ func Topic(t testing.TB, adm *kafka.Admin, what string, partitions int, compacte
 	return name
 }
 
-// NewSession returns a Session closed at the end of the test; Logf defaults
-// to t.Logf.
+// NewSession returns a Session closed at the end of the test; Logger
+// defaults to the test's log.
 func NewSession(t testing.TB, cfg kafka.SessionConfig) *kafka.Session {
 	t.Helper()
-	if cfg.Logf == nil {
-		cfg.Logf = t.Logf
+	if cfg.Logger == nil {
+		cfg.Logger = testlog.New(t)
 	}
 	s, err := kafka.NewSession(cfg)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/testlog"
 )
 
 // LatencyReport summarizes MeasureTxnLatency.
@@ -40,7 +41,7 @@ func MeasureTxnLatency(t *testing.T, brokers []string, txns, perTxn int) Latency
 		}
 	}
 	ctx := Ctx(t, 10*time.Minute)
-	s := NewSession(t, kafka.SessionConfig{Brokers: brokers, GroupID: Name(t, "group"), Topics: []string{in}, Logf: func(string, ...any) {}})
+	s := NewSession(t, kafka.SessionConfig{Brokers: brokers, GroupID: Name(t, "group"), Topics: []string{in}, Logger: testlog.Discard()})
 
 	var loops, produces, ends []time.Duration
 	start := time.Now()
