@@ -109,7 +109,7 @@ func New[K, I, O any](t testing.TB, cfg kstate.Config[K, I, O], opts ...Option) 
 		cfg.OutputTopic = "output"
 	}
 	if _, err := kstate.New(cfg); err != nil {
-		t.Fatalf("kstatetest: %v", err)
+		t.Fatalf("%v", publicError(err))
 	}
 	d := &Driver[K, I, O]{t: t, cfg: cfg, opts: o, now: o.start, log: cfg.Logger}
 	if d.log == nil {
@@ -122,11 +122,11 @@ func New[K, I, O any](t testing.TB, cfg kstate.Config[K, I, O], opts ...Option) 
 		d.parts = append(d.parts, &partition[K, I, O]{id: int32(i)})
 	}
 	if err := d.loadInitial(); err != nil {
-		t.Fatalf("kstatetest: %v", err)
+		t.Fatalf("%v", publicError(err))
 	}
 	for _, p := range d.parts {
 		if err := d.open(p, kv.NewMemory()); err != nil {
-			t.Fatalf("kstatetest: %v", err)
+			t.Fatalf("%v", publicError(err))
 		}
 	}
 	return d
@@ -200,7 +200,7 @@ func (d *Driver[K, I, O]) RunBatch() error {
 func (d *Driver[K, I, O]) MustRunBatch() {
 	d.t.Helper()
 	if err := d.RunBatch(); err != nil {
-		d.t.Fatalf("kstatetest: RunBatch: %v", err)
+		d.t.Fatalf("RunBatch: %v", err)
 	}
 }
 
@@ -251,10 +251,10 @@ func (d *Driver[K, I, O]) Restart(opts ...RestartOption) {
 			}
 		}
 		if err := d.closeTask(p); err != nil {
-			d.t.Fatalf("kstatetest: Restart: %v", err)
+			d.t.Fatalf("Restart: %v", publicError(err))
 		}
 		if err := d.open(p, store); err != nil {
-			d.t.Fatalf("kstatetest: Restart: %v", err)
+			d.t.Fatalf("Restart: %v", publicError(err))
 		}
 	}
 }

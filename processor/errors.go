@@ -13,6 +13,14 @@ var (
 	ErrNoKey = errors.New("processor: no current grouping key; only allowed in HandleInputRows, HandleExpiredTimer and HandleInitialState")
 	// ErrNotInit is returned by DeleteIfExists called outside Init.
 	ErrNotInit = errors.New("processor: only allowed in Init")
+	// ErrLateOutput is returned by Emit (and fails the batch) in EventTime
+	// mode when Config.OutputEventTime gives a row an event time older than
+	// the watermark the previous batch ran with: downstream would see it as
+	// late. Emit rows at or after TimerValues.WatermarkMs.
+	ErrLateOutput = errors.New("processor: output event time is older than the watermark")
+	// ErrEmitOutsideCall is returned by an Emitter used after the
+	// HandleInputRows or HandleExpiredTimer call it was passed to returned.
+	ErrEmitOutsideCall = errors.New("processor: Emit called after its handler returned (an Emitter is only valid during the call)")
 	// ErrForeignHandle is returned when a Handle not created by this package is used.
 	ErrForeignHandle = errors.New("processor: handle was not created by the kstate engine (test a processor with package kstatetest)")
 )

@@ -58,7 +58,7 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 		ttlMs = nowMs
 	}
 	if t.proc == nil {
-		return nil, fmt.Errorf("engine: partition %d: RunBatch before Start", t.cfg.Partition)
+		return nil, fmt.Errorf("partition %d: RunBatch before Start", t.cfg.Partition)
 	}
 	t.shard.Begin(ttlMs)
 	t.inBatch = true
@@ -154,7 +154,7 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 
 	recsOut, err := t.shard.Finish()
 	if err != nil {
-		return nil, fmt.Errorf("engine: partition %d: finish batch: %w", t.cfg.Partition, err)
+		return nil, fmt.Errorf("partition %d: finish batch: %w", t.cfg.Partition, err)
 	}
 	res.Changelog = recsOut
 	p.counters.RowsOut = int64(len(res.Outputs))
@@ -234,13 +234,13 @@ func (t *Task[K, I, O]) fireTimers(tv processor.TimerValues, out *[]Output) (int
 	}
 	expired, err := t.timers.Expired(threshold)
 	if err != nil {
-		return 0, fmt.Errorf("engine: partition %d: list expired timers: %w", t.cfg.Partition, err)
+		return 0, fmt.Errorf("partition %d: list expired timers: %w", t.cfg.Partition, err)
 	}
 	fired := 0
 	for _, tm := range expired {
 		ok, err := t.timers.Exists(tm.Key, tm.Expiry)
 		if err != nil {
-			return fired, fmt.Errorf("engine: partition %d: timer %d: %w", t.cfg.Partition, tm.Expiry, err)
+			return fired, fmt.Errorf("partition %d: timer %d: %w", t.cfg.Partition, tm.Expiry, err)
 		}
 		if !ok {
 			continue
@@ -257,7 +257,7 @@ func (t *Task[K, I, O]) fireTimers(tv processor.TimerValues, out *[]Output) (int
 func (t *Task[K, I, O]) fireTimer(tm timers.Timer, tv processor.TimerValues, out *[]Output) error {
 	key, err := t.cfg.KeySerde.Deserialize(tm.Key)
 	if err != nil {
-		return fmt.Errorf("engine: partition %d: timer %d: cannot decode its grouping key %x: %w", t.cfg.Partition, tm.Expiry, tm.Key, err)
+		return fmt.Errorf("partition %d: timer %d: cannot decode its grouping key %x: %w", t.cfg.Partition, tm.Expiry, tm.Key, err)
 	}
 	em := &emitter[K, I, O]{t: t, key: key, keyBytes: tm.Key, method: "HandleExpiredTimer", out: out}
 	t.rt.SetKey(tm.Key)
@@ -273,7 +273,7 @@ func (t *Task[K, I, O]) fireTimer(tm timers.Timer, tv processor.TimerValues, out
 		return err
 	}
 	if err := t.timers.Delete(tm.Key, tm.Expiry); err != nil {
-		return fmt.Errorf("engine: partition %d: delete fired timer %d: %w", t.cfg.Partition, tm.Expiry, err)
+		return fmt.Errorf("partition %d: delete fired timer %d: %w", t.cfg.Partition, tm.Expiry, err)
 	}
 	return nil
 }

@@ -176,15 +176,15 @@ func TestUserPanicAndErrorNameMethodKeyPartition(t *testing.T) {
 				i := 3
 				s[i] = 1
 				return nil
-			}}, "HandleInputRows", `engine: partition 3: HandleInputRows(key "k") panicked: runtime error: index out of range [3] with length 0`},
+			}}, "HandleInputRows", `partition 3: HandleInputRows(key "k") panicked: runtime error: index out of range [3] with length 0`},
 		{"error in input", &fnProc[string, string, string]{
 			input: func(processor.Handle, string, iter.Seq[string], processor.TimerValues, processor.Emitter[string]) error {
 				return errors.New("bad row")
-			}}, "HandleInputRows", `engine: partition 3: HandleInputRows(key "k"): bad row`},
+			}}, "HandleInputRows", `partition 3: HandleInputRows(key "k"): bad row`},
 		{"error in init", &fnProc[string, string, string]{
-			init: func(processor.Handle) error { return errors.New("no") }}, "Init", `engine: partition 3: Init: no`},
+			init: func(processor.Handle) error { return errors.New("no") }}, "Init", `partition 3: Init: no`},
 		{"panic in init", &fnProc[string, string, string]{
-			init: func(processor.Handle) error { panic("oops") }}, "Init", `engine: partition 3: Init panicked: oops`},
+			init: func(processor.Handle) error { panic("oops") }}, "Init", `partition 3: Init panicked: oops`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &harness[string, string, string]{t: t, cfg: strCfg(func() processor.StatefulProcessor[string, string, string] { return tc.proc }, processor.NoTime)}
@@ -305,9 +305,9 @@ func TestModeChangeAcrossRestartFails(t *testing.T) {
 		want   string
 	}{
 		{"time mode", func(c *Config[string, string, string]) { c.TimeMode = processor.EventTime },
-			"engine: partition 3: time mode changed from ProcessingTime to EventTime across restarts"},
+			"partition 3: time mode changed from ProcessingTime to EventTime across restarts"},
 		{"output mode", func(c *Config[string, string, string]) { c.OutputMode = processor.Append },
-			"engine: partition 3: output mode changed from Update to Append across restarts"},
+			"partition 3: output mode changed from Update to Append across restarts"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

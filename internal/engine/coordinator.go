@@ -223,13 +223,29 @@ func (c *Coordinator) fail(err error) {
 	c.mu.Unlock()
 }
 
+// kafkaErr wraps an error of the session. The session's errors name the
+// operation and the transactional id already; what is added only where
+// they do not (a fenced instance, whose chain is long and says little).
 func (c *Coordinator) kafkaErr(what string, err error) error {
 	if errors.Is(err, ErrFenced) {
-		return fmt.Errorf("kstate: %s: instance %q of application %q was fenced by a newer instance with the same instance id (or transactional id): stopping: %w",
-			what, c.cfg.InstanceID, c.cfg.ApplicationID, err)
+		return &fencedError{what: what, instance: c.cfg.InstanceID, app: c.cfg.ApplicationID, err: err}
 	}
-	return fmt.Errorf("kstate: %s: %w", what, err)
+	return fmt.Errorf("kstate: %w", err)
 }
+
+// fencedError says which instance was fenced, once; the broker's errors
+// stay in the chain (errors.Is(err, ErrFenced)) without being repeated.
+type fencedError struct {
+	what, instance, app string
+	err                 error
+}
+
+func (e *fencedError) Error() string {
+	return fmt.Sprintf("kstate: instance %q of application %q was fenced by a newer instance with the same instance id during %s: stopping; "+
+		"give every running instance its own InstanceID", e.instance, e.app, e.what)
+}
+
+func (e *fencedError) Unwrap() error { return e.err }
 
 func (c *Coordinator) retire(add Counters) {
 	c.mu.Lock()

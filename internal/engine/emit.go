@@ -21,7 +21,7 @@ type emitter[K, I, O any] struct {
 
 func (e *emitter[K, I, O]) Emit(o O) error {
 	if e.done {
-		return fmt.Errorf("engine: partition %d: %w", e.t.cfg.Partition, ErrEmitOutsideCall)
+		return fmt.Errorf("partition %d: %w", e.t.cfg.Partition, ErrEmitOutsideCall)
 	}
 	if e.err != nil {
 		return e.err
@@ -35,7 +35,7 @@ func (e *emitter[K, I, O]) Emit(o O) error {
 		// that fires at watermark W may emit a row stamped with its own
 		// expiry ≤ W, which downstream sees as on time.
 		if lw := e.t.lateWatermark; cfg.TimeMode == processor.EventTime && lw != noWatermark && ts < lw {
-			e.err = fmt.Errorf("Emit: %w: output event time %d < watermark for late events %d", ErrLateOutput, ts, lw)
+			e.err = fmt.Errorf("Emit: %w: event time %d, watermark for late events %d", ErrLateOutput, ts, lw)
 			return e.err
 		}
 	}

@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+
+	"github.com/kstate/kstate/processor"
 )
 
 var (
@@ -12,11 +14,11 @@ var (
 	ErrInBatch = errors.New("engine: a batch is already in progress (call Commit or Abort)")
 	// ErrNoBatch is returned by Commit without a batch in progress.
 	ErrNoBatch = errors.New("engine: no batch in progress")
-	// ErrLateOutput is wrapped by a UserError when a processor emits a row
+	// ErrLateOutput is processor.ErrLateOutput, wrapped by a UserError when a processor emits a row
 	// whose event time is older than the watermark.
-	ErrLateOutput = errors.New("output event time is older than the watermark")
+	ErrLateOutput = processor.ErrLateOutput
 	// ErrEmitOutsideCall is wrapped when an Emitter is used after its call returned.
-	ErrEmitOutsideCall = errors.New("Emit called after the handler returned")
+	ErrEmitOutsideCall = processor.ErrEmitOutsideCall
 )
 
 // UserError is an error returned by, or a panic recovered from, processor
@@ -36,9 +38,9 @@ func (e *UserError) Error() string {
 		where = fmt.Sprintf("%s(key %s)", e.Method, e.Key)
 	}
 	if e.Panic != nil {
-		return fmt.Sprintf("engine: partition %d: %s panicked: %v", e.Partition, where, e.Panic)
+		return fmt.Sprintf("partition %d: %s panicked: %v", e.Partition, where, e.Panic)
 	}
-	return fmt.Sprintf("engine: partition %d: %s: %v", e.Partition, where, e.Err)
+	return fmt.Sprintf("partition %d: %s: %v", e.Partition, where, e.Err)
 }
 
 func (e *UserError) Unwrap() error { return e.Err }
@@ -53,7 +55,7 @@ type DecodeError struct {
 }
 
 func (e *DecodeError) Error() string {
-	return fmt.Sprintf("engine: cannot decode record %s at topic %q partition %d offset %d: %v",
+	return fmt.Sprintf("cannot decode record %s at topic %q partition %d offset %d: %v",
 		e.Part, e.Topic, e.Partition, e.Offset, e.Err)
 }
 
@@ -68,7 +70,7 @@ type ModeError struct {
 }
 
 func (e *ModeError) Error() string {
-	return fmt.Sprintf("engine: partition %d: %s changed from %s to %s across restarts; "+
+	return fmt.Sprintf("partition %d: %s changed from %s to %s across restarts; "+
 		"it is fixed per application: run with %s again, or use a new application id",
 		e.Partition, e.What, e.Old, e.New, e.Old)
 }

@@ -150,7 +150,7 @@ func TestOutputOlderThanLateWatermarkFails(t *testing.T) {
 	if !errors.As(err, &ue) || ue.Method != "HandleInputRows" || ue.Key != `"b"` {
 		t.Fatalf("error %v", err)
 	}
-	if !strings.Contains(err.Error(), "99 < watermark for late events 100") {
+	if !strings.Contains(err.Error(), "event time 99, watermark for late events 100") {
 		t.Fatalf("error %q does not name the output time and the watermark", err)
 	}
 	h.task.Abort()

@@ -89,7 +89,7 @@ func (c *InitialCache[K]) forPartition(ctx context.Context, p int32, n int) ([]I
 	if !c.loaded {
 		rows, err := c.load(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("engine: initial state: %w", err)
+			return nil, fmt.Errorf("initial state: %w", err)
 		}
 		c.byPart = make(map[int32][]InitialRow[K])
 		for _, row := range rows {

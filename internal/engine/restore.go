@@ -121,7 +121,7 @@ func (c *Coordinator) restore(ctx context.Context, t TaskHandle, p int32, commit
 			return total, nil
 		}
 		if c.clock.Elapsed() > deadline {
-			have := "no input offset"
+			have := "no committed batch"
 			if ok {
 				have = fmt.Sprintf("input offset %d", stored)
 			}

@@ -16,7 +16,7 @@ import (
 )
 
 func (t *Task[K, I, O]) metaErr(err error) error {
-	return fmt.Errorf("engine: partition %d: write metadata: %w", t.cfg.Partition, err)
+	return fmt.Errorf("partition %d: write metadata: %w", t.cfg.Partition, err)
 }
 
 // Metadata entries the engine keeps in every shard (changelogged like state).
@@ -139,7 +139,7 @@ type pending struct {
 // Shard() (from Shard().ChangelogOffset()) and then calls Start.
 func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 	if cfg.KeySerde == nil || cfg.ValueSerde == nil || cfg.OutputSerde == nil || cfg.NewProcessor == nil {
-		return nil, fmt.Errorf("engine: partition %d: key, value and output codecs and NewProcessor are required", cfg.Partition)
+		return nil, fmt.Errorf("partition %d: key, value and output codecs and NewProcessor are required", cfg.Partition)
 	}
 	sh, err := shard.OpenShard(shard.ShardOptions{
 		Dir:      cfg.Dir,
@@ -147,7 +147,7 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 		AllowTTL: cfg.TimeMode == processor.ProcessingTime,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("engine: partition %d: open shard %s: %w", cfg.Partition, cfg.Dir, err)
+		return nil, fmt.Errorf("partition %d: open shard %s: %w", cfg.Partition, cfg.Dir, err)
 	}
 	t := &Task[K, I, O]{cfg: cfg, shard: sh, watermark: noWatermark, lateWatermark: noWatermark}
 	if cfg.TimeMode != processor.NoTime {
@@ -185,7 +185,7 @@ func (t *Task[K, I, O]) Start() error {
 	}
 	tm, ok, err := t.shard.GetMeta(MetaTimeMode)
 	if err != nil {
-		return fmt.Errorf("engine: partition %d: read metadata: %w", t.cfg.Partition, err)
+		return fmt.Errorf("partition %d: read metadata: %w", t.cfg.Partition, err)
 	}
 	t.fresh = !ok
 	if ok && string(tm) != t.cfg.TimeMode.String() {
@@ -193,7 +193,7 @@ func (t *Task[K, I, O]) Start() error {
 	}
 	om, ok, err := t.shard.GetMeta(MetaOutputMode)
 	if err != nil {
-		return fmt.Errorf("engine: partition %d: read metadata: %w", t.cfg.Partition, err)
+		return fmt.Errorf("partition %d: read metadata: %w", t.cfg.Partition, err)
 	}
 	if ok && string(om) != t.cfg.OutputMode.String() {
 		return &ModeError{Partition: t.cfg.Partition, What: "output mode", Old: string(om), New: t.cfg.OutputMode.String()}
@@ -219,7 +219,7 @@ func (t *Task[K, I, O]) Start() error {
 	}
 	_, t.initialApplied, err = t.shard.GetMeta(MetaInitialApplied)
 	if err != nil {
-		return fmt.Errorf("engine: partition %d: read metadata: %w", t.cfg.Partition, err)
+		return fmt.Errorf("partition %d: read metadata: %w", t.cfg.Partition, err)
 	}
 	t.stats = t.shard.Stats()
 	if t.fresh {
@@ -249,13 +249,13 @@ func (t *Task[K, I, O]) initProcessor() error {
 func (t *Task[K, I, O]) metaInt(name string) (int64, bool, error) {
 	b, ok, err := t.shard.GetMeta(name)
 	if err != nil {
-		return 0, false, fmt.Errorf("engine: partition %d: read metadata %q: %w", t.cfg.Partition, name, err)
+		return 0, false, fmt.Errorf("partition %d: read metadata %q: %w", t.cfg.Partition, name, err)
 	}
 	if !ok {
 		return 0, false, nil
 	}
 	if len(b) != 8 {
-		return 0, false, fmt.Errorf("engine: partition %d: metadata %q has %d bytes, want 8", t.cfg.Partition, name, len(b))
+		return 0, false, fmt.Errorf("partition %d: metadata %q has %d bytes, want 8", t.cfg.Partition, name, len(b))
 	}
 	return int64(binary.BigEndian.Uint64(b)), true, nil
 }
@@ -331,7 +331,7 @@ func (t *Task[K, I, O]) Commit(nextChangelogOffset int64) error {
 		// The transaction committed: Kafka holds the batch, the local shard
 		// does not. The owner must close the task; a reopen restores the
 		// missing tail from the changelog.
-		return fmt.Errorf("engine: partition %d: apply committed batch to the shard: %w", t.cfg.Partition, err)
+		return fmt.Errorf("partition %d: apply committed batch to the shard: %w", t.cfg.Partition, err)
 	}
 	p := &t.pend
 	t.wmAdvanced = p.watermark != t.watermark
@@ -383,7 +383,7 @@ func (t *Task[K, I, O]) Close() error {
 		return perr
 	}
 	if serr != nil {
-		return fmt.Errorf("engine: partition %d: close shard: %w", t.cfg.Partition, serr)
+		return fmt.Errorf("partition %d: close shard %s: %w", t.cfg.Partition, t.cfg.Dir, serr)
 	}
 	return nil
 }

@@ -124,7 +124,7 @@ func Restore(ctx context.Context, src Source, dst Target, o Options) (Stats, err
 			if cerr := ctx.Err(); cerr != nil {
 				return r.stats(), r.stopped(cerr)
 			}
-			return r.stats(), fmt.Errorf("changelog: restore: read after offset %d: %w", r.next, err)
+			return r.stats(), fmt.Errorf("restore: read after offset %d: %w", r.next, err)
 		}
 		for _, rec := range recs {
 			if err := r.add(rec); err != nil {
@@ -184,7 +184,7 @@ func (r *restorer) flush() error {
 		return nil
 	}
 	if err := r.dst.ApplyChangelog(r.pending, r.next); err != nil {
-		return fmt.Errorf("changelog: restore: apply %d records up to offset %d: %w", len(r.pending), r.next, err)
+		return fmt.Errorf("restore: apply %d records up to offset %d: %w", len(r.pending), r.next, err)
 	}
 	r.st.Records += int64(len(r.pending))
 	r.st.ToOffset = r.next
@@ -221,7 +221,7 @@ func (r *restorer) stats() Stats {
 // the target stays at its last batch boundary and the next restore resumes
 // from there.
 func (r *restorer) stopped(err error) error {
-	return fmt.Errorf("changelog: restore stopped at offset %d: %w", r.st.ToOffset, err)
+	return fmt.Errorf("restore: stopped at offset %d: %w", r.st.ToOffset, err)
 }
 
 func rate(n int64, d time.Duration) float64 {

@@ -107,8 +107,9 @@ func (s *Shard) declare(typeName, kind, name, schema, keySchema string, codecs [
 	}
 	if found {
 		if old.Kind != kind {
-			return fail(fmt.Errorf("%w: %q was a %s state, now declared as a %s state; drop the old one with DeleteIfExists(%q) in Init, or use a new name",
-				state.ErrKindChanged, name, old.Kind, kind, name))
+			return fail(fmt.Errorf("%w: %q was a %s state, now declared as a %s state: declare it under a new name "+
+				"(and drop the old data once with DeleteIfExists(%q) in Init, in a release that no longer declares %q)",
+				state.ErrKindChanged, name, old.Kind, kind, name, name))
 		}
 		want.ID = old.ID
 	} else {
