@@ -21,7 +21,7 @@ type emitter[K, I, O any] struct {
 
 func (e *emitter[K, I, O]) Emit(o O) error {
 	if e.done {
-		return fmt.Errorf("partition %d: %w", e.t.cfg.Partition, ErrEmitOutsideCall)
+		return ErrEmitOutsideCall
 	}
 	if e.err != nil {
 		return e.err
