@@ -147,7 +147,7 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 		AllowTTL: cfg.TimeMode == processor.ProcessingTime,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("partition %d: open shard %s: %w", cfg.Partition, cfg.Dir, err)
+		return nil, fmt.Errorf("partition %d: open shard: %w", cfg.Partition, err)
 	}
 	t := &Task[K, I, O]{cfg: cfg, shard: sh, watermark: noWatermark, lateWatermark: noWatermark}
 	if cfg.TimeMode != processor.NoTime {
@@ -383,7 +383,7 @@ func (t *Task[K, I, O]) Close() error {
 		return perr
 	}
 	if serr != nil {
-		return fmt.Errorf("partition %d: close shard %s: %w", t.cfg.Partition, t.cfg.Dir, serr)
+		return fmt.Errorf("partition %d: close shard: %w", t.cfg.Partition, serr)
 	}
 	return nil
 }

@@ -121,9 +121,9 @@ func OpenShard(o ShardOptions) (*Shard, error) {
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 			f.Close()
 			if errors.Is(err, syscall.EWOULDBLOCK) {
-				return nil, fmt.Errorf("%w: held by another process (or another open shard in this one): give every instance its own StateDir, or stop the other one", state.ErrLocked)
+				return nil, fmt.Errorf("%w: %s is held by another process (or another open shard in this one): give every instance its own StateDir, or stop the other one", state.ErrLocked, o.Dir)
 			}
-			return nil, fmt.Errorf("state: lock shard directory: %w", err)
+			return nil, fmt.Errorf("state: lock shard directory %s: %w", o.Dir, err)
 		}
 		s.lock = f
 	}
@@ -132,7 +132,7 @@ func OpenShard(o ShardOptions) (*Shard, error) {
 		st, err := kv.OpenRocksDB(filepath.Join(o.Dir, "rocksdb"), kv.RocksOptions{})
 		if err != nil {
 			s.unlock()
-			return nil, fmt.Errorf("state: open store: %w", err)
+			return nil, fmt.Errorf("state: open store in %s: %w", o.Dir, err)
 		}
 		s.store = st
 	}
@@ -147,7 +147,7 @@ func OpenShard(o ShardOptions) (*Shard, error) {
 	if err != nil {
 		s.store.Close()
 		s.unlock()
-		return nil, fmt.Errorf("state: read the changelog offset: %w", err)
+		return nil, fmt.Errorf("state: shard %s: read the changelog offset: %w", o.Dir, err)
 	}
 	return s, nil
 }
@@ -173,7 +173,7 @@ func (s *Shard) Close() error {
 	err := s.store.Close()
 	s.unlock()
 	if err != nil {
-		return fmt.Errorf("state: close store: %w", err)
+		return fmt.Errorf("state: close store in %s: %w", s.opts.Dir, err)
 	}
 	return nil
 }

@@ -88,16 +88,26 @@ func (c *Cluster) ReadCommitted(t testing.TB, topic string, n int, timeout time.
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var (
-		got     []kafka.Record
-		lastErr error
+		got     []kafka.Record // the last complete read
+		read    bool
+		lastErr error // of the last read, if it failed before the timeout
 	)
 	for {
-		got, lastErr = kafka.ReadAll(ctx, c.brokers, topic)
-		if lastErr == nil && len(got) >= n {
-			break
+		recs, err := kafka.ReadAll(ctx, c.brokers, topic)
+		switch {
+		case err == nil:
+			got, read, lastErr = recs, true, nil
+			if len(got) >= n {
+				return fromKafka(got)
+			}
+		case ctx.Err() == nil:
+			lastErr = err
 		}
 		select {
 		case <-ctx.Done():
+			if !read && lastErr == nil {
+				lastErr = ctx.Err()
+			}
 			if lastErr != nil {
 				t.Fatalf("kafkatest: %d committed records on %q not seen within %v (last error: %v)", n, topic, timeout, lastErr)
 			}
@@ -105,7 +115,6 @@ func (c *Cluster) ReadCommitted(t testing.TB, topic string, n int, timeout time.
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return fromKafka(got)
 }
 
 // describe prints records readably in a failure message.
