@@ -117,18 +117,18 @@ type vars struct {
 }
 
 type modelRun struct {
-	t        *testing.T
-	rng      *rand.Rand
-	log      log
-	now      int64
-	s        *shard.Shard
-	vs       vars
-	durable  *model // committed (in the changelog and, after Commit, in the store)
-	pending  *model // durable + staged declarations (DeleteIfExists)
-	work     *model // pending + the batch in progress
-	fresh    func() (*shard.Shard, error)
-	reopen   func() (*shard.Shard, error) // the old "directory"
-	closeOld func()                       // releases the old directory's resources
+	t          *testing.T
+	rng        *rand.Rand
+	log        log
+	now        int64
+	s          *shard.Shard
+	vs         vars
+	durable    *model // committed (in the changelog and, after Commit, in the store)
+	pending    *model // durable + staged declarations (DeleteIfExists)
+	work       *model // pending + the batch in progress
+	fresh      func() (*shard.Shard, error)
+	reopen     func() (*shard.Shard, error) // the old "directory"
+	closeOld   func()                       // releases the old directory's resources
 	ops        int
 	savepoints int // rollbacks done
 	restarts   map[string]int
