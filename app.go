@@ -42,6 +42,19 @@ func (a *App[K, I, O]) InstanceID() string { return a.cfg.InstanceID }
 // ChangelogTopic is the application's changelog topic.
 func (a *App[K, I, O]) ChangelogTopic() string { return a.cfg.ApplicationID + "-changelog" }
 
+// DeadLetterTopic is the topic the DeadLetter policies write to
+// (Config.DeadLetterTopic after defaults).
+func (a *App[K, I, O]) DeadLetterTopic() string { return a.cfg.DeadLetterTopic }
+
+// deadLetterTopic is the dead-letter topic the coordinator must ensure:
+// none unless a policy dead-letters.
+func (a *App[K, I, O]) deadLetterTopic() string {
+	if !a.cfg.deadLetters() {
+		return ""
+	}
+	return a.cfg.DeadLetterTopic
+}
+
 // Counters are cumulative counters. Batch counters count committed batches
 // only: an aborted (and retried) batch is not counted twice.
 type Counters struct {
@@ -64,6 +77,21 @@ type Counters struct {
 	CommitLatency    time.Duration // summed time of transaction commits (app level)
 	Aborts           int64         // aborted transactions (app level)
 	Rounds           int64         // batch rounds run, including ones with nothing to commit (app level)
+	// DecodeErrors counts undecodable input records (nil keys included)
+	// under DecodeErrorSkip or DecodeErrorDeadLetter.
+	DecodeErrors int64
+	// Skipped counts input records dropped by DecodeErrorSkip.
+	Skipped int64
+	// DeadLettered counts records written to the dead-letter topic
+	// (undecodable records, misrouted records, rows of failing keys, failed
+	// timers).
+	DeadLettered int64
+	// ProcessingErrors counts handler calls that failed under
+	// ProcessingErrorDeadLetter (their changes were discarded).
+	ProcessingErrors int64
+	// KeyPartitionMismatches counts records whose key does not hash to the
+	// partition they were read from.
+	KeyPartitionMismatches int64
 }
 
 // Metrics is a snapshot of an App's counters.
@@ -132,6 +160,7 @@ func (a *App[K, I, O]) Run(ctx context.Context) error {
 		Topic:           cfg.InputTopics[0],
 		OutputTopic:     cfg.OutputTopic,
 		ChangelogTopic:  a.ChangelogTopic(),
+		DeadLetterTopic: a.deadLetterTopic(),
 		ProcessingTime:  cfg.TimeMode == processor.ProcessingTime,
 		TriggerInterval: cfg.TriggerInterval,
 		MaxBatchRecords: cfg.MaxBatchRecords,
@@ -164,6 +193,8 @@ func (a *App[K, I, O]) taskFactory(runID string) engine.NewTask {
 			return cfg.InitialState.Rows(ctx, readTopic(cfg.Brokers), cfg.KeySerde)
 		})
 	}
+	decode, keyPart, processing := cfg.policies()
+	log := cfg.Logger.With("app", cfg.ApplicationID)
 	return func(p int32) (engine.TaskHandle, error) {
 		return engine.Open(engine.Config[K, I, O]{
 			ApplicationID:     cfg.ApplicationID,
@@ -182,6 +213,11 @@ func (a *App[K, I, O]) taskFactory(runID string) engine.NewTask {
 			OutputEventTime:   cfg.OutputEventTime,
 			OutputKey:         cfg.OutputKey,
 			Initial:           init,
+			OnDecodeError:     decode,
+			OnKeyPartition:    keyPart,
+			OnProcessingError: processing,
+			MaxOutputBytes:    engine.DefaultMaxOutputBytes,
+			Logger:            log,
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
@@ -47,10 +48,35 @@ type Config[K, I, O any] struct {
 	KeySerde serde.Serde[K]
 	// ValueSerde (required) decodes record values.
 	ValueSerde serde.Deserializer[I]
-	// OnDecodeError says what an undecodable record does. Default
-	// DecodeErrorFail: Run stops with a DecodeError naming topic, partition
-	// and offset; nothing from that batch on is committed.
+	// OnDecodeError says what an undecodable record, or one with a nil
+	// key, does. Default DecodeErrorFail: Run stops with a DecodeError
+	// naming topic, partition and offset; nothing from that batch on is
+	// committed. DecodeErrorSkip drops it (Warn log, Counters.Skipped);
+	// DecodeErrorDeadLetter writes it to DeadLetterTopic in the batch's
+	// transaction.
 	OnDecodeError DecodeErrorPolicy
+	// OnKeyPartitionMismatch says what a record whose key does not hash
+	// (murmur2, Kafka's default partitioner) to the partition it was read
+	// from does. Default KeyPartitionAllow: it is processed on the
+	// partition it arrived on, counted (Counters.KeyPartitionMismatches)
+	// and logged at Warn once per partition.
+	OnKeyPartitionMismatch KeyPartitionPolicy
+	// OnProcessingError says what a failing HandleInputRows or
+	// HandleExpiredTimer call (an error, a panic, an output that does not
+	// serialize or is too large, a late output) does. Default
+	// ProcessingErrorFail: Run stops with a UserError and nothing of the
+	// batch is committed. ProcessingErrorDeadLetter discards what the call
+	// did (state, timers, outputs), writes the key's rows of the batch (or,
+	// for a timer, a record describing it) to DeadLetterTopic, and commits
+	// every other key. Init and HandleInitialState errors always stop Run.
+	OnProcessingError ProcessingErrorPolicy
+	// DeadLetterTopic receives the records of the DeadLetter policies,
+	// written in the batch's transaction (read it read_committed). It is
+	// created with the input topic's partition count when missing; a
+	// record goes to the partition numbered like its source partition
+	// (modulo the topic's count). Default "<ApplicationID>-dlq"; unused
+	// unless a policy is DeadLetter.
+	DeadLetterTopic string
 
 	// NewProcessor (required) returns a new processor; it is called once
 	// per partition task (and, when InitialState is set, once by New to
@@ -127,9 +153,60 @@ type DecodeErrorPolicy int
 
 const (
 	// DecodeErrorFail stops Run with a DecodeError; nothing from the
-	// failing batch on is committed. (A dead-letter topic policy comes
-	// later.)
+	// failing batch on is committed.
 	DecodeErrorFail DecodeErrorPolicy = iota
+	// DecodeErrorSkip drops the record, logged at Warn with its topic,
+	// partition and offset and counted in Counters.Skipped.
+	DecodeErrorSkip
+	// DecodeErrorDeadLetter writes the record to Config.DeadLetterTopic
+	// in the batch's transaction (Counters.DeadLettered).
+	DecodeErrorDeadLetter
+)
+
+// KeyPartitionPolicy says what a record whose key does not hash to its
+// partition does.
+type KeyPartitionPolicy int
+
+const (
+	// KeyPartitionAllow processes it where it arrived (counted, logged
+	// once per partition). Its key's state is then split between
+	// partitions, and initial state routed by the key does not meet it.
+	KeyPartitionAllow KeyPartitionPolicy = iota
+	// KeyPartitionFail stops Run with a DecodeError wrapping
+	// ErrKeyPartition.
+	KeyPartitionFail
+	// KeyPartitionDeadLetter writes it to Config.DeadLetterTopic.
+	KeyPartitionDeadLetter
+)
+
+// ProcessingErrorPolicy says what a failing handler call does.
+type ProcessingErrorPolicy int
+
+const (
+	// ProcessingErrorFail stops Run with a UserError; nothing of the
+	// batch is committed.
+	ProcessingErrorFail ProcessingErrorPolicy = iota
+	// ProcessingErrorDeadLetter discards the failing call's changes and
+	// outputs and writes its key's rows to Config.DeadLetterTopic; a
+	// failing timer is written as a record with the timer's key, no value,
+	// the expiry as timestamp and header kstate.timer.expiry, and is
+	// deleted (kept, it would fail in every batch).
+	ProcessingErrorDeadLetter
+)
+
+// Headers kstate adds to a dead-letter record, after the original
+// record's own headers. Values are UTF-8; numbers are decimal.
+const (
+	// HeaderStage is "decode" (undecodable or nil key), "partition" (key
+	// hashes to another partition) or "process" (failing handler call).
+	HeaderStage           = engine.HeaderStage
+	HeaderError           = engine.HeaderError       // the error message
+	HeaderApplication     = engine.HeaderApplication // Config.ApplicationID
+	HeaderTime            = engine.HeaderTime        // batch processing time, ms since the epoch
+	HeaderSourceTopic     = engine.HeaderSourceTopic
+	HeaderSourcePartition = engine.HeaderSourcePartition
+	HeaderSourceOffset    = engine.HeaderSourceOffset // absent for a timer
+	HeaderTimerExpiry     = engine.HeaderTimerExpiry  // failing timers only
 )
 
 // Defaults of Config. The transaction and session timeouts are the Kafka
@@ -143,7 +220,10 @@ const (
 	defaultShutdownTimeout    = 30 * time.Second
 )
 
-var validID = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+var (
+	validID    = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+	validTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+)
 
 // withDefaults validates c and fills in defaults.
 func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
@@ -167,8 +247,14 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		return bad("unknown TimeMode %v", c.TimeMode)
 	case !c.OutputMode.Valid():
 		return bad("unknown OutputMode %v", c.OutputMode)
-	case c.OnDecodeError != DecodeErrorFail:
+	case c.OnDecodeError < DecodeErrorFail || c.OnDecodeError > DecodeErrorDeadLetter:
 		return bad("unknown OnDecodeError %d", c.OnDecodeError)
+	case c.OnKeyPartitionMismatch < KeyPartitionAllow || c.OnKeyPartitionMismatch > KeyPartitionDeadLetter:
+		return bad("unknown OnKeyPartitionMismatch %d", c.OnKeyPartitionMismatch)
+	case c.OnProcessingError < ProcessingErrorFail || c.OnProcessingError > ProcessingErrorDeadLetter:
+		return bad("unknown OnProcessingError %d", c.OnProcessingError)
+	case c.DeadLetterTopic != "" && !validTopic.MatchString(c.DeadLetterTopic):
+		return bad("DeadLetterTopic %q: want letters, digits, '.', '_' or '-'", c.DeadLetterTopic)
 	case c.TimeMode != processor.EventTime && (c.EventTime != nil || c.AllowedLateness != 0):
 		return bad("EventTime and AllowedLateness need TimeMode EventTime (have %v)", c.TimeMode)
 	case c.AllowedLateness < 0:
@@ -178,6 +264,9 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		return bad("durations and MaxBatchRecords must not be negative")
 	case c.InstanceID != "" && !validID.MatchString(c.InstanceID):
 		return bad("InstanceID %q: want letters, digits, '.', '_' or '-'", c.InstanceID)
+	}
+	if c.DeadLetterTopic == "" {
+		c.DeadLetterTopic = c.ApplicationID + "-dlq"
 	}
 	if c.TriggerInterval == 0 {
 		c.TriggerInterval = defaultTriggerInterval
@@ -224,4 +313,18 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		}
 	}
 	return c, nil
+}
+
+// deadLetters reports whether a policy writes to the dead-letter topic.
+func (c *Config[K, I, O]) deadLetters() bool {
+	return c.OnDecodeError == DecodeErrorDeadLetter || c.OnKeyPartitionMismatch == KeyPartitionDeadLetter ||
+		c.OnProcessingError == ProcessingErrorDeadLetter
+}
+
+// policies maps the policies to the engine's.
+func (c *Config[K, I, O]) policies() (decode, keyPart, processing engine.Policy) {
+	decode = [...]engine.Policy{engine.PolicyFail, engine.PolicySkip, engine.PolicyDeadLetter}[c.OnDecodeError]
+	keyPart = [...]engine.Policy{engine.PolicyAllow, engine.PolicyFail, engine.PolicyDeadLetter}[c.OnKeyPartitionMismatch]
+	processing = [...]engine.Policy{engine.PolicyFail, engine.PolicyDeadLetter}[c.OnProcessingError]
+	return
 }

@@ -17,6 +17,18 @@ var (
 	// without committing anything more. Check that every running instance
 	// has its own InstanceID.
 	ErrFenced = errors.New("kstate: fenced by a newer instance with the same instance id")
+	// ErrNilKey is wrapped by the DecodeError (Part "key") of an input
+	// record without a key: every record needs a grouping key, and a nil
+	// key is not the empty key. Config.OnDecodeError applies.
+	ErrNilKey = engine.ErrNilKey
+	// ErrKeyPartition is wrapped by the DecodeError (Part "key") of a
+	// record whose key does not hash to the partition it was read from,
+	// under KeyPartitionFail; the message names the partition it hashes to.
+	ErrKeyPartition = engine.ErrKeyPartition
+	// ErrOutputTooLarge is wrapped by the UserError of a handler call that
+	// emitted a record whose key and value exceed what the producer sends
+	// (about 1 MB). Config.OnProcessingError applies.
+	ErrOutputTooLarge = engine.ErrOutputTooLarge
 )
 
 // UserError is an error returned, or a panic raised, by the processor; it

@@ -55,6 +55,12 @@ func (k *kafkaSession) Poll(ctx context.Context, max int, ev engine.GroupEvents)
 	out := make([]engine.Message, len(recs))
 	for i, r := range recs {
 		out[i] = engine.Message{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+		if len(r.Headers) > 0 {
+			out[i].Headers = make([]engine.Header, len(r.Headers))
+			for j, h := range r.Headers {
+				out[i].Headers[j] = engine.Header{Key: h.Key, Value: h.Value}
+			}
+		}
 	}
 	return out, nil
 }
@@ -67,6 +73,12 @@ func (k *kafkaSession) Produce(ctx context.Context, msgs []engine.Message) ([]in
 	recs := make([]kafka.Record, len(msgs))
 	for i, m := range msgs {
 		recs[i] = kafka.Record{Topic: m.Topic, Partition: m.Partition, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp}
+		if len(m.Headers) > 0 {
+			recs[i].Headers = make([]kafka.Header, len(m.Headers))
+			for j, h := range m.Headers {
+				recs[i].Headers[j] = kafka.Header{Key: h.Key, Value: h.Value}
+			}
+		}
 	}
 	offs, err := k.s.Produce(ctx, recs)
 	return offs, sessionErr(err)
@@ -119,6 +131,17 @@ func (k kafkaAdmin) Partitions(ctx context.Context, topic string) (int, error) {
 
 func (k kafkaAdmin) EnsureChangelog(ctx context.Context, topic string, n int) error {
 	return k.a.EnsureTopic(ctx, kafka.TopicSpec{Name: topic, Partitions: n, ReplicationFactor: -1, Compacted: true})
+}
+
+func (k kafkaAdmin) EnsureDeadLetter(ctx context.Context, topic string, n int) (int, error) {
+	have, err := k.a.Partitions(ctx, topic)
+	if errors.Is(err, kafka.ErrTopicNotFound) {
+		if err := k.a.EnsureTopic(ctx, kafka.TopicSpec{Name: topic, Partitions: n, ReplicationFactor: -1}); err != nil {
+			return 0, err
+		}
+		return k.a.Partitions(ctx, topic)
+	}
+	return have, err
 }
 
 func (k kafkaAdmin) CommittedOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {

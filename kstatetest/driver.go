@@ -77,6 +77,7 @@ type Driver[K, I, O any] struct {
 	parts   []*partition[K, I, O]
 	initial map[int32][]engine.InitialRow[K]
 	outputs []Output[O]
+	dead    []DeadLetter
 	closed  bool
 
 	retired         engine.Counters // counters of tasks closed by Restart
@@ -173,9 +174,13 @@ func (d *Driver[K, I, O]) InputAt(key K, value I, ts time.Time) {
 
 // InputRecord queues a record of raw bytes with timestamp ts, e.g. one that
 // Config.KeySerde or ValueSerde cannot decode. It goes to the partition
-// murmur2(key) selects, like Kafka's default partitioner.
+// murmur2(key) selects, like Kafka's default partitioner; a nil key (which
+// Config.OnDecodeError handles) goes to partition 0.
 func (d *Driver[K, I, O]) InputRecord(key, value []byte, ts time.Time) {
-	p := d.parts[engine.PartitionFor(key, len(d.parts))]
+	p := d.parts[0]
+	if key != nil {
+		p = d.parts[engine.PartitionFor(key, len(d.parts))]
+	}
 	p.queued = append(p.queued, engine.Record{Offset: p.offset, Key: key, Value: value, TimestampMs: ts.UnixMilli()})
 	p.offset++
 }
@@ -210,6 +215,26 @@ func (d *Driver[K, I, O]) MustRunBatch() {
 func (d *Driver[K, I, O]) Outputs() []Output[O] {
 	out := d.outputs
 	d.outputs = nil
+	return out
+}
+
+// DeadLetter is one committed record of the dead-letter topic
+// (Config.OnDecodeError, OnKeyPartitionMismatch, OnProcessingError).
+type DeadLetter struct {
+	Key, Value []byte
+	// Timestamp is the original record's (a failed timer's expiry).
+	Timestamp time.Time
+	// Headers are the kstate.* headers (kstate.HeaderStage, ...).
+	Headers map[string]string
+	// Partition is the input partition whose batch wrote it.
+	Partition int32
+}
+
+// DeadLetters returns the dead-letter records committed since the last
+// call, in commit order.
+func (d *Driver[K, I, O]) DeadLetters() []DeadLetter {
+	out := d.dead
+	d.dead = nil
 	return out
 }
 

@@ -55,7 +55,12 @@ func (c *capture[O]) Serialize(o O) ([]byte, error) {
 // config, as the root package's taskConfig does (minus the shard
 // directory: the shard lives in memory).
 func engineConfig[K, I, O any](c kstate.Config[K, I, O], p int32, backend kv.Store, out serde.Serializer[O]) engine.Config[K, I, O] {
+	decode, keyPart, processing := policies(c)
 	return engine.Config[K, I, O]{
+		OnDecodeError:     decode,
+		OnKeyPartition:    keyPart,
+		OnProcessingError: processing,
+		MaxOutputBytes:    engine.DefaultMaxOutputBytes,
 		ApplicationID:     c.ApplicationID,
 		RunID:             runID,
 		Topic:             c.InputTopics[0],
@@ -72,6 +77,27 @@ func engineConfig[K, I, O any](c kstate.Config[K, I, O], p int32, backend kv.Sto
 		OutputEventTime:   c.OutputEventTime,
 		OutputKey:         c.OutputKey,
 	}
+}
+
+// policies maps the error policies as the root package does.
+func policies[K, I, O any](c kstate.Config[K, I, O]) (decode, keyPart, processing engine.Policy) {
+	decode, keyPart, processing = engine.PolicyFail, engine.PolicyAllow, engine.PolicyFail
+	switch c.OnDecodeError {
+	case kstate.DecodeErrorSkip:
+		decode = engine.PolicySkip
+	case kstate.DecodeErrorDeadLetter:
+		decode = engine.PolicyDeadLetter
+	}
+	switch c.OnKeyPartitionMismatch {
+	case kstate.KeyPartitionFail:
+		keyPart = engine.PolicyFail
+	case kstate.KeyPartitionDeadLetter:
+		keyPart = engine.PolicyDeadLetter
+	}
+	if c.OnProcessingError == kstate.ProcessingErrorDeadLetter {
+		processing = engine.PolicyDeadLetter
+	}
+	return decode, keyPart, processing
 }
 
 // loadInitial reads cfg.InitialState once and routes its rows to
@@ -186,22 +212,34 @@ func (d *Driver[K, I, O]) batch() error {
 	}
 	commit := false
 	for _, r := range runs {
-		if len(r.res.Outputs) != len(r.p.outputs.vals) {
-			return fmt.Errorf("kstatetest: internal error: partition %d emitted %d outputs but %d values were serialized", r.p.id, len(r.res.Outputs), len(r.p.outputs.vals))
-		}
-		for i, o := range r.res.Outputs {
+		for _, o := range r.res.Outputs {
+			// Seq indexes the serialized values, rolled-back keys' included.
+			if o.Seq >= len(r.p.outputs.vals) {
+				return fmt.Errorf("kstatetest: internal error: partition %d: output %d of %d serialized values", r.p.id, o.Seq, len(r.p.outputs.vals))
+			}
 			var ts time.Time
 			if o.TimestampMs >= 0 {
 				ts = time.UnixMilli(o.TimestampMs).UTC()
 			}
-			d.outputs = append(d.outputs, Output[O]{Key: o.Key, Value: r.p.outputs.vals[i], Bytes: o.Value, Timestamp: ts, Partition: r.p.id})
+			d.outputs = append(d.outputs, Output[O]{Key: o.Key, Value: r.p.outputs.vals[o.Seq], Bytes: o.Value, Timestamp: ts, Partition: r.p.id})
+		}
+		for _, dl := range r.res.DeadLetters {
+			var ts time.Time
+			if dl.TimestampMs >= 0 {
+				ts = time.UnixMilli(dl.TimestampMs).UTC()
+			}
+			h := make(map[string]string, len(dl.Headers))
+			for _, x := range dl.Headers {
+				h[x.Key] = string(x.Value)
+			}
+			d.dead = append(d.dead, DeadLetter{Key: dl.Key, Value: dl.Value, Timestamp: ts, Headers: h, Partition: r.p.id})
 		}
 		next := int64(-1)
 		for _, c := range r.res.Changelog {
 			r.p.log = append(r.p.log, changelog.Record{Key: c.Key, Value: c.Value, Offset: int64(len(r.p.log))})
 			next = int64(len(r.p.log))
 		}
-		commit = commit || len(r.res.Outputs) > 0 || len(r.res.Changelog) > 0
+		commit = commit || len(r.res.Outputs) > 0 || len(r.res.Changelog) > 0 || len(r.res.DeadLetters) > 0
 		if err := r.p.task.Commit(next); err != nil {
 			return fmt.Errorf("kstate: %w", err)
 		}

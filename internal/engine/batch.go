@@ -15,6 +15,8 @@ import (
 type BatchResult struct {
 	Outputs   []Output
 	Changelog []changelog.Record
+	// DeadLetters go to the dead-letter topic in the same transaction.
+	DeadLetters []DeadLetter
 	// Empty is true when the batch changed nothing and emitted nothing: the
 	// owner may skip the transaction for this task.
 	Empty bool
@@ -25,6 +27,7 @@ type group[K, I any] struct {
 	keyBytes []byte
 	key      K
 	rows     []I
+	recs     []*Record // the rows' records, for the dead-letter topic
 }
 
 // RunBatch runs one micro-batch over recs (the task's records of this poll,
@@ -62,6 +65,7 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	}
 	t.shard.Begin(ttlMs)
 	t.inBatch = true
+	t.emitSeq = 0
 	t.pend = pending{
 		watermark:      t.watermark,
 		lateWatermark:  t.watermark,
@@ -100,30 +104,52 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 		busy = true
 	}
 
-	groups, maxEvent, err := t.group(recs)
+	groups, maxEvent, err := t.group(recs, nowMs, res)
 	if err != nil {
 		return nil, err
 	}
+	if len(res.DeadLetters) > 0 {
+		busy = true
+	}
 	for _, g := range groups {
-		em := &emitter[K, I, O]{t: t, key: g.key, keyBytes: g.keyBytes, method: "HandleInputRows", out: &res.Outputs}
-		t.rt.SetKey(g.keyBytes)
-		t.rt.SetPhase(handle.PhaseInput)
-		err := t.invoke("HandleInputRows", g.key, true, func() error {
-			return t.proc.HandleInputRows(g.key, rowsSeq(g.rows), tv, em)
-		})
-		t.rt.SetPhase(handle.PhaseIdle)
-		if err == nil {
-			err = em.close()
-		}
+		sp, err := t.savepoint(res)
 		if err != nil {
 			return nil, err
 		}
+		em := &emitter[K, I, O]{t: t, key: g.key, keyBytes: g.keyBytes, method: "HandleInputRows", out: &res.Outputs}
+		t.rt.SetKey(g.keyBytes)
+		t.rt.SetPhase(handle.PhaseInput)
+		err = t.invoke("HandleInputRows", g.key, true, func() error {
+			return t.proc.HandleInputRows(g.key, rowsSeq(g.rows), tv, em)
+		})
+		t.rt.SetPhase(handle.PhaseIdle)
+		if cerr := em.close(); err == nil {
+			err = cerr
+		}
+		busy = true
+		if err != nil {
+			if !sp.on {
+				return nil, err
+			}
+			// OnProcessingError DeadLetter: the key's rows go to the
+			// dead-letter topic; what its call did is discarded.
+			if derr := t.discard(sp, res); derr != nil {
+				return nil, derr
+			}
+			for _, r := range g.recs {
+				res.DeadLetters = append(res.DeadLetters, t.deadLetter(r, StageProcess, err, nowMs))
+			}
+			p.counters.ProcessingErrors++
+			p.counters.DeadLettered += int64(len(g.recs))
+			t.log.Warn("failing key's rows sent to the dead-letter topic; its changes in this batch are discarded",
+				"key", fmt.Sprintf("%#v", g.key), "rows", len(g.recs), "err", err)
+			continue
+		}
 		p.counters.Keys++
 		p.counters.RowsIn += int64(len(g.rows))
-		busy = true
 	}
 
-	fired, err := t.fireTimers(tv, &res.Outputs)
+	fired, err := t.fireTimers(tv, nowMs, res)
 	if err != nil {
 		return nil, err
 	}
@@ -159,28 +185,62 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	res.Changelog = recsOut
 	p.counters.RowsOut = int64(len(res.Outputs))
 	p.counters.ChangelogRecords = int64(len(recsOut))
-	res.Empty = len(res.Outputs) == 0 && len(res.Changelog) == 0
+	res.Empty = len(res.Outputs) == 0 && len(res.Changelog) == 0 && len(res.DeadLetters) == 0
 	return res, nil
 }
 
 // group decodes recs, drops late rows (EventTime) and groups the rest by
 // key: keys in order of first appearance, rows of a key in offset order.
 // It returns the max event time of the rows kept (noWatermark if none).
-func (t *Task[K, I, O]) group(recs []Record) ([]*group[K, I], int64, error) {
+// Undecodable records (and nil keys) meet OnDecodeError, misrouted ones
+// OnKeyPartition; skipped and dead-lettered records are not grouped.
+func (t *Task[K, I, O]) group(recs []Record, nowMs int64, res *BatchResult) ([]*group[K, I], int64, error) {
 	maxEvent := int64(noWatermark)
 	byKey := make(map[string]*group[K, I])
+	var badKeys map[string]error // key bytes that do not decode
 	var order []*group[K, I]
 	for i := range recs {
 		r := &recs[i]
-		v, err := t.cfg.ValueSerde.Deserialize(r.Value)
+		if r.Key == nil {
+			if err := t.badRecord(r, "key", ErrNilKey, nowMs, res); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		if r.Misrouted {
+			handled, err := t.misrouted(r, nowMs, res)
+			if err != nil {
+				return nil, 0, err
+			}
+			if handled {
+				continue
+			}
+		}
+		if kerr, bad := badKeys[string(r.Key)]; bad {
+			if err := t.badRecord(r, "key", kerr, nowMs, res); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		v, err := deserialize(t.cfg.ValueSerde.Deserialize, r.Value)
 		if err != nil {
-			return nil, 0, &DecodeError{Topic: t.cfg.Topic, Partition: t.cfg.Partition, Offset: r.Offset, Part: "value", Err: err}
+			if err := t.badRecord(r, "value", err, nowMs, res); err != nil {
+				return nil, 0, err
+			}
+			continue
 		}
 		g, seen := byKey[string(r.Key)]
 		if !seen {
-			k, err := t.cfg.KeySerde.Deserialize(r.Key)
+			k, err := deserialize(t.cfg.KeySerde.Deserialize, r.Key)
 			if err != nil {
-				return nil, 0, &DecodeError{Topic: t.cfg.Topic, Partition: t.cfg.Partition, Offset: r.Offset, Part: "key", Err: err}
+				if badKeys == nil {
+					badKeys = make(map[string]error)
+				}
+				badKeys[string(r.Key)] = err
+				if err := t.badRecord(r, "key", err, nowMs, res); err != nil {
+					return nil, 0, err
+				}
+				continue
 			}
 			g = &group[K, I]{keyBytes: r.Key, key: k}
 		}
@@ -200,6 +260,7 @@ func (t *Task[K, I, O]) group(recs []Record) ([]*group[K, I], int64, error) {
 			order = append(order, g)
 		}
 		g.rows = append(g.rows, v)
+		g.recs = append(g.recs, r)
 	}
 	return order, maxEvent, nil
 }
@@ -219,7 +280,7 @@ func rowsSeq[I any](rows []I) iter.Seq[I] {
 // before the threshold fires in the next batch, a snapshotted timer deleted
 // by an earlier handler of this batch is skipped, and each fired timer is
 // deleted after its handler returned.
-func (t *Task[K, I, O]) fireTimers(tv processor.TimerValues, out *[]Output) (int, error) {
+func (t *Task[K, I, O]) fireTimers(tv processor.TimerValues, nowMs int64, res *BatchResult) (int, error) {
 	var threshold int64
 	switch t.cfg.TimeMode {
 	case processor.ProcessingTime:
@@ -245,7 +306,7 @@ func (t *Task[K, I, O]) fireTimers(tv processor.TimerValues, out *[]Output) (int
 		if !ok {
 			continue
 		}
-		if err := t.fireTimer(tm, tv, out); err != nil {
+		if err := t.fireTimer(tm, tv, nowMs, res); err != nil {
 			return fired, err
 		}
 		fired++
@@ -254,23 +315,41 @@ func (t *Task[K, I, O]) fireTimers(tv processor.TimerValues, out *[]Output) (int
 	return fired, nil
 }
 
-func (t *Task[K, I, O]) fireTimer(tm timers.Timer, tv processor.TimerValues, out *[]Output) error {
+// Under OnProcessingError DeadLetter a failing handler's changes and
+// outputs are discarded, a record describing the timer goes to the
+// dead-letter topic, and the timer is deleted all the same: kept, it would
+// fail again in every batch.
+func (t *Task[K, I, O]) fireTimer(tm timers.Timer, tv processor.TimerValues, nowMs int64, res *BatchResult) error {
 	key, err := t.cfg.KeySerde.Deserialize(tm.Key)
 	if err != nil {
 		return fmt.Errorf("partition %d: timer %d: cannot decode its grouping key %x: %w", t.cfg.Partition, tm.Expiry, tm.Key, err)
 	}
-	em := &emitter[K, I, O]{t: t, key: key, keyBytes: tm.Key, method: "HandleExpiredTimer", out: out}
+	sp, err := t.savepoint(res)
+	if err != nil {
+		return err
+	}
+	em := &emitter[K, I, O]{t: t, key: key, keyBytes: tm.Key, method: "HandleExpiredTimer", out: &res.Outputs}
 	t.rt.SetKey(tm.Key)
 	t.rt.SetPhase(handle.PhaseTimer)
 	err = t.invoke("HandleExpiredTimer", key, true, func() error {
 		return t.proc.HandleExpiredTimer(key, tv, processor.ExpiredTimerInfo{ExpiryTimeMs: tm.Expiry}, em)
 	})
 	t.rt.SetPhase(handle.PhaseIdle)
-	if err == nil {
-		err = em.close()
+	if cerr := em.close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
-		return err
+		if !sp.on {
+			return err
+		}
+		if derr := t.discard(sp, res); derr != nil {
+			return derr
+		}
+		res.DeadLetters = append(res.DeadLetters, t.timerDeadLetter(tm.Key, tm.Expiry, err, nowMs))
+		t.pend.counters.ProcessingErrors++
+		t.pend.counters.DeadLettered++
+		t.log.Warn("failing timer sent to the dead-letter topic and deleted; its changes in this batch are discarded",
+			"key", fmt.Sprintf("%#v", key), "expiry", tm.Expiry, "err", err)
 	}
 	if err := t.timers.Delete(tm.Key, tm.Expiry); err != nil {
 		return fmt.Errorf("partition %d: delete fired timer %d: %w", t.cfg.Partition, tm.Expiry, err)

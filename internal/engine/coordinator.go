@@ -20,6 +20,10 @@ type CoordinatorConfig struct {
 	Topic          string // the input topic
 	OutputTopic    string
 	ChangelogTopic string
+	// DeadLetterTopic receives the records the tasks dead-letter; it is
+	// created with the input's partition count if missing. Optional:
+	// empty when no policy dead-letters.
+	DeadLetterTopic string
 
 	// ProcessingTime makes a batch run every TriggerInterval even without
 	// input (TimeMode ProcessingTime).
@@ -64,6 +68,7 @@ type Coordinator struct {
 
 	partitions    int // of the input (and changelog) topic
 	outPartitions int
+	dlqPartitions int           // of DeadLetterTopic; 0 without one
 	start         time.Duration // Clock.Elapsed at the start of Run
 	lastTrigger   time.Time     // Clock time of the last ProcessingTime trigger
 
@@ -183,6 +188,14 @@ func (c *Coordinator) setup(ctx context.Context) error {
 	}
 	if c.outPartitions, err = c.cfg.Admin.Partitions(ctx, c.cfg.OutputTopic); err != nil {
 		return fmt.Errorf("kstate: output topic %q (create it before Run): %w", c.cfg.OutputTopic, err)
+	}
+	if c.cfg.DeadLetterTopic != "" {
+		if c.dlqPartitions, err = c.cfg.Admin.EnsureDeadLetter(ctx, c.cfg.DeadLetterTopic, n); err != nil {
+			return fmt.Errorf("kstate: dead-letter topic %q: %w", c.cfg.DeadLetterTopic, err)
+		}
+		if c.dlqPartitions <= 0 {
+			return fmt.Errorf("kstate: dead-letter topic %q has %d partitions", c.cfg.DeadLetterTopic, c.dlqPartitions)
+		}
 	}
 	if c.session, err = c.cfg.NewSession(); err != nil {
 		return fmt.Errorf("kstate: %w", err)

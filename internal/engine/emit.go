@@ -44,11 +44,19 @@ func (e *emitter[K, I, O]) Emit(o O) error {
 		e.err = fmt.Errorf("Emit: encode output: %w", err)
 		return e.err
 	}
+	seq := e.t.emitSeq
+	e.t.emitSeq++
 	k := e.keyBytes
 	if cfg.OutputKey != nil {
 		k = cfg.OutputKey(e.key, o)
 	}
-	*e.out = append(*e.out, Output{Key: k, Value: v, TimestampMs: ts})
+	if n := len(k) + len(v); cfg.MaxOutputBytes > 0 && n > cfg.MaxOutputBytes {
+		// Checked here, per key, rather than left to the producer, whose
+		// refusal would fail the whole transaction on every retry.
+		e.err = fmt.Errorf("Emit: %w: key and value are %d bytes, at most %d fit", ErrOutputTooLarge, n, cfg.MaxOutputBytes)
+		return e.err
+	}
+	*e.out = append(*e.out, Output{Key: k, Value: v, TimestampMs: ts, Seq: seq})
 	return nil
 }
 

@@ -19,6 +19,35 @@ var (
 	ErrLateOutput = processor.ErrLateOutput
 	// ErrEmitOutsideCall is wrapped when an Emitter is used after its call returned.
 	ErrEmitOutsideCall = processor.ErrEmitOutsideCall
+	// ErrNilKey is wrapped by the DecodeError of an input record without a
+	// key (Part "key"): a grouping key is required, and a nil key is not
+	// the empty key.
+	ErrNilKey = errors.New("kstate: record has no key (a nil key); every input record needs a grouping key")
+	// ErrKeyPartition is wrapped by the DecodeError (Part "key") of a
+	// record whose key does not hash (murmur2) to the partition it was
+	// read from, under KeyPartitionFail.
+	ErrKeyPartition = errors.New("kstate: record key does not hash to the partition it was read from " +
+		"(the producer did not use Kafka's default partitioner on the grouping key)")
+	// ErrOutputTooLarge is wrapped when an emitted record is larger than
+	// the producer can send.
+	ErrOutputTooLarge = errors.New("kstate: output record too large")
+)
+
+// Policy says what a bad record or a failing key does (the root package's
+// OnDecodeError, OnKeyPartitionMismatch and OnProcessingError).
+type Policy int
+
+const (
+	// PolicyFail fails the batch: nothing of it is committed and Run stops.
+	PolicyFail Policy = iota
+	// PolicySkip drops the record (logged at Warn, counted).
+	PolicySkip
+	// PolicyDeadLetter writes the record (or the failing key's rows) to
+	// the dead-letter topic in the batch's transaction.
+	PolicyDeadLetter
+	// PolicyAllow processes the record anyway (logged once per partition
+	// at Warn, counted); key-partition mismatches only.
+	PolicyAllow
 )
 
 // UserError is an error returned by, or a panic recovered from, processor

@@ -24,6 +24,21 @@ type Counters struct {
 	CommitLatency    time.Duration // summed time of End(commit) calls (app level)
 	Aborts           int64         // aborted transactions (app level)
 	Rounds           int64         // batch rounds run, including ones with nothing to commit (app level)
+	// DecodeErrors counts undecodable input records (nil keys included)
+	// under DecodeErrorSkip or DecodeErrorDeadLetter.
+	DecodeErrors int64
+	// Skipped counts input records dropped by DecodeErrorSkip.
+	Skipped int64
+	// DeadLettered counts records written to the dead-letter topic
+	// (undecodable records, misrouted records, rows of failing keys, failed
+	// timers).
+	DeadLettered int64
+	// ProcessingErrors counts handler calls that failed under
+	// ProcessingErrorDeadLetter (their changes were discarded).
+	ProcessingErrors int64
+	// KeyPartitionMismatches counts records whose key does not hash to the
+	// partition they were read from.
+	KeyPartitionMismatches int64
 }
 
 // Add adds o to c.
@@ -47,4 +62,9 @@ func (c *Counters) Add(o Counters) {
 	c.CommitLatency += o.CommitLatency
 	c.Aborts += o.Aborts
 	c.Rounds += o.Rounds
+	c.DecodeErrors += o.DecodeErrors
+	c.Skipped += o.Skipped
+	c.DeadLettered += o.DeadLettered
+	c.ProcessingErrors += o.ProcessingErrors
+	c.KeyPartitionMismatches += o.KeyPartitionMismatches
 }

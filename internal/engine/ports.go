@@ -19,6 +19,13 @@ type Message struct {
 	Key       []byte
 	Value     []byte    // nil is a tombstone
 	Timestamp time.Time // zero when producing: the producer's clock
+	Headers   []Header
+}
+
+// Header is a Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
 }
 
 // Partition names one topic partition.
@@ -74,6 +81,10 @@ type Admin interface {
 	// partitions, or checks an existing one (another count or policy is an
 	// error).
 	EnsureChangelog(ctx context.Context, topic string, n int) error
+	// EnsureDeadLetter creates the dead-letter topic with n partitions
+	// (delete cleanup policy) when it is missing and returns its partition
+	// count; an existing topic is used with whatever count it has.
+	EnsureDeadLetter(ctx context.Context, topic string, n int) (int, error)
 	// CommittedOffsets returns the group's committed offsets of topic
 	// (stable: it waits for pending transactional offset commits).
 	CommittedOffsets(ctx context.Context, group, topic string) (map[int32]int64, error)

@@ -22,9 +22,15 @@ func (c *Coordinator) batch(recs []Message) error {
 			unready = append(unready, rec.Partition)
 			continue
 		}
-		byPart[rec.Partition] = append(byPart[rec.Partition], Record{
-			Offset: rec.Offset, Key: rec.Key, Value: rec.Value, TimestampMs: rec.Timestamp.UnixMilli(),
-		})
+		r := Record{
+			Offset: rec.Offset, Key: rec.Key, Value: rec.Value, TimestampMs: rec.Timestamp.UnixMilli(), Headers: rec.Headers,
+		}
+		if rec.Key != nil {
+			if kp := PartitionFor(rec.Key, c.partitions); kp != rec.Partition {
+				r.Misrouted, r.KeyPartition = true, kp
+			}
+		}
+		byPart[rec.Partition] = append(byPart[rec.Partition], r)
 	}
 	if len(unready) > 0 {
 		return c.rewind(unready)
@@ -130,9 +136,12 @@ func (c *Coordinator) batch(recs []Message) error {
 	return nil
 }
 
-// records builds the transaction's records: per task its outputs, then its
-// changelog records (changelog partition = input partition). clEnd[i] is
-// the index after task i's last changelog record, 0 if it has none.
+// records builds the transaction's records: per task its outputs, its
+// dead-letter records (dead-letter partition = input partition modulo the
+// dead-letter topic's count: one source partition's bad records stay in
+// order, nil keys included), then its changelog records (changelog
+// partition = input partition). clEnd[i] is the index after task i's last
+// changelog record, 0 if it has none.
 func (c *Coordinator) records(parts []*slot, results []*BatchResult) ([]Message, []int) {
 	var out []Message
 	clEnd := make([]int, len(parts))
@@ -146,6 +155,16 @@ func (c *Coordinator) records(parts []*slot, results []*BatchResult) ([]Message,
 			out = append(out, Message{
 				Topic: c.cfg.OutputTopic, Partition: c.outputPartition(o.Key, s.part),
 				Key: o.Key, Value: o.Value, Timestamp: ts,
+			})
+		}
+		for _, d := range res.DeadLetters {
+			var ts time.Time
+			if d.TimestampMs >= 0 {
+				ts = time.UnixMilli(d.TimestampMs)
+			}
+			out = append(out, Message{
+				Topic: c.cfg.DeadLetterTopic, Partition: s.part % int32(max(c.dlqPartitions, 1)),
+				Key: d.Key, Value: d.Value, Timestamp: ts, Headers: d.Headers,
 			})
 		}
 		for _, r := range res.Changelog {

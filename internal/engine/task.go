@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 
@@ -39,6 +40,13 @@ const (
 	MetaInputOffset = "engine/input_offset"
 )
 
+// DefaultMaxOutputBytes is franz-go's default producer batch limit
+// (1,000,012 bytes, which the session keeps) minus room for the batch and
+// record overhead and headers. A larger output fails its key
+// (ErrOutputTooLarge) instead of failing the whole transaction in Produce
+// on every retry.
+const DefaultMaxOutputBytes = 1_000_012 - 4096
+
 // noWatermark is the internal "no event seen yet" watermark.
 const noWatermark = math.MinInt64
 
@@ -72,6 +80,21 @@ type Config[K, I, O any] struct {
 
 	// Initial is the initial state shared by the Run's tasks; nil = none.
 	Initial *InitialCache[K]
+
+	// OnDecodeError: an undecodable record or a nil key (Fail, Skip or
+	// DeadLetter). OnKeyPartition: a record whose key does not hash to
+	// its partition (Allow, Fail or DeadLetter; the zero value Fail is
+	// mapped by the root package, whose default is Allow).
+	// OnProcessingError: a failing HandleInputRows or HandleExpiredTimer
+	// call (Fail or DeadLetter; Init and HandleInitialState always fail).
+	OnDecodeError, OnKeyPartition, OnProcessingError Policy
+	// MaxOutputBytes bounds an emitted record's key plus value; a larger
+	// one is a processing error (ErrOutputTooLarge). 0: no bound; the root
+	// package sets DefaultMaxOutputBytes.
+	MaxOutputBytes int
+	// Logger receives the warnings about skipped, dead-lettered and
+	// misrouted records. Nil discards them.
+	Logger *slog.Logger
 }
 
 // Record is one polled input record of the task's partition.
@@ -79,12 +102,30 @@ type Record struct {
 	Offset      int64
 	Key, Value  []byte
 	TimestampMs int64
+	Headers     []Header
+	// Misrouted is set by the coordinator when the key does not hash
+	// (murmur2) to the record's partition; KeyPartition is where it hashes.
+	Misrouted    bool
+	KeyPartition int32
 }
 
 // Output is one output record produced by a batch.
 type Output struct {
 	Key, Value  []byte
 	TimestampMs int64 // −1: no output event time (the producer sets the time)
+	// Seq numbers the batch's successful OutputSerde calls, rolled-back
+	// ones included, so that a caller capturing the typed values (the
+	// kstatetest driver) can match them to the outputs that remain.
+	Seq int
+}
+
+// DeadLetter is one record for the dead-letter topic: the original input
+// record (key, value, timestamp, headers) with kstate.* headers appended
+// that say where it came from and why it failed (see deadletter.go).
+type DeadLetter struct {
+	Key, Value  []byte
+	TimestampMs int64 // −1: none
+	Headers     []Header
 }
 
 // InitialRow is one initial-state row routed to this task. Apply calls the
@@ -118,6 +159,10 @@ type Task[K, I, O any] struct {
 	// The batch in progress; applied by Commit, dropped by Abort.
 	inBatch bool
 	pend    pending
+	emitSeq int // successful OutputSerde calls of the batch (Output.Seq)
+
+	log            *slog.Logger
+	warnedMismatch bool // the key-partition mismatch warning was logged
 
 	closed bool
 
@@ -150,6 +195,11 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 		return nil, fmt.Errorf("partition %d: open shard: %w", cfg.Partition, err)
 	}
 	t := &Task[K, I, O]{cfg: cfg, shard: sh, watermark: noWatermark, lateWatermark: noWatermark}
+	t.log = cfg.Logger
+	if t.log == nil {
+		t.log = slog.New(slog.DiscardHandler)
+	}
+	t.log = t.log.With("partition", cfg.Partition)
 	if cfg.TimeMode != processor.NoTime {
 		t.timers = timers.New(sh)
 	}

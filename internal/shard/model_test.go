@@ -117,20 +117,21 @@ type vars struct {
 }
 
 type modelRun struct {
-	t        *testing.T
-	rng      *rand.Rand
-	log      log
-	now      int64
-	s        *shard.Shard
-	vs       vars
-	durable  *model // committed (in the changelog and, after Commit, in the store)
-	pending  *model // durable + staged declarations (DeleteIfExists)
-	work     *model // pending + the batch in progress
-	fresh    func() (*shard.Shard, error)
-	reopen   func() (*shard.Shard, error) // the old "directory"
-	closeOld func()                       // releases the old directory's resources
-	ops      int
-	restarts map[string]int
+	t          *testing.T
+	rng        *rand.Rand
+	log        log
+	now        int64
+	s          *shard.Shard
+	vs         vars
+	durable    *model // committed (in the changelog and, after Commit, in the store)
+	pending    *model // durable + staged declarations (DeleteIfExists)
+	work       *model // pending + the batch in progress
+	fresh      func() (*shard.Shard, error)
+	reopen     func() (*shard.Shard, error) // the old "directory"
+	closeOld   func()                       // releases the old directory's resources
+	ops        int
+	savepoints int // rollbacks done
+	restarts   map[string]int
 }
 
 var modelKeys = []string{"", "a", "b", "ab", "k\x00"}
@@ -527,7 +528,29 @@ func (r *modelRun) batch() {
 		r.s.SetCurrentKey([]byte(k))
 		r.readValue(1, k)
 	}
+	// Savepoints as the engine takes them per grouping key: some are
+	// rolled back (the key failed under a dead-letter policy), sometimes
+	// to an older savepoint than the last one.
+	type savepoint struct {
+		sp    shard.Savepoint
+		model *model
+	}
+	var sps []savepoint
 	for range r.rng.IntN(30) {
+		switch r.rng.IntN(10) {
+		case 0, 1:
+			sp, err := r.s.Savepoint()
+			r.check(err)
+			sps = append(sps, savepoint{sp, r.work.clone()})
+		case 2:
+			if len(sps) > 0 {
+				i := r.rng.IntN(len(sps))
+				r.check(r.s.RollbackTo(sps[i].sp))
+				r.work = sps[i].model.clone()
+				sps = sps[:i+1] // later savepoints are invalid now
+				r.savepoints++
+			}
+		}
 		r.randomOp()
 	}
 	// Fire expired timers like the engine: handler may register more; each
@@ -593,8 +616,11 @@ func runModel(t *testing.T, seed uint64, batches int, fresh func() (*shard.Shard
 	}
 	r.verifyAll()
 	st := r.s.Stats()
-	t.Logf("seed %d: %d ops in %d batches, %d changelog records, restarts %v; stats since last restart %+v",
-		seed, r.ops, batches, len(r.log.recs), r.restarts, st)
+	t.Logf("seed %d: %d ops in %d batches, %d rollbacks to savepoints, %d changelog records, restarts %v; stats since last restart %+v",
+		seed, r.ops, batches, r.savepoints, len(r.log.recs), r.restarts, st)
+	if r.savepoints < batches/20 {
+		t.Fatalf("only %d rollbacks to savepoints", r.savepoints)
+	}
 	if r.ops < batches {
 		t.Fatalf("only %d ops", r.ops)
 	}

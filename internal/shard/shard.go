@@ -70,6 +70,7 @@ type Shard struct {
 	finished  bool
 	batchErr  error // sticky misuse of the batch protocol, reported by Finish/Commit
 	batchTime int64
+	batchSeq  uint64 // incremented by Begin: a Savepoint is valid in its batch only
 	key       []byte
 	hasKey    bool
 
@@ -288,6 +289,7 @@ func (s *Shard) Begin(batchTimeMs int64) {
 		s.batchErr = shardErr("Begin", ErrInBatch)
 	}
 	s.inBatch, s.finished = true, false
+	s.batchSeq++
 	s.batchTime = batchTimeMs
 	s.hasKey, s.key = false, s.key[:0]
 	s.batchStats = Stats{}

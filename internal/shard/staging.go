@@ -20,6 +20,11 @@ type staging struct {
 	level int
 	rnd   uint64
 	index map[string]*stagedEntry
+
+	// undo logs the writes since the batch's first savepoint (see
+	// savepoint.go); logUndo is set by that savepoint.
+	undo    []undoEntry
+	logUndo bool
 }
 
 type stagedEntry struct {
@@ -48,6 +53,9 @@ func (s *staging) get(key []byte) *stagedEntry { return s.index[string(key)] }
 // and value.
 func (s *staging) set(key, val []byte) {
 	if e := s.index[string(key)]; e != nil {
+		if s.logUndo {
+			s.undo = append(s.undo, undoEntry{e: e, existed: true, val: e.val, deleted: e.deleted})
+		}
 		e.val, e.deleted = cloneBytes(val), val == nil
 		return
 	}
@@ -72,6 +80,9 @@ func (s *staging) set(key, val []byte) {
 		prev[i].next[i] = e
 	}
 	s.index[string(e.key)] = e
+	if s.logUndo {
+		s.undo = append(s.undo, undoEntry{e: e})
+	}
 }
 
 func (s *staging) findLT(key []byte, prev *[stagingMaxLevel]*stagedEntry) *stagedEntry {

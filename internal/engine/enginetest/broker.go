@@ -222,6 +222,18 @@ func (a Admin) Partitions(_ context.Context, topic string) (int, error) {
 	return len(ls), nil
 }
 
+// EnsureDeadLetter creates topic with n partitions if missing.
+func (a Admin) EnsureDeadLetter(_ context.Context, topic string, n int) (int, error) {
+	a.B.mu.Lock()
+	defer a.B.mu.Unlock()
+	ls, ok := a.B.topics[topic]
+	if !ok {
+		a.B.topics[topic] = newLogs(n)
+		return n, nil
+	}
+	return len(ls), nil
+}
+
 func (a Admin) EnsureChangelog(_ context.Context, topic string, n int) error {
 	a.B.mu.Lock()
 	defer a.B.mu.Unlock()

@@ -24,10 +24,11 @@ import (
 
 // Topic names of an Env.
 const (
-	App            = "app"
-	Input          = "in"
-	Output         = "out"
-	ChangelogTopic = "app-changelog"
+	App             = "app"
+	Input           = "in"
+	Output          = "out"
+	ChangelogTopic  = "app-changelog"
+	DeadLetterTopic = "app-dlq"
 )
 
 // Env runs coordinators over a Broker, one loop iteration at a time, for
@@ -365,6 +366,8 @@ func (e *Env) Exec(line string) (string, error) {
 		return "", nil
 	case "outputs":
 		return e.outputs(), nil
+	case "dead-letters":
+		return e.deadLetters(), nil
 	case "committed":
 		c := e.B.Committed()
 		var s []string
@@ -425,14 +428,17 @@ func (i *Instance) exited() bool {
 }
 
 // start runs a coordinator: start <name> [mode=none|proc|event]
-// [initial=k:n,...] [kill=<point>@<n>]. With old (restart), the disks
-// carry over as they were when old stopped.
+// [initial=k:n,...] [kill=<point>@<n>] [dlq]. With old (restart), the disks
+// carry over as they were when old stopped. dlq dead-letters undecodable
+// records (value "poison"), misrouted records and failing keys to
+// DeadLetterTopic.
 func (e *Env) start(args []string, old *Instance) error {
 	name := args[0]
 	mode := processor.NoTime
 	var init []initialRow
 	var kill engine.KillPoint
 	killN := 0
+	dlq := false
 	for _, a := range args[1:] {
 		k, v, _ := strings.Cut(a, "=")
 		switch k {
@@ -455,6 +461,8 @@ func (e *Env) start(args []string, old *Instance) error {
 				}
 				init = append(init, initialRow{key, c})
 			}
+		case "dlq":
+			dlq = true
 		case "kill":
 			p, n, ok := strings.Cut(v, "@")
 			c, err := strconv.Atoi(n)
@@ -494,6 +502,10 @@ func (e *Env) start(args []string, old *Instance) error {
 			e.crash(i)
 		}
 	}
+	policy, keyPolicy, dlqTopic := engine.PolicyFail, engine.PolicyAllow, ""
+	if dlq {
+		policy, keyPolicy, dlqTopic = engine.PolicyDeadLetter, engine.PolicyDeadLetter, DeadLetterTopic
+	}
 	c, err := engine.NewCoordinator(engine.CoordinatorConfig{
 		ApplicationID:   App,
 		InstanceID:      name,
@@ -507,6 +519,7 @@ func (e *Env) start(args []string, old *Instance) error {
 		RestoreTimeout:  10 * time.Second,
 		RestoreRetry:    50 * time.Millisecond,
 		ShutdownTimeout: 30 * time.Second,
+		DeadLetterTopic: dlqTopic,
 		Admin:           gatedAdmin{Admin{e.B}, e},
 		NewSession:      func() (engine.Session, error) { return i.m, nil },
 		Changelog:       tracedChangelog{Changelog{e.B}, e, name},
@@ -522,10 +535,11 @@ func (e *Env) start(args []string, old *Instance) error {
 			return engine.Open(engine.Config[string, string, string]{
 				ApplicationID: App, RunID: "run", Topic: Input, Partition: p, Backend: d,
 				TimeMode: mode, OutputMode: processor.Append,
-				KeySerde: serde.String(), ValueSerde: serde.String(), OutputSerde: serde.String(),
-				NewProcessor: NewCounter(mode),
-				EventTime:    func(v string, ts int64) int64 { return EventTime(v, ts) },
-				Initial:      initCache,
+				KeySerde: serde.String(), ValueSerde: poisonSerde{}, OutputSerde: serde.String(),
+				NewProcessor:  NewCounter(mode),
+				OnDecodeError: policy, OnKeyPartition: keyPolicy, OnProcessingError: policy,
+				EventTime: func(v string, ts int64) int64 { return EventTime(v, ts) },
+				Initial:   initCache,
 			})
 		},
 		KillHook: hook,
@@ -604,6 +618,36 @@ func (e *Env) input(args []string) error {
 		}
 	}
 	return nil
+}
+
+// deadLetters is the committed dead-letter topic, one record a line:
+// "p0 a=boom stage=process source=p0@1 error=...".
+func (e *Env) deadLetters() string {
+	var lines []string
+	for _, m := range e.B.ReadCommitted(DeadLetterTopic) {
+		h := map[string]string{}
+		for _, x := range m.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		src := "p" + h[engine.HeaderSourcePartition] + "@" + h[engine.HeaderSourceOffset]
+		if exp, ok := h[engine.HeaderTimerExpiry]; ok {
+			src = "p" + h[engine.HeaderSourcePartition] + " timer@" + exp
+		}
+		lines = append(lines, fmt.Sprintf("p%d %s=%s stage=%s source=%s error=%s",
+			m.Partition, m.Key, m.Value, h[engine.HeaderStage], src, h[engine.HeaderError]))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// poisonSerde is the scenarios' value serde: a string, except that the
+// value "poison" does not decode.
+type poisonSerde struct{}
+
+func (poisonSerde) Deserialize(b []byte) (string, error) {
+	if string(b) == "poison" {
+		return "", errors.New("poison value")
+	}
+	return string(b), nil
 }
 
 // outputs is the committed output: "a=[1 2] b=[1]".

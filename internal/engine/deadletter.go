@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/kstate/kstate/internal/shard"
+)
+
+// Headers of a dead-letter record, appended to the original record's own
+// headers.
+const (
+	HeaderStage           = "kstate.stage" // StageDecode, StagePartition or StageProcess
+	HeaderError           = "kstate.error" // the error's message
+	HeaderApplication     = "kstate.application"
+	HeaderTime            = "kstate.time" // batch processing time, ms since the epoch (decimal)
+	HeaderSourceTopic     = "kstate.source.topic"
+	HeaderSourcePartition = "kstate.source.partition" // decimal
+	HeaderSourceOffset    = "kstate.source.offset"    // decimal; absent for a timer
+	HeaderTimerExpiry     = "kstate.timer.expiry"     // decimal ms; a failed HandleExpiredTimer only
+)
+
+// Values of HeaderStage.
+const (
+	StageDecode    = "decode"    // key or value undecodable, or a nil key
+	StagePartition = "partition" // key hashes to another partition
+	StageProcess   = "process"   // HandleInputRows or HandleExpiredTimer failed
+)
+
+// deadLetter builds the dead-letter record of input record r.
+func (t *Task[K, I, O]) deadLetter(r *Record, stage string, cause error, nowMs int64) DeadLetter {
+	h := make([]Header, 0, len(r.Headers)+7)
+	h = append(h, r.Headers...)
+	h = append(h, t.dlHeaders(stage, cause, nowMs)...)
+	h = append(h, Header{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))})
+	return DeadLetter{Key: r.Key, Value: r.Value, TimestampMs: r.TimestampMs, Headers: h}
+}
+
+// timerDeadLetter describes a failed timer: the key is the timer's grouping
+// key, the value is empty (nil), the timestamp is the timer's expiry.
+func (t *Task[K, I, O]) timerDeadLetter(key []byte, expiry int64, cause error, nowMs int64) DeadLetter {
+	h := t.dlHeaders(StageProcess, cause, nowMs)
+	h = append(h, Header{Key: HeaderTimerExpiry, Value: []byte(strconv.FormatInt(expiry, 10))})
+	return DeadLetter{Key: key, TimestampMs: expiry, Headers: h}
+}
+
+func (t *Task[K, I, O]) dlHeaders(stage string, cause error, nowMs int64) []Header {
+	return []Header{
+		{Key: HeaderStage, Value: []byte(stage)},
+		{Key: HeaderError, Value: []byte(cause.Error())},
+		{Key: HeaderApplication, Value: []byte(t.cfg.ApplicationID)},
+		{Key: HeaderTime, Value: []byte(strconv.FormatInt(nowMs, 10))},
+		{Key: HeaderSourceTopic, Value: []byte(t.cfg.Topic)},
+		{Key: HeaderSourcePartition, Value: []byte(strconv.FormatInt(int64(t.cfg.Partition), 10))},
+	}
+}
+
+// badRecord applies OnDecodeError to an undecodable record: the
+// DecodeError under Fail, nil after skipping or dead-lettering it.
+func (t *Task[K, I, O]) badRecord(r *Record, part string, cause error, nowMs int64, res *BatchResult) error {
+	de := &DecodeError{Topic: t.cfg.Topic, Partition: t.cfg.Partition, Offset: r.Offset, Part: part, Err: cause}
+	c := &t.pend.counters
+	switch t.cfg.OnDecodeError {
+	case PolicySkip:
+		c.DecodeErrors++
+		c.Skipped++
+		t.log.Warn("skipping an undecodable record", "topic", t.cfg.Topic, "offset", r.Offset, "part", part, "err", cause)
+	case PolicyDeadLetter:
+		c.DecodeErrors++
+		c.DeadLettered++
+		res.DeadLetters = append(res.DeadLetters, t.deadLetter(r, StageDecode, de, nowMs))
+		t.log.Warn("undecodable record sent to the dead-letter topic", "topic", t.cfg.Topic, "offset", r.Offset, "part", part, "err", cause)
+	default:
+		return de
+	}
+	return nil
+}
+
+// misrouted applies OnKeyPartition to a record whose key hashes to
+// another partition: the error under Fail; under DeadLetter it reports
+// handled=true after dead-lettering the record; under Allow the record is
+// processed (warned about once per task).
+func (t *Task[K, I, O]) misrouted(r *Record, nowMs int64, res *BatchResult) (handled bool, err error) {
+	t.pend.counters.KeyPartitionMismatches++
+	cause := fmt.Errorf("%w: it hashes to partition %d", ErrKeyPartition, r.KeyPartition)
+	switch t.cfg.OnKeyPartition {
+	case PolicyAllow:
+		if !t.warnedMismatch {
+			t.warnedMismatch = true
+			t.log.Warn("input record keys do not hash to their partition: state and timers of such a key live on the partition it arrived on; "+
+				"initial state, and records of the key on other partitions, do not meet it (logged once per partition; see the KeyPartitionMismatches counter)",
+				"topic", t.cfg.Topic, "offset", r.Offset, "key_partition", r.KeyPartition)
+		}
+		return false, nil
+	case PolicyDeadLetter:
+		t.pend.counters.DeadLettered++
+		res.DeadLetters = append(res.DeadLetters, t.deadLetter(r, StagePartition, cause, nowMs))
+		t.log.Warn("record whose key hashes to another partition sent to the dead-letter topic", "topic", t.cfg.Topic, "offset", r.Offset, "key_partition", r.KeyPartition)
+		return true, nil
+	default:
+		return false, &DecodeError{Topic: t.cfg.Topic, Partition: t.cfg.Partition, Offset: r.Offset, Part: "key", Err: cause}
+	}
+}
+
+// savepoint starts a handler call that may be discarded: under
+// OnProcessingError DeadLetter it marks the shard and the output buffer.
+type savepoint struct {
+	on      bool
+	shard   shard.Savepoint
+	outputs int
+}
+
+func (t *Task[K, I, O]) savepoint(res *BatchResult) (savepoint, error) {
+	if t.cfg.OnProcessingError != PolicyDeadLetter {
+		return savepoint{}, nil
+	}
+	sp, err := t.shard.Savepoint()
+	if err != nil {
+		return savepoint{}, fmt.Errorf("partition %d: %w", t.cfg.Partition, err)
+	}
+	return savepoint{on: true, shard: sp, outputs: len(res.Outputs)}, nil
+}
+
+// discard drops everything the failed call did: its state and timer
+// changes and its outputs.
+func (t *Task[K, I, O]) discard(sp savepoint, res *BatchResult) error {
+	if err := t.shard.RollbackTo(sp.shard); err != nil {
+		return fmt.Errorf("partition %d: discard a failed key's changes: %w", t.cfg.Partition, err)
+	}
+	clear(res.Outputs[sp.outputs:])
+	res.Outputs = res.Outputs[:sp.outputs]
+	return nil
+}
+
+// deserialize runs a codec, turning its panic into an error so that a
+// poison record meets the decode policy instead of failing the batch.
+func deserialize[T any](fn func([]byte) (T, error), b []byte) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("deserializer panicked: %v", r)
+		}
+	}()
+	return fn(b)
+}
