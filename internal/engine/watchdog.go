@@ -103,8 +103,9 @@ func (c *Coordinator) runTasks(parts []*slot, nowMs int64, byPart map[int32][]Re
 // shutdown found this goroutine still running (orphaned), it closes the
 // task itself: nobody else will, and only now is it safe.
 func (c *Coordinator) fly(rd *round, i int, f *flight, nowMs int64, recs []Record) {
+	t := f.s.task // closeSlot clears s.task of an orphaned slot
 	f.gid.Store(goroutineID())
-	f.res, f.err = f.s.task.RunBatch(nowMs, recs)
+	f.res, f.err = t.RunBatch(nowMs, recs)
 	f.finished.Store(true)
 	c.mu.Lock()
 	f.s.running = false
@@ -112,8 +113,8 @@ func (c *Coordinator) fly(rd *round, i int, f *flight, nowMs int64, recs []Recor
 	c.mu.Unlock()
 	rd.done <- i
 	if orphan {
-		err := f.s.task.Close()
-		c.retire(f.s.task.Counters())
+		err := t.Close()
+		c.retire(t.Counters())
 		c.log.Warn("the stuck processor call returned after its batch was abandoned: task closed without the processor's Close",
 			"partition", f.s.part, "err", err)
 	}
