@@ -107,6 +107,10 @@ type Metrics struct {
 	// FirstCommit is the time from the start of Run to its first committed
 	// transaction (0 until then): the restart-to-first-batch time.
 	FirstCommit time.Duration
+	// BatchInFlight is the age of the micro-batch in flight (processor
+	// calls running or its transaction ending), 0 between batches: alert
+	// well below MaxBatchDuration.
+	BatchInFlight time.Duration
 }
 
 // Metrics returns a snapshot of the counters. Safe to call at any time.
@@ -126,6 +130,7 @@ func (a *App[K, I, O]) Metrics() Metrics {
 		m.Partitions[p] = Counters(pc)
 	}
 	m.Assigned, m.Restoring, m.FirstCommit = s.Assigned, s.Restoring, s.FirstCommit
+	m.BatchInFlight = s.BatchInFlight
 	return m
 }
 
@@ -136,8 +141,12 @@ func (a *App[K, I, O]) Metrics() Metrics {
 // its session times out). It returns nil after a graceful shutdown, and
 // otherwise the error that stopped it: a processor error or panic
 // (UserError), an undecodable record (DecodeError), a mode change
-// (ModeError), fencing by a newer instance (ErrFenced), or a Kafka or
-// storage error. Run may be called once per App.
+// (ModeError), fencing by a newer instance (ErrFenced), a processor call
+// that did not return within MaxBatchDuration (StuckError), or a Kafka or
+// storage error. Run returns within ShutdownTimeout of the cancellation
+// even if a processor call never returns (then with a StuckError); such a
+// call's goroutine is left running, its task closed when it returns.
+// Run may be called once per App.
 func (a *App[K, I, O]) Run(ctx context.Context) error {
 	a.mu.Lock()
 	if a.mu.ran {
@@ -154,25 +163,26 @@ func (a *App[K, I, O]) Run(ctx context.Context) error {
 	defer adm.Close()
 	runID := newRunID()
 	c, err := engine.NewCoordinator(engine.CoordinatorConfig{
-		ApplicationID:   cfg.ApplicationID,
-		InstanceID:      cfg.InstanceID,
-		RunID:           runID,
-		Topic:           cfg.InputTopics[0],
-		OutputTopic:     cfg.OutputTopic,
-		ChangelogTopic:  a.ChangelogTopic(),
-		DeadLetterTopic: a.deadLetterTopic(),
-		ProcessingTime:  cfg.TimeMode == processor.ProcessingTime,
-		TriggerInterval: cfg.TriggerInterval,
-		MaxBatchRecords: cfg.MaxBatchRecords,
-		RestoreTimeout:  cfg.TransactionTimeout,
-		ShutdownTimeout: cfg.ShutdownTimeout,
-		Admin:           kafkaAdmin{adm},
-		NewSession:      a.newSession,
-		Changelog:       kafkaChangelog{cfg.Brokers},
-		Clock:           clock{now: cfg.Clock, start: time.Now()},
-		NewTask:         a.taskFactory(runID),
-		KillHook:        engine.KillHookFrom(ctx),
-		Logger:          cfg.Logger,
+		ApplicationID:    cfg.ApplicationID,
+		InstanceID:       cfg.InstanceID,
+		RunID:            runID,
+		Topic:            cfg.InputTopics[0],
+		OutputTopic:      cfg.OutputTopic,
+		ChangelogTopic:   a.ChangelogTopic(),
+		DeadLetterTopic:  a.deadLetterTopic(),
+		ProcessingTime:   cfg.TimeMode == processor.ProcessingTime,
+		TriggerInterval:  cfg.TriggerInterval,
+		MaxBatchRecords:  cfg.MaxBatchRecords,
+		RestoreTimeout:   cfg.TransactionTimeout,
+		ShutdownTimeout:  cfg.ShutdownTimeout,
+		MaxBatchDuration: cfg.MaxBatchDuration,
+		Admin:            kafkaAdmin{adm},
+		NewSession:       a.newSession,
+		Changelog:        kafkaChangelog{cfg.Brokers},
+		Clock:            clock{now: cfg.Clock, start: time.Now()},
+		NewTask:          a.taskFactory(runID),
+		KillHook:         engine.KillHookFrom(ctx),
+		Logger:           cfg.Logger,
 	})
 	if err != nil {
 		return err

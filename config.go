@@ -140,6 +140,18 @@ type Config[K, I, O any] struct {
 	// the batch in flight gets this long to commit before it is abandoned
 	// (and aborted by the broker). Default 30s.
 	ShutdownTimeout time.Duration
+	// MaxBatchDuration bounds the processor calls of one micro-batch
+	// (HandleInputRows, HandleExpiredTimer, HandleInitialState and the
+	// engine work between them). A batch still running after a tenth of
+	// it (at most 10s) is logged at Warn, and again at that interval,
+	// naming the partition, the method and the key, with the stuck
+	// goroutine's stack once. Past MaxBatchDuration the instance gives its
+	// partitions up: nothing of the batch is committed, and Run returns a
+	// StuckError so that another instance (or a restart) takes over. The
+	// stuck call itself cannot be stopped; its goroutine is left behind.
+	// Default 5m, Kafka's max.poll.interval.ms: a consumer that has not
+	// come back for its next records in that long is presumed dead.
+	MaxBatchDuration time.Duration
 	// Logger receives operational messages as structured records with the
 	// attributes app, partition and batch where they apply: assignments and
 	// restores at Info, aborted batches and recoveries at Warn, failures at
@@ -218,6 +230,7 @@ const (
 	defaultTransactionTimeout = kafka.DefaultTransactionTimeout
 	defaultSessionTimeout     = kafka.DefaultSessionTimeout
 	defaultShutdownTimeout    = 30 * time.Second
+	defaultMaxBatchDuration   = 5 * time.Minute
 )
 
 var (
@@ -260,7 +273,7 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	case c.AllowedLateness < 0:
 		return bad("AllowedLateness %v is negative", c.AllowedLateness)
 	case c.TriggerInterval < 0 || c.MaxBatchRecords < 0 || c.MaxBatchWait < 0 ||
-		c.TransactionTimeout < 0 || c.SessionTimeout < 0 || c.ShutdownTimeout < 0:
+		c.TransactionTimeout < 0 || c.SessionTimeout < 0 || c.ShutdownTimeout < 0 || c.MaxBatchDuration < 0:
 		return bad("durations and MaxBatchRecords must not be negative")
 	case c.InstanceID != "" && !validID.MatchString(c.InstanceID):
 		return bad("InstanceID %q: want letters, digits, '.', '_' or '-'", c.InstanceID)
@@ -285,6 +298,9 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = defaultShutdownTimeout
+	}
+	if c.MaxBatchDuration == 0 {
+		c.MaxBatchDuration = defaultMaxBatchDuration
 	}
 	if c.StateDir == "" {
 		c.StateDir = filepath.Join(os.TempDir(), "kstate")

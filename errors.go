@@ -3,6 +3,7 @@ package kstate
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/kstate/kstate/internal/engine"
 )
@@ -29,7 +30,28 @@ var (
 	// emitted a record whose key and value exceed what the producer sends
 	// (about 1 MB). Config.OnProcessingError applies.
 	ErrOutputTooLarge = engine.ErrOutputTooLarge
+	// ErrStuck is wrapped by every StuckError.
+	ErrStuck = errors.New("kstate: a processor call did not return in time")
 )
+
+// StuckError is a micro-batch given up because a processor call did not
+// return: within MaxBatchDuration (the instance gave its partitions up) or,
+// after Run's ctx was cancelled, within ShutdownTimeout. Nothing of the
+// batch was committed; the records are processed again by the partitions'
+// next owner. It matches ErrStuck.
+type StuckError struct {
+	Partition int32
+	Method    string        // "HandleInputRows", "HandleExpiredTimer", "HandleInitialState"; "RunBatch" outside them
+	Key       string        // formatted grouping key; empty when none
+	For       time.Duration // how long the batch had run
+	Limit     string        // "MaxBatchDuration" or "ShutdownTimeout"
+}
+
+func (e *StuckError) Error() string {
+	return "kstate: " + (&engine.StuckError{Partition: e.Partition, Method: e.Method, Key: e.Key, For: e.For, Limit: e.Limit}).Error()
+}
+
+func (e *StuckError) Unwrap() error { return ErrStuck }
 
 // UserError is an error returned, or a panic raised, by the processor; it
 // names the method, the grouping key and the partition. Nothing of the
@@ -97,6 +119,7 @@ func publicError(err error) error {
 		ue *engine.UserError
 		de *engine.DecodeError
 		me *engine.ModeError
+		se *engine.StuckError
 	)
 	switch {
 	case errors.Is(err, engine.ErrFenced):
@@ -107,6 +130,8 @@ func publicError(err error) error {
 		return &DecodeError{Topic: de.Topic, Partition: de.Partition, Offset: de.Offset, Part: de.Part, Err: de.Err}
 	case errors.As(err, &me):
 		return &ModeError{Partition: me.Partition, What: me.What, Old: me.Old, New: me.New}
+	case errors.As(err, &se):
+		return &StuckError{Partition: se.Partition, Method: se.Method, Key: se.Key, For: se.For, Limit: se.Limit}
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/kstate/kstate/internal/engine"
 )
@@ -27,6 +28,13 @@ func TestPublicError(t *testing.T) {
 	var me *ModeError
 	if err := publicError(&engine.ModeError{Partition: 2, What: "time mode", Old: "NoTime", New: "EventTime"}); !errors.As(err, &me) || me.Old != "NoTime" {
 		t.Fatalf("%v: want a ModeError", err)
+	}
+	var se *StuckError
+	if err := publicError(fmt.Errorf("kstate: %w", &engine.StuckError{Partition: 4, Method: "HandleInputRows", Key: `"k"`, For: time.Minute, Limit: engine.LimitMaxBatch})); !errors.As(err, &se) ||
+		se.Partition != 4 || se.Key != `"k"` || se.For != time.Minute || !errors.Is(err, ErrStuck) ||
+		err.Error() != `kstate: partition 4: HandleInputRows(key "k") did not return within MaxBatchDuration (1m0s): the instance gave its partitions up `+
+			`and nothing of the batch was committed; find why the call blocks (the log has its stack), or raise MaxBatchDuration if batches are legitimately this slow` {
+		t.Fatalf("%v: want a StuckError matching ErrStuck", err)
 	}
 	if publicError(nil) != nil {
 		t.Fatal("nil error changed")

@@ -364,9 +364,19 @@ func (t *Task[K, I, O]) invoke(method string, key K, withKey bool, fn func() err
 	if withKey {
 		ks = fmt.Sprintf("%#v", key)
 	}
+	if t.abandoned.Load() {
+		return ErrAbandoned
+	}
+	t.call.Store(&Call{Method: method, Key: ks})
 	defer func() {
+		t.call.Store(nil)
 		if r := recover(); r != nil {
 			err = &UserError{Method: method, Key: ks, Partition: t.cfg.Partition, Panic: r, Stack: debug.Stack()}
+		}
+		if t.abandoned.Load() {
+			// The owner gave up on this batch while the call ran: whatever
+			// it returned, the batch goes no further.
+			err = ErrAbandoned
 		}
 	}()
 	if e := fn(); e != nil {

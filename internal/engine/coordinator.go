@@ -39,6 +39,14 @@ type CoordinatorConfig struct {
 	RestoreRetry time.Duration
 	// ShutdownTimeout bounds the batch in flight after the Run ctx ends.
 	ShutdownTimeout time.Duration
+	// MaxBatchDuration bounds the processor calls of one batch: past it
+	// the round is given up and Run returns a StuckError (watchdog.go).
+	// Optional; default 5m.
+	MaxBatchDuration time.Duration
+	// StuckWarnEvery is the interval of the watchdog's warnings about a
+	// batch still running. Optional; default MaxBatchDuration/10, at most
+	// 10s.
+	StuckWarnEvery time.Duration
 
 	Admin      Admin
 	NewSession func() (Session, error) // called once by Run, after the topic checks
@@ -80,6 +88,9 @@ type Coordinator struct {
 	workCtx    context.Context
 	cancelWork context.CancelFunc
 	wg         sync.WaitGroup // restore goroutines and the shutdown timer
+	// shutdownExpired is closed when ShutdownTimeout passed after the Run
+	// ctx was cancelled: the batch in flight is given up.
+	shutdownExpired chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -89,6 +100,10 @@ type Coordinator struct {
 		// retired sums the counters of tasks closed so far and the
 		// coordinator's own counters (Commits, Aborts, Rounds, ...).
 		retired Counters
+		// inFlight is set while a round's tasks run and until its
+		// transaction ended; roundStart is its Clock.Elapsed at start.
+		inFlight   bool
+		roundStart time.Duration
 	}
 }
 
@@ -106,6 +121,12 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 	if cfg.RestoreRetry <= 0 {
 		cfg.RestoreRetry = defaultRestoreRetry
 	}
+	if cfg.MaxBatchDuration <= 0 {
+		cfg.MaxBatchDuration = defaultMaxBatchDuration
+	}
+	if cfg.StuckWarnEvery <= 0 {
+		cfg.StuckWarnEvery = min(cfg.MaxBatchDuration/10, 10*time.Second)
+	}
 	c := &Coordinator{cfg: cfg, clock: cfg.Clock}
 	log := cfg.Logger
 	if log == nil {
@@ -113,6 +134,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 	}
 	c.log = log.With("app", cfg.ApplicationID)
 	c.mu.slots = make(map[int32]*slot)
+	c.shutdownExpired = make(chan struct{})
 	return c, nil
 }
 
@@ -133,6 +155,7 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 		}
 		if c.clock.Sleep(stopCtx, c.cfg.ShutdownTimeout) == nil {
 			c.log.Warn("shutdown timeout exceeded: abandoning the batch in flight", "shutdown_timeout", c.cfg.ShutdownTimeout)
+			close(c.shutdownExpired)
 			c.cancelWork()
 		}
 	})

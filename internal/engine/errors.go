@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/kstate/kstate/processor"
 )
@@ -14,6 +15,8 @@ var (
 	ErrInBatch = errors.New("engine: a batch is already in progress (call Commit or Abort)")
 	// ErrNoBatch is returned by Commit without a batch in progress.
 	ErrNoBatch = errors.New("engine: no batch in progress")
+	// ErrAbandoned is returned by RunBatch after Abandon.
+	ErrAbandoned = errors.New("engine: batch abandoned by its owner")
 	// ErrLateOutput is processor.ErrLateOutput, wrapped by a UserError when a processor emits a row
 	// whose event time is older than the watermark.
 	ErrLateOutput = processor.ErrLateOutput
@@ -112,4 +115,40 @@ var (
 	// ErrOffsetOutOfRange is wrapped by Changelog.Open when the start offset
 	// is not in the partition's log (records deleted, topic recreated).
 	ErrOffsetOutOfRange = errors.New("engine: offset out of range")
+)
+
+// ErrStuck is wrapped by a StuckError.
+var ErrStuck = errors.New("engine: a processor call did not return in time")
+
+// StuckError is a batch abandoned because user code did not return: past
+// MaxBatchDuration (the instance gives its partitions up) or, during a
+// shutdown, past ShutdownTimeout. Nothing of the batch was committed.
+type StuckError struct {
+	Partition int32
+	Method    string        // the processor method in progress; "RunBatch" when none was
+	Key       string        // formatted grouping key; empty when none
+	For       time.Duration // age of the batch when it was abandoned
+	Limit     string        // "MaxBatchDuration" or "ShutdownTimeout"
+}
+
+func (e *StuckError) Error() string {
+	where := e.Method
+	if e.Key != "" {
+		where = fmt.Sprintf("%s(key %s)", e.Method, e.Key)
+	}
+	if e.Limit == LimitShutdown {
+		return fmt.Sprintf("partition %d: %s was still running %v into its batch when ShutdownTimeout expired: "+
+			"the batch was abandoned, nothing of it was committed", e.Partition, where, e.For)
+	}
+	return fmt.Sprintf("partition %d: %s did not return within MaxBatchDuration (%v): the instance gave its partitions up "+
+		"and nothing of the batch was committed; find why the call blocks (the log has its stack), "+
+		"or raise MaxBatchDuration if batches are legitimately this slow", e.Partition, where, e.For)
+}
+
+func (e *StuckError) Unwrap() error { return ErrStuck }
+
+// StuckError.Limit values.
+const (
+	LimitMaxBatch = "MaxBatchDuration"
+	LimitShutdown = "ShutdownTimeout"
 )

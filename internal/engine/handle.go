@@ -31,6 +31,11 @@ type TaskHandle interface {
 
 	NeedsBatch() bool
 	RunBatch(nowMs int64, recs []Record) (*BatchResult, error)
+	// CurrentCall and Abandon may be called from any goroutine while
+	// RunBatch runs: the watchdog's view of a batch that takes too long
+	// (see watchdog.go).
+	CurrentCall() (Call, bool)
+	Abandon()
 	Commit(nextChangelogOffset int64) error
 	Abort()
 	Close() error

@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 )
 
@@ -51,13 +50,15 @@ func (c *Coordinator) batch(recs []Message) error {
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i].part < parts[j].part })
 
-	results := make([]*BatchResult, len(parts))
-	errs := make([]error, len(parts))
-	var wg sync.WaitGroup
-	for i, s := range parts {
-		wg.Go(func() { results[i], errs[i] = s.task.RunBatch(now.UnixMilli(), byPart[s.part]) })
+	defer func() {
+		c.mu.Lock()
+		c.mu.inFlight = false
+		c.mu.Unlock()
+	}()
+	results, errs, err := c.runTasks(parts, now.UnixMilli(), byPart)
+	if err != nil {
+		return fmt.Errorf("kstate: %w", err)
 	}
-	wg.Wait()
 	abortAll := func() {
 		for _, s := range parts {
 			s.task.Abort()

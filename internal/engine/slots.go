@@ -30,6 +30,10 @@ type slot struct {
 	restored bool
 	// ready is loop-only (also read under mu by Snapshot).
 	ready bool
+	// running: a batch goroutine runs the task (set by the loop, cleared
+	// by that goroutine; under mu). orphaned: the loop gave the batch up
+	// and closeSlot left the task to that goroutine (watchdog.go).
+	running, orphaned bool
 }
 
 // groupEvents is the Coordinator's GroupEvents (kept off its method set).
@@ -112,9 +116,20 @@ func (c *Coordinator) closeSlot(s *slot, why string) error {
 	c.mu.Lock()
 	t := s.task
 	s.task, s.ready = nil, false
+	running := t != nil && s.running
+	s.orphaned = running
 	c.mu.Unlock()
 	if t == nil {
 		c.log.Info("partition "+why+" during restore", "partition", s.part)
+		return nil
+	}
+	if running {
+		// Its batch was abandoned with a processor call still running:
+		// closing now would race with that call. The batch goroutine
+		// closes the task when the call returns (watchdog.go).
+		call, _ := t.CurrentCall()
+		c.log.Warn("partition "+why+": processor Close skipped, a call of the processor is still running; "+
+			"the task is closed when it returns", "partition", s.part, "method", call.Method, "key", call.Key)
 		return nil
 	}
 	err := t.Close()
@@ -170,6 +185,9 @@ type Snapshot struct {
 	// FirstCommit is the time from the start of Run to its first committed
 	// transaction (0 until then).
 	FirstCommit time.Duration
+	// BatchInFlight is the age of the batch in flight (its tasks running
+	// or its transaction ending); 0 between batches.
+	BatchInFlight time.Duration
 }
 
 // Snapshot returns the counters. Safe to call at any time, also after Run.
@@ -179,6 +197,9 @@ func (c *Coordinator) Snapshot() Snapshot {
 	defer c.mu.Unlock()
 	m.Total = c.mu.retired
 	m.FirstCommit = c.mu.firstCommit
+	if c.mu.inFlight {
+		m.BatchInFlight = max(c.clock.Elapsed()-c.mu.roundStart, time.Nanosecond)
+	}
 	for p, s := range c.mu.slots {
 		m.Assigned = append(m.Assigned, p)
 		if !s.ready {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kstate/kstate/internal/handle"
 	"github.com/kstate/kstate/internal/kv"
@@ -165,6 +166,14 @@ type Task[K, I, O any] struct {
 	warnedMismatch bool // the key-partition mismatch warning was logged
 
 	closed bool
+
+	// call is the processor call in progress (nil between calls), read by
+	// the coordinator's watchdog from another goroutine. abandoned is set by
+	// the coordinator when it gave up waiting for this task's batch: the
+	// batch goroutine then stops at the next return from user code, and
+	// Close skips the processor's Close (see Abandon).
+	call      atomic.Pointer[Call]
+	abandoned atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -420,7 +429,8 @@ func (t *Task[K, I, O]) Abort() {
 }
 
 // Close aborts a batch in progress, closes the processor and the shard
-// (kept on disk). It is idempotent.
+// (kept on disk). It is idempotent. After Abandon it does not call the
+// processor's Close. The owner must not call it while RunBatch runs.
 func (t *Task[K, I, O]) Close() error {
 	if t.closed {
 		return nil
@@ -442,9 +452,39 @@ func (t *Task[K, I, O]) closeProcessor() error {
 	if t.proc == nil {
 		return nil
 	}
+	if t.abandoned.Load() {
+		// A call of this processor was still running when its batch was
+		// abandoned: Close must not run concurrently with it, and after
+		// it the processor may be in any state.
+		t.proc = nil
+		return nil
+	}
 	p := t.proc
 	t.proc = nil
 	t.rt.SetPhase(handle.PhaseIdle)
 	var zero K
 	return t.invoke("Close", zero, false, p.Close)
 }
+
+// Call is a processor call in progress, as seen by the watchdog.
+type Call struct {
+	Method string // "HandleInputRows", "HandleExpiredTimer", ...
+	Key    string // formatted grouping key; empty for Init and Close
+}
+
+// CurrentCall returns the processor call in progress, if any. Safe from any
+// goroutine.
+func (t *Task[K, I, O]) CurrentCall() (Call, bool) {
+	if c := t.call.Load(); c != nil {
+		return *c, true
+	}
+	return Call{}, false
+}
+
+// Abandon marks the batch in progress as given up by its owner (safe from
+// any goroutine, while RunBatch runs): when the processor call in
+// progress returns, RunBatch returns ErrAbandoned without calling user
+// code again, and Close (which the goroutine that ran RunBatch calls then)
+// skips the processor's Close. The batch is never committed: the owner
+// does not call Commit after abandoning.
+func (t *Task[K, I, O]) Abandon() { t.abandoned.Store(true) }

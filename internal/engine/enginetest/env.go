@@ -65,6 +65,7 @@ type Instance struct {
 	done   chan struct{}
 	err    error
 	args   []string
+	blocks blocker // keys whose processor calls block (stuck.go)
 }
 
 // Disk is a shard store that survives its shard's Close (a directory on
@@ -280,6 +281,15 @@ func (e *Env) Exec(line string) (string, error) {
 			}
 		})
 		return "", nil
+	case "block", "unblock", "exited", "stuck", "in-flight":
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		return e.stuckCommand(cmd, i, args[1:])
+	case "settle":
+		e.settle()
+		return e.flush(), nil
 	case "input":
 		return "", e.input(args)
 	case "poll":
@@ -408,6 +418,9 @@ func (e *Env) Exec(line string) (string, error) {
 // Close stops every running instance (end of a scenario).
 func (e *Env) Close() {
 	for _, i := range e.insts {
+		i.blocks.unblock("")
+	}
+	for _, i := range e.insts {
 		if !i.exited() {
 			i.cancel()
 		}
@@ -439,6 +452,8 @@ func (e *Env) start(args []string, old *Instance) error {
 	var kill engine.KillPoint
 	killN := 0
 	dlq := false
+	var maxBatch, shutdown time.Duration
+	traceWarn := false
 	for _, a := range args[1:] {
 		k, v, _ := strings.Cut(a, "=")
 		switch k {
@@ -463,6 +478,21 @@ func (e *Env) start(args []string, old *Instance) error {
 			}
 		case "dlq":
 			dlq = true
+		case "max-batch", "shutdown":
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("start: %s=%q: %v", k, v, err)
+			}
+			if k == "max-batch" {
+				maxBatch = d
+			} else {
+				shutdown = d
+			}
+		case "logs":
+			if v != "warn" {
+				return fmt.Errorf("start: logs=%q: want logs=warn", v)
+			}
+			traceWarn = true
 		case "kill":
 			p, n, ok := strings.Cut(v, "@")
 			c, err := strconv.Atoi(n)
@@ -481,6 +511,13 @@ func (e *Env) start(args []string, old *Instance) error {
 		}
 	}
 	i.m = NewMember(e.B, name, e.traceLoop)
+	log := e.Log.With("instance", name)
+	if traceWarn {
+		log = slog.New(&warnTracer{e: e, name: name, next: e.Log.Handler()}).With("instance", name)
+	}
+	if shutdown == 0 {
+		shutdown = 30 * time.Second
+	}
 	var initCache *engine.InitialCache[string]
 	if init != nil {
 		src := initial.FromSeq(func(yield func(string, int64) bool) {
@@ -507,23 +544,24 @@ func (e *Env) start(args []string, old *Instance) error {
 		policy, keyPolicy, dlqTopic = engine.PolicyDeadLetter, engine.PolicyDeadLetter, DeadLetterTopic
 	}
 	c, err := engine.NewCoordinator(engine.CoordinatorConfig{
-		ApplicationID:   App,
-		InstanceID:      name,
-		RunID:           "run",
-		Topic:           Input,
-		OutputTopic:     Output,
-		ChangelogTopic:  ChangelogTopic,
-		ProcessingTime:  mode == processor.ProcessingTime,
-		TriggerInterval: time.Second,
-		MaxBatchRecords: 100,
-		RestoreTimeout:  10 * time.Second,
-		RestoreRetry:    50 * time.Millisecond,
-		ShutdownTimeout: 30 * time.Second,
-		DeadLetterTopic: dlqTopic,
-		Admin:           gatedAdmin{Admin{e.B}, e},
-		NewSession:      func() (engine.Session, error) { return i.m, nil },
-		Changelog:       tracedChangelog{Changelog{e.B}, e, name},
-		Clock:           e.Clock,
+		ApplicationID:    App,
+		InstanceID:       name,
+		RunID:            "run",
+		Topic:            Input,
+		OutputTopic:      Output,
+		ChangelogTopic:   ChangelogTopic,
+		DeadLetterTopic:  dlqTopic,
+		ProcessingTime:   mode == processor.ProcessingTime,
+		TriggerInterval:  time.Second,
+		MaxBatchRecords:  100,
+		RestoreTimeout:   10 * time.Second,
+		RestoreRetry:     50 * time.Millisecond,
+		ShutdownTimeout:  shutdown,
+		MaxBatchDuration: maxBatch,
+		Admin:            gatedAdmin{Admin{e.B}, e},
+		NewSession:       func() (engine.Session, error) { return i.m, nil },
+		Changelog:        tracedChangelog{Changelog{e.B}, e, name},
+		Clock:            e.Clock,
 		NewTask: func(p int32) (engine.TaskHandle, error) {
 			i.mu.Lock()
 			d := i.disks[p]
@@ -536,14 +574,18 @@ func (e *Env) start(args []string, old *Instance) error {
 				ApplicationID: App, RunID: "run", Topic: Input, Partition: p, Backend: d,
 				TimeMode: mode, OutputMode: processor.Append,
 				KeySerde: serde.String(), ValueSerde: poisonSerde{}, OutputSerde: serde.String(),
-				NewProcessor:  NewCounter(mode),
+				NewProcessor: func() processor.StatefulProcessor[string, string, string] {
+					return &Counter{mode: mode, block: i.blocks.wait, trace: func(f string, args ...any) {
+						e.traceBg("%s: p%d: "+f, append([]any{name, p}, args...)...)
+					}}
+				},
 				OnDecodeError: policy, OnKeyPartition: keyPolicy, OnProcessingError: policy,
 				EventTime: func(v string, ts int64) int64 { return EventTime(v, ts) },
 				Initial:   initCache,
 			})
 		},
 		KillHook: hook,
-		Logger:   e.Log.With("instance", name),
+		Logger:   log,
 	})
 	if err != nil {
 		return err

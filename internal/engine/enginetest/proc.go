@@ -17,7 +17,13 @@ import (
 // batch time + 1s; EventTime: at the row's event time ("value@ms") — and a
 // fired timer emits "timer@<expiry>". Initial state rows add to the count.
 type Counter struct {
-	mode  processor.TimeMode
+	mode processor.TimeMode
+	// block, when set, is called with the key at the start of
+	// HandleInputRows and may block there (a stuck processor); trace
+	// reports the blocked calls.
+	block func(key string) bool
+	trace func(format string, args ...any)
+
 	h     processor.Handle
 	count state.ValueState[int64]
 }
@@ -41,7 +47,10 @@ func (c *Counter) HandleInitialState(_ string, start int64, _ processor.TimerVal
 	return c.count.Update(n + start)
 }
 
-func (c *Counter) HandleInputRows(_ string, rows iter.Seq[string], tv processor.TimerValues, out processor.Emitter[string]) error {
+func (c *Counter) HandleInputRows(key string, rows iter.Seq[string], tv processor.TimerValues, out processor.Emitter[string]) error {
+	if c.block != nil && c.block(key) && c.trace != nil {
+		c.trace("HandleInputRows(%q) returned after blocking", key)
+	}
 	n, _, err := c.count.Get()
 	if err != nil {
 		return err
