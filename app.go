@@ -125,6 +125,7 @@ func (a *App[K, I, O]) Run(ctx context.Context) error {
 	}
 	defer adm.Close()
 	runID := newRunID()
+	kadm := kafkaAdmin{a: adm, maxRecordBytes: cfg.MaxRecordBytes}
 	c, err := engine.NewCoordinator(engine.CoordinatorConfig{
 		ApplicationID:   cfg.ApplicationID,
 		InstanceID:      cfg.InstanceID,
@@ -137,7 +138,9 @@ func (a *App[K, I, O]) Run(ctx context.Context) error {
 		MaxBatchRecords: cfg.MaxBatchRecords,
 		RestoreTimeout:  cfg.TransactionTimeout,
 		ShutdownTimeout: cfg.ShutdownTimeout,
-		Admin:           kafkaAdmin{adm},
+		StartupTimeout:  cfg.StartupTimeout,
+		Admin:           kadm,
+		CheckTopics:     kadm.checkRecordLimit(cfg.OutputTopic, a.ChangelogTopic()),
 		NewSession:      a.newSession,
 		Changelog:       kafkaChangelog{cfg.Brokers},
 		Clock:           clock{now: cfg.Clock, start: time.Now()},
