@@ -43,6 +43,7 @@ func Scenarios() []Scenario {
 		{"ReaderOutOfRange", ReaderOutOfRange},
 		{"ReadAllCommitted", ReadAllCommitted},
 		{"ProducerPartitioning", ProducerPartitioning},
+		{"RecordSize", RecordSize},
 	}
 }
 
