@@ -34,6 +34,7 @@ func Scenarios() []Scenario {
 		{"SessionMisuse", SessionMisuse},
 		{"Fencing", Fencing},
 		{"FencedProduce", FencedProduce},
+		{"FencedCommitAfterInit", FencedCommitAfterInit},
 		{"RebalanceAbortsOpenTxn", RebalanceAbortsOpenTxn},
 		{"ProduceOnlyCommits", ProduceOnlyCommits},
 		{"PauseResume", PauseResume},
