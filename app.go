@@ -125,7 +125,7 @@ func (a *App[K, I, O]) Run(ctx context.Context) error {
 	}
 	defer adm.Close()
 	runID := newRunID()
-	kadm := kafkaAdmin{a: adm, maxRecordBytes: cfg.MaxRecordBytes}
+	kadm := kafkaAdmin{a: adm, maxRecordBytes: cfg.MaxRecordBytes, log: cfg.Logger.With("app", cfg.ApplicationID)}
 	c, err := engine.NewCoordinator(engine.CoordinatorConfig{
 		ApplicationID:   cfg.ApplicationID,
 		InstanceID:      cfg.InstanceID,

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -120,6 +121,7 @@ func fromParts(ps []engine.Partition) []kafka.Partition {
 type kafkaAdmin struct {
 	a              *kafka.Admin
 	maxRecordBytes int
+	log            *slog.Logger
 }
 
 func (k kafkaAdmin) Partitions(ctx context.Context, topic string) (int, error) {
@@ -147,6 +149,13 @@ func (k kafkaAdmin) checkRecordLimit(topics ...string) func(ctx context.Context)
 	return func(ctx context.Context) error {
 		for _, topic := range topics {
 			limit, err := k.a.MaxMessageBytes(ctx, topic)
+			if err != nil && kafka.IsAuthError(err) {
+				// Producing needs no DescribeConfigs ACL; do not demand one
+				// just for this check.
+				k.log.Warn("cannot check MaxRecordBytes against the topic's max.message.bytes (not authorized to describe its configs)",
+					"topic", topic, "max_record_bytes", k.maxRecordBytes, "err", err)
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("kstate: topic %q: %w", topic, adminErr(err))
 			}

@@ -110,6 +110,10 @@ func (s *Session) classifyPollError(fe kgo.FetchError) error {
 	return fmt.Errorf("kafka: poll group %q topic %q partition %d: %w", s.cfg.GroupID, fe.Topic, fe.Partition, err)
 }
 
+// IsAuthError reports whether err is a Kafka authorization or
+// authentication failure.
+func IsAuthError(err error) bool { return isAuthErr(err) }
+
 func isAuthErr(err error) bool {
 	return errors.Is(err, kerr.TopicAuthorizationFailed) ||
 		errors.Is(err, kerr.GroupAuthorizationFailed) ||
