@@ -162,6 +162,7 @@ func (a *App[K, I, O]) Run(ctx context.Context) error {
 	}
 	defer adm.Close()
 	runID := newRunID()
+	kadm := kafkaAdmin{a: adm, maxRecordBytes: cfg.MaxRecordBytes, log: cfg.Logger.With("app", cfg.ApplicationID)}
 	c, err := engine.NewCoordinator(engine.CoordinatorConfig{
 		ApplicationID:    cfg.ApplicationID,
 		InstanceID:       cfg.InstanceID,
@@ -176,7 +177,9 @@ func (a *App[K, I, O]) Run(ctx context.Context) error {
 		RestoreTimeout:   cfg.TransactionTimeout,
 		ShutdownTimeout:  cfg.ShutdownTimeout,
 		MaxBatchDuration: cfg.MaxBatchDuration,
-		Admin:            kafkaAdmin{adm},
+		StartupTimeout:   cfg.StartupTimeout,
+		Admin:            kadm,
+		CheckTopics:      kadm.checkRecordLimit(cfg.OutputTopic, a.ChangelogTopic()),
 		NewSession:       a.newSession,
 		Changelog:        kafkaChangelog{cfg.Brokers},
 		Clock:            clock{now: cfg.Clock, start: time.Now()},

@@ -136,6 +136,21 @@ type Config[K, I, O any] struct {
 	// SessionTimeout is how long the group waits for a silent member.
 	// Default 10s.
 	SessionTimeout time.Duration
+	// StartupTimeout is how long Run keeps retrying, with backoff, while
+	// the brokers are unreachable at start (a pod started before Kafka):
+	// the topic checks and the group's first transactional request. Each
+	// retry is logged at Warn. Default 60s.
+	StartupTimeout time.Duration
+	// MaxRecordBytes bounds one produced record (output, and changelog
+	// records of state): the size of a record batch holding only it,
+	// uncompressed, as Kafka measures it against a topic's
+	// max.message.bytes (key + value + at most ~80 bytes). A larger output
+	// fails its batch with a RecordTooLargeError (ErrRecordTooLarge). Run
+	// checks at start that it does not exceed the max.message.bytes of the
+	// output and changelog topics; a changelog topic kstate creates gets a
+	// max.message.bytes to match. Default 1048576 (1 MiB, Kafka's default
+	// max.request.size), which fits Kafka's default max.message.bytes.
+	MaxRecordBytes int
 	// ShutdownTimeout bounds the graceful shutdown after ctx is cancelled:
 	// the batch in flight gets this long to commit before it is abandoned
 	// (and aborted by the broker). Default 30s.
@@ -231,7 +246,13 @@ const (
 	defaultSessionTimeout     = kafka.DefaultSessionTimeout
 	defaultShutdownTimeout    = 30 * time.Second
 	defaultMaxBatchDuration   = 5 * time.Minute
+	defaultStartupTimeout     = kafka.DefaultStartupTimeout
+	defaultMaxRecordBytes     = kafka.DefaultMaxRecordBytes
 )
+
+// maxMaxRecordBytes keeps a produce request of one record under Kafka's
+// default socket.request.max.bytes (100 MiB).
+const maxMaxRecordBytes = 95 << 20
 
 var (
 	validID    = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
@@ -273,8 +294,11 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	case c.AllowedLateness < 0:
 		return bad("AllowedLateness %v is negative", c.AllowedLateness)
 	case c.TriggerInterval < 0 || c.MaxBatchRecords < 0 || c.MaxBatchWait < 0 ||
-		c.TransactionTimeout < 0 || c.SessionTimeout < 0 || c.ShutdownTimeout < 0 || c.MaxBatchDuration < 0:
-		return bad("durations and MaxBatchRecords must not be negative")
+		c.TransactionTimeout < 0 || c.SessionTimeout < 0 || c.ShutdownTimeout < 0 || c.MaxBatchDuration < 0 ||
+		c.StartupTimeout < 0 || c.MaxRecordBytes < 0:
+		return bad("durations, MaxBatchRecords and MaxRecordBytes must not be negative")
+	case c.MaxRecordBytes > maxMaxRecordBytes:
+		return bad("MaxRecordBytes %d is over %d bytes", c.MaxRecordBytes, maxMaxRecordBytes)
 	case c.InstanceID != "" && !validID.MatchString(c.InstanceID):
 		return bad("InstanceID %q: want letters, digits, '.', '_' or '-'", c.InstanceID)
 	}
@@ -301,6 +325,12 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	}
 	if c.MaxBatchDuration == 0 {
 		c.MaxBatchDuration = defaultMaxBatchDuration
+	}
+	if c.StartupTimeout == 0 {
+		c.StartupTimeout = defaultStartupTimeout
+	}
+	if c.MaxRecordBytes == 0 {
+		c.MaxRecordBytes = defaultMaxRecordBytes
 	}
 	if c.StateDir == "" {
 		c.StateDir = filepath.Join(os.TempDir(), "kstate")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/internal/engine"
+	"github.com/kstate/kstate/internal/kafka"
 )
 
 var (
@@ -32,6 +33,8 @@ var (
 	ErrOutputTooLarge = engine.ErrOutputTooLarge
 	// ErrStuck is wrapped by every StuckError.
 	ErrStuck = errors.New("kstate: a processor call did not return in time")
+	// ErrRecordTooLarge is wrapped by every *RecordTooLargeError.
+	ErrRecordTooLarge = errors.New("kstate: record too large")
 )
 
 // StuckError is a micro-batch given up because a processor call did not
@@ -52,6 +55,27 @@ func (e *StuckError) Error() string {
 }
 
 func (e *StuckError) Unwrap() error { return ErrStuck }
+
+// RecordTooLargeError is a produced record (an output row, or a changelog
+// record of state) over Config.MaxRecordBytes. It is found before anything
+// of its batch is sent; the batch was not committed. Raise MaxRecordBytes
+// (and the topic's max.message.bytes) or emit smaller rows.
+type RecordTooLargeError struct {
+	Topic     string
+	Partition int32 // -1 when the partition was to be chosen by key
+	Key       []byte
+	Size      int // bytes, as Kafka counts them against max.message.bytes
+	Limit     int // Config.MaxRecordBytes
+}
+
+func (e *RecordTooLargeError) Error() string {
+	return fmt.Sprintf("kstate: a record of %d bytes (key %.64q) for topic %q is over the client-side limit Config.MaxRecordBytes = %d: "+
+		"raise MaxRecordBytes (and the topic's max.message.bytes), or emit smaller rows",
+		e.Size, e.Key, e.Topic, e.Limit)
+}
+
+// Unwrap makes errors.Is(err, ErrRecordTooLarge) true.
+func (e *RecordTooLargeError) Unwrap() error { return ErrRecordTooLarge }
 
 // UserError is an error returned, or a panic raised, by the processor; it
 // names the method, the grouping key and the partition. Nothing of the
@@ -116,6 +140,7 @@ func publicError(err error) error {
 		return nil
 	}
 	var (
+		rt *kafka.RecordTooLargeError
 		ue *engine.UserError
 		de *engine.DecodeError
 		me *engine.ModeError
@@ -124,6 +149,8 @@ func publicError(err error) error {
 	switch {
 	case errors.Is(err, engine.ErrFenced):
 		return &fencedError{err}
+	case errors.As(err, &rt):
+		return &RecordTooLargeError{Topic: rt.Topic, Partition: rt.Partition, Key: rt.Key, Size: rt.Size, Limit: rt.Limit}
 	case errors.As(err, &ue):
 		return &UserError{Method: ue.Method, Key: ue.Key, Partition: ue.Partition, Err: ue.Err, Panic: ue.Panic, Stack: ue.Stack}
 	case errors.As(err, &de):

@@ -7,6 +7,9 @@ package kstate
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/kstate/kstate/internal/engine"
@@ -25,6 +28,8 @@ func (a *App[K, I, O]) newSession() (engine.Session, error) {
 		TransactionTimeout: cfg.TransactionTimeout,
 		SessionTimeout:     cfg.SessionTimeout,
 		FetchMaxWait:       cfg.MaxBatchWait,
+		MaxRecordBytes:     cfg.MaxRecordBytes,
+		StartupTimeout:     cfg.StartupTimeout,
 		OnAssigned:         func(ctx context.Context, ps []kafka.Partition) { s.ev.Assigned(ctx, toParts(ps)) },
 		OnRevoked:          func(ctx context.Context, ps []kafka.Partition) { s.ev.Revoked(ctx, toParts(ps)) },
 		OnLost:             func(ctx context.Context, ps []kafka.Partition) { s.ev.Lost(ctx, toParts(ps)) },
@@ -122,15 +127,26 @@ func fromParts(ps []engine.Partition) []kafka.Partition {
 	return out
 }
 
-// kafkaAdmin is an engine.Admin over a kafka.Admin.
-type kafkaAdmin struct{ a *kafka.Admin }
+// kafkaAdmin is an engine.Admin over a kafka.Admin. maxRecordBytes is
+// Config.MaxRecordBytes: a changelog topic created here accepts records of
+// that size.
+type kafkaAdmin struct {
+	a              *kafka.Admin
+	maxRecordBytes int
+	log            *slog.Logger
+}
 
 func (k kafkaAdmin) Partitions(ctx context.Context, topic string) (int, error) {
-	return k.a.Partitions(ctx, topic)
+	n, err := k.a.Partitions(ctx, topic)
+	return n, adminErr(err)
 }
 
 func (k kafkaAdmin) EnsureChangelog(ctx context.Context, topic string, n int) error {
-	return k.a.EnsureTopic(ctx, kafka.TopicSpec{Name: topic, Partitions: n, ReplicationFactor: -1, Compacted: true})
+	spec := kafka.TopicSpec{Name: topic, Partitions: n, ReplicationFactor: -1, Compacted: true}
+	if k.maxRecordBytes > kafka.DefaultMaxRecordBytes {
+		spec.Configs = map[string]string{"max.message.bytes": strconv.Itoa(k.maxRecordBytes)}
+	}
+	return adminErr(k.a.EnsureTopic(ctx, spec))
 }
 
 func (k kafkaAdmin) EnsureDeadLetter(ctx context.Context, topic string, n int) (int, error) {
@@ -145,7 +161,44 @@ func (k kafkaAdmin) EnsureDeadLetter(ctx context.Context, topic string, n int) (
 }
 
 func (k kafkaAdmin) CommittedOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {
-	return k.a.CommittedOffsets(ctx, group, topic)
+	offs, err := k.a.CommittedOffsets(ctx, group, topic)
+	return offs, adminErr(err)
+}
+
+// checkRecordLimit is the coordinator's CheckTopics: MaxRecordBytes must
+// fit the max.message.bytes of the topics records are produced to, or the
+// broker would reject what the producer lets through.
+func (k kafkaAdmin) checkRecordLimit(topics ...string) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		for _, topic := range topics {
+			limit, err := k.a.MaxMessageBytes(ctx, topic)
+			if err != nil && kafka.IsAuthError(err) {
+				// Producing needs no DescribeConfigs ACL; do not demand one
+				// just for this check.
+				k.log.Warn("cannot check MaxRecordBytes against the topic's max.message.bytes (not authorized to describe its configs)",
+					"topic", topic, "max_record_bytes", k.maxRecordBytes, "err", err)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("kstate: topic %q: %w", topic, adminErr(err))
+			}
+			if k.maxRecordBytes > limit {
+				return fmt.Errorf("%w: MaxRecordBytes %d is over the max.message.bytes %d of topic %q: "+
+					"raise the topic's max.message.bytes to at least %d, or lower MaxRecordBytes",
+					ErrConfig, k.maxRecordBytes, limit, topic, k.maxRecordBytes)
+			}
+		}
+		return nil
+	}
+}
+
+// adminErr marks errors of an unreachable cluster with
+// engine.ErrUnavailable, which start-up retries.
+func adminErr(err error) error {
+	if err != nil && kafka.IsUnreachable(err) {
+		return &markedError{err: err, mark: engine.ErrUnavailable}
+	}
+	return err
 }
 
 // kafkaChangelog opens kafka.PartitionReaders (one client each).

@@ -47,6 +47,15 @@ type CoordinatorConfig struct {
 	// batch still running. Optional; default MaxBatchDuration/10, at most
 	// 10s.
 	StuckWarnEvery time.Duration
+	// StartupTimeout bounds how long setup retries Admin errors wrapping
+	// ErrUnavailable (brokers not up yet), with backoff, each retry logged
+	// at Warn. Optional; 0: no retry.
+	StartupTimeout time.Duration
+	// CheckTopics runs extra start-up checks after the topic checks of
+	// setup (the root package compares the output topic's
+	// max.message.bytes with Config.MaxRecordBytes). Its ErrUnavailable
+	// errors are retried like the Admin's. Optional.
+	CheckTopics func(ctx context.Context) error
 
 	Admin      Admin
 	NewSession func() (Session, error) // called once by Run, after the topic checks
@@ -199,8 +208,36 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 	}
 }
 
-// setup checks the topics and joins the group.
+// setup checks the topics and joins the group, retrying while Kafka is
+// unreachable (see StartupTimeout).
 func (c *Coordinator) setup(ctx context.Context) error {
+	start := c.clock.Elapsed()
+	for delay := startupBackoffMin; ; delay = min(2*delay, startupBackoffMax) {
+		err := c.checkTopics(ctx)
+		if err == nil || !errors.Is(err, ErrUnavailable) {
+			return err
+		}
+		waited := c.clock.Elapsed() - start
+		if waited+delay > c.cfg.StartupTimeout {
+			return fmt.Errorf("%w (still unreachable after %v: StartupTimeout %v)", err, waited.Round(time.Millisecond), c.cfg.StartupTimeout)
+		}
+		c.log.Warn("Kafka unreachable at start-up: retrying", "retry_in", delay, "waited", waited.Round(time.Millisecond),
+			"startup_timeout", c.cfg.StartupTimeout, "err", err)
+		if err := c.clock.Sleep(ctx, delay); err != nil {
+			return err
+		}
+	}
+}
+
+// Backoff between start-up retries.
+const (
+	startupBackoffMin = 100 * time.Millisecond
+	startupBackoffMax = 5 * time.Second
+)
+
+// checkTopics checks the input, changelog and output topics, then joins
+// the group.
+func (c *Coordinator) checkTopics(ctx context.Context) error {
 	n, err := c.cfg.Admin.Partitions(ctx, c.cfg.Topic)
 	if err != nil {
 		return fmt.Errorf("kstate: input topic %q: %w", c.cfg.Topic, err)
@@ -211,6 +248,11 @@ func (c *Coordinator) setup(ctx context.Context) error {
 	}
 	if c.outPartitions, err = c.cfg.Admin.Partitions(ctx, c.cfg.OutputTopic); err != nil {
 		return fmt.Errorf("kstate: output topic %q (create it before Run): %w", c.cfg.OutputTopic, err)
+	}
+	if c.cfg.CheckTopics != nil {
+		if err := c.cfg.CheckTopics(ctx); err != nil {
+			return err
+		}
 	}
 	if c.cfg.DeadLetterTopic != "" {
 		if c.dlqPartitions, err = c.cfg.Admin.EnsureDeadLetter(ctx, c.cfg.DeadLetterTopic, n); err != nil {

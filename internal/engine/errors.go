@@ -115,6 +115,10 @@ var (
 	// ErrOffsetOutOfRange is wrapped by Changelog.Open when the start offset
 	// is not in the partition's log (records deleted, topic recreated).
 	ErrOffsetOutOfRange = errors.New("engine: offset out of range")
+	// ErrUnavailable is wrapped by an Admin or Session error when the
+	// cluster could not be reached (or is not ready): at start-up the
+	// coordinator retries such errors for StartupTimeout.
+	ErrUnavailable = errors.New("engine: Kafka unreachable")
 )
 
 // ErrStuck is wrapped by a StuckError.

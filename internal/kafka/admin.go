@@ -282,3 +282,17 @@ func listOffsets(ctx context.Context, topic string, list func(context.Context, .
 	}
 	return out, nil
 }
+
+// MaxMessageBytes returns the topic's effective max.message.bytes: the
+// largest record batch its brokers accept.
+func (a *Admin) MaxMessageBytes(ctx context.Context, topic string) (int, error) {
+	v, err := a.topicConfig(ctx, topic, "max.message.bytes")
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("kafka: topic %q: max.message.bytes %q: %w", topic, v, err)
+	}
+	return n, nil
+}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
+	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -16,10 +19,43 @@ import (
 // back OPERATION_NOT_ATTEMPTED, which GroupTransactSession retries as an
 // abort, whose answer is again one of the two. FENCED_INSTANCE_ID is the
 // group's version of the same story for static members.
+//
+// The transaction coordinator can also answer a zombie's transactional
+// requests with INVALID_TXN_STATE (its transaction was aborted when the new
+// instance initialized the same transactional id: the zombie's EndTxn
+// finds no ongoing transaction of its epoch) or INVALID_PRODUCER_ID_MAPPING
+// (the transactional id now maps to another producer id). The session
+// never misuses the transaction API itself (Begin/End are guarded), so on
+// its transactional requests both mean the same thing: someone else owns
+// the transactional id now.
 func isFenced(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) ||
 		errors.Is(err, kerr.InvalidProducerEpoch) ||
-		errors.Is(err, kerr.FencedInstanceID)
+		errors.Is(err, kerr.FencedInstanceID) ||
+		errors.Is(err, kerr.InvalidTxnState) ||
+		errors.Is(err, kerr.InvalidProducerIDMapping)
+}
+
+// IsUnreachable reports whether err means the cluster could not be reached
+// or is not ready yet (connection refused or reset, DNS, timeouts, brokers
+// still starting: retriable Kafka errors), as opposed to an answer that
+// will not change by retrying (missing topic, authorization, bad config).
+func IsUnreachable(err error) bool {
+	var netErr net.Error
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	switch {
+	case err == nil, errors.Is(err, context.Canceled):
+		return false
+	case errors.As(err, &opErr), errors.As(err, &dnsErr), errors.As(err, &netErr),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, context.DeadlineExceeded):
+		return true
+	case isAuthErr(err):
+		return false
+	}
+	return kerr.IsRetriable(err)
 }
 
 // wrapTxnErr names the operation and the transactional id and maps fencing
@@ -73,6 +109,10 @@ func (s *Session) classifyPollError(fe kgo.FetchError) error {
 	}
 	return fmt.Errorf("kafka: poll group %q topic %q partition %d: %w", s.cfg.GroupID, fe.Topic, fe.Partition, err)
 }
+
+// IsAuthError reports whether err is a Kafka authorization or
+// authentication failure.
+func IsAuthError(err error) bool { return isAuthErr(err) }
 
 func isAuthErr(err error) bool {
 	return errors.Is(err, kerr.TopicAuthorizationFailed) ||

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"errors"
+	"fmt"
 )
 
 var (
@@ -26,3 +27,25 @@ var (
 	// seeing it must be wiped and restored from the changelog start.
 	ErrOffsetOutOfRange = errors.New("kafka: offset out of range")
 )
+
+// ErrRecordTooLarge is wrapped by a *RecordTooLargeError.
+var ErrRecordTooLarge = errors.New("kafka: record too large")
+
+// RecordTooLargeError is a record that does not fit the producer's
+// per-record limit (SessionConfig.MaxRecordBytes). It is found before
+// anything is sent, so only the transaction it was meant for is lost.
+type RecordTooLargeError struct {
+	Topic     string
+	Partition int32 // AnyPartition when the producer was to choose
+	Key       []byte
+	Size      int // RecordBatchBytes of the record
+	Limit     int // the MaxRecordBytes in force
+}
+
+func (e *RecordTooLargeError) Error() string {
+	return fmt.Sprintf("kafka: a record of %d bytes (key %.64q) for topic %q is over the producer's limit of %d bytes "+
+		"(client side; kstate.Config.MaxRecordBytes, which must not exceed the topic's max.message.bytes)",
+		e.Size, e.Key, e.Topic, e.Limit)
+}
+
+func (e *RecordTooLargeError) Unwrap() error { return ErrRecordTooLarge }

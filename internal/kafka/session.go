@@ -71,6 +71,18 @@ type SessionConfig struct {
 	// waiting for us. OnLost nil: OnRevoked is called instead.
 	OnAssigned, OnRevoked, OnLost func(ctx context.Context, parts []Partition)
 
+	// MaxRecordBytes, overriding DefaultMaxRecordBytes, bounds the size of
+	// one produced record as RecordBatchBytes measures it. Produce fails a
+	// larger record with a *RecordTooLargeError before sending anything. It
+	// must not exceed the max.message.bytes of the topics produced to (the
+	// broker would reject larger batches).
+	MaxRecordBytes int
+
+	// StartupTimeout, overriding the default 60s, is how long the first
+	// Poll keeps retrying to load the producer id while the cluster is
+	// unreachable (a pod started before Kafka), logging each retry at Warn.
+	StartupTimeout time.Duration
+
 	// Logger receives the session's notable events (rebalance errors that
 	// are retried, aborts, franz-go warnings). Default: discard.
 	Logger *slog.Logger
@@ -103,6 +115,8 @@ type Session struct {
 	gts *kgo.GroupTransactSession
 
 	fence *generationFence
+
+	created time.Time // for StartupTimeout
 
 	// mustAbort is set when Poll consumed records it could not return (it
 	// failed); the next End aborts, rewinding past them, so they are never
@@ -152,6 +166,17 @@ const (
 	DefaultTransactionTimeout = 10 * time.Second
 	DefaultSessionTimeout     = 10 * time.Second
 	defaultFetchMaxWait       = 500 * time.Millisecond
+	DefaultStartupTimeout     = 60 * time.Second
+)
+
+const (
+	// defaultBrokerMaxWriteBytes is franz-go's default (and Kafka's
+	// socket.request.max.bytes): a produce request, of many batches, is at
+	// most this large.
+	defaultBrokerMaxWriteBytes = 100 << 20
+	// requestSlack is room for a produce request's headers around one
+	// batch of MaxRecordBytes.
+	requestSlack = 1 << 20
 )
 
 // NewSession validates cfg and starts a group member. Joining the group
@@ -183,7 +208,13 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	if cfg.FetchMaxWait <= 0 {
 		cfg.FetchMaxWait = defaultFetchMaxWait
 	}
-	s := &Session{cfg: cfg, log: cfg.Logger, owned: make(map[Partition]struct{}), fence: newGenerationFence()}
+	if cfg.MaxRecordBytes <= 0 {
+		cfg.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if cfg.StartupTimeout <= 0 {
+		cfg.StartupTimeout = DefaultStartupTimeout
+	}
+	s := &Session{cfg: cfg, log: cfg.Logger, created: time.Now(), owned: make(map[Partition]struct{}), fence: newGenerationFence()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -208,6 +239,12 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		// Produce hands over a whole batch and waits for it: lingering
 		// cannot gather more records, it only adds latency.
 		kgo.ProducerLinger(0),
+		// Produce checks every record against MaxRecordBytes first (with a
+		// clear error); franz-go's own check, of the same size plus the
+		// bytes it counts in addition, then never fails first. Its default
+		// (1,000,012 bytes) would cap records below what the topic allows.
+		kgo.ProducerBatchMaxBytes(int32(cfg.MaxRecordBytes + kgoBatchExtra)),
+		kgo.BrokerMaxWriteBytes(int32(max(defaultBrokerMaxWriteBytes, cfg.MaxRecordBytes+kgoBatchExtra+requestSlack))),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evAssigned, m) }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evRevoked, m) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evLost, m) }),
@@ -316,11 +353,8 @@ func (s *Session) Poll(ctx context.Context, maxRecords int) ([]Record, error) {
 		// then that transaction's pending offset commit makes every
 		// RequireStable offset fetch (the group's, and the engine's before
 		// restoring) wait for the transaction timeout.
-		if _, _, err := s.gts.Client().ProducerID(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, wrapTxnErr("init producer id", s.cfg.TransactionalID, err)
+		if err := s.initProducerID(ctx); err != nil {
+			return nil, err
 		}
 		s.producerReady.Store(true)
 	}
@@ -352,6 +386,37 @@ func (s *Session) Poll(ctx context.Context, maxRecords int) ([]Record, error) {
 	})
 	return recs, nil
 }
+
+// initProducerID loads the producer id, retrying with backoff while the
+// cluster is unreachable, for StartupTimeout since the session was created.
+func (s *Session) initProducerID(ctx context.Context) error {
+	for delay := startupBackoffMin; ; delay = min(2*delay, startupBackoffMax) {
+		_, _, err := s.gts.Client().ProducerID(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		waited := time.Since(s.created)
+		if !IsUnreachable(err) || waited+delay > s.cfg.StartupTimeout {
+			return wrapTxnErr("init producer id", s.cfg.TransactionalID, err)
+		}
+		s.log.Warn("Kafka unreachable at start-up: retrying", "what", "init producer id", "brokers", s.cfg.Brokers,
+			"retry_in", delay, "waited", waited.Round(time.Millisecond), "startup_timeout", s.cfg.StartupTimeout, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+}
+
+// Backoff between start-up retries.
+const (
+	startupBackoffMin = 100 * time.Millisecond
+	startupBackoffMax = 5 * time.Second
+)
 
 // Pause stops fetching the given partitions until Resume; records already
 // buffered for them are not returned by Poll either.
@@ -385,6 +450,12 @@ func (s *Session) Produce(ctx context.Context, recs []Record) ([]int64, error) {
 	}
 	if len(recs) == 0 {
 		return nil, nil
+	}
+	for i := range recs {
+		r := &recs[i]
+		if err := CheckRecordSize(r.Topic, r.Partition, r.Key, r.Value, r.Headers, s.cfg.MaxRecordBytes); err != nil {
+			return nil, err
+		}
 	}
 	krs := make([]*kgo.Record, len(recs))
 	for i := range recs {

@@ -61,9 +61,16 @@ type RocksOptions struct {
 	// Compression overrides the default CompressionDefault (LZ4, else Snappy).
 	// An explicitly chosen algorithm that librocksdb lacks fails the open.
 	Compression Compression
+	// InfoLogFile writes RocksDB's info LOG file in the store directory,
+	// overriding the default of no LOG file. Off by default because RocksDB
+	// 7.8's file logger aborts the process (SIGABRT) on a full disk instead
+	// of letting the write error surface (see discardInfoLog); turn it on
+	// only to diagnose RocksDB itself.
+	InfoLogFile bool
 	// KeepLogFiles is how many RocksDB info LOG files are kept in the store
-	// directory, overriding the default of 3 (RocksDB's own default of 1000
-	// slowly fills the disk of a long-running shard).
+	// directory when InfoLogFile is set, overriding the default of 3
+	// (RocksDB's own default of 1000 slowly fills the disk of a
+	// long-running shard).
 	KeepLogFiles int
 	// ErrorIfMissing fails the open when dir holds no database, instead of
 	// the default of creating the directory and an empty database.
@@ -206,6 +213,9 @@ func openRocks(dir string, o RocksOptions, c Compression) (*rocksStore, error) {
 	s.opts.SetWriteBufferSize(uint64(o.WriteBufferSize))
 	s.opts.SetMaxBackgroundJobs(o.MaxBackgroundJobs)
 	s.opts.SetKeepLogFileNum(uint(o.KeepLogFiles))
+	if !o.InfoLogFile {
+		discardInfoLog(s.opts)
+	}
 	s.opts.SetLevelCompactionDynamicLevelBytes(true)
 	s.opts.SetCompression(grocksCompression(c))
 

@@ -34,6 +34,7 @@ func Scenarios() []Scenario {
 		{"SessionMisuse", SessionMisuse},
 		{"Fencing", Fencing},
 		{"FencedProduce", FencedProduce},
+		{"FencedCommitAfterInit", FencedCommitAfterInit},
 		{"RebalanceAbortsOpenTxn", RebalanceAbortsOpenTxn},
 		{"ProduceOnlyCommits", ProduceOnlyCommits},
 		{"PauseResume", PauseResume},
@@ -43,6 +44,7 @@ func Scenarios() []Scenario {
 		{"ReaderOutOfRange", ReaderOutOfRange},
 		{"ReadAllCommitted", ReadAllCommitted},
 		{"ProducerPartitioning", ProducerPartitioning},
+		{"RecordSize", RecordSize},
 	}
 }
 

@@ -425,3 +425,36 @@ func PauseResume(t *testing.T, brokers []string) {
 		t.Fatalf("polled %v after resume", got)
 	}
 }
+
+// FencedCommitAfterInit: a second session with the same transactional id
+// that only loads its producer id (as a newly started instance does in its
+// first Poll) aborts the first one's open transaction; the first one's
+// commit then fails with ErrFenced, whatever the broker's code for it
+// (Kafka 4 with transactions v2 answers INVALID_TXN_STATE: a commit from
+// the previous epoch of a transaction it already aborted).
+func FencedCommitAfterInit(t *testing.T, brokers []string) {
+	adm := NewAdmin(t, brokers)
+	out := Topic(t, adm, "out", 1, false)
+	ctx := Ctx(t, 2*time.Minute)
+	txnID := Name(t, "txn")
+	old := TxnWriter(t, brokers, txnID)
+	Txn(t, old, out, 0, true, "old")
+	if err := old.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	Produce(t, old, out, 0, "zombie")
+
+	newer := TxnWriter(t, brokers, txnID)
+	if _, err := newer.Poll(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	committed, err := old.End(ctx, true)
+	t.Logf("fenced commit error: %v", err)
+	if !errors.Is(err, kafka.ErrFenced) || committed {
+		t.Fatalf("fenced End(commit) = %v, %v; want false, ErrFenced", committed, err)
+	}
+	if got := Values(ReadAll(t, brokers, out)); !slices.Equal(got, []string{"old"}) {
+		t.Fatalf("output %v, want only the committed record", got)
+	}
+}
