@@ -229,7 +229,7 @@ func (a *App[K, I, O]) taskFactory(runID string) engine.NewTask {
 			OnDecodeError:     decode,
 			OnKeyPartition:    keyPart,
 			OnProcessingError: processing,
-			MaxOutputBytes:    engine.DefaultMaxOutputBytes,
+			MaxOutputBytes:    cfg.MaxRecordBytes,
 			Logger:            log,
 		})
 	}

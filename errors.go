@@ -28,8 +28,8 @@ var (
 	// under KeyPartitionFail; the message names the partition it hashes to.
 	ErrKeyPartition = engine.ErrKeyPartition
 	// ErrOutputTooLarge is wrapped by the UserError of a handler call that
-	// emitted a record whose key and value exceed what the producer sends
-	// (about 1 MB). Config.OnProcessingError applies.
+	// emitted a record larger than Config.MaxRecordBytes (as Kafka counts
+	// it: key + value + ~80 bytes). Config.OnProcessingError applies.
 	ErrOutputTooLarge = engine.ErrOutputTooLarge
 	// ErrStuck is wrapped by every StuckError.
 	ErrStuck = errors.New("kstate: a processor call did not return in time")

@@ -56,11 +56,15 @@ func (c *capture[O]) Serialize(o O) ([]byte, error) {
 // directory: the shard lives in memory).
 func engineConfig[K, I, O any](c kstate.Config[K, I, O], p int32, backend kv.Store, out serde.Serializer[O]) engine.Config[K, I, O] {
 	decode, keyPart, processing := policies(c)
+	maxOut := c.MaxRecordBytes
+	if maxOut == 0 {
+		maxOut = engine.DefaultMaxOutputBytes
+	}
 	return engine.Config[K, I, O]{
 		OnDecodeError:     decode,
 		OnKeyPartition:    keyPart,
 		OnProcessingError: processing,
-		MaxOutputBytes:    engine.DefaultMaxOutputBytes,
+		MaxOutputBytes:    maxOut,
 		ApplicationID:     c.ApplicationID,
 		RunID:             runID,
 		Topic:             c.InputTopics[0],

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 
+	"github.com/kstate/kstate/internal/recordsize"
 	"github.com/kstate/kstate/processor"
 )
 
@@ -50,10 +51,11 @@ func (e *emitter[K, I, O]) Emit(o O) error {
 	if cfg.OutputKey != nil {
 		k = cfg.OutputKey(e.key, o)
 	}
-	if n := len(k) + len(v); cfg.MaxOutputBytes > 0 && n > cfg.MaxOutputBytes {
-		// Checked here, per key, rather than left to the producer, whose
-		// refusal would fail the whole transaction on every retry.
-		e.err = fmt.Errorf("Emit: %w: key and value are %d bytes, at most %d fit", ErrOutputTooLarge, n, cfg.MaxOutputBytes)
+	if n := recordsize.Of(k, v, nil); cfg.MaxOutputBytes > 0 && n > cfg.MaxOutputBytes {
+		// Checked here, per key, with the producer's limit and measure,
+		// rather than left to the producer, whose refusal would fail the
+		// whole transaction on every retry.
+		e.err = fmt.Errorf("Emit: %w: the record is %d bytes as Kafka counts them, over Config.MaxRecordBytes = %d", ErrOutputTooLarge, n, cfg.MaxOutputBytes)
 		return e.err
 	}
 	*e.out = append(*e.out, Output{Key: k, Value: v, TimestampMs: ts, Seq: seq})

@@ -41,12 +41,11 @@ const (
 	MetaInputOffset = "engine/input_offset"
 )
 
-// DefaultMaxOutputBytes is franz-go's default producer batch limit
-// (1,000,012 bytes, which the session keeps) minus room for the batch and
-// record overhead and headers. A larger output fails its key
-// (ErrOutputTooLarge) instead of failing the whole transaction in Produce
-// on every retry.
-const DefaultMaxOutputBytes = 1_000_012 - 4096
+// DefaultMaxOutputBytes is the default of Config.MaxOutputBytes: 1 MiB,
+// the default of kstate.Config.MaxRecordBytes, which the producer applies to
+// every record. An output over it fails its key (ErrOutputTooLarge) instead
+// of failing the whole transaction in Produce on every retry.
+const DefaultMaxOutputBytes = 1 << 20
 
 // noWatermark is the internal "no event seen yet" watermark.
 const noWatermark = math.MinInt64
@@ -89,9 +88,10 @@ type Config[K, I, O any] struct {
 	// OnProcessingError: a failing HandleInputRows or HandleExpiredTimer
 	// call (Fail or DeadLetter; Init and HandleInitialState always fail).
 	OnDecodeError, OnKeyPartition, OnProcessingError Policy
-	// MaxOutputBytes bounds an emitted record's key plus value; a larger
-	// one is a processing error (ErrOutputTooLarge). 0: no bound; the root
-	// package sets DefaultMaxOutputBytes.
+	// MaxOutputBytes bounds an emitted record's size as Kafka counts it
+	// against max.message.bytes (recordsize.Of); a larger one is a
+	// processing error (ErrOutputTooLarge). 0: no bound; the root package
+	// sets Config.MaxRecordBytes, the limit its producer applies.
 	MaxOutputBytes int
 	// Logger receives the warnings about skipped, dead-lettered and
 	// misrouted records. Nil discards them.
