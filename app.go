@@ -139,7 +139,7 @@ func (a *App[K, I, O]) Run(ctx context.Context) error {
 		ShutdownTimeout: cfg.ShutdownTimeout,
 		Admin:           kafkaAdmin{adm},
 		NewSession:      a.newSession,
-		Changelog:       kafkaChangelog{cfg.Brokers},
+		Changelog:       kafkaChangelog{brokers: cfg.Brokers, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
 		Clock:           clock{now: cfg.Clock, start: time.Now()},
 		NewTask:         a.taskFactory(runID),
 		KillHook:        engine.KillHookFrom(ctx),

@@ -35,6 +35,11 @@ type CoordinatorConfig struct {
 	RestoreRetry time.Duration
 	// ShutdownTimeout bounds the batch in flight after the Run ctx ends.
 	ShutdownTimeout time.Duration
+	// MetadataRefresh is how often the loop re-reads the input topic's
+	// partition count to detect a change (PartitionsChangedError); an
+	// assignment naming an unknown partition checks at once. Optional;
+	// default 30s.
+	MetadataRefresh time.Duration
 
 	Admin      Admin
 	NewSession func() (Session, error) // called once by Run, after the topic checks
@@ -49,7 +54,10 @@ type CoordinatorConfig struct {
 	Logger *slog.Logger
 }
 
-const defaultRestoreRetry = 50 * time.Millisecond
+const (
+	defaultRestoreRetry    = 50 * time.Millisecond
+	defaultMetadataRefresh = 30 * time.Second
+)
 
 // Coordinator is one run of an application instance: the group session,
 // the partition tasks and the batch loop. The loop goroutine (the one in
@@ -66,6 +74,9 @@ type Coordinator struct {
 	outPartitions int
 	start         time.Duration // Clock.Elapsed at the start of Run
 	lastTrigger   time.Time     // Clock time of the last ProcessingTime trigger
+	// Loop-only: the layout watch (topology.go).
+	lastMetadata time.Duration // Clock.Elapsed of the last partition count check
+	unknownPart  int32         // highest assigned partition ≥ partitions; -1: none
 
 	session Session
 
@@ -101,6 +112,9 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 	if cfg.RestoreRetry <= 0 {
 		cfg.RestoreRetry = defaultRestoreRetry
 	}
+	if cfg.MetadataRefresh <= 0 {
+		cfg.MetadataRefresh = defaultMetadataRefresh
+	}
 	c := &Coordinator{cfg: cfg, clock: cfg.Clock}
 	log := cfg.Logger
 	if log == nil {
@@ -108,6 +122,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 	}
 	c.log = log.With("app", cfg.ApplicationID)
 	c.mu.slots = make(map[int32]*slot)
+	c.unknownPart = -1
 	return c, nil
 }
 
@@ -161,6 +176,9 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 			}
 			return c.kafkaErr("poll", err)
 		}
+		if err := c.checkLayout(ctx); err != nil {
+			return err
+		}
 		c.promote()
 		if err := c.batch(recs); err != nil {
 			return err
@@ -178,6 +196,10 @@ func (c *Coordinator) setup(ctx context.Context) error {
 		return fmt.Errorf("kstate: input topic %q: %w", c.cfg.Topic, err)
 	}
 	c.partitions = n
+	c.lastMetadata = c.clock.Elapsed()
+	if err := c.checkChangelog(ctx); err != nil {
+		return err
+	}
 	if err := c.cfg.Admin.EnsureChangelog(ctx, c.cfg.ChangelogTopic, n); err != nil {
 		return fmt.Errorf("kstate: changelog topic (must be compacted, with the %d partitions of input topic %q): %w", n, c.cfg.Topic, err)
 	}
