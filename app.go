@@ -137,6 +137,7 @@ func (a *App[K, I, O]) Run(ctx context.Context) error {
 		MaxBatchRecords: cfg.MaxBatchRecords,
 		RestoreTimeout:  cfg.TransactionTimeout,
 		ShutdownTimeout: cfg.ShutdownTimeout,
+		MetadataRefresh: cfg.MetadataRefresh,
 		Admin:           kafkaAdmin{adm},
 		NewSession:      a.newSession,
 		Changelog:       kafkaChangelog{brokers: cfg.Brokers, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},

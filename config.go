@@ -114,6 +114,11 @@ type Config[K, I, O any] struct {
 	// the batch in flight gets this long to commit before it is abandoned
 	// (and aborted by the broker). Default 30s.
 	ShutdownTimeout time.Duration
+	// MetadataRefresh is how often Run re-reads the input topic's
+	// partition count: a change stops Run with a *PartitionsChangedError
+	// before anything is processed on the new layout (an assignment of an
+	// unknown partition is checked at once). Default 30s.
+	MetadataRefresh time.Duration
 	// Logger receives operational messages as structured records with the
 	// attributes app, partition and batch where they apply: assignments and
 	// restores at Info, aborted batches and recoveries at Warn, failures at
@@ -141,6 +146,7 @@ const (
 	defaultTransactionTimeout = kafka.DefaultTransactionTimeout
 	defaultSessionTimeout     = kafka.DefaultSessionTimeout
 	defaultShutdownTimeout    = 30 * time.Second
+	defaultMetadataRefresh    = 30 * time.Second
 )
 
 var validID = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
@@ -174,7 +180,7 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	case c.AllowedLateness < 0:
 		return bad("AllowedLateness %v is negative", c.AllowedLateness)
 	case c.TriggerInterval < 0 || c.MaxBatchRecords < 0 || c.MaxBatchWait < 0 ||
-		c.TransactionTimeout < 0 || c.SessionTimeout < 0 || c.ShutdownTimeout < 0:
+		c.TransactionTimeout < 0 || c.SessionTimeout < 0 || c.ShutdownTimeout < 0 || c.MetadataRefresh < 0:
 		return bad("durations and MaxBatchRecords must not be negative")
 	case c.InstanceID != "" && !validID.MatchString(c.InstanceID):
 		return bad("InstanceID %q: want letters, digits, '.', '_' or '-'", c.InstanceID)
@@ -196,6 +202,9 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = defaultShutdownTimeout
+	}
+	if c.MetadataRefresh == 0 {
+		c.MetadataRefresh = defaultMetadataRefresh
 	}
 	if c.StateDir == "" {
 		c.StateDir = filepath.Join(os.TempDir(), "kstate")

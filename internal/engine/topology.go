@@ -26,11 +26,12 @@ func (c *Coordinator) checkChangelog(ctx context.Context) error {
 	cl, err := c.cfg.Admin.Partitions(ctx, c.cfg.ChangelogTopic)
 	switch {
 	case errors.Is(err, ErrUnknownTopic):
+		// Only for the warning: a group that never committed may not
+		// exist yet, which some brokers report as an error.
 		offs, err := c.cfg.Admin.CommittedOffsets(ctx, c.cfg.ApplicationID, c.cfg.Topic)
 		if err != nil {
-			return fmt.Errorf("kstate: changelog topic %q is missing; reading the group's committed offsets: %w", c.cfg.ChangelogTopic, err)
-		}
-		if len(offs) > 0 {
+			c.log.Info("changelog topic missing: creating it (the group's committed offsets could not be read)", "changelog", c.cfg.ChangelogTopic, "err", err)
+		} else if len(offs) > 0 {
 			c.log.Warn("the changelog topic is missing but the group has committed offsets: creating it empty; each partition's shard re-seeds it if consistent with the committed offset, otherwise Run stops",
 				"changelog", c.cfg.ChangelogTopic, "committed_partitions", len(offs))
 		}
