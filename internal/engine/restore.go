@@ -67,7 +67,16 @@ func (c *Coordinator) openTask(ctx context.Context, p int32) (_ TaskHandle, err 
 		return nil, fmt.Errorf("kstate: %w", err)
 	}
 	if t.InitialStatePending() {
-		if hasCommitted {
+		// Offsets set by SetInputOffsets (a new application continuing
+		// another's input) come with the same input offset recorded in the
+		// changelog: then the committed offset is a start position, not
+		// the sign of a previous run.
+		stored, ok, serr := t.StoredInputOffset()
+		if serr != nil {
+			return nil, fmt.Errorf("kstate: %w", serr)
+		}
+		preset := hasCommitted && ok && stored == committed
+		if hasCommitted && !preset {
 			c.log.Warn("changelog is empty but the group committed an offset: not applying the initial state (not a first run)", "partition", p, "committed_offset", committed)
 		} else {
 			rows, err := t.LoadInitialState(ctx, c.partitions)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/kstate/kstate/changelog"
 )
 
 // The input topic's layout. Kafka's default partitioner maps a key to
@@ -75,4 +77,13 @@ func (c *Coordinator) checkLayout(ctx context.Context) error {
 		return fmt.Errorf("kstate: %w", &PartitionsChangedError{Topic: c.cfg.Topic, Changelog: c.cfg.ChangelogTopic, Old: c.partitions, New: n})
 	}
 	return nil
+}
+
+// InputOffsetRecord is the changelog record of MetaInputOffset = offset:
+// written together with the group's committed offset of the partition
+// (kstate.SetInputOffsets), it keeps the state consistent with an offset
+// moved by hand, and on a new application it marks the committed offset as
+// a start position, so the initial state is still applied.
+func InputOffsetRecord(offset int64) (key, value []byte) {
+	return changelog.MetaKey(MetaInputOffset), putInt(offset)
 }

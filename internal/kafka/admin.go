@@ -282,3 +282,21 @@ func listOffsets(ctx context.Context, topic string, list func(context.Context, .
 	}
 	return out, nil
 }
+
+// CommitGroupOffsets commits offsets (partition → next offset to read) of
+// topic for group, outside any consumer session: the group must have no
+// active member (the broker rejects the commit otherwise).
+func (a *Admin) CommitGroupOffsets(ctx context.Context, group, topic string, offsets map[int32]int64) error {
+	os := kadm.Offsets{}
+	for p, o := range offsets {
+		os.AddOffset(topic, p, o, -1)
+	}
+	resp, err := a.adm.CommitOffsets(ctx, group, os)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: commit offsets of group %q topic %q (is an instance still running?): %w", group, topic, err)
+	}
+	return nil
+}
