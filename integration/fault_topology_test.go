@@ -279,4 +279,3 @@ func restartOnEmptyDir(t *testing.T, e specEnv, cfg kstate.Config[string, string
 		t.Fatalf("Run: %v", err)
 	}
 }
-
