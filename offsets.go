@@ -14,7 +14,9 @@ import (
 // offsets for the application's consumer group and records each one as the
 // partition state's input offset in the changelog (one transaction), so
 // the restore's consistency check accepts them. Every instance of the
-// application must be stopped.
+// application must be stopped; a stopped instance stays a member of the
+// group until its SessionTimeout, and SetInputOffsets waits for that
+// (bounded by ctx).
 //
 // Two uses (docs/OPERATIONS.md):
 //   - Skip a record that stops Run under the Fail policy (a DecodeError
