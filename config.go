@@ -167,6 +167,11 @@ type Config[K, I, O any] struct {
 	// Default 5m, Kafka's max.poll.interval.ms: a consumer that has not
 	// come back for its next records in that long is presumed dead.
 	MaxBatchDuration time.Duration
+	// MetadataRefresh is how often Run re-reads the input topic's
+	// partition count: a change stops Run with a *PartitionsChangedError
+	// before anything is processed on the new layout (an assignment of an
+	// unknown partition is checked at once). Default 30s.
+	MetadataRefresh time.Duration
 	// Logger receives operational messages as structured records with the
 	// attributes app, partition and batch where they apply: assignments and
 	// restores at Info, aborted batches and recoveries at Warn, failures at
@@ -248,6 +253,7 @@ const (
 	defaultMaxBatchDuration   = 5 * time.Minute
 	defaultStartupTimeout     = kafka.DefaultStartupTimeout
 	defaultMaxRecordBytes     = kafka.DefaultMaxRecordBytes
+	defaultMetadataRefresh    = 30 * time.Second
 )
 
 // maxMaxRecordBytes keeps a produce request of one record under Kafka's
@@ -294,7 +300,7 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	case c.AllowedLateness < 0:
 		return bad("AllowedLateness %v is negative", c.AllowedLateness)
 	case c.TriggerInterval < 0 || c.MaxBatchRecords < 0 || c.MaxBatchWait < 0 ||
-		c.TransactionTimeout < 0 || c.SessionTimeout < 0 || c.ShutdownTimeout < 0 || c.MaxBatchDuration < 0 ||
+		c.TransactionTimeout < 0 || c.SessionTimeout < 0 || c.ShutdownTimeout < 0 || c.MaxBatchDuration < 0 || c.MetadataRefresh < 0 ||
 		c.StartupTimeout < 0 || c.MaxRecordBytes < 0:
 		return bad("durations, MaxBatchRecords and MaxRecordBytes must not be negative")
 	case c.MaxRecordBytes > maxMaxRecordBytes:
@@ -331,6 +337,9 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	}
 	if c.MaxRecordBytes == 0 {
 		c.MaxRecordBytes = defaultMaxRecordBytes
+	}
+	if c.MetadataRefresh == 0 {
+		c.MetadataRefresh = defaultMetadataRefresh
 	}
 	if c.StateDir == "" {
 		c.StateDir = filepath.Join(os.TempDir(), "kstate")

@@ -133,6 +133,53 @@ func (e *ModeError) Error() string {
 		e.Partition, e.What, e.Old, e.New, e.Old)
 }
 
+// PartitionsChangedError is returned by Run when the input topic's
+// partition count differs from the one the application's state was built
+// on (the changelog topic's partition count), at start or while running.
+// Kafka's default partitioner routes a key by murmur2(key) mod N, so keys
+// would move to partitions that do not hold their state; nothing is
+// committed on the new layout. The supported procedure (README: "Changing
+// the number of input partitions"): stop the application, export its
+// state, and start a new application id with it as Config.InitialState.
+type PartitionsChangedError struct {
+	Topic     string // the input topic
+	Changelog string // the changelog topic, which keeps the old count
+	Old, New  int    // partition counts: the state's, the input topic's now
+}
+
+func (e *PartitionsChangedError) Error() string {
+	return fmt.Sprintf("kstate: the partition count of input topic %q changed from %d to %d (changelog %q has %d): "+
+		"keys now map to other partitions, so nothing is processed on the new layout; "+
+		"to continue, stop the application, export its state and start a new application id with it as Config.InitialState "+
+		"(README: \"Changing the number of input partitions\")",
+		e.Topic, e.Old, e.New, e.Changelog, e.Old)
+}
+
+// ChangelogLostError is returned by Run when a changelog partition no
+// longer holds the state of the local shard (topic deleted, recreated or
+// truncated) and the shard cannot re-seed it, because its input offset is
+// not the group's committed offset of the partition (the shard is stale,
+// or the offsets were moved). The shard is left untouched on disk. A
+// consistent shard re-seeds the changelog by itself and Run continues.
+// See docs/OPERATIONS.md, "A lost changelog".
+type ChangelogLostError struct {
+	Changelog   string
+	Partition   int32
+	ShardDir    string // the shard's directory
+	ShardOffset int64  // the changelog offset the shard was restored to
+	// StateOffset is the input offset the shard's state was built up to;
+	// HasState is false when it never committed a batch with input.
+	StateOffset int64
+	HasState    bool
+	// Committed is the group's committed offset of the partition;
+	// HasCommitted is false when the group has none.
+	Committed    int64
+	HasCommitted bool
+	err          error
+}
+
+func (e *ChangelogLostError) Error() string { return "kstate: " + e.err.Error() }
+
 // publicError turns the engine's errors into this package's: the typed
 // errors users match with errors.As, and ErrFenced.
 func publicError(err error) error {
@@ -145,8 +192,14 @@ func publicError(err error) error {
 		de *engine.DecodeError
 		me *engine.ModeError
 		se *engine.StuckError
+		pc *engine.PartitionsChangedError
+		cl *engine.ChangelogLostError
 	)
 	switch {
+	case errors.As(err, &pc):
+		return &PartitionsChangedError{Topic: pc.Topic, Changelog: pc.Changelog, Old: pc.Old, New: pc.New}
+	case errors.As(err, &cl):
+		return newChangelogLostError(cl)
 	case errors.Is(err, engine.ErrFenced):
 		return &fencedError{err}
 	case errors.As(err, &rt):
@@ -168,3 +221,12 @@ type fencedError struct{ err error }
 
 func (e *fencedError) Error() string   { return e.err.Error() }
 func (e *fencedError) Unwrap() []error { return []error{ErrFenced, e.err} }
+
+// newChangelogLostError converts the engine's error (shared with package
+// kstatetest).
+func newChangelogLostError(cl *engine.ChangelogLostError) *ChangelogLostError {
+	return &ChangelogLostError{
+		Changelog: cl.Changelog, Partition: cl.Partition, ShardDir: cl.ShardDir, ShardOffset: cl.ShardOffset,
+		StateOffset: cl.StateOffset, HasState: cl.HasState, Committed: cl.Committed, HasCommitted: cl.HasCommitted, err: cl,
+	}
+}

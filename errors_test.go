@@ -3,6 +3,7 @@ package kstate
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,16 @@ func TestPublicError(t *testing.T) {
 		err.Error() != `kstate: partition 4: HandleInputRows(key "k") did not return within MaxBatchDuration (1m0s): the instance gave its partitions up `+
 			`and nothing of the batch was committed; find why the call blocks (the log has its stack), or raise MaxBatchDuration if batches are legitimately this slow` {
 		t.Fatalf("%v: want a StuckError matching ErrStuck", err)
+	}
+	var pc *PartitionsChangedError
+	if err := publicError(fmt.Errorf("kstate: %w", &engine.PartitionsChangedError{Topic: "in", Changelog: "app-changelog", Old: 3, New: 5})); !errors.As(err, &pc) ||
+		pc.Topic != "in" || pc.Old != 3 || pc.New != 5 || !strings.Contains(err.Error(), "Changing the number of input partitions") {
+		t.Fatalf("%v: want a PartitionsChangedError 3 → 5 naming the procedure", err)
+	}
+	var cl *ChangelogLostError
+	if err := publicError(fmt.Errorf("kstate: %w", &engine.ChangelogLostError{Changelog: "app-changelog", Partition: 1, ShardDir: "/s/app/1", Committed: 60, HasCommitted: true})); !errors.As(err, &cl) ||
+		cl.Partition != 1 || cl.Committed != 60 || !strings.Contains(err.Error(), "delete /s/app/1") {
+		t.Fatalf("%v: want a ChangelogLostError naming the shard path", err)
 	}
 	if publicError(nil) != nil {
 		t.Fatal("nil error changed")

@@ -138,6 +138,9 @@ type kafkaAdmin struct {
 
 func (k kafkaAdmin) Partitions(ctx context.Context, topic string) (int, error) {
 	n, err := k.a.Partitions(ctx, topic)
+	if errors.Is(err, kafka.ErrTopicNotFound) {
+		return 0, &markedError{err: err, mark: engine.ErrUnknownTopic}
+	}
 	return n, adminErr(err)
 }
 
@@ -201,8 +204,30 @@ func adminErr(err error) error {
 	return err
 }
 
-// kafkaChangelog opens kafka.PartitionReaders (one client each).
-type kafkaChangelog struct{ brokers []string }
+// kafkaChangelog opens kafka.PartitionReaders (one client each) and
+// re-seeds a partition with a short-lived transactional producer whose id,
+// "<app>-reseed-<partition>", fences a crashed earlier re-seed of the same
+// partition.
+type kafkaChangelog struct {
+	brokers []string
+	app     string
+	timeout time.Duration // the transaction timeout
+}
+
+func (k kafkaChangelog) Reseed(ctx context.Context, topic string, p int32, msgs []engine.Message) (int64, error) {
+	if len(msgs) == 0 {
+		return 0, nil // an empty shard: restore from the log start
+	}
+	recs := make([]kafka.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = kafka.Record{Topic: topic, Partition: p, Key: m.Key, Value: m.Value}
+	}
+	offs, err := kafka.WriteTransaction(ctx, k.brokers, fmt.Sprintf("%s-reseed-%d", k.app, p), k.timeout, recs)
+	if err != nil {
+		return 0, err
+	}
+	return offs[len(offs)-1] + 1, nil
+}
 
 func (k kafkaChangelog) Open(ctx context.Context, topic string, p int32, from int64) (engine.ChangelogReader, error) {
 	rd, err := kafka.NewPartitionReader(ctx, k.brokers, topic, p, from)

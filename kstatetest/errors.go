@@ -19,10 +19,13 @@ func publicError(err error) error {
 		ue *engine.UserError
 		de *engine.DecodeError
 		me *engine.ModeError
+		pc *engine.PartitionsChangedError
 	)
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &pc):
+		return &kstate.PartitionsChangedError{Topic: pc.Topic, Changelog: pc.Changelog, Old: pc.Old, New: pc.New}
 	case errors.As(err, &ue):
 		return &kstate.UserError{Method: ue.Method, Key: ue.Key, Partition: ue.Partition, Err: ue.Err, Panic: ue.Panic, Stack: ue.Stack}
 	case errors.As(err, &de):

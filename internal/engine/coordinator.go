@@ -56,6 +56,11 @@ type CoordinatorConfig struct {
 	// max.message.bytes with Config.MaxRecordBytes). Its ErrUnavailable
 	// errors are retried like the Admin's. Optional.
 	CheckTopics func(ctx context.Context) error
+	// MetadataRefresh is how often the loop re-reads the input topic's
+	// partition count to detect a change (PartitionsChangedError); an
+	// assignment naming an unknown partition checks at once. Optional;
+	// default 30s.
+	MetadataRefresh time.Duration
 
 	Admin      Admin
 	NewSession func() (Session, error) // called once by Run, after the topic checks
@@ -70,7 +75,10 @@ type CoordinatorConfig struct {
 	Logger *slog.Logger
 }
 
-const defaultRestoreRetry = 50 * time.Millisecond
+const (
+	defaultRestoreRetry    = 50 * time.Millisecond
+	defaultMetadataRefresh = 30 * time.Second
+)
 
 // Coordinator is one run of an application instance: the group session,
 // the partition tasks and the batch loop. The loop goroutine (the one in
@@ -88,6 +96,9 @@ type Coordinator struct {
 	dlqPartitions int           // of DeadLetterTopic; 0 without one
 	start         time.Duration // Clock.Elapsed at the start of Run
 	lastTrigger   time.Time     // Clock time of the last ProcessingTime trigger
+	// Loop-only: the layout watch (topology.go).
+	lastMetadata time.Duration // Clock.Elapsed of the last partition count check
+	unknownPart  int32         // highest assigned partition ≥ partitions; -1: none
 
 	session Session
 
@@ -136,6 +147,9 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 	if cfg.StuckWarnEvery <= 0 {
 		cfg.StuckWarnEvery = min(cfg.MaxBatchDuration/10, 10*time.Second)
 	}
+	if cfg.MetadataRefresh <= 0 {
+		cfg.MetadataRefresh = defaultMetadataRefresh
+	}
 	c := &Coordinator{cfg: cfg, clock: cfg.Clock}
 	log := cfg.Logger
 	if log == nil {
@@ -144,6 +158,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 	c.log = log.With("app", cfg.ApplicationID)
 	c.mu.slots = make(map[int32]*slot)
 	c.shutdownExpired = make(chan struct{})
+	c.unknownPart = -1
 	return c, nil
 }
 
@@ -198,6 +213,9 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 			}
 			return c.kafkaErr("poll", err)
 		}
+		if err := c.checkLayout(ctx); err != nil {
+			return err
+		}
 		c.promote()
 		if err := c.batch(recs); err != nil {
 			return err
@@ -243,6 +261,10 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 		return fmt.Errorf("kstate: input topic %q: %w", c.cfg.Topic, err)
 	}
 	c.partitions = n
+	c.lastMetadata = c.clock.Elapsed()
+	if err := c.checkChangelog(ctx); err != nil {
+		return err
+	}
 	if err := c.cfg.Admin.EnsureChangelog(ctx, c.cfg.ChangelogTopic, n); err != nil {
 		return fmt.Errorf("kstate: changelog topic (must be compacted, with the %d partitions of input topic %q): %w", n, c.cfg.Topic, err)
 	}

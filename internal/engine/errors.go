@@ -156,3 +156,63 @@ const (
 	LimitMaxBatch = "MaxBatchDuration"
 	LimitShutdown = "ShutdownTimeout"
 )
+
+// ErrUnknownTopic is wrapped by Admin.Partitions when the topic does not
+// exist.
+var ErrUnknownTopic = errors.New("engine: unknown topic")
+
+// PartitionsChangedError is a change of the input topic's partition count
+// under an application: Kafka's default partitioner then routes keys to
+// other partitions, whose state is not theirs, so nothing is processed on
+// the new layout. Old is the count the state was built on (the changelog's
+// partition count), New the input topic's count now.
+type PartitionsChangedError struct {
+	Topic     string // the input topic
+	Changelog string // the changelog topic, which keeps the old layout
+	Old, New  int
+}
+
+func (e *PartitionsChangedError) Error() string {
+	return fmt.Sprintf("the partition count of input topic %q changed from %d to %d (changelog %q has %d): "+
+		"keys now map to other partitions, so nothing is processed on the new layout; "+
+		"to continue, stop the application, export its state and start a new application id with it as Config.InitialState "+
+		"(README: \"Changing the number of input partitions\")",
+		e.Topic, e.Old, e.New, e.Changelog, e.Old)
+}
+
+// ChangelogLostError is a changelog partition that no longer holds the
+// shard's state (topic deleted, recreated or truncated below the shard's
+// offset) while the local shard cannot be proven consistent with the
+// group's committed offset, so it cannot re-seed the changelog either. The
+// shard is left untouched on disk.
+type ChangelogLostError struct {
+	Changelog   string
+	Partition   int32
+	ShardDir    string // "" for an in-memory shard
+	ShardOffset int64  // the changelog offset the shard was restored to
+	// StateOffset is the shard's input offset (MetaInputOffset); HasState
+	// is false when the shard never committed a batch with input.
+	StateOffset  int64
+	HasState     bool
+	Committed    int64 // the group's committed input offset
+	HasCommitted bool
+}
+
+func (e *ChangelogLostError) Error() string {
+	state, committed := "no input offset", "no committed offset"
+	if e.HasState {
+		state = fmt.Sprintf("input offset %d", e.StateOffset)
+	}
+	if e.HasCommitted {
+		committed = fmt.Sprintf("committed input offset %d", e.Committed)
+	}
+	dir := e.ShardDir
+	if dir == "" {
+		dir = fmt.Sprintf("the shard of partition %d", e.Partition)
+	}
+	return fmt.Sprintf("partition %d: restore: the changelog %q no longer contains the shard's offset %d (topic deleted, recreated or truncated), "+
+		"and the local shard (%s, state up to %s) is not consistent with the group's %s, so it cannot re-seed the changelog: "+
+		"the shard is left untouched; restore the changelog topic, or delete %s to rebuild it from the changelog, "+
+		"or start a new application id with this state as initial state",
+		e.Partition, e.Changelog, e.ShardOffset, dir, state, committed, dir)
+}

@@ -14,6 +14,8 @@ import (
 // the key, input and output types.
 type TaskHandle interface {
 	Partition() int32
+	// ShardDir is the shard's directory, named in errors ("" in memory).
+	ShardDir() string
 
 	// Restore hooks (see restore.go): the shard to replay the changelog
 	// into, and the input offset the restored state was built up to.

@@ -19,6 +19,12 @@ const (
 	// DuringRestore: a chunk of changelog records was read and is about to
 	// be applied; the partition is not restored yet.
 	DuringRestore KillPoint = "during-restore"
+	// BeforeReseed: the shard is marked "re-seed pending" and nothing of
+	// the re-seed transaction is produced yet.
+	BeforeReseed KillPoint = "before-reseed"
+	// AfterReseed: the re-seed transaction committed; the shard still has
+	// its mark and its old changelog offset.
+	AfterReseed KillPoint = "after-reseed"
 )
 
 // KillHook is called, possibly from several goroutines at once, every time

@@ -75,7 +75,9 @@ type Session interface {
 
 // Admin is the metadata the coordinator needs.
 type Admin interface {
-	// Partitions returns a topic's partition count.
+	// Partitions returns a topic's partition count, fresh from the cluster
+	// (the coordinator calls it every MetadataRefresh to watch the input
+	// topic); a missing topic is an error wrapping ErrUnknownTopic.
 	Partitions(ctx context.Context, topic string) (int, error)
 	// EnsureChangelog creates the compacted changelog topic with n
 	// partitions, or checks an existing one (another count or policy is an
@@ -96,6 +98,13 @@ type Changelog interface {
 	// start) to the last stable offset at open time. A non-zero from
 	// outside the log is an error wrapping ErrOffsetOutOfRange.
 	Open(ctx context.Context, topic string, partition int32, from int64) (ChangelogReader, error)
+	// Reseed writes msgs to topic/partition in ONE transaction of its own
+	// (not the session's, which belongs to the loop goroutine) and returns
+	// the offset after the last one (0 for no msgs). It rewrites a lost changelog partition
+	// from a local shard: all or nothing, so a crash leaves either the
+	// whole shard in the changelog or nothing visible to read_committed
+	// readers.
+	Reseed(ctx context.Context, topic string, partition int32, msgs []Message) (next int64, err error)
 }
 
 // ChangelogReader reads one partition, read_committed.

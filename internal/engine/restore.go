@@ -1,7 +1,7 @@
 package engine
 
 // This file is the coordinator's only user of package changelog and of the
-// state shard (ChangelogOffset, Wipe, restore.Restore): keep it that way,
+// state shard (ChangelogOffset, Records, the re-seed marks, restore.Restore): keep it that way,
 // those packages are being moved.
 
 import (
@@ -67,7 +67,16 @@ func (c *Coordinator) openTask(ctx context.Context, p int32) (_ TaskHandle, err 
 		return nil, fmt.Errorf("kstate: %w", err)
 	}
 	if t.InitialStatePending() {
-		if hasCommitted {
+		// Offsets set by SetInputOffsets (a new application continuing
+		// another's input) come with the same input offset recorded in the
+		// changelog: then the committed offset is a start position, not
+		// the sign of a previous run.
+		stored, ok, serr := t.StoredInputOffset()
+		if serr != nil {
+			return nil, fmt.Errorf("kstate: %w", serr)
+		}
+		preset := hasCommitted && ok && stored == committed
+		if hasCommitted && !preset {
 			c.log.Warn("changelog is empty but the group committed an offset: not applying the initial state (not a first run)", "partition", p, "committed_offset", committed)
 		} else {
 			rows, err := t.LoadInitialState(ctx, c.partitions)
@@ -93,13 +102,13 @@ func (c *Coordinator) openTask(ctx context.Context, p int32) (_ TaskHandle, err 
 // ends at the old last stable offset and misses the last batch. Processing
 // on top of that shard would silently lose the batch's state, so we read
 // again until the shard has caught up with the committed offset. If it
-// never does (the changelog was deleted or truncated, or the group's
-// offsets were moved forward by hand), Run fails after RestoreTimeout.
+// never does (the changelog lost records, or the group's offsets were moved
+// forward by hand), Run fails after RestoreTimeout.
 func (c *Coordinator) restore(ctx context.Context, t TaskHandle, p int32, committed int64, hasCommitted bool) (int64, error) {
 	deadline := c.clock.Elapsed() + c.cfg.RestoreTimeout
 	var total int64
 	for {
-		n, err := c.restoreOnce(ctx, t, p)
+		n, err := c.restoreOnce(ctx, t, p, committed, hasCommitted)
 		total += n
 		if err != nil {
 			return total, err
@@ -136,18 +145,31 @@ func (c *Coordinator) restore(ctx context.Context, t TaskHandle, p int32, commit
 }
 
 // restoreOnce reads the changelog partition from the shard's offset to the
-// last stable offset captured now.
-func (c *Coordinator) restoreOnce(ctx context.Context, t TaskHandle, p int32) (int64, error) {
+// last stable offset captured now. When the shard's offset is not in the
+// changelog any more, it re-seeds the changelog from the shard or refuses
+// (reseedOrRefuse); it never wipes the shard.
+func (c *Coordinator) restoreOnce(ctx context.Context, t TaskHandle, p int32, committed int64, hasCommitted bool) (int64, error) {
 	sh := t.Shard()
+	pending, err := sh.ReseedPending()
+	if err != nil {
+		return 0, fmt.Errorf("kstate: partition %d: %w", p, err)
+	}
+	if pending {
+		// A re-seed was begun and not finished: the changelog may hold an
+		// aborted partial copy at and above the shard's offset, which a
+		// read_committed restore would skip and call caught up. Decide
+		// again, without reading.
+		c.log.Warn("a re-seed of the changelog from the shard was interrupted: deciding again", "partition", p)
+		if err := c.reseedOrRefuse(ctx, t, p, committed, hasCommitted, nil); err != nil {
+			return 0, err
+		}
+	}
 	rd, err := c.cfg.Changelog.Open(ctx, c.cfg.ChangelogTopic, p, sh.ChangelogOffset())
 	if errors.Is(err, ErrOffsetOutOfRange) {
-		// The stored offset is not in the topic's log any more (topic
-		// recreated or truncated): the shard cannot be trusted.
-		c.log.Warn("shard offset is outside the changelog: wiping the shard and restoring from the start", "partition", p, "shard_offset", sh.ChangelogOffset(), "err", err)
-		if werr := sh.Wipe(); werr != nil {
-			return 0, fmt.Errorf("kstate: partition %d: %w", p, werr)
+		if err := c.reseedOrRefuse(ctx, t, p, committed, hasCommitted, err); err != nil {
+			return 0, err
 		}
-		rd, err = c.cfg.Changelog.Open(ctx, c.cfg.ChangelogTopic, p, 0)
+		rd, err = c.cfg.Changelog.Open(ctx, c.cfg.ChangelogTopic, p, sh.ChangelogOffset())
 	}
 	if err != nil {
 		return 0, fmt.Errorf("kstate: partition %d: restore: %w", p, err)
@@ -162,6 +184,64 @@ func (c *Coordinator) restoreOnce(ctx context.Context, t TaskHandle, p int32) (i
 		return st.Records, fmt.Errorf("kstate: partition %d: %w", p, err)
 	}
 	return st.Records, nil
+}
+
+// reseedOrRefuse handles a shard whose changelog offset is outside the
+// changelog (topic deleted and recreated, or records deleted below it).
+// The shard may then hold the only copy of the state, so it is never
+// wiped. If it is consistent with the group — its input offset equals the
+// partition's committed offset, or neither exists — it is the state of the
+// last committed batch, and the changelog is re-seeded from it; otherwise
+// Run stops with a *ChangelogLostError and the shard stays on disk.
+//
+// Crash safety: the shard is marked "re-seed pending" (a local key, synced)
+// before anything is produced, and the mark is cleared together with the
+// new changelog offset only after the re-seed transaction committed. A
+// crash in between leaves the mark: the next restore does not trust the
+// offset (the aborted partial copy occupies offsets a read_committed
+// restore would skip) and re-seeds again. A crash after the commit and
+// before the local write re-seeds a second time: the same values again,
+// which is idempotent.
+func (c *Coordinator) reseedOrRefuse(ctx context.Context, t TaskHandle, p int32, committed int64, hasCommitted bool, cause error) error {
+	sh := t.Shard()
+	stored, ok, err := t.StoredInputOffset()
+	if err != nil {
+		return fmt.Errorf("kstate: partition %d: %w", p, err)
+	}
+	consistent := (hasCommitted && ok && stored == committed) || (!hasCommitted && !ok)
+	if !consistent {
+		lost := &ChangelogLostError{
+			Changelog: c.cfg.ChangelogTopic, Partition: p, ShardDir: t.ShardDir(), ShardOffset: sh.ChangelogOffset(),
+			StateOffset: stored, HasState: ok, Committed: committed, HasCommitted: hasCommitted,
+		}
+		c.log.Error("changelog lost and the shard is not consistent with the group's committed offset: refusing; the shard is left untouched",
+			"partition", p, "shard_offset", sh.ChangelogOffset(), "state_input_offset", stored, "committed_offset", committed, "cause", cause)
+		return fmt.Errorf("kstate: %w", lost)
+	}
+	recs, err := sh.Records()
+	if err != nil {
+		return fmt.Errorf("kstate: partition %d: %w", p, err)
+	}
+	c.log.Warn("shard offset is outside the changelog (deleted, recreated or truncated): re-seeding the changelog from the shard, which is consistent with the group's committed offset",
+		"partition", p, "shard_offset", sh.ChangelogOffset(), "committed_offset", committed, "records", len(recs), "cause", cause)
+	if err := sh.BeginReseed(); err != nil {
+		return fmt.Errorf("kstate: partition %d: %w", p, err)
+	}
+	c.cfg.KillHook.at(BeforeReseed)
+	msgs := make([]Message, len(recs))
+	for i, r := range recs {
+		msgs[i] = Message{Topic: c.cfg.ChangelogTopic, Partition: p, Key: r.Key, Value: r.Value}
+	}
+	next, err := c.cfg.Changelog.Reseed(ctx, c.cfg.ChangelogTopic, p, msgs)
+	if err != nil {
+		return fmt.Errorf("kstate: partition %d: re-seed the changelog %q from the shard: %w", p, c.cfg.ChangelogTopic, err)
+	}
+	c.cfg.KillHook.at(AfterReseed)
+	if err := sh.EndReseed(next); err != nil {
+		return fmt.Errorf("kstate: partition %d: %w", p, err)
+	}
+	c.log.Info("changelog re-seeded from the shard", "partition", p, "records", len(recs), "changelog_offset", next)
+	return nil
 }
 
 // changelogSource adapts a ChangelogReader to restore.Source.

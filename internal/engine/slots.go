@@ -53,6 +53,9 @@ func (g groupEvents) Assigned(_ context.Context, parts []Partition) {
 	// fetched before this pause).
 	c.session.Pause(ps)
 	for _, p := range ps {
+		if !c.noteAssigned(p.Partition) {
+			continue // no task: checkLayout stops Run before the next batch
+		}
 		ctx, cancel := context.WithCancel(c.workCtx)
 		s := &slot{part: p.Partition, cancel: cancel, done: make(chan struct{})}
 		c.mu.Lock()

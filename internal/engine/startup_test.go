@@ -97,8 +97,8 @@ func TestStartupRetriesUnreachable(t *testing.T) {
 	if !errors.Is(err, errJoined) {
 		t.Fatalf("Run: %v, want setup to reach NewSession", err)
 	}
-	if adm.calls != 5 {
-		t.Errorf("Partitions called %d times, want 5 (3 failures, then the input and the output topic)", adm.calls)
+	if adm.calls != 6 {
+		t.Errorf("Partitions called %d times, want 6 (3 failures, then the input, the changelog and the output topic)", adm.calls)
 	}
 	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}
 	if fmt.Sprint(clk.sleeps) != fmt.Sprint(want) {

@@ -231,6 +231,9 @@ func (t *Task[K, I, O]) Shard() *shard.Shard { return t.shard }
 // Partition is the task's input partition.
 func (t *Task[K, I, O]) Partition() int32 { return t.cfg.Partition }
 
+// ShardDir is the shard's directory, for messages ("" with a Backend).
+func (t *Task[K, I, O]) ShardDir() string { return t.cfg.Dir }
+
 // Start reads the engine metadata of the restored shard, checks that the
 // time and output modes are the ones the state was created with, creates
 // the processor and runs its Init. It must be called once, after restore

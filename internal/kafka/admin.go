@@ -296,3 +296,32 @@ func (a *Admin) MaxMessageBytes(ctx context.Context, topic string) (int, error) 
 	}
 	return n, nil
 }
+
+// CommitGroupOffsets commits offsets (partition → next offset to read) of
+// topic for group, outside any consumer session. The group must have no
+// member: a stopped static member (group.instance.id) stays one until its
+// session timeout, so while the broker answers UNKNOWN_MEMBER_ID or
+// REBALANCE_IN_PROGRESS it retries until ctx ends.
+func (a *Admin) CommitGroupOffsets(ctx context.Context, group, topic string, offsets map[int32]int64) error {
+	os := kadm.Offsets{}
+	for p, o := range offsets {
+		os.AddOffset(topic, p, o, -1)
+	}
+	for {
+		resp, err := a.adm.CommitOffsets(ctx, group, os)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, kerr.UnknownMemberID) && !errors.Is(err, kerr.RebalanceInProgress) && !errors.Is(err, kerr.IllegalGeneration) {
+			return fmt.Errorf("kafka: commit offsets of group %q topic %q: %w", group, topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafka: commit offsets of group %q topic %q: the group still has members (stop every instance; a stopped static member leaves after its session timeout): %w", group, topic, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -27,6 +27,7 @@ type Broker struct {
 	input       string
 	hideMarkers bool
 	hidden      []*txn // committed transactions whose markers are not visible yet
+	failReseed  bool   // the next Reseed produces, aborts and fails (a crash mid-transaction)
 }
 
 type txnState int
@@ -186,6 +187,35 @@ func (b *Broker) Recreate(topic string) {
 	b.topics[topic] = newLogs(len(b.topics[topic]))
 }
 
+// AddPartitions grows topic to n partitions (CreatePartitions); existing
+// partitions keep their records.
+func (b *Broker) AddPartitions(topic string, n int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ls, ok := b.topics[topic]
+	if !ok || n < len(ls) {
+		return fmt.Errorf("enginetest: cannot grow topic %q to %d partitions", topic, n)
+	}
+	b.topics[topic] = append(ls, newLogs(n-len(ls))...)
+	return nil
+}
+
+// Delete deletes topic; EnsureChangelog creates it again, empty.
+func (b *Broker) Delete(topic string) {
+	b.mu.Lock()
+	delete(b.topics, topic)
+	b.mu.Unlock()
+}
+
+// FailReseed makes the next Changelog.Reseed write its records in a
+// transaction, abort it and fail, as a crash in the middle of a re-seed
+// would leave the log.
+func (b *Broker) FailReseed() {
+	b.mu.Lock()
+	b.failReseed = true
+	b.mu.Unlock()
+}
+
 // end finishes a transaction that wrote to parts: markers are appended and
 // the committed transaction becomes visible unless markers are hidden.
 // Called with b.mu held.
@@ -217,7 +247,7 @@ func (a Admin) Partitions(_ context.Context, topic string) (int, error) {
 	defer a.B.mu.Unlock()
 	ls, ok := a.B.topics[topic]
 	if !ok {
-		return 0, fmt.Errorf("enginetest: topic %q not found", topic)
+		return 0, fmt.Errorf("%w: enginetest: topic %q not found", engine.ErrUnknownTopic, topic)
 	}
 	return len(ls), nil
 }
@@ -274,6 +304,29 @@ func (c Changelog) Open(_ context.Context, topic string, p int32, from int64) (e
 			engine.ErrOffsetOutOfRange, topic, p, from, l.start, l.end())
 	}
 	return &reader{b: b, l: l, pos: from, end: max(l.lso(), from)}, nil
+}
+
+// Reseed writes msgs to topic/p in one transaction of its own.
+func (c Changelog) Reseed(_ context.Context, topic string, p int32, msgs []engine.Message) (int64, error) {
+	b := c.B
+	t, logs := &txn{}, map[*plog]bool{}
+	offs, err := b.produce(t, logs, msgs)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		b.endTxn(t, logs, false)
+		return 0, err
+	}
+	if b.failReseed {
+		b.failReseed = false
+		b.endTxn(t, logs, false)
+		return 0, fmt.Errorf("enginetest: reseed: %w", ErrInjected)
+	}
+	if len(offs) == 0 {
+		return 0, nil // an empty shard: restore from the log start
+	}
+	b.endTxn(t, logs, true)
+	return offs[len(offs)-1] + 1, nil
 }
 
 // reader reads committed records up to the LSO captured at open, two at a

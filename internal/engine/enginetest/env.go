@@ -362,6 +362,44 @@ func (e *Env) Exec(line string) (string, error) {
 			return "", err
 		}
 		return e.B.describe(ChangelogTopic, p)
+	case "add-partitions":
+		// add-partitions N: the input topic grows to N partitions; input
+		// routed by key follows the new layout, as producers would.
+		if len(args) != 1 {
+			return "", errors.New("add-partitions N")
+		}
+		n, err := strconv.Atoi(args[0])
+		if err != nil {
+			return "", err
+		}
+		if err := e.B.AddPartitions(Input, n); err != nil {
+			return "", err
+		}
+		e.Partitions = n
+		return "", nil
+	case "delete-changelog":
+		e.B.Delete(ChangelogTopic)
+		return "", nil
+	case "fail-reseed":
+		e.B.FailReseed()
+		return "", nil
+	case "errtype":
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		var pc *engine.PartitionsChangedError
+		var cl *engine.ChangelogLostError
+		switch {
+		case !i.exited():
+			return "running", nil
+		case errors.As(i.err, &pc):
+			return fmt.Sprintf("partitions changed: topic=%s old=%d new=%d", pc.Topic, pc.Old, pc.New), nil
+		case errors.As(i.err, &cl):
+			return fmt.Sprintf("changelog lost: partition=%d shard_offset=%d state=%d/%v committed=%d/%v",
+				cl.Partition, cl.ShardOffset, cl.StateOffset, cl.HasState, cl.Committed, cl.HasCommitted), nil
+		}
+		return fmt.Sprintf("other: %v", i.err), nil
 	case "recreate-changelog":
 		e.B.Recreate(ChangelogTopic)
 		return "", nil

@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/kstate/kstate/changelog"
+)
+
+// The input topic's layout. Kafka's default partitioner maps a key to
+// murmur2(key) mod N, so a change of N moves keys to partitions whose state
+// is not theirs; the state of partition p lives in changelog partition p.
+// The changelog's partition count therefore records the layout the state
+// was built on, and the coordinator never processes on another one: it
+// checks at start-up, re-reads the input topic's count every
+// MetadataRefresh, and checks at once when an assignment names a partition
+// it does not know. A change stops Run with a *PartitionsChangedError
+// before the next batch, so nothing is committed on the new layout (records
+// a producer wrote with the new layout to an old partition before the
+// change is noticed are the exception: see docs/OPERATIONS.md).
+
+// checkChangelog compares the changelog's partition count with the input
+// topic's. A missing changelog is created by EnsureChangelog; if the group
+// has committed offsets the state is not new, so every shard then goes
+// through the re-seed-or-refuse decision of the restore (restore.go).
+func (c *Coordinator) checkChangelog(ctx context.Context) error {
+	cl, err := c.cfg.Admin.Partitions(ctx, c.cfg.ChangelogTopic)
+	switch {
+	case errors.Is(err, ErrUnknownTopic):
+		// Only for the warning: a group that never committed may not
+		// exist yet, which some brokers report as an error.
+		offs, err := c.cfg.Admin.CommittedOffsets(ctx, c.cfg.ApplicationID, c.cfg.Topic)
+		if err != nil {
+			c.log.Info("changelog topic missing: creating it (the group's committed offsets could not be read)", "changelog", c.cfg.ChangelogTopic, "err", err)
+		} else if len(offs) > 0 {
+			c.log.Warn("the changelog topic is missing but the group has committed offsets: creating it empty; each partition's shard re-seeds it if consistent with the committed offset, otherwise Run stops",
+				"changelog", c.cfg.ChangelogTopic, "committed_partitions", len(offs))
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("kstate: changelog topic %q: %w", c.cfg.ChangelogTopic, err)
+	case cl != c.partitions:
+		return fmt.Errorf("kstate: %w", &PartitionsChangedError{Topic: c.cfg.Topic, Changelog: c.cfg.ChangelogTopic, Old: cl, New: c.partitions})
+	}
+	return nil
+}
+
+// noteAssigned records assigned partitions the coordinator does not know
+// (the input topic grew); it reports whether p is known.
+func (c *Coordinator) noteAssigned(p int32) bool {
+	if int(p) < c.partitions {
+		return true
+	}
+	c.unknownPart = max(c.unknownPart, p)
+	c.log.Error("assigned a partition the input topic did not have at start: the partition count changed", "partition", p, "partitions", c.partitions)
+	return false
+}
+
+// checkLayout runs on the loop goroutine after every Poll, before the
+// batch: every MetadataRefresh, or at once after an assignment of an
+// unknown partition, it re-reads the input topic's partition count.
+func (c *Coordinator) checkLayout(ctx context.Context) error {
+	now := c.clock.Elapsed()
+	if c.unknownPart < 0 && now-c.lastMetadata < c.cfg.MetadataRefresh {
+		return nil
+	}
+	c.lastMetadata = now
+	n, err := c.cfg.Admin.Partitions(ctx, c.cfg.Topic)
+	if err != nil && c.unknownPart < 0 {
+		// A failed refresh is not a change: the next one retries.
+		c.log.Warn("reading the input topic's partition count failed", "err", err)
+		return nil
+	}
+	n = max(n, int(c.unknownPart)+1)
+	if n != c.partitions {
+		return fmt.Errorf("kstate: %w", &PartitionsChangedError{Topic: c.cfg.Topic, Changelog: c.cfg.ChangelogTopic, Old: c.partitions, New: n})
+	}
+	return nil
+}
+
+// InputOffsetRecord is the changelog record of MetaInputOffset = offset:
+// written together with the group's committed offset of the partition
+// (kstate.SetInputOffsets), it keeps the state consistent with an offset
+// moved by hand, and on a new application it marks the committed offset as
+// a start position, so the initial state is still applied.
+func InputOffsetRecord(offset int64) (key, value []byte) {
+	return changelog.MetaKey(MetaInputOffset), putInt(offset)
+}
