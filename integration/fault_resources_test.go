@@ -81,9 +81,10 @@ func runUntilError(t *testing.T, app *kstate.App[string, string, string], timeou
 }
 
 // Outputs over franz-go's default 1,000,012-byte limit work when
-// MaxRecordBytes and the topic allow them; one over MaxRecordBytes stops
-// Run with a RecordTooLargeError naming the limit, and nothing of its batch
-// is committed.
+// MaxRecordBytes and the topic allow them; one over MaxRecordBytes is found
+// at Emit (where OnProcessingError could dead-letter its key) and, under the
+// default Fail policy, stops Run with a UserError wrapping ErrOutputTooLarge
+// that names the limit; nothing of its batch is committed.
 func TestFaultRecordSize(t *testing.T) {
 	const topicMax = 4 << 20
 	const limit = 3 << 20
@@ -105,14 +106,14 @@ func TestFaultRecordSize(t *testing.T) {
 	case <-time.After(waitOut):
 		t.Fatal("Run did not stop on an output over MaxRecordBytes")
 	}
-	var rt *kstate.RecordTooLargeError
-	if !errors.As(err, &rt) || !errors.Is(err, kstate.ErrRecordTooLarge) {
-		t.Fatalf("Run: %v; want a *kstate.RecordTooLargeError", err)
+	var ue *kstate.UserError
+	if !errors.As(err, &ue) || !errors.Is(err, kstate.ErrOutputTooLarge) {
+		t.Fatalf("Run: %v; want a *kstate.UserError wrapping kstate.ErrOutputTooLarge", err)
 	}
-	if rt.Limit != limit || rt.Topic != e.out || string(rt.Key) != "k" || rt.Size < 3_500_000 || rt.Size > 3_500_100 {
-		t.Errorf("error fields %+v", *rt)
+	if ue.Method != "HandleInputRows" || ue.Key != `"k"` {
+		t.Errorf("error fields %+v", *ue)
 	}
-	for _, want := range []string{"MaxRecordBytes", strconv.Itoa(limit), strconv.Itoa(rt.Size), e.out} {
+	for _, want := range []string{"MaxRecordBytes", strconv.Itoa(limit), "3500"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("message %q does not name %s", err, want)
 		}
