@@ -208,6 +208,14 @@ func (p *Processor) HandleInputRows(key string, rows iter.Seq[string], _ process
 	}
 	for row := range rows {
 		if strings.HasPrefix(row, FailPrefix) {
+			// Change state and emit first, so that the call has something
+			// to discard.
+			if err := p.v.Count.Update(n + 1); err != nil {
+				return err
+			}
+			if err := out.Emit("doomed " + row); err != nil {
+				return err
+			}
 			return p.fail(key, row, rows)
 		}
 		seq, ev, err := ParseRow(row)
