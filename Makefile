@@ -69,7 +69,8 @@ broker-proof:
 test-short: deps
 	$(GO) test -short $(PKGS)
 
-# The crash tests with many more kills than `make test` runs (40 + 6);
+# The crash tests with many more kills than `make test` runs (40 + 7, and 15
+# on the dead-letter path, which gets half of CRASH_KILLS);
 # KSTATE_CRASH_SEED=<seed from a log> reproduces a run's random choices.
 CRASH_KILLS ?= 200
 crash: deps

@@ -133,6 +133,9 @@ func killRound(t *testing.T, rng *rand.Rand, in *eosInput, args eosChildArgs, pa
 	case string(engine.AfterProduce), string(engine.BeforeLocalCommit):
 		args.maxBatch = min(args.maxBatch, 25)
 		args.killPoint = fmt.Sprintf("%s@%d", kind, 1+rng.IntN(plan.maxNth))
+		if args.deadLetter {
+			args.killPoint += "/dlq" // only batches that hold dead letters count
+		}
 	case string(engine.DuringRestore):
 		// Make restore work: wipe shards; each wiped shard of a partition
 		// the instance gets restores its whole changelog, reaching the
@@ -187,6 +190,9 @@ func killRound(t *testing.T, rng *rand.Rand, in *eosInput, args eosChildArgs, pa
 			t.Fatalf("%s died (%s) without reporting kill point %s", args.instance, describeExit(c), args.killPoint)
 		}
 		st.reached[p]++
+		if n, ok := c.killPointDeadLetters(); ok && n > 0 {
+			st.reached[p+withDeadLetters]++
+		}
 	}
 	if fc, ok := c.firstCommit(); ok {
 		st.firstCommits = append(st.firstCommits, fc)

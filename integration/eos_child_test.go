@@ -53,6 +53,7 @@ type eosChildArgs struct {
 	maxBatch       int
 	sessionTimeout time.Duration
 	killPoint      string // cli.KillPointEnv value; "" for none
+	deadLetter     bool   // -dead-letter: poison values and fail rows are dead-lettered
 }
 
 // startEOSChild starts an instance of the eos application. The child dies
@@ -70,6 +71,9 @@ func startEOSChild(t *testing.T, a eosChildArgs) *eosChild {
 	}
 	if a.sessionTimeout > 0 {
 		args = append(args, "-session-timeout", a.sessionTimeout.String())
+	}
+	if a.deadLetter {
+		args = append(args, "-dead-letter")
 	}
 	c := &eosChild{name: a.instance, cmd: exec.Command(exe, args...), done: make(chan struct{})}
 	var env []string

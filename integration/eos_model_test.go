@@ -28,11 +28,14 @@ import (
 // The model of the eos application (integration/testapp/eos): the input
 // the test produced, and from it the exact output topic and state.
 
-// eosRow is one produced input row.
+// eosRow is one produced input record.
 type eosRow struct {
 	key     string
-	seq, ev int64
+	seq, ev int64 // 0 for a poison record
 	part    int32
+	offset  int64  // in the input partition
+	value   string // as produced
+	bad     string // "" for a good row, else the dead-letter stage: engine.StageDecode (poison) or StageProcess (fail row)
 }
 
 // eosInput generates and produces the input, keeping every row in
@@ -45,7 +48,14 @@ type eosInput struct {
 	seq     map[string]int64
 	ev      int64
 	rows    []eosRow
+	next    []int64 // next offset per input partition
 	prod    *kafka.Producer
+
+	// Bad rows (withBadRows): a poison value on a random key of keys, a
+	// fail row on a random key of failKeys (keys that get nothing else).
+	poisonRate, failRate float64
+	failKeys             []string
+	poisons              int64
 }
 
 func newEOSInput(t *testing.T, e specEnv, parts, keys int) *eosInput {
@@ -55,12 +65,33 @@ func newEOSInput(t *testing.T, e specEnv, parts, keys int) *eosInput {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	in := &eosInput{brokers: e.brokers, topic: e.in, parts: parts, seq: map[string]int64{}, ev: 1_000_000, prod: p}
+	in := &eosInput{brokers: e.brokers, topic: e.in, parts: parts, seq: map[string]int64{}, ev: 1_000_000, next: make([]int64, parts), prod: p}
 	for i := range keys {
 		in.keys = append(in.keys, fmt.Sprintf("k%02d", i))
 	}
 	return in
 }
+
+// withBadRows makes produce draw poison values (rate poison) and fail rows
+// (rate fail) among the rows, for an application run with -dead-letter;
+// the fail rows go to keys of their own, two per partition (two failing
+// calls in one batch of a partition).
+func (in *eosInput) withBadRows(poison, fail float64) *eosInput {
+	in.poisonRate, in.failRate = poison, fail
+	per := map[int32]int{}
+	for i := 0; len(in.failKeys) < 2*in.parts; i++ {
+		k := fmt.Sprintf("f%02d", i)
+		if p := engine.PartitionFor([]byte(k), in.parts); per[p] < 2 {
+			per[p]++
+			in.failKeys = append(in.failKeys, k)
+		}
+	}
+	return in
+}
+
+// eosSpec is a row to produce: its key and kind ("" good, or the stage
+// that dead-letters it).
+type eosSpec struct{ key, bad string }
 
 // produce writes n new rows for random keys (one produce call: rows of a
 // partition keep their order, so event time increases in every partition).
@@ -76,7 +107,7 @@ func (in *eosInput) produce(t *testing.T, rng *rand.Rand, n int) {
 func (in *eosInput) produceEveryPartition(t *testing.T, rng *rand.Rand, jump int64) {
 	t.Helper()
 	in.ev += jump
-	var keys []string
+	var keys []eosSpec
 	for p := range int32(in.parts) {
 		var of []string
 		for _, k := range in.keys {
@@ -84,7 +115,7 @@ func (in *eosInput) produceEveryPartition(t *testing.T, rng *rand.Rand, jump int
 				of = append(of, k)
 			}
 		}
-		keys = append(keys, of[rng.IntN(len(of))])
+		keys = append(keys, eosSpec{key: of[rng.IntN(len(of))]})
 	}
 	if err := in.produceKeys(keys); err != nil {
 		t.Fatal(err)
@@ -93,21 +124,44 @@ func (in *eosInput) produceEveryPartition(t *testing.T, rng *rand.Rand, jump int
 
 // produceErr is produce for goroutines other than the test's.
 func (in *eosInput) produceErr(rng *rand.Rand, n int) error {
-	keys := make([]string, n)
+	keys := make([]eosSpec, n)
 	for i := range keys {
-		keys[i] = in.keys[rng.IntN(len(in.keys))]
+		if in.poisonRate+in.failRate > 0 { // no extra draws otherwise: the other tests' seeds keep their meaning
+			switch x := rng.Float64(); {
+			case x < in.poisonRate:
+				keys[i] = eosSpec{in.keys[rng.IntN(len(in.keys))], engine.StageDecode}
+				continue
+			case x < in.poisonRate+in.failRate:
+				keys[i] = eosSpec{in.failKeys[rng.IntN(len(in.failKeys))], engine.StageProcess}
+				continue
+			}
+		}
+		keys[i] = eosSpec{key: in.keys[rng.IntN(len(in.keys))]}
 	}
 	return in.produceKeys(keys)
 }
 
-func (in *eosInput) produceKeys(keys []string) error {
+func (in *eosInput) produceKeys(keys []eosSpec) error {
 	recs := make([]kafka.Record, len(keys))
-	for i, k := range keys {
-		in.seq[k]++
-		in.ev++
-		r := eosRow{key: k, seq: in.seq[k], ev: in.ev, part: engine.PartitionFor([]byte(k), in.parts)}
+	for i, sp := range keys {
+		k := sp.key
+		r := eosRow{key: k, part: engine.PartitionFor([]byte(k), in.parts), bad: sp.bad}
+		r.offset = in.next[r.part]
+		in.next[r.part]++
+		if sp.bad == engine.StageDecode {
+			in.poisons++
+			r.value = eos.PoisonValue(in.poisons)
+		} else {
+			in.seq[k]++
+			in.ev++
+			r.seq, r.ev = in.seq[k], in.ev
+			r.value = eos.Row(r.seq, r.ev)
+			if sp.bad == engine.StageProcess {
+				r.value = eos.FailRow(r.seq, r.ev)
+			}
+		}
 		in.rows = append(in.rows, r)
-		recs[i] = kafka.Record{Topic: in.topic, Partition: r.part, Key: []byte(k), Value: []byte(eos.Row(r.seq, r.ev))}
+		recs[i] = kafka.Record{Topic: in.topic, Partition: r.part, Key: []byte(k), Value: []byte(r.value)}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -139,12 +193,27 @@ type eosModel struct {
 	total   int
 	keys    map[string]*eosKeyState
 	parts   []eosPartState
+	// deadLetters are the bad rows, each to be dead-lettered exactly once.
+	deadLetters []eosRow
 }
 
 func (in *eosInput) model() *eosModel {
 	m := &eosModel{outputs: map[string][]string{}, keys: map[string]*eosKeyState{}, parts: make([]eosPartState, in.parts)}
 	timersOf := map[string][]int64{}
 	for _, r := range in.rows {
+		if r.bad != "" {
+			// A bad row moves the input offset; a fail row (decoded, with
+			// an event time) the watermark too. Nothing else: a failing
+			// call's changes are discarded, and fail keys get only fail
+			// rows.
+			m.deadLetters = append(m.deadLetters, r)
+			p := &m.parts[r.part]
+			p.rows++
+			if r.bad == engine.StageProcess {
+				p.maxEv = max(p.maxEv, r.ev)
+			}
+			continue
+		}
 		ks := m.keys[r.key]
 		if ks == nil {
 			ks = &eosKeyState{part: r.part, buckets: map[string]int64{}}

@@ -5,7 +5,8 @@
 // start and stop several. SIGTERM/SIGINT shut it down gracefully (exit 0);
 // an error of Run exits 1. With KSTATE_TEST_KILLPOINT=<point>@<n> it
 // SIGKILLs itself at the n-th occurrence of an engine kill point (see
-// integration/testapp/cli).
+// integration/testapp/cli). With -proc eos -dead-letter the DeadLetter
+// policies are on, for the input's poison values and fail rows.
 //
 //	go run ./integration/testapp -brokers 127.0.0.1:9092 -app counter \
 //	    -instance i1 -state /tmp/s1 -in words -out counts -proc counter

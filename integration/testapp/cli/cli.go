@@ -32,7 +32,11 @@ import (
 // the n-th time (from 1) the engine reaches the kill point, one of
 // internal/engine's KillPoints ("after-produce", "before-local-commit",
 // "during-restore"). "<point>@<n>/stop" SIGSTOPs it instead, so that a
-// test can let the group move on and then SIGCONT a zombie.
+// test can let the group move on and then SIGCONT a zombie. A "/dlq"
+// suffix (with -proc eos -dead-letter) counts only the occurrences in
+// batches that dead-letter records. The log line of a kill point names
+// the number of records its batch dead-letters (after-produce,
+// before-local-commit; "-" when not known).
 const KillPointEnv = "KSTATE_TEST_KILLPOINT"
 
 // Main runs the program with args (without the program name) and returns
@@ -51,6 +55,7 @@ func Main(args []string) int {
 		batch    = fs.Int("max-batch", 0, "MaxBatchRecords (0: default)")
 		session  = fs.Duration("session-timeout", 0, "SessionTimeout (0: default)")
 		metrics  = fs.Duration("metrics", 0, "print a metrics line this often (0: never)")
+		dlq      = fs.Bool("dead-letter", false, "eos: DeadLetter policies for poison values and failing keys")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -60,7 +65,13 @@ func Main(args []string) int {
 		return 2
 	}
 	logger := log.New(os.Stderr, "", log.LstdFlags|log.Lmicroseconds)
-	kill, err := killHook(os.Getenv(KillPointEnv), logger)
+	// The eos processor counts the records it dead-letters, so that the
+	// kill hook can tell the batches that hold dead letters.
+	var bad *atomic.Int64
+	if *proc == "eos" && *dlq {
+		bad = new(atomic.Int64)
+	}
+	kill, err := killHook(os.Getenv(KillPointEnv), bad, logger)
 	if err != nil {
 		logger.Printf("testapp: %v", err)
 		return 2
@@ -96,6 +107,7 @@ func Main(args []string) int {
 		cfg = eos.Config(eos.Options{
 			Brokers: cfg.Brokers, ApplicationID: *app, InstanceID: *instance, StateDir: *dir,
 			Input: *in, Output: *out, MaxBatchRecords: *batch, SessionTimeout: *session, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+			DeadLetter: *dlq, BadRows: bad,
 		})
 	default:
 		logger.Printf("testapp: unknown -proc %q", *proc)
@@ -150,36 +162,61 @@ func run(a *kstate.App[string, string, string], kill engine.KillHook, every time
 	return 0
 }
 
-// killHook returns the engine.KillHook for spec "<point>@<n>[/stop]" (""
-// gives nil): the n-th time the point is reached the process logs it
+// killHook returns the engine.KillHook for spec "<point>@<n>[/stop][/dlq]"
+// ("" gives nil): the n-th time the point is reached the process logs it
 // and SIGKILLs itself — no deferred function, no flush, no graceful
 // anything — or SIGSTOPs itself and continues when it gets SIGCONT.
-func killHook(spec string, logger *log.Logger) (engine.KillHook, error) {
+//
+// bad (nil unless the eos processor dead-letters) counts the records
+// dead-lettered so far. Batches run one after the other and decode and
+// process their records before their produce, so the records counted since
+// the previous after-produce are those of the batch at this after-produce
+// and at its before-local-commits.
+func killHook(spec string, bad *atomic.Int64, logger *log.Logger) (engine.KillHook, error) {
 	if spec == "" {
 		return nil, nil
 	}
+	spec, onlyDLQ := strings.CutSuffix(spec, "/dlq")
 	spec, stop := strings.CutSuffix(spec, "/stop")
 	name, nth, ok := strings.Cut(spec, "@")
 	n, err := strconv.ParseInt(nth, 10, 64)
 	point := engine.KillPoint(name)
 	switch {
 	case !ok || err != nil || n < 1:
-		return nil, fmt.Errorf("%s=%q: want <point>@<n>[/stop], n >= 1", KillPointEnv, spec)
+		return nil, fmt.Errorf("%s=%q: want <point>@<n>[/stop][/dlq], n >= 1", KillPointEnv, spec)
 	case point != engine.AfterProduce && point != engine.BeforeLocalCommit && point != engine.DuringRestore:
 		return nil, fmt.Errorf("%s=%q: unknown kill point %q", KillPointEnv, spec, name)
+	case onlyDLQ && (bad == nil || point == engine.DuringRestore):
+		return nil, fmt.Errorf("%s=%q: /dlq needs -proc eos -dead-letter and a batch kill point", KillPointEnv, spec)
 	}
 	var seen atomic.Int64
+	var batchBad atomic.Int64 // dead letters of the batch of the last after-produce
+	batchBad.Store(-1)
 	return func(p engine.KillPoint) {
-		if p != point || seen.Add(1) != n {
+		if bad != nil && p == engine.AfterProduce {
+			batchBad.Store(bad.Swap(0))
+		}
+		if p != point {
 			return
 		}
+		dl := int64(-1)
+		if p != engine.DuringRestore {
+			dl = batchBad.Load()
+		}
+		if onlyDLQ && dl <= 0 || seen.Add(1) != n {
+			return
+		}
+		dls := "-"
+		if dl >= 0 {
+			dls = strconv.FormatInt(dl, 10)
+		}
 		if stop {
-			logger.Printf("testapp: stop point %s #%d reached: SIGSTOP", p, n)
+			logger.Printf("testapp: stop point %s #%d reached (batch dead-letters %s): SIGSTOP", p, n, dls)
 			syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 			logger.Printf("testapp: stop point %s #%d: continued", p, n)
 			return
 		}
-		logger.Printf("testapp: kill point %s #%d reached: SIGKILL", p, n)
+		logger.Printf("testapp: kill point %s #%d reached (batch dead-letters %s): SIGKILL", p, n, dls)
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // never continue past the kill point
 	}, nil

@@ -22,15 +22,25 @@
 // in the outputs. A firing timer increments fired ValueState[int64] and
 // emits "t=<expiry> f=<fired>" under the key "<key>/t": a key's timers fire
 // in expiry order, so that sequence is exact too.
+//
+// Bad rows, for the dead-letter tests (Options.DeadLetter): a value with
+// PoisonPrefix does not decode (Deserializer), and a row with FailPrefix
+// ("fail/<seq>:<ev>", FailRow) makes HandleInputRows fail for its key. The
+// tests give fail rows keys of their own, which get nothing else: the
+// policy dead-letters all of a failing key's rows of the batch, and batch
+// boundaries differ from run to run, so a key mixing good and failing rows
+// would have no exact expected output.
 package eos
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/kstate/kstate"
@@ -62,6 +72,39 @@ const TimerKeySuffix = "/t"
 // Row formats an input value.
 func Row(seq, ev int64) string { return fmt.Sprintf("%d:%d", seq, ev) }
 
+// Markers of the bad rows (see the package comment).
+const (
+	PoisonPrefix = "poison/"
+	FailPrefix   = "fail/"
+)
+
+// Errors of the bad rows, found in the dead-letter records' error header.
+var (
+	ErrPoison = errors.New("eos: poison value")
+	ErrFail   = errors.New("eos: failing row")
+)
+
+// PoisonValue formats an undecodable input value; n tells them apart.
+func PoisonValue(n int64) string { return PoisonPrefix + strconv.FormatInt(n, 10) }
+
+// FailRow formats an input value that makes its key's call fail; it has
+// an event time like any row.
+func FailRow(seq, ev int64) string { return FailPrefix + Row(seq, ev) }
+
+// Deserializer is the ValueSerde: it refuses a value with PoisonPrefix and
+// counts it in bad (when not nil).
+type Deserializer struct{ bad *atomic.Int64 }
+
+func (d Deserializer) Deserialize(b []byte) (string, error) {
+	if strings.HasPrefix(string(b), PoisonPrefix) {
+		if d.bad != nil {
+			d.bad.Add(1)
+		}
+		return "", fmt.Errorf("%w %q", ErrPoison, b)
+	}
+	return string(b), nil
+}
+
 // ParseRow parses an input value.
 func ParseRow(v string) (seq, ev int64, err error) {
 	a, b, ok := strings.Cut(v, ":")
@@ -80,7 +123,7 @@ func ParseRow(v string) (seq, ev int64, err error) {
 // EventTime is Config.EventTime: the row's ev (the record timestamp for an
 // unparsable row, which HandleInputRows then rejects).
 func EventTime(v string, recordTs int64) int64 {
-	_, ev, err := ParseRow(v)
+	_, ev, err := ParseRow(strings.TrimPrefix(v, FailPrefix))
 	if err != nil {
 		return recordTs
 	}
@@ -128,12 +171,20 @@ func Declare(sh *shard.Shard) (v Vars, err error) {
 
 // Processor is the exactly-once test processor (EventTime mode).
 type Processor struct {
-	h processor.Handle
-	v Vars
+	h   processor.Handle
+	v   Vars
+	bad *atomic.Int64 // counts the rows of failed calls; nil: not counted
 }
 
 // New is a processor factory.
 func New() processor.StatefulProcessor[string, string, string] { return &Processor{} }
+
+// NewCounting returns a processor factory whose processors count in bad
+// the rows of every call that fails on a fail row (all of them are
+// dead-lettered under ProcessingErrorDeadLetter).
+func NewCounting(bad *atomic.Int64) func() processor.StatefulProcessor[string, string, string] {
+	return func() processor.StatefulProcessor[string, string, string] { return &Processor{bad: bad} }
+}
 
 func (p *Processor) Init(h processor.Handle) (err error) {
 	p.h = h
@@ -156,6 +207,17 @@ func (p *Processor) HandleInputRows(key string, rows iter.Seq[string], _ process
 		return err
 	}
 	for row := range rows {
+		if strings.HasPrefix(row, FailPrefix) {
+			// Change state and emit first, so that the call has something
+			// to discard.
+			if err := p.v.Count.Update(n + 1); err != nil {
+				return err
+			}
+			if err := out.Emit("doomed " + row); err != nil {
+				return err
+			}
+			return p.fail(key, row, rows)
+		}
 		seq, ev, err := ParseRow(row)
 		if err != nil {
 			return err
@@ -199,6 +261,18 @@ func (p *Processor) HandleInputRows(key string, rows iter.Seq[string], _ process
 	return nil
 }
 
+// fail returns the error of a fail row, after counting the call's rows.
+func (p *Processor) fail(key, row string, rows iter.Seq[string]) error {
+	if p.bad != nil {
+		n := int64(0)
+		for range rows {
+			n++
+		}
+		p.bad.Add(n)
+	}
+	return fmt.Errorf("%w %q of key %s", ErrFail, row, key)
+}
+
 func (p *Processor) HandleExpiredTimer(key string, _ processor.TimerValues, t processor.ExpiredTimerInfo, out processor.Emitter[string]) error {
 	f, _, err := p.v.Fired.Get()
 	if err != nil {
@@ -231,12 +305,19 @@ type Options struct {
 	MaxBatchRecords int           // 0: kstate's default
 	SessionTimeout  time.Duration // 0: kstate's default
 	Logger          *slog.Logger
+	// DeadLetter turns the DeadLetter policies on (OnDecodeError,
+	// OnProcessingError): poison values and the rows of failing calls go
+	// to "<ApplicationID>-dlq" instead of stopping Run.
+	DeadLetter bool
+	// BadRows, when not nil, counts the records this instance
+	// dead-letters: each poison value decoded, each row of a failed call.
+	BadRows *atomic.Int64
 }
 
 // Config is the application's kstate configuration; child processes
 // (integration/testapp -proc eos) and in-process instances use the same.
 func Config(o Options) kstate.Config[string, string, string] {
-	return kstate.Config[string, string, string]{
+	cfg := kstate.Config[string, string, string]{
 		ApplicationID:   o.ApplicationID,
 		Brokers:         o.Brokers,
 		InstanceID:      o.InstanceID,
@@ -256,4 +337,11 @@ func Config(o Options) kstate.Config[string, string, string] {
 		ShutdownTimeout: 10 * time.Second,
 		Logger:          o.Logger,
 	}
+	if o.DeadLetter {
+		cfg.ValueSerde = Deserializer{bad: o.BadRows}
+		cfg.NewProcessor = NewCounting(o.BadRows)
+		cfg.OnDecodeError = kstate.DecodeErrorDeadLetter
+		cfg.OnProcessingError = kstate.ProcessingErrorDeadLetter
+	}
+	return cfg
 }
