@@ -53,6 +53,7 @@ type eosChildArgs struct {
 	maxBatch       int
 	sessionTimeout time.Duration
 	killPoint      string // cli.KillPointEnv value; "" for none
+	pad            int    // bytes of the eos processor's pad variable per key; 0: none
 }
 
 // startEOSChild starts an instance of the eos application. The child dies
@@ -70,6 +71,9 @@ func startEOSChild(t *testing.T, a eosChildArgs) *eosChild {
 	}
 	if a.sessionTimeout > 0 {
 		args = append(args, "-session-timeout", a.sessionTimeout.String())
+	}
+	if a.pad > 0 {
+		args = append(args, "-pad", strconv.Itoa(a.pad))
 	}
 	c := &eosChild{name: a.instance, cmd: exec.Command(exe, args...), done: make(chan struct{})}
 	var env []string

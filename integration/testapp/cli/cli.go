@@ -51,6 +51,7 @@ func Main(args []string) int {
 		batch    = fs.Int("max-batch", 0, "MaxBatchRecords (0: default)")
 		session  = fs.Duration("session-timeout", 0, "SessionTimeout (0: default)")
 		metrics  = fs.Duration("metrics", 0, "print a metrics line this often (0: never)")
+		pad      = fs.Int("pad", 0, "eos: bytes of a pad state variable per key (0: none)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -95,7 +96,7 @@ func Main(args []string) int {
 	case "eos":
 		cfg = eos.Config(eos.Options{
 			Brokers: cfg.Brokers, ApplicationID: *app, InstanceID: *instance, StateDir: *dir,
-			Input: *in, Output: *out, MaxBatchRecords: *batch, SessionTimeout: *session, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+			Input: *in, Output: *out, MaxBatchRecords: *batch, SessionTimeout: *session, Pad: *pad, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		})
 	default:
 		logger.Printf("testapp: unknown -proc %q", *proc)
