@@ -37,16 +37,17 @@ var (
 	ErrRecordTooLarge = errors.New("kstate: record too large")
 )
 
-// StuckError is a micro-batch given up because a processor call did not
-// return: within MaxBatchDuration (the instance gave its partitions up) or,
-// after Run's ctx was cancelled, within ShutdownTimeout. Nothing of the
-// batch was committed; the records are processed again by the partitions'
-// next owner. It matches ErrStuck.
+// StuckError is a micro-batch, or a partition's start, given up because a
+// processor call did not return: within MaxBatchDuration (the instance
+// gave its partitions up) or, after Run's ctx was cancelled, within
+// ShutdownTimeout. Nothing of the batch was committed; the records are
+// processed again by the partitions' next owner. A start given up (Method
+// "Init", or "NewProcessor") had processed nothing. It matches ErrStuck.
 type StuckError struct {
 	Partition int32
-	Method    string        // "HandleInputRows", "HandleExpiredTimer", "HandleInitialState"; "RunBatch" outside them
+	Method    string        // "HandleInputRows", "HandleExpiredTimer", "HandleInitialState"; "RunBatch" outside them; "Init" or "NewProcessor" at a partition's start
 	Key       string        // formatted grouping key; empty when none
-	For       time.Duration // how long the batch had run
+	For       time.Duration // how long the batch (or the Init call) had run
 	Limit     string        // "MaxBatchDuration" or "ShutdownTimeout"
 }
 

@@ -54,6 +54,7 @@ type eosChildArgs struct {
 	sessionTimeout time.Duration
 	killPoint      string // cli.KillPointEnv value; "" for none
 	deadLetter     bool   // -dead-letter: poison values and fail rows are dead-lettered
+	pad            int    // bytes of the eos processor's pad variable per key; 0: none
 }
 
 // startEOSChild starts an instance of the eos application. The child dies
@@ -74,6 +75,9 @@ func startEOSChild(t *testing.T, a eosChildArgs) *eosChild {
 	}
 	if a.deadLetter {
 		args = append(args, "-dead-letter")
+	}
+	if a.pad > 0 {
+		args = append(args, "-pad", strconv.Itoa(a.pad))
 	}
 	c := &eosChild{name: a.instance, cmd: exec.Command(exe, args...), done: make(chan struct{})}
 	var env []string

@@ -23,7 +23,8 @@ import (
 
 // Resource limits and faults on the real broker: record sizes, brokers
 // down at start, two instances on one state directory. (A full disk is
-// tested on a tmpfs in internal/kv: TestRocksDBDiskFull.)
+// tested on a tmpfs: the store in internal/kv, TestRocksDBDiskFull; the
+// application in fault_diskfull_test.go.)
 
 // sizer emits, for an input row "n", a row of n bytes (no state).
 type sizer struct{}

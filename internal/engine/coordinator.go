@@ -187,6 +187,13 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 		if cerr := c.shutdown(); err == nil && ctx.Err() == nil {
 			err = cerr
 		}
+		// A processor Init given up during the shutdown (or a revoke
+		// just before it) is reported even though ctx was cancelled,
+		// like a batch given up at ShutdownTimeout.
+		var stuck *StuckError
+		if ferr := c.failed(); err == nil && errors.As(ferr, &stuck) {
+			err = ferr
+		}
 		close(stop)
 		cancelStop()
 		c.cancelWork()

@@ -129,7 +129,7 @@ var ErrStuck = errors.New("engine: a processor call did not return in time")
 // shutdown, past ShutdownTimeout. Nothing of the batch was committed.
 type StuckError struct {
 	Partition int32
-	Method    string        // the processor method in progress; "RunBatch" when none was
+	Method    string        // the processor method in progress; "RunBatch" when none was ("NewProcessor" at a partition's start)
 	Key       string        // formatted grouping key; empty when none
 	For       time.Duration // age of the batch when it was abandoned
 	Limit     string        // "MaxBatchDuration" or "ShutdownTimeout"
@@ -139,6 +139,16 @@ func (e *StuckError) Error() string {
 	where := e.Method
 	if e.Key != "" {
 		where = fmt.Sprintf("%s(key %s)", e.Method, e.Key)
+	}
+	if e.Method == "Init" || e.Method == "NewProcessor" {
+		// The partition's start (restore goroutine), not a batch.
+		if e.Limit == LimitShutdown {
+			return fmt.Sprintf("partition %d: the processor's %s was still running %v into the partition's start when ShutdownTimeout expired: "+
+				"the partition was given up before it processed anything", e.Partition, where, e.For)
+		}
+		return fmt.Sprintf("partition %d: the processor's %s did not return within MaxBatchDuration (%v): the instance gave its partitions up "+
+			"before this one processed anything; find why the call blocks (the log has its stack), "+
+			"or raise MaxBatchDuration if it is legitimately this slow", e.Partition, where, e.For)
 	}
 	if e.Limit == LimitShutdown {
 		return fmt.Sprintf("partition %d: %s was still running %v into its batch when ShutdownTimeout expired: "+

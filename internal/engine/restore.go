@@ -20,7 +20,10 @@ func (c *Coordinator) restoreTask(ctx context.Context, s *slot) {
 	defer close(s.done)
 	t, err := c.openTask(ctx, s.part)
 	if err != nil {
-		if ctx.Err() == nil {
+		// A cancelled restore's error is its cancellation, except for an
+		// Init given up: Run reports that one even at shutdown.
+		var stuck *StuckError
+		if ctx.Err() == nil || errors.As(err, &stuck) {
 			c.fail(err)
 		}
 		return
@@ -45,8 +48,9 @@ func (c *Coordinator) openTask(ctx context.Context, p int32) (_ TaskHandle, err 
 	if err != nil {
 		return nil, fmt.Errorf("kstate: %w", err)
 	}
+	orphaned := false // Init given up: its goroutine closes t
 	defer func() {
-		if err != nil {
+		if err != nil && !orphaned {
 			t.Close()
 		}
 	}()
@@ -63,7 +67,7 @@ func (c *Coordinator) openTask(ctx context.Context, p int32) (_ TaskHandle, err 
 		return nil, err
 	}
 	t.AddCounters(Counters{RestoreRecords: n, RestoreTime: c.clock.Elapsed() - start})
-	if err := t.Start(); err != nil {
+	if orphaned, err = c.startTask(t, p); err != nil {
 		return nil, fmt.Errorf("kstate: %w", err)
 	}
 	if t.InitialStatePending() {

@@ -15,8 +15,10 @@ import (
 //	    restored) under mu
 //	promote (loop): ready = true, partition resumed — only now can Poll
 //	    return its records
-//	Revoked/Lost/shutdown (loop): restore cancelled and waited for, task
-//	    closed (processor Close, shard Close; kept on disk)
+//	Revoked/Lost/shutdown (loop): restore cancelled and waited for (an
+//	    Init in progress within MaxBatchDuration, or ShutdownTimeout after
+//	    cancellation: startTask), task closed (processor Close, shard
+//	    Close; kept on disk)
 //
 // Group events run inside Poll on the loop goroutine, between batches, so
 // a task is never closed while it runs a batch.

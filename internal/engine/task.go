@@ -231,6 +231,15 @@ func (t *Task[K, I, O]) Shard() *shard.Shard { return t.shard }
 // Partition is the task's input partition.
 func (t *Task[K, I, O]) Partition() int32 { return t.cfg.Partition }
 
+// dirSuffix is " <dir>" for messages naming the shard, "" for a shard
+// without a directory (a test Backend).
+func dirSuffix(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	return " " + dir
+}
+
 // ShardDir is the shard's directory, for messages ("" with a Backend).
 func (t *Task[K, I, O]) ShardDir() string { return t.cfg.Dir }
 
@@ -393,7 +402,8 @@ func (t *Task[K, I, O]) Commit(nextChangelogOffset int64) error {
 		// The transaction committed: Kafka holds the batch, the local shard
 		// does not. The owner must close the task; a reopen restores the
 		// missing tail from the changelog.
-		return fmt.Errorf("partition %d: apply committed batch to the shard: %w", t.cfg.Partition, err)
+		return fmt.Errorf("partition %d: apply committed batch to the shard%s (Kafka has the batch: once the disk is fixed, a restart restores it from the changelog): %w",
+			t.cfg.Partition, dirSuffix(t.cfg.Dir), err)
 	}
 	p := &t.pend
 	t.wmAdvanced = p.watermark != t.watermark

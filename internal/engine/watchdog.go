@@ -35,6 +35,10 @@ import (
 //     member; their input offsets were not committed, so the new owner
 //     processes the same records from the same committed state.
 // The stuck goroutine is the one goroutine Run does not wait for.
+//
+// A partition's start (NewProcessor and Init, on its restore goroutine) is
+// watched the same way by startTask: an Init that never returns would
+// otherwise hold closeSlot, and so the revoke or the shutdown, forever.
 
 const defaultMaxBatchDuration = 5 * time.Minute
 
@@ -48,11 +52,13 @@ type flight struct {
 	dumped   bool // the watchdog logged this flight's stack (watchdog goroutine only)
 }
 
-// round is the set of flights of one batch.
+// round is the set of flights of one batch, or the one flight of a
+// partition's start (startTask).
 type round struct {
-	start   time.Duration // Clock.Elapsed when the tasks started
-	flights []*flight
-	done    chan int // index of each flight when it finished; buffered
+	start    time.Duration // Clock.Elapsed when the tasks started
+	flights  []*flight
+	done     chan int // index of each flight when it finished; buffered
+	starting bool     // a partition's start (NewProcessor, Init), not a batch
 }
 
 // runTasks starts RunBatch of every slot on its own goroutine and waits for
@@ -150,10 +156,7 @@ func (c *Coordinator) warnStuck(rd *round, age time.Duration) {
 		if f.finished.Load() {
 			continue
 		}
-		call, ok := f.s.task.CurrentCall()
-		if !ok {
-			call = Call{Method: "RunBatch"}
-		}
+		call := f.call(rd)
 		args := []any{"partition", f.s.part, "method", call.Method, "key", call.Key,
 			"running_for", age, "max_batch_duration", c.cfg.MaxBatchDuration}
 		if !f.dumped {
@@ -161,7 +164,11 @@ func (c *Coordinator) warnStuck(rd *round, age time.Duration) {
 			gid, _ := f.gid.Load().(string)
 			args = append(args, "stack", string(goroutineStack(gid)))
 		}
-		c.log.Warn("batch running long: a processor call has not returned; the instance gives its partitions up at max_batch_duration", args...)
+		msg := "batch running long: a processor call has not returned; the instance gives its partitions up at max_batch_duration"
+		if rd.starting {
+			msg = "partition start running long: the processor's Init has not returned; the instance gives its partitions up at max_batch_duration"
+		}
+		c.log.Warn(msg, args...)
 	}
 }
 
@@ -179,10 +186,7 @@ func (c *Coordinator) giveUp(rd *round, limit string, age time.Duration) error {
 			continue
 		}
 		f.s.task.Abandon()
-		call, ok := f.s.task.CurrentCall()
-		if !ok {
-			call = Call{Method: "RunBatch"}
-		}
+		call := f.call(rd)
 		c.log.Error("giving up the batch: a processor call has not returned", "partition", f.s.part,
 			"method", call.Method, "key", call.Key, "running_for", age, "limit", limit)
 		if stuck == nil {
@@ -196,6 +200,87 @@ func (c *Coordinator) giveUp(rd *round, limit string, age time.Duration) error {
 		stuck = &StuckError{Partition: rd.flights[0].s.part, Method: "RunBatch", For: age, Limit: limit}
 	}
 	return stuck
+}
+
+// call is the processor call the flight's task is in: RunBatch (or, for
+// a partition's start, NewProcessor) when it is in none.
+func (f *flight) call(rd *round) Call {
+	if call, ok := f.s.task.CurrentCall(); ok {
+		return call
+	}
+	if rd.starting {
+		return Call{Method: "NewProcessor"}
+	}
+	return Call{Method: "RunBatch"}
+}
+
+// startTask runs t.Start — the processor's NewProcessor and Init — on a
+// goroutine of its own and waits for it as runTasks waits for a batch: a
+// warning every StuckWarnEvery (the goroutine's stack once), and past
+// MaxBatchDuration, or once ShutdownTimeout expired after Run's ctx was
+// cancelled, a StuckError (Method "Init") without waiting any longer. A
+// revoke meanwhile (the restore's ctx cancelled) waits like that too, as
+// a revoke waits for a batch: the shard stays locked while Init runs.
+//
+// Given up, the task is marked abandoned (when Init returns, Start returns
+// ErrAbandoned) and left to that goroutine, which closes it — without the
+// processor's Close — when, if ever, Init returns; orphaned reports it, and
+// the caller must then not close the task. Like an abandoned batch call,
+// it is the one goroutine Run does not wait for.
+func (c *Coordinator) startTask(t TaskHandle, p int32) (orphaned bool, err error) {
+	s := &slot{part: p, task: t, running: true}
+	f := &flight{s: s}
+	rd := &round{start: c.clock.Elapsed(), flights: []*flight{f}, done: make(chan int, 1), starting: true}
+	go func() {
+		f.gid.Store(goroutineID())
+		f.err = t.Start()
+		f.finished.Store(true)
+		c.mu.Lock()
+		s.running = false
+		orphan := s.orphaned
+		c.mu.Unlock()
+		if !orphan {
+			rd.done <- 0
+			return
+		}
+		cerr := t.Close()
+		c.retire(t.Counters())
+		c.log.Warn("the stuck processor Init returned after its partition was given up: task closed without the processor's Close",
+			"partition", p, "err", cerr)
+	}()
+
+	wdCtx, stopWD := context.WithCancel(context.Background())
+	expired := make(chan time.Duration, 1)
+	var wd sync.WaitGroup
+	wd.Go(func() { c.watch(wdCtx, rd, expired) })
+	defer func() {
+		stopWD()
+		wd.Wait()
+	}()
+	var limit string
+	var age time.Duration
+	select {
+	case <-rd.done:
+		return false, f.err
+	case age = <-expired:
+		limit = LimitMaxBatch
+	case <-c.shutdownExpired:
+		limit, age = LimitShutdown, c.clock.Elapsed()-rd.start
+	}
+	c.mu.Lock()
+	if !s.running {
+		// Start returned meanwhile: no need to give up.
+		c.mu.Unlock()
+		<-rd.done
+		return false, f.err
+	}
+	s.orphaned = true
+	t.Abandon()
+	call := f.call(rd)
+	c.mu.Unlock()
+	c.log.Error("giving up the partition's start: the processor's Init has not returned", "partition", p,
+		"method", call.Method, "running_for", age, "limit", limit)
+	return true, &StuckError{Partition: p, Method: call.Method, For: age, Limit: limit}
 }
 
 // goroutineID returns the calling goroutine's header prefix as it appears

@@ -56,6 +56,7 @@ func Main(args []string) int {
 		session  = fs.Duration("session-timeout", 0, "SessionTimeout (0: default)")
 		metrics  = fs.Duration("metrics", 0, "print a metrics line this often (0: never)")
 		dlq      = fs.Bool("dead-letter", false, "eos: DeadLetter policies for poison values and failing keys")
+		pad      = fs.Int("pad", 0, "eos: bytes of a pad state variable per key (0: none)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -106,7 +107,7 @@ func Main(args []string) int {
 	case "eos":
 		cfg = eos.Config(eos.Options{
 			Brokers: cfg.Brokers, ApplicationID: *app, InstanceID: *instance, StateDir: *dir,
-			Input: *in, Output: *out, MaxBatchRecords: *batch, SessionTimeout: *session, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+			Input: *in, Output: *out, MaxBatchRecords: *batch, SessionTimeout: *session, Pad: *pad, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 			DeadLetter: *dlq, BadRows: bad,
 		})
 	default:

@@ -35,8 +35,10 @@ package eos
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"iter"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,6 +66,7 @@ const (
 	VarLast    = "last"
 	VarBuckets = "buckets"
 	VarFired   = "fired"
+	VarPad     = "pad"
 )
 
 // TimerKeySuffix is appended to a key for its timer outputs.
@@ -169,11 +172,28 @@ func Declare(sh *shard.Shard) (v Vars, err error) {
 	return v, err
 }
 
+// Pad is the value of the pad variable after the row seq of key: size
+// bytes of hex digits of a generator seeded by both, so that no two values
+// share much and compression cannot shrink them.
+func Pad(key string, seq int64, size int) string {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	rng := rand.New(rand.NewPCG(h.Sum64(), uint64(seq)))
+	const digits = "0123456789abcdef"
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = digits[rng.IntN(len(digits))]
+	}
+	return string(b)
+}
+
 // Processor is the exactly-once test processor (EventTime mode).
 type Processor struct {
-	h   processor.Handle
-	v   Vars
-	bad *atomic.Int64 // counts the rows of failed calls; nil: not counted
+	h      processor.Handle
+	v      Vars
+	bad    *atomic.Int64 // counts the rows of failed calls; nil: not counted
+	pad    int           // bytes of the pad variable; 0: no pad variable
+	padVar state.ValueState[string]
 }
 
 // New is a processor factory.
@@ -184,6 +204,13 @@ func New() processor.StatefulProcessor[string, string, string] { return &Process
 // dead-lettered under ProcessingErrorDeadLetter).
 func NewCounting(bad *atomic.Int64) func() processor.StatefulProcessor[string, string, string] {
 	return func() processor.StatefulProcessor[string, string, string] { return &Processor{bad: bad} }
+}
+
+// NewPadded is a processor factory for processors that also keep, per key,
+// a pad variable of size bytes (Pad(key, seq, size) after row seq), to make
+// the state large (full-disk tests). The pad is not part of the outputs.
+func NewPadded(size int) func() processor.StatefulProcessor[string, string, string] {
+	return func() processor.StatefulProcessor[string, string, string] { return &Processor{pad: size} }
 }
 
 func (p *Processor) Init(h processor.Handle) (err error) {
@@ -197,7 +224,12 @@ func (p *Processor) Init(h processor.Handle) (err error) {
 	if p.v.Buckets, err = processor.NewMapState(h, VarBuckets, state.String(), state.Int64()); err != nil {
 		return err
 	}
-	p.v.Fired, err = processor.NewValueState(h, VarFired, state.Int64())
+	if p.v.Fired, err = processor.NewValueState(h, VarFired, state.Int64()); err != nil {
+		return err
+	}
+	if p.pad > 0 {
+		p.padVar, err = processor.NewValueState(h, VarPad, state.String())
+	}
 	return err
 }
 
@@ -248,6 +280,11 @@ func (p *Processor) HandleInputRows(key string, rows iter.Seq[string], _ process
 		bn++
 		if err := p.v.Buckets.UpdateValue(b, bn); err != nil {
 			return err
+		}
+		if p.pad > 0 {
+			if err := p.padVar.Update(Pad(key, seq, p.pad)); err != nil {
+				return err
+			}
 		}
 		if seq%TimerEvery == 0 {
 			if err := p.h.RegisterTimer(ev + TimerDelay); err != nil {
@@ -304,6 +341,7 @@ type Options struct {
 	Input, Output   string
 	MaxBatchRecords int           // 0: kstate's default
 	SessionTimeout  time.Duration // 0: kstate's default
+	Pad             int           // bytes of a pad variable per key (NewPadded); 0: none
 	Logger          *slog.Logger
 	// DeadLetter turns the DeadLetter policies on (OnDecodeError,
 	// OnProcessingError): poison values and the rows of failing calls go
@@ -317,6 +355,10 @@ type Options struct {
 // Config is the application's kstate configuration; child processes
 // (integration/testapp -proc eos) and in-process instances use the same.
 func Config(o Options) kstate.Config[string, string, string] {
+	newProc := New
+	if o.Pad > 0 {
+		newProc = NewPadded(o.Pad)
+	}
 	cfg := kstate.Config[string, string, string]{
 		ApplicationID:   o.ApplicationID,
 		Brokers:         o.Brokers,
@@ -324,7 +366,7 @@ func Config(o Options) kstate.Config[string, string, string] {
 		InputTopics:     []string{o.Input},
 		KeySerde:        serde.String(),
 		ValueSerde:      serde.String(),
-		NewProcessor:    New,
+		NewProcessor:    newProc,
 		TimeMode:        processor.EventTime,
 		EventTime:       EventTime,
 		OutputTopic:     o.Output,

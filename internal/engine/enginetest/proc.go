@@ -2,6 +2,7 @@ package enginetest
 
 import (
 	"errors"
+	"fmt"
 	"iter"
 	"strconv"
 	"strings"
@@ -19,8 +20,9 @@ import (
 type Counter struct {
 	mode processor.TimeMode
 	// block, when set, is called with the key at the start of
-	// HandleInputRows and may block there (a stuck processor); trace
-	// reports the blocked calls.
+	// HandleInputRows, and with "init/p<partition>" at the start of Init,
+	// and may block there (a stuck processor); trace reports the blocked
+	// calls.
 	block func(key string) bool
 	trace func(format string, args ...any)
 
@@ -35,6 +37,10 @@ func NewCounter(mode processor.TimeMode) func() processor.StatefulProcessor[stri
 
 func (c *Counter) Init(h processor.Handle) (err error) {
 	c.h = h
+	// "block i1 init/p0" makes partition 0's Init block.
+	if key := fmt.Sprintf("init/p%d", h.QueryInfo().Partition); c.block != nil && c.block(key) && c.trace != nil {
+		c.trace("Init returned after blocking")
+	}
 	c.count, err = processor.NewValueState(h, "count", state.Int64())
 	return err
 }

@@ -112,8 +112,11 @@ func (h *warnTracer) Handle(ctx context.Context, r slog.Record) error {
 			case "stack":
 				s := a.Value.String()
 				a = slog.String("stack", "without the processor")
-				if strings.Contains(s, "enginetest.(*Counter).HandleInputRows") {
+				switch {
+				case strings.Contains(s, "enginetest.(*Counter).HandleInputRows"):
 					a = slog.String("stack", "HandleInputRows")
+				case strings.Contains(s, "enginetest.(*Counter).Init"):
+					a = slog.String("stack", "Init")
 				}
 			}
 			kv = append(kv, a.String())
