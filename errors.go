@@ -90,15 +90,10 @@ type UserError struct {
 	Stack     []byte
 }
 
+// Error has the engine's wording (one place words each error) with this
+// package's prefix.
 func (e *UserError) Error() string {
-	where := e.Method
-	if e.Key != "" {
-		where = fmt.Sprintf("%s(key %s)", e.Method, e.Key)
-	}
-	if e.Panic != nil {
-		return fmt.Sprintf("kstate: partition %d: %s panicked: %v", e.Partition, where, e.Panic)
-	}
-	return fmt.Sprintf("kstate: partition %d: %s: %v", e.Partition, where, e.Err)
+	return "kstate: " + (&engine.UserError{Method: e.Method, Key: e.Key, Partition: e.Partition, Err: e.Err, Panic: e.Panic}).Error()
 }
 
 func (e *UserError) Unwrap() error { return e.Err }
@@ -114,8 +109,7 @@ type DecodeError struct {
 }
 
 func (e *DecodeError) Error() string {
-	return fmt.Sprintf("kstate: cannot decode record %s at topic %q partition %d offset %d: %v",
-		e.Part, e.Topic, e.Partition, e.Offset, e.Err)
+	return "kstate: " + (&engine.DecodeError{Topic: e.Topic, Partition: e.Partition, Offset: e.Offset, Part: e.Part, Err: e.Err}).Error()
 }
 
 func (e *DecodeError) Unwrap() error { return e.Err }
@@ -129,9 +123,7 @@ type ModeError struct {
 }
 
 func (e *ModeError) Error() string {
-	return fmt.Sprintf("kstate: partition %d: %s changed from %s to %s across restarts; "+
-		"it is fixed per application: run with %s again, or use a new application id",
-		e.Partition, e.What, e.Old, e.New, e.Old)
+	return "kstate: " + (&engine.ModeError{Partition: e.Partition, What: e.What, Old: e.Old, New: e.New}).Error()
 }
 
 // PartitionsChangedError is returned by Run when the input topic's
@@ -149,11 +141,7 @@ type PartitionsChangedError struct {
 }
 
 func (e *PartitionsChangedError) Error() string {
-	return fmt.Sprintf("kstate: the partition count of input topic %q changed from %d to %d (changelog %q has %d): "+
-		"keys now map to other partitions, so nothing is processed on the new layout; "+
-		"to continue, stop the application, export its state and start a new application id with it as Config.InitialState "+
-		"(README: \"Changing the number of input partitions\")",
-		e.Topic, e.Old, e.New, e.Changelog, e.Old)
+	return "kstate: " + (&engine.PartitionsChangedError{Topic: e.Topic, Changelog: e.Changelog, Old: e.Old, New: e.New}).Error()
 }
 
 // ChangelogLostError is returned by Run when a changelog partition no
