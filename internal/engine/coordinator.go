@@ -68,6 +68,10 @@ type CoordinatorConfig struct {
 	Clock      Clock
 	NewTask    NewTask
 
+	// OnPhase is called after the phase changed (read it with Phase), from
+	// the loop or the shutdown timer goroutine, never under the
+	// coordinator's locks; it must not block. Optional.
+	OnPhase func()
 	// KillHook is set only by crash tests (see WithKillHook). Optional.
 	KillHook KillHook
 	// Logger receives operational messages with structured attributes
@@ -124,6 +128,8 @@ type Coordinator struct {
 		// transaction ended; roundStart is its Clock.Elapsed at start.
 		inFlight   bool
 		roundStart time.Duration
+		phase      Phase         // phase.go
+		lastCommit time.Duration // Clock.Elapsed of the last commit; 0: none
 	}
 }
 
@@ -177,6 +183,7 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 			return
 		case <-ctx.Done():
 		}
+		c.stopping()
 		if c.clock.Sleep(stopCtx, c.cfg.ShutdownTimeout) == nil {
 			c.log.Warn("shutdown timeout exceeded: abandoning the batch in flight", "shutdown_timeout", c.cfg.ShutdownTimeout)
 			close(c.shutdownExpired)
@@ -224,6 +231,7 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 			return err
 		}
 		c.promote()
+		c.updatePhase()
 		if err := c.batch(recs); err != nil {
 			return err
 		}

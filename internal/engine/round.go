@@ -80,6 +80,7 @@ func (c *Coordinator) batch(recs []Message) error {
 				return fmt.Errorf("kstate: %w", err)
 			}
 		}
+		c.noteStatus(parts, false)
 		return nil
 	}
 	if err := c.session.Begin(); err != nil {
@@ -134,6 +135,7 @@ func (c *Coordinator) batch(recs []Message) error {
 			return fmt.Errorf("kstate: %w", err)
 		}
 	}
+	c.noteStatus(parts, true)
 	return nil
 }
 

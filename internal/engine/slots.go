@@ -36,6 +36,8 @@ type slot struct {
 	// by that goroutine; under mu). orphaned: the loop gave the batch up
 	// and closeSlot left the task to that goroutine (watchdog.go).
 	running, orphaned bool
+	// Under mu, written by the loop (noteStatus) for Snapshot.
+	watermark, batchID int64
 }
 
 // groupEvents is the Coordinator's GroupEvents (kept off its method set).
@@ -59,7 +61,7 @@ func (g groupEvents) Assigned(_ context.Context, parts []Partition) {
 			continue // no task: checkLayout stops Run before the next batch
 		}
 		ctx, cancel := context.WithCancel(c.workCtx)
-		s := &slot{part: p.Partition, cancel: cancel, done: make(chan struct{})}
+		s := &slot{part: p.Partition, cancel: cancel, done: make(chan struct{}), watermark: -1}
 		c.mu.Lock()
 		old := c.mu.slots[p.Partition]
 		c.mu.slots[p.Partition] = s
@@ -150,14 +152,17 @@ func (c *Coordinator) closeSlot(s *slot, why string) error {
 // promote resumes the partitions whose restore finished.
 func (c *Coordinator) promote() {
 	var ps []Partition
+	var promoted []*slot
 	c.mu.Lock()
 	for p, s := range c.mu.slots {
 		if s.restored && !s.ready {
 			s.ready = true
 			ps = append(ps, Partition{Topic: c.cfg.Topic, Partition: p})
+			promoted = append(promoted, s)
 		}
 	}
 	c.mu.Unlock()
+	c.noteStatus(promoted, false)
 	if len(ps) > 0 {
 		sort.Slice(ps, func(i, j int) bool { return ps[i].Partition < ps[j].Partition })
 		c.session.Resume(ps)
@@ -193,15 +198,26 @@ type Snapshot struct {
 	// BatchInFlight is the age of the batch in flight (its tasks running
 	// or its transaction ending); 0 between batches.
 	BatchInFlight time.Duration
+	// Phase is the coordinator's phase (phase.go).
+	Phase Phase
+	// SinceCommit is the time since the last committed transaction; 0
+	// before the first.
+	SinceCommit time.Duration
+	// Status holds what the loop last saw of each assigned partition.
+	Status map[int32]PartitionStatus
 }
 
 // Snapshot returns the counters. Safe to call at any time, also after Run.
 func (c *Coordinator) Snapshot() Snapshot {
-	m := Snapshot{Partitions: map[int32]Counters{}}
+	m := Snapshot{Partitions: map[int32]Counters{}, Status: map[int32]PartitionStatus{}}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m.Total = c.mu.retired
 	m.FirstCommit = c.mu.firstCommit
+	m.Phase = c.mu.phase
+	if c.mu.lastCommit > 0 {
+		m.SinceCommit = max(c.clock.Elapsed()-c.mu.lastCommit, time.Nanosecond)
+	}
 	if c.mu.inFlight {
 		m.BatchInFlight = max(c.clock.Elapsed()-c.mu.roundStart, time.Nanosecond)
 	}
@@ -210,6 +226,7 @@ func (c *Coordinator) Snapshot() Snapshot {
 		if !s.ready {
 			m.Restoring = append(m.Restoring, p)
 		}
+		m.Status[p] = PartitionStatus{Ready: s.ready, Watermark: s.watermark, BatchID: s.batchID}
 		if s.task != nil {
 			ct := s.task.Counters()
 			m.Partitions[p] = ct

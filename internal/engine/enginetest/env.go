@@ -440,6 +440,18 @@ func (e *Env) Exec(line string) (string, error) {
 		var ue *engine.UserError
 		return fmt.Sprintf("fenced=%v user=%v crashed=%v injected=%v", errors.Is(i.err, engine.ErrFenced),
 			errors.As(i.err, &ue), errors.Is(i.err, ErrCrashed), errors.Is(i.err, ErrInjected)), nil
+	case "phase":
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		s := i.coord.Snapshot()
+		var ps []string
+		for _, p := range s.Assigned {
+			st := s.Status[p]
+			ps = append(ps, fmt.Sprintf("p%d{ready=%v wm=%d batch=%d}", p, st.Ready, st.Watermark, st.BatchID))
+		}
+		return fmt.Sprintf("%v committed=%v %s", s.Phase, s.SinceCommit > 0, strings.Join(ps, " ")), nil
 	case "metrics":
 		i, err := inst()
 		if err != nil {

@@ -1,0 +1,105 @@
+package engine
+
+import "time"
+
+// Phase is where a Coordinator is in its life, as the root package's
+// App.State reports it. The loop and the shutdown timer drive it; readers
+// take it from Phase or Snapshot.
+type Phase int
+
+const (
+	// PhaseStarting: the topic checks and the group join (setup), until the
+	// loop's first poll returned.
+	PhaseStarting Phase = iota
+	// PhaseRestoring: an assigned partition is restoring, or restored and
+	// not resumed yet. A rebalance shows here: newly assigned partitions
+	// restore while the others keep processing.
+	PhaseRestoring
+	// PhaseRunning: every assigned partition (there may be none: more
+	// members than partitions) is restored and processing.
+	PhaseRunning
+	// PhaseStopping: Run's ctx was cancelled; the batch in flight commits
+	// or aborts and the tasks close. It is final.
+	PhaseStopping
+)
+
+var phaseNames = [...]string{"Starting", "Restoring", "Running", "Stopping"}
+
+func (p Phase) String() string {
+	if p < 0 || int(p) >= len(phaseNames) {
+		return "Phase(?)"
+	}
+	return phaseNames[p]
+}
+
+// PartitionStatus is what the loop last saw of an assigned partition.
+type PartitionStatus struct {
+	// Ready: restored and resumed (processing).
+	Ready bool
+	// Watermark (EventTime mode; -1 without one) and BatchID (the id the
+	// next batch will have) as of the last commit of the partition, or of
+	// its restore.
+	Watermark, BatchID int64
+}
+
+// Phase returns the coordinator's phase. Safe to call at any time.
+func (c *Coordinator) Phase() Phase {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.phase
+}
+
+// updatePhase recomputes the phase from the slots (loop only, after the
+// events of a poll and the promotions) and reports a change.
+func (c *Coordinator) updatePhase() {
+	c.mu.Lock()
+	old := c.mu.phase
+	if old != PhaseStopping {
+		c.mu.phase = PhaseRunning
+		for _, s := range c.mu.slots {
+			if !s.ready {
+				c.mu.phase = PhaseRestoring
+				break
+			}
+		}
+	}
+	changed := c.mu.phase != old
+	c.mu.Unlock()
+	if changed {
+		c.phaseChanged()
+	}
+}
+
+// stopping enters PhaseStopping (the shutdown timer, when Run's ctx ends).
+func (c *Coordinator) stopping() {
+	c.mu.Lock()
+	changed := c.mu.phase != PhaseStopping
+	c.mu.phase = PhaseStopping
+	c.mu.Unlock()
+	if changed {
+		c.phaseChanged()
+	}
+}
+
+// phaseChanged calls the OnPhase hook, never under mu.
+func (c *Coordinator) phaseChanged() {
+	if c.cfg.OnPhase != nil {
+		c.cfg.OnPhase()
+	}
+}
+
+// noteStatus records the watermark and the batch id of the slots' tasks
+// (loop only, while no batch runs them: after a commit or a promotion),
+// and the time of a commit.
+func (c *Coordinator) noteStatus(parts []*slot, committed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range parts {
+		if s.task != nil {
+			s.watermark, s.batchID = s.task.Watermark(), s.task.BatchID()
+		}
+	}
+	if committed {
+		c.mu.lastCommit = max(c.clock.Elapsed(), time.Nanosecond)
+	}
+}
