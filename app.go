@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -19,11 +21,13 @@ import (
 // App is a configured application. Create it with New and start it with Run.
 type App[K, I, O any] struct {
 	cfg Config[K, I, O]
+	sm  *stateMachine
 
 	mu struct {
 		sync.Mutex
 		ran   bool
 		coord *engine.Coordinator // of the Run in progress or finished; nil before
+		err   error               // Run's error, once it returned
 	}
 }
 
@@ -33,7 +37,7 @@ func New[K, I, O any](cfg Config[K, I, O]) (*App[K, I, O], error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App[K, I, O]{cfg: c}, nil
+	return &App[K, I, O]{cfg: c, sm: newStateMachine(c.OnStateChange)}, nil
 }
 
 // InstanceID is the instance id in use (after defaults).
@@ -146,7 +150,9 @@ func (a *App[K, I, O]) Metrics() Metrics {
 // storage error. Run returns within ShutdownTimeout of the cancellation
 // even if a processor call never returns (then with a StuckError); such a
 // call's goroutine is left running, its task closed when it returns.
-// Run may be called once per App.
+// Run may be called once per App. It drives the App's State (see State);
+// it returns after the OnStateChange listener was called with the final
+// change, and after the server of Config.HTTPAddr shut down.
 func (a *App[K, I, O]) Run(ctx context.Context) error {
 	a.mu.Lock()
 	if a.mu.ran {
@@ -155,6 +161,57 @@ func (a *App[K, I, O]) Run(ctx context.Context) error {
 	}
 	a.mu.ran = true
 	a.mu.Unlock()
+	a.sm.set(Starting)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	if a.sm.listener != nil {
+		wg.Go(func() { a.sm.listen(stop) })
+	}
+	srv, err := a.serve(&wg)
+	if err == nil {
+		err = a.run(ctx)
+	}
+	if ctx.Err() != nil {
+		a.sm.set(Stopping)
+	}
+	a.mu.Lock()
+	a.mu.err = err
+	a.mu.Unlock()
+	if err != nil {
+		a.sm.set(Failed)
+	} else {
+		a.sm.set(Stopped)
+	}
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
+		_ = srv.Shutdown(sctx)
+		cancel()
+	}
+	close(stop)
+	wg.Wait()
+	return err
+}
+
+// httpShutdownTimeout bounds the shutdown of the Config.HTTPAddr server.
+const httpShutdownTimeout = 5 * time.Second
+
+// serve starts serving Handler on Config.HTTPAddr, if set, on a goroutine
+// added to wg.
+func (a *App[K, I, O]) serve(wg *sync.WaitGroup) (*http.Server, error) {
+	if a.cfg.HTTPAddr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("kstate: Config.HTTPAddr: %w", err)
+	}
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	wg.Go(func() { _ = srv.Serve(ln) })
+	return srv, nil
+}
+
+// run is Run's work: the coordinator's run.
+func (a *App[K, I, O]) run(ctx context.Context) error {
 	cfg := &a.cfg
 	adm, err := kafka.NewAdmin(cfg.Brokers)
 	if err != nil {
@@ -187,6 +244,7 @@ func (a *App[K, I, O]) Run(ctx context.Context) error {
 		NewTask:          a.taskFactory(runID),
 		KillHook:         engine.KillHookFrom(ctx),
 		Logger:           cfg.Logger,
+		OnPhase:          func() { a.followPhase() },
 	})
 	if err != nil {
 		return err
@@ -195,6 +253,16 @@ func (a *App[K, I, O]) Run(ctx context.Context) error {
 	a.mu.coord = c
 	a.mu.Unlock()
 	return publicError(c.Run(ctx))
+}
+
+// followPhase is the coordinator's OnPhase hook.
+func (a *App[K, I, O]) followPhase() {
+	a.mu.Lock()
+	c := a.mu.coord
+	a.mu.Unlock()
+	if c != nil {
+		a.sm.follow(c)
+	}
 }
 
 // taskFactory builds the generic partition tasks for the non-generic

@@ -172,6 +172,17 @@ type Config[K, I, O any] struct {
 	// before anything is processed on the new layout (an assignment of an
 	// unknown partition is checked at once). Default 30s.
 	MetadataRefresh time.Duration
+	// OnStateChange is called with every change of the App's State (see
+	// State), in order, on one goroutine of Run's: never concurrently, never
+	// under the engine's locks, and not on the processing loop (a slow
+	// listener delays later calls, not processing). Run returns after the
+	// call of its final change (to Stopped or Failed). Default: none.
+	OnStateChange func(old, new State)
+	// HTTPAddr, when set, makes Run serve App.Handler (/healthz, /readyz,
+	// /status) on this address (e.g. ":8080") for as long as it runs; Run
+	// fails at once if it cannot listen. Default "": no server (mount
+	// App.Handler yourself).
+	HTTPAddr string
 	// Logger receives operational messages as structured records with the
 	// attributes app, partition and batch where they apply: assignments and
 	// restores at Info, aborted batches and recoveries at Warn, failures at

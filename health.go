@@ -1,0 +1,145 @@
+package kstate
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+)
+
+// Status is a point-in-time view of an App for operators (App.Status, the
+// /status endpoint of App.Handler). Durations are in nanoseconds in JSON.
+type Status struct {
+	ApplicationID string `json:"application_id"`
+	InstanceID    string `json:"instance_id"` // the owner of Partitions
+	State         string `json:"state"`
+	// Partitions are the partitions assigned to this instance, sorted.
+	Partitions []PartitionStatus `json:"partitions"`
+	// BatchInFlight is the age of the micro-batch in flight; 0 between
+	// batches. Live reports stuck once it passes MaxBatchDuration/2.
+	BatchInFlight time.Duration `json:"batch_in_flight_ns"`
+	// MaxBatchDuration is Config.MaxBatchDuration after defaults.
+	MaxBatchDuration time.Duration `json:"max_batch_duration_ns"`
+	// SinceCommit is the time since the last committed transaction of this
+	// Run; 0 before the first.
+	SinceCommit time.Duration `json:"since_last_commit_ns"`
+	// FirstCommit is Metrics.FirstCommit.
+	FirstCommit time.Duration `json:"first_commit_ns"`
+	// Total is Metrics.Total (errors: DecodeErrors, ProcessingErrors,
+	// DeadLettered, Aborts, ...).
+	Total Counters `json:"total"`
+	// Error is the error Run returned (State Failed); empty otherwise.
+	Error string `json:"error,omitempty"`
+}
+
+// PartitionStatus is one assigned partition of a Status.
+type PartitionStatus struct {
+	Partition int32 `json:"partition"`
+	// Restoring: its state is being restored from the changelog; it does
+	// not process yet.
+	Restoring bool `json:"restoring"`
+	// RestoredRecords is the number of changelog records its restore
+	// applied (known once restored).
+	RestoredRecords int64 `json:"restored_records"`
+	// Watermark (EventTime mode, ms; -1: none) and BatchID (the id of the
+	// partition's next batch), as of its last commit or its restore.
+	Watermark int64 `json:"watermark"`
+	BatchID   int64 `json:"batch_id"`
+	// Counters are the partition task's counters.
+	Counters Counters `json:"counters"`
+}
+
+// Status returns the App's status. Safe to call at any time.
+func (a *App[K, I, O]) Status() Status {
+	st := Status{
+		ApplicationID: a.cfg.ApplicationID, InstanceID: a.cfg.InstanceID, State: a.State().String(),
+		MaxBatchDuration: a.cfg.MaxBatchDuration, Partitions: []PartitionStatus{},
+	}
+	a.mu.Lock()
+	c, runErr := a.mu.coord, a.mu.err
+	a.mu.Unlock()
+	if runErr != nil {
+		st.Error = runErr.Error()
+	}
+	if c == nil {
+		return st
+	}
+	s := c.Snapshot()
+	st.BatchInFlight, st.SinceCommit, st.FirstCommit = s.BatchInFlight, s.SinceCommit, s.FirstCommit
+	st.Total = Counters(s.Total)
+	for _, p := range s.Assigned {
+		ps, ct := s.Status[p], Counters(s.Partitions[p])
+		st.Partitions = append(st.Partitions, PartitionStatus{
+			Partition: p, Restoring: !ps.Ready, RestoredRecords: ct.RestoreRecords,
+			Watermark: ps.Watermark, BatchID: ps.BatchID, Counters: ct,
+		})
+	}
+	sort.Slice(st.Partitions, func(i, j int) bool { return st.Partitions[i].Partition < st.Partitions[j].Partition })
+	return st
+}
+
+// Live reports whether the App is alive, for a liveness probe: it is not
+// when Run returned (Stopped or Failed), or when a micro-batch has been in
+// flight for MaxBatchDuration/2 or longer (a processor call that does not
+// return: the watchdog gives the batch up, and Run fails, at
+// MaxBatchDuration). The reason says why not.
+func (a *App[K, I, O]) Live() (ok bool, reason string) {
+	switch st := a.State(); st {
+	case Stopped, Failed:
+		return false, st.String()
+	}
+	limit := a.cfg.MaxBatchDuration / 2
+	if age := a.Metrics().BatchInFlight; age >= limit {
+		return false, fmt.Sprintf("stuck: a batch has been in flight for %v (MaxBatchDuration %v)", age.Round(time.Millisecond), a.cfg.MaxBatchDuration)
+	}
+	return true, "ok"
+}
+
+// Ready reports whether the App is Running, for a readiness probe: every
+// assigned partition is restored and processing. The reason says why not.
+func (a *App[K, I, O]) Ready() (ok bool, reason string) {
+	switch st := a.State(); st {
+	case Running:
+		return true, "ok"
+	case Restoring:
+		return false, fmt.Sprintf("Restoring: partitions %v", a.Metrics().Restoring)
+	default:
+		return false, st.String()
+	}
+}
+
+// Handler returns an http.Handler serving the App's health and status:
+//
+//	GET /healthz  200 "ok", or 503 with the reason (see Live)
+//	GET /readyz   200 "ok" when Running, or 503 with the state (see Ready)
+//	GET /status   200, Status as JSON
+//
+// Mount it where you like (it routes on the full path: mount it at the
+// root, or strip a prefix with http.StripPrefix); Config.HTTPAddr serves
+// it on its own. Each call returns a new handler.
+func (a *App[K, I, O]) Handler() http.Handler {
+	mux := http.NewServeMux()
+	// A place for further endpoints (metrics, an HTML status page): here.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { probe(w)(a.Live()) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { probe(w)(a.Ready()) })
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(a.Status())
+	})
+	return mux
+}
+
+// probe writes a probe's answer: 200 or 503 with the reason as the body.
+func probe(w http.ResponseWriter) func(ok bool, reason string) {
+	return func(ok bool, reason string) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		fmt.Fprintln(w, reason)
+	}
+}
