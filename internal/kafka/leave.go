@@ -40,8 +40,9 @@ func (s *Session) Leave(ctx context.Context) error {
 	resps, err := kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(s.cfg.GroupID).
 		InstanceIDs(s.cfg.InstanceID).Reason("kstate: graceful shutdown (LeaveGroupOnShutdown)"))
 	if err == nil {
-		err = resps[s.cfg.InstanceID].Err
-		if _, ok := resps[s.cfg.InstanceID]; !ok {
+		r, ok := resps[s.cfg.InstanceID]
+		err = r.Err
+		if !ok {
 			err = fmt.Errorf("the broker's answer does not name instance %q", s.cfg.InstanceID)
 		}
 	}
