@@ -155,6 +155,20 @@ type Config[K, I, O any] struct {
 	// the batch in flight gets this long to commit before it is abandoned
 	// (and aborted by the broker). Default 30s.
 	ShutdownTimeout time.Duration
+	// LeaveGroupOnShutdown makes a graceful shutdown (ctx cancelled, Run
+	// returning nil) take this instance out of the consumer group at once.
+	// Default false: the instance, a static member (InstanceID), stays in
+	// the group until SessionTimeout, so that a restart within it (a
+	// rolling deploy, a pod rescheduled) gets its partitions back without
+	// a rebalance; meanwhile they are not processed, and the group is not
+	// empty: kafka-consumer-groups --delete and offset resets fail with
+	// NON_EMPTY_GROUP. Set it for a final stop (scale-in, decommission,
+	// before deleting or resetting the group): the partitions move to the
+	// other instances at once, and once the last instance has stopped the
+	// group can be deleted at once. A leave that fails is logged at Warn;
+	// the member then stays until SessionTimeout. Run stopping with an
+	// error never leaves the group.
+	LeaveGroupOnShutdown bool
 	// MaxBatchDuration bounds the processor calls of one micro-batch
 	// (HandleInputRows, HandleExpiredTimer, HandleInitialState and the
 	// engine work between them). A batch still running after a tenth of

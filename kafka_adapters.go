@@ -97,6 +97,9 @@ func (k *kafkaSession) End(ctx context.Context, commit bool) (bool, error) {
 func (k *kafkaSession) TransactionalID() string { return k.s.TransactionalID() }
 func (k *kafkaSession) Close() error            { return k.s.Close() }
 
+// Leave makes the session an engine.GroupLeaver (LeaveGroupOnShutdown).
+func (k *kafkaSession) Leave(ctx context.Context) error { return k.s.Leave(ctx) }
+
 // sessionErr marks fencing with engine.ErrFenced (keeping the kafka error).
 func sessionErr(err error) error {
 	if err != nil && errors.Is(err, kafka.ErrFenced) {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"github.com/kstate/kstate/examples/heartbeat/heartbeat"
 	"github.com/kstate/kstate/examples/internal/sandbox"
@@ -20,7 +21,7 @@ func main() {
 	brokers := flag.String("brokers", "", "Kafka bootstrap servers, comma-separated (default: an embedded in-process Kafka)")
 	stateDir := flag.String("state-dir", "", "directory for the local state shards (default: a temporary directory)")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := heartbeat.Run(ctx, sandbox.SplitBrokers(*brokers), *stateDir, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "heartbeat:", err)

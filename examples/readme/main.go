@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/processor"
@@ -15,7 +16,7 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	app, err := kstate.New(kstate.Config[string, string, string]{
 		ApplicationID: "wordcount", // the consumer group; changelog topic "wordcount-changelog"
@@ -30,7 +31,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := app.Run(ctx); err != nil { // blocks; Ctrl-C stops it gracefully
+	if err := app.Run(ctx); err != nil { // blocks; Ctrl-C or SIGTERM stops it gracefully
 		log.Fatal(err)
 	}
 }

@@ -37,8 +37,15 @@ type CoordinatorConfig struct {
 	// RestoreRetry is the pause between restore rounds while waiting.
 	// Optional; default 50ms.
 	RestoreRetry time.Duration
-	// ShutdownTimeout bounds the batch in flight after the Run ctx ends.
+	// ShutdownTimeout bounds the batch in flight after the Run ctx ends,
+	// and separately the group leave of LeaveGroupOnShutdown.
 	ShutdownTimeout time.Duration
+	// LeaveGroupOnShutdown makes a graceful shutdown (the Run ctx
+	// cancelled, Run returning nil) leave the group through the session's
+	// GroupLeaver, even as a static member. Optional; false: the session
+	// is only closed, and a static member stays in the group until its
+	// session times out.
+	LeaveGroupOnShutdown bool
 	// MaxBatchDuration bounds the processor calls of one batch: past it
 	// the round is given up and Run returns a StuckError (watchdog.go).
 	// Optional; default 5m.
@@ -191,7 +198,10 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 		}
 	})
 	defer func() {
-		if cerr := c.shutdown(); err == nil && ctx.Err() == nil {
+		// Graceful: stopped by ctx, with no error to report (a stuck batch
+		// or processor Init found by failed is reported below).
+		graceful := err == nil && ctx.Err() != nil && c.failed() == nil
+		if cerr := c.shutdown(graceful); err == nil && ctx.Err() == nil {
 			err = cerr
 		}
 		// A processor Init given up during the shutdown (or a revoke
@@ -306,8 +316,9 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 }
 
 // shutdown closes every task (processor Close, shard Close; restores are
-// cancelled), then the session (leaving the group unless static).
-func (c *Coordinator) shutdown() error {
+// cancelled), then the session (leaving the group unless static; a static
+// member too when graceful and LeaveGroupOnShutdown is set).
+func (c *Coordinator) shutdown(graceful bool) error {
 	c.mu.Lock()
 	var parts []int32
 	for p := range c.mu.slots {
@@ -317,10 +328,29 @@ func (c *Coordinator) shutdown() error {
 	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
 	err := c.closeTasks(parts, "shutdown")
 	if c.session != nil {
-		c.session.Close()
+		c.closeSession(graceful)
 	}
 	c.log.Info("stopped")
 	return err
+}
+
+// closeSession closes the session, or leaves the group for good on a
+// graceful shutdown with LeaveGroupOnShutdown. A failed leave is only
+// logged: everything is committed or aborted by now, and the member then
+// leaves when its session times out, as without the option.
+func (c *Coordinator) closeSession(graceful bool) {
+	l, ok := c.session.(GroupLeaver)
+	if !graceful || !c.cfg.LeaveGroupOnShutdown || !ok {
+		c.session.Close()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := l.Leave(ctx); err != nil {
+		c.log.Warn("could not leave the group on shutdown: the member stays until its session times out", "instance", c.cfg.InstanceID, "err", err)
+		return
+	}
+	c.log.Info("left the group", "instance", c.cfg.InstanceID)
 }
 
 // failed returns the first error of a restore goroutine.

@@ -73,6 +73,15 @@ type Session interface {
 	Close() error
 }
 
+// GroupLeaver is a Session that can also leave its group for good: Leave
+// closes the session like Close and then takes the member out of the group
+// even when it is static (a static member's Close keeps its place until the
+// session times out). The coordinator calls it instead of Close on a
+// graceful shutdown when CoordinatorConfig.LeaveGroupOnShutdown is set.
+type GroupLeaver interface {
+	Leave(ctx context.Context) error
+}
+
 // Admin is the metadata the coordinator needs.
 type Admin interface {
 	// Partitions returns a topic's partition count, fresh from the cluster

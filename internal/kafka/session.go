@@ -23,7 +23,8 @@ type SessionConfig struct {
 
 	// InstanceID enables static group membership (KIP-345): a member that
 	// restarts within SessionTimeout keeps its partitions without a
-	// rebalance, and Close does not leave the group. Empty: dynamic member.
+	// rebalance, and Close does not leave the group (Leave does). Empty:
+	// dynamic member.
 	InstanceID string
 
 	// TransactionalID defaults to GroupID + "-" + InstanceID, or, without
@@ -506,8 +507,8 @@ func (s *Session) End(ctx context.Context, commit bool) (committed bool, err err
 }
 
 // Close aborts an open transaction, leaves the group (a static member stays
-// in it until its session times out, so a restart keeps its partitions) and
-// releases the client. Idempotent. Group callbacks are not called during
+// in it until its session times out, so a restart keeps its partitions; see
+// Leave) and releases the client. Idempotent. Group callbacks are not called during
 // Close. Must not run concurrently with Begin, Produce or End.
 func (s *Session) Close() error {
 	s.once.Do(func() {
