@@ -126,6 +126,16 @@ type Config[K, I, O any] struct {
 	// Local state is a cache of the changelog; losing it costs a full
 	// restore, never data. Default: <os.TempDir()>/kstate.
 	StateDir string
+	// StateMemory bounds, in bytes, the RocksDB memory of all of Run's
+	// shards together: one block cache of StateMemory (data, index and
+	// filter blocks) shared by every partition, with the shards' memtables
+	// charged to it and held to half of it (a write waits for a flush when
+	// they are full). It does not bound the Go heap (batches, staged
+	// state, Kafka client buffers); see docs/OPERATIONS.md. A negative
+	// value turns the shared budget off: every shard then has its own
+	// 64 MiB cache and up to 64 MiB memtables, so memory grows with the
+	// partitions. At least 1 MiB. Default 256 MiB.
+	StateMemory int64
 	// Clock gives the batch processing time. Default time.Now. Tests inject
 	// a fake clock to drive timers and TTL without sleeping.
 	Clock func() time.Time
@@ -254,6 +264,8 @@ const (
 	defaultStartupTimeout     = kafka.DefaultStartupTimeout
 	defaultMaxRecordBytes     = kafka.DefaultMaxRecordBytes
 	defaultMetadataRefresh    = 30 * time.Second
+	defaultStateMemory        = 256 << 20
+	minStateMemory            = 1 << 20
 )
 
 // maxMaxRecordBytes keeps a produce request of one record under Kafka's
@@ -305,6 +317,8 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		return bad("durations, MaxBatchRecords and MaxRecordBytes must not be negative")
 	case c.MaxRecordBytes > maxMaxRecordBytes:
 		return bad("MaxRecordBytes %d is over %d bytes", c.MaxRecordBytes, maxMaxRecordBytes)
+	case c.StateMemory > 0 && c.StateMemory < minStateMemory:
+		return bad("StateMemory %d bytes is under 1 MiB (a negative value turns the shared budget off)", c.StateMemory)
 	case c.InstanceID != "" && !validID.MatchString(c.InstanceID):
 		return bad("InstanceID %q: want letters, digits, '.', '_' or '-'", c.InstanceID)
 	}
@@ -346,6 +360,9 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	}
 	if abs, err := filepath.Abs(c.StateDir); err == nil {
 		c.StateDir = abs
+	}
+	if c.StateMemory == 0 {
+		c.StateMemory = defaultStateMemory
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
