@@ -3,6 +3,7 @@ package kv_test
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/kstate/kstate/internal/kv"
@@ -110,5 +111,38 @@ func TestSharedMemoryClosedFirst(t *testing.T) {
 	}
 	if _, err := kv.NewSharedMemory(1000); !errors.Is(err, kv.ErrInvalidOptions) {
 		t.Errorf("NewSharedMemory(1000) = %v, want ErrInvalidOptions", err)
+	}
+}
+
+// Many stores on a budget whose write half is a few arena blocks: each
+// store's memtable must not cost a whole 1 MiB block, or every write
+// flushes a near-empty memtable (one SST file per write, ~100x slower).
+func TestSharedMemoryManyStoresNoFlushStorm(t *testing.T) {
+	m, err := kv.NewSharedMemory(8 << 20) // 4 MiB of write buffers for 16 stores
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const stores, writes = 16, 20
+	var dirs []string
+	for i := range stores {
+		dir := t.TempDir()
+		dirs = append(dirs, dir)
+		s, err := kv.OpenRocksDB(dir, kv.RocksOptions{Memory: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		for w := range writes {
+			fill(t, s, fmt.Sprintf("s%02dw%02d", i, w), 100, 16)
+		}
+	}
+	ssts := 0
+	for _, dir := range dirs {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+		ssts += len(files)
+	}
+	if ssts > stores {
+		t.Errorf("%d SST files after %d small writes to each of %d stores (~%d KiB each): memtables were flushed near-empty", ssts, writes, stores, writes*100*30>>10)
 	}
 }
