@@ -15,6 +15,7 @@ import (
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/initial"
 	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/processor"
 )
 
@@ -219,6 +220,15 @@ func (a *App[K, I, O]) run(ctx context.Context) error {
 	}
 	defer adm.Close()
 	runID := newRunID()
+	var mem *kv.SharedMemory // nil: a block cache and memtable per shard
+	if cfg.StateMemory > 0 {
+		if mem, err = kv.NewSharedMemory(cfg.StateMemory); err != nil {
+			return fmt.Errorf("kstate: %w", err)
+		}
+		// Close only drops Run's reference: a shard still open (a stuck
+		// task closed when its call returns) keeps the cache alive.
+		defer mem.Close()
+	}
 	kadm := kafkaAdmin{a: adm, maxRecordBytes: cfg.MaxRecordBytes, log: cfg.Logger.With("app", cfg.ApplicationID)}
 	c, err := engine.NewCoordinator(engine.CoordinatorConfig{
 		ApplicationID:        cfg.ApplicationID,
@@ -242,7 +252,7 @@ func (a *App[K, I, O]) run(ctx context.Context) error {
 		NewSession:           a.newSession,
 		Changelog:            kafkaChangelog{brokers: cfg.Brokers, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
 		Clock:                clock{now: cfg.Clock, start: time.Now()},
-		NewTask:              a.taskFactory(runID),
+		NewTask:              a.taskFactory(runID, mem),
 		KillHook:             engine.KillHookFrom(ctx),
 		Logger:               cfg.Logger,
 		OnPhase:              func() { a.followPhase() },
@@ -268,7 +278,7 @@ func (a *App[K, I, O]) followPhase() {
 
 // taskFactory builds the generic partition tasks for the non-generic
 // coordinator; the tasks of one Run share the initial state.
-func (a *App[K, I, O]) taskFactory(runID string) engine.NewTask {
+func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory) engine.NewTask {
 	cfg := &a.cfg
 	var init *engine.InitialCache[K]
 	if cfg.InitialState != nil {
@@ -285,6 +295,7 @@ func (a *App[K, I, O]) taskFactory(runID string) engine.NewTask {
 			Topic:             cfg.InputTopics[0],
 			Partition:         p,
 			Dir:               filepath.Join(cfg.StateDir, cfg.ApplicationID, strconv.Itoa(int(p))),
+			Memory:            mem,
 			TimeMode:          cfg.TimeMode,
 			OutputMode:        cfg.OutputMode,
 			KeySerde:          cfg.KeySerde,

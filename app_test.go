@@ -261,6 +261,7 @@ func TestConfigValidation(t *testing.T) {
 		"no codec":        func(c *kstate.Config[string, string, string]) { c.KeySerde = nil },
 		"lateness no evt": func(c *kstate.Config[string, string, string]) { c.AllowedLateness = time.Second },
 		"bad mode":        func(c *kstate.Config[string, string, string]) { c.TimeMode = 7 },
+		"tiny memory":     func(c *kstate.Config[string, string, string]) { c.StateMemory = 1000 },
 		"initial mismatch": func(c *kstate.Config[string, string, string]) {
 			c.InitialState = kstate.InitialStateFromSeq(maps.All(map[string]string{}))
 		},

@@ -126,6 +126,17 @@ type Config[K, I, O any] struct {
 	// Local state is a cache of the changelog; losing it costs a full
 	// restore, never data. Default: <os.TempDir()>/kstate.
 	StateDir string
+	// StateMemory, when positive, bounds in bytes the RocksDB memory of
+	// all of Run's shards together: one block cache of StateMemory (data,
+	// index and filter blocks) shared by every partition, with the shards'
+	// memtables charged to it and held to half of it (a write waits for a
+	// flush when they are full). At least 1 MiB. It does not bound the Go
+	// heap (batches, staged state, Kafka client buffers); see
+	// docs/OPERATIONS.md. Default 0 (off): every shard has its own 64 MiB
+	// cache and up to 64 MiB memtables, so memory grows with the
+	// partitions; the shared budget is opt-in until it has been measured
+	// on large states (docs/BENCHMARKS.md).
+	StateMemory int64
 	// Clock gives the batch processing time. Default time.Now. Tests inject
 	// a fake clock to drive timers and TTL without sleeping.
 	Clock func() time.Time
@@ -279,6 +290,7 @@ const (
 	defaultStartupTimeout     = kafka.DefaultStartupTimeout
 	defaultMaxRecordBytes     = kafka.DefaultMaxRecordBytes
 	defaultMetadataRefresh    = 30 * time.Second
+	minStateMemory            = 1 << 20
 )
 
 // maxMaxRecordBytes keeps a produce request of one record under Kafka's
@@ -330,6 +342,8 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		return bad("durations, MaxBatchRecords and MaxRecordBytes must not be negative")
 	case c.MaxRecordBytes > maxMaxRecordBytes:
 		return bad("MaxRecordBytes %d is over %d bytes", c.MaxRecordBytes, maxMaxRecordBytes)
+	case c.StateMemory > 0 && c.StateMemory < minStateMemory:
+		return bad("StateMemory %d bytes is under 1 MiB (0 turns the shared budget off)", c.StateMemory)
 	case c.InstanceID != "" && !validID.MatchString(c.InstanceID):
 		return bad("InstanceID %q: want letters, digits, '.', '_' or '-'", c.InstanceID)
 	}

@@ -40,6 +40,7 @@ type benchOptions struct {
 	History     int           `json:"history"`
 	Seed        uint64        `json:"seed"`
 	Warmup      bool          `json:"warmup"`
+	StateMemory int64         `json:"state_memory"`
 	JSON        string        `json:"-"`
 	CPUProfile  string        `json:"-"`
 	Verbose     bool          `json:"-"`
@@ -101,6 +102,7 @@ the within-run ratio of each processor to the first one.`,
 	fl.IntVar(&o.History, "history", o.History, "heavy: values kept per key in the ListState")
 	fl.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the key sequence")
 	fl.BoolVar(&o.Warmup, "warmup", o.Warmup, "run a small unreported pass first, so that run 1 does not meet a cold broker (JIT) alone")
+	fl.Int64Var(&o.StateMemory, "state-memory", 0, "Config.StateMemory in bytes (0, the default: a 64 MiB cache and memtable per shard; positive: one shared budget)")
 	fl.StringVar(&o.JSON, "json", "", "also write every run and the summary as JSON to this file")
 	fl.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole benchmark process (go tool pprof)")
 	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "show the applications' logs")
@@ -168,6 +170,10 @@ type benchReport struct {
 	} `json:"machine"`
 	Runs    []*runResult `json:"runs"`
 	Summary summary      `json:"summary"`
+	// PeakRSS is this process's peak resident set (VmHWM) at the end:
+	// the application, the input producer and the output consumer, not
+	// the broker. 0 where /proc is missing.
+	PeakRSS int64 `json:"peak_rss_bytes"`
 }
 
 func (o *benchOptions) validate() error {
@@ -209,6 +215,8 @@ func runBenchCmd(ctx context.Context, stdout, stderr io.Writer, o benchOptions) 
 		fmt.Fprintf(stdout, "\nkstate bench: %d keys, %d records, %d partitions, batch %d, latency at %d records/s for %v, %d run(s), broker %s, %d CPUs\n",
 			o.Keys, o.Records, o.Partitions, o.Batch, o.Rate, o.LatencyFor, o.Runs, rep.Options.BrokerLabel, runtime.NumCPU())
 		printTable(stdout, rep.Summary)
+		rep.PeakRSS = peakRSS()
+		fmt.Fprintf(stdout, "peak RSS of this process (VmHWM; not the broker): %.0f MiB\n", float64(rep.PeakRSS)/(1<<20))
 		if o.JSON != "" {
 			b, jerr := json.MarshalIndent(rep, "", "  ")
 			if jerr == nil {
@@ -325,6 +333,7 @@ func (b *benchRun) config(appID, in, out string) kstate.Config[string, benchRow,
 		OutputTopic:     out,
 		OutputSerde:     outCodec{},
 		MaxBatchRecords: b.o.Batch,
+		StateMemory:     b.o.StateMemory,
 		StateDir:        filepath.Join(b.dir, appID),
 		ShutdownTimeout: 20 * time.Second,
 		Logger:          logger,

@@ -59,6 +59,9 @@ type Config[K, I, O any] struct {
 	Partition     int32
 	Dir           string   // shard directory
 	Backend       kv.Store // optional shard backend (tests); nil = RocksDB at Dir
+	// Memory is the RocksDB memory budget shared by the Run's shards; nil =
+	// a block cache and memtable per shard. Unused with Backend.
+	Memory *kv.SharedMemory
 
 	TimeMode   processor.TimeMode
 	OutputMode processor.OutputMode
@@ -198,6 +201,7 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 	sh, err := shard.OpenShard(shard.ShardOptions{
 		Dir:      cfg.Dir,
 		Backend:  cfg.Backend,
+		Memory:   cfg.Memory,
 		AllowTTL: cfg.TimeMode == processor.ProcessingTime,
 	})
 	if err != nil {

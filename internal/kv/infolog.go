@@ -25,8 +25,12 @@ import (
 // RocksDB versions, which grocksdb 1.7 cannot use. Every error that matters
 // reaches us as a returned Status; the LOG only held diagnostics.
 func discardInfoLog(o *grocksdb.Options) {
-	// grocksdb.Options keeps its C handle in its first field and exports no
-	// accessor; TestRocksDBNoInfoLogFile fails if that ever changes.
-	c := *(**C.rocksdb_options_t)(unsafe.Pointer(o))
-	C.kstate_rocksdb_discard_info_log(c)
+	C.kstate_rocksdb_discard_info_log(optionsHandle(o))
+}
+
+// optionsHandle returns the C handle of grocksdb options. grocksdb.Options
+// keeps it in its first field and exports no accessor;
+// TestRocksDBNoInfoLogFile fails if that ever changes.
+func optionsHandle(o *grocksdb.Options) *C.rocksdb_options_t {
+	return *(**C.rocksdb_options_t)(unsafe.Pointer(o))
 }

@@ -24,6 +24,10 @@ type ShardOptions struct {
 	// Backend is the store; the shard owns it and closes it on Close.
 	// Overriding the default of nil: RocksDB in Dir/rocksdb.
 	Backend kv.Store
+	// Memory is the RocksDB memory budget shared with the process's other
+	// shards, overriding the default of nil (the store's own 64 MiB block
+	// cache and 64 MiB memtable). Unused when Backend is set.
+	Memory *kv.SharedMemory
 	// AllowTTL permits variables with a TTL. Set it only in ProcessingTime
 	// mode, overriding the default of false (TTL declared → state.ErrTTLNotAllowed).
 	AllowTTL bool
@@ -130,7 +134,7 @@ func OpenShard(o ShardOptions) (*Shard, error) {
 	}
 	s.store = o.Backend
 	if s.store == nil {
-		st, err := kv.OpenRocksDB(filepath.Join(o.Dir, "rocksdb"), kv.RocksOptions{})
+		st, err := kv.OpenRocksDB(filepath.Join(o.Dir, "rocksdb"), kv.RocksOptions{Memory: o.Memory})
 		if err != nil {
 			s.unlock()
 			return nil, fmt.Errorf("state: open store in %s: %w", o.Dir, err)

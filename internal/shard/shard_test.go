@@ -388,3 +388,30 @@ func TestShardOnRocksDB(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Shards opened with one kv.SharedMemory charge their RocksDB memtables to
+// that one budget, and the budget may be closed after them.
+func TestShardsShareMemory(t *testing.T) {
+	mem, err := kv.NewSharedMemory(8 << 20)
+	noErr(t, err)
+	var shards []*shard.Shard
+	var usage []int64
+	for range 2 {
+		s, err := shard.OpenShard(shard.ShardOptions{Dir: filepath.Join(t.TempDir(), "shard"), Memory: mem})
+		noErr(t, err)
+		shards = append(shards, s)
+		noErr(t, s.PutMeta("m", []byte("v")))
+		s.Begin(0)
+		_, err = s.Finish()
+		noErr(t, err)
+		noErr(t, s.Commit(1))
+		usage = append(usage, mem.MemtableUsage())
+	}
+	if usage[0] <= 0 || usage[1] <= usage[0] {
+		t.Errorf("shared memtable usage after each shard's commit = %v, want > 0 and growing", usage)
+	}
+	for _, s := range shards {
+		noErr(t, s.Close())
+	}
+	mem.Close()
+}
