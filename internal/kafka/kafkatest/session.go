@@ -225,16 +225,7 @@ func Fencing(t *testing.T, brokers []string) {
 
 // FencedProduce: a fenced session's next Produce fails with ErrFenced.
 func FencedProduce(t *testing.T, brokers []string) {
-	adm := NewAdmin(t, brokers)
-	out := Topic(t, adm, "out", 1, false)
-	ctx := Ctx(t, 2*time.Minute)
-	txnID := Name(t, "txn")
-	old := TxnWriter(t, brokers, txnID)
-	Txn(t, old, out, 0, true, "old")
-	if err := old.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	Produce(t, old, out, 0, "zombie-1")
+	out, ctx, txnID, old := openTxnWithZombieRecord(t, brokers, "zombie-1")
 
 	newer := TxnWriter(t, brokers, txnID)
 	if err := newer.Begin(); err != nil {
@@ -433,16 +424,7 @@ func PauseResume(t *testing.T, brokers []string) {
 // (Kafka 4 with transactions v2 answers INVALID_TXN_STATE: a commit from
 // the previous epoch of a transaction it already aborted).
 func FencedCommitAfterInit(t *testing.T, brokers []string) {
-	adm := NewAdmin(t, brokers)
-	out := Topic(t, adm, "out", 1, false)
-	ctx := Ctx(t, 2*time.Minute)
-	txnID := Name(t, "txn")
-	old := TxnWriter(t, brokers, txnID)
-	Txn(t, old, out, 0, true, "old")
-	if err := old.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	Produce(t, old, out, 0, "zombie")
+	out, ctx, txnID, old := openTxnWithZombieRecord(t, brokers, "zombie")
 
 	newer := TxnWriter(t, brokers, txnID)
 	if _, err := newer.Poll(ctx, 1); err != nil {
@@ -457,4 +439,21 @@ func FencedCommitAfterInit(t *testing.T, brokers []string) {
 	if got := Values(ReadAll(t, brokers, out)); !slices.Equal(got, []string{"old"}) {
 		t.Fatalf("output %v, want only the committed record", got)
 	}
+}
+
+// openTxnWithZombieRecord creates an output topic and a transactional
+// session that committed "old" to it and has an open transaction holding
+// zombie: the instance a newer one with the same transactional id fences.
+func openTxnWithZombieRecord(t *testing.T, brokers []string, zombie string) (out string, ctx context.Context, txnID string, old *kafka.Session) {
+	t.Helper()
+	out = Topic(t, NewAdmin(t, brokers), "out", 1, false)
+	ctx = Ctx(t, 2*time.Minute)
+	txnID = Name(t, "txn")
+	old = TxnWriter(t, brokers, txnID)
+	Txn(t, old, out, 0, true, "old")
+	if err := old.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	Produce(t, old, out, 0, zombie)
+	return out, ctx, txnID, old
 }
