@@ -31,6 +31,16 @@ type Status struct {
 	Total Counters `json:"total"`
 	// Error is the error Run returned (State Failed); empty otherwise.
 	Error string `json:"error,omitempty"`
+	// LastError is the most recent error the App met and survived or
+	// failed on (an aborted transaction's cause, a dead-lettered record's
+	// error, Run's error), with its time; empty when none.
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+	// LastCommitAt is the wall-clock time of the last committed
+	// transaction; zero before the first.
+	LastCommitAt time.Time `json:"last_commit_at,omitzero"`
+	// Lag sums the partitions' Lag (-1 when no partition's lag is known).
+	Lag int64 `json:"lag"`
 }
 
 // PartitionStatus is one assigned partition of a Status.
@@ -40,8 +50,20 @@ type PartitionStatus struct {
 	// not process yet.
 	Restoring bool `json:"restoring"`
 	// RestoredRecords is the number of changelog records its restore
-	// applied (known once restored).
+	// applied so far (live during the restore).
 	RestoredRecords int64 `json:"restored_records"`
+	// RestoreTotal is the number of changelog records the restore reads
+	// in all (end offset - start offset; markers and aborted records make
+	// it an upper bound); 0 when unknown or nothing to restore.
+	RestoreTotal int64 `json:"restore_total"`
+	// RestoreRate is the restore's records per second so far, and
+	// RestoreETA the estimated time left at that rate (0 when unknown).
+	RestoreRate float64       `json:"restore_rate"`
+	RestoreETA  time.Duration `json:"restore_eta_ns"`
+	// Lag is the number of input records after the partition's consumed
+	// position (high watermark - position, as of the last fetch); -1 when
+	// unknown.
+	Lag int64 `json:"lag"`
 	// Watermark (EventTime mode, ms; -1: none) and BatchID (the id of the
 	// partition's next batch), as of its last commit or its restore.
 	Watermark int64 `json:"watermark"`
@@ -68,10 +90,11 @@ func (a *App[K, I, O]) Status() Status {
 	s := c.Snapshot()
 	st.BatchInFlight, st.SinceCommit, st.FirstCommit = s.BatchInFlight, s.SinceCommit, s.FirstCommit
 	st.Total = Counters(s.Total)
+	st.Lag = -1
 	for _, p := range s.Assigned {
 		ps, ct := s.Status[p], Counters(s.Partitions[p])
 		st.Partitions = append(st.Partitions, PartitionStatus{
-			Partition: p, Restoring: !ps.Ready, RestoredRecords: ct.RestoreRecords,
+			Partition: p, Restoring: !ps.Ready, RestoredRecords: ct.RestoreRecords, Lag: -1,
 			Watermark: ps.Watermark, BatchID: ps.BatchID, Counters: ct,
 		})
 	}

@@ -211,6 +211,29 @@ func (s *Shard) DeleteIfExists(name string) error {
 	return nil
 }
 
+// ParseVarInfo decodes one registry entry as stored in the shard and the
+// changelog: key is the full meta key (changelog.MetaKey("var/"+name)),
+// value its value. ok is false for meta keys that are not registry
+// entries. Readers outside the engine (the state reader) use it.
+func ParseVarInfo(key, value []byte) (v VarInfo, ok bool, err error) {
+	prefix := changelog.MetaKey(varMetaPrefix)
+	if len(key) <= len(prefix) || string(key[:len(prefix)]) != string(prefix) {
+		return VarInfo{}, false, nil
+	}
+	var e registryEntry
+	if err := json.Unmarshal(value, &e); err != nil || e.ID == 0 {
+		return VarInfo{}, true, fmt.Errorf("%w: registry entry %q: %q", state.ErrCorrupt, key, value)
+	}
+	return e.info(strings.TrimPrefix(string(key[1:]), varMetaPrefix)), true, nil
+}
+
+func (e registryEntry) info(name string) VarInfo {
+	return VarInfo{
+		Name: name, ID: e.ID, Kind: e.Kind,
+		Schema: e.Schema, KeySchema: e.KeySchema, TTL: time.Duration(e.TTLMs) * time.Millisecond,
+	}
+}
+
 // Variables lists the registered state variables (staged declarations
 // included), ordered by name.
 func (s *Shard) Variables() ([]VarInfo, error) {
@@ -221,15 +244,12 @@ func (s *Shard) Variables() ([]VarInfo, error) {
 	var out []VarInfo
 	var decodeErr error
 	err := s.scan(prefix, keys.PrefixEnd(prefix), func(k, v []byte) bool {
-		var e registryEntry
-		if err := json.Unmarshal(v, &e); err != nil {
-			decodeErr = fmt.Errorf("%w: registry entry %q: %w", state.ErrCorrupt, k, err)
+		info, _, err := ParseVarInfo(k, v)
+		if err != nil {
+			decodeErr = err
 			return false
 		}
-		out = append(out, VarInfo{
-			Name: strings.TrimPrefix(string(k[1:]), varMetaPrefix), ID: e.ID, Kind: e.Kind,
-			Schema: e.Schema, KeySchema: e.KeySchema, TTL: time.Duration(e.TTLMs) * time.Millisecond,
-		})
+		out = append(out, info)
 		return true
 	})
 	if err == nil {
