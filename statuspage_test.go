@@ -2,6 +2,8 @@ package kstate_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -243,15 +245,23 @@ func TestStatusPageChromium(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(pageURL)); err != nil {
 		t.Fatal(err)
 	}
+	// 40 small records of 10 keys, and big ones for a changelog of more
+	// than one fetch (8 MiB) a partition: the Counter keeps every row in a
+	// list and a map. Random values, so that compression cannot shrink them.
 	var input []string
 	for i := range 40 {
 		input = append(input, fmt.Sprintf("k%02d=v", i%10))
 	}
+	for i := range bigRecords {
+		b := make([]byte, 36<<10)
+		_, _ = rand.Read(b)
+		input = append(input, fmt.Sprintf("big%03d=%s", i, base64.StdEncoding.EncodeToString(b)))
+	}
 	testprocs.Produce(t, brokers, "in", input...)
-	testprocs.WaitOutputs(t, brokers, "out", 40, 20*time.Second)
-	waitPage("2 partitions processing, 40 records in, Running", `document.getElementById("state").textContent === "Running" &&
+	testprocs.WaitOutputs(t, brokers, "out", len(input), 20*time.Second)
+	waitPage("2 partitions processing, every record in, Running", `document.getElementById("state").textContent === "Running" &&
 		[...document.querySelectorAll("#partition-rows tr")].filter(tr => tr.dataset.phase === "processing").length === 2 &&
-		[...document.querySelectorAll("#partition-rows tr")].reduce((a, tr) => a + Number(tr.cells[6].textContent.replace(/,/g, "")), 0) === 40 &&
+		[...document.querySelectorAll("#partition-rows tr")].reduce((a, tr) => a + Number(tr.cells[6].textContent.replace(/,/g, "")), 0) === `+fmt.Sprint(len(input))+` &&
 		document.getElementById("ready-in").textContent === "Ready now"`)
 	matches(app)
 	// Let the charts get a few points of the 40 records.
@@ -263,11 +273,15 @@ func TestStatusPageChromium(t *testing.T) {
 	}
 
 	// Run 2 on an empty StateDir restores from the changelog. The broker
-	// holds the changelog fetches of partition 0 until released, so the
-	// restore is in progress for as long as the test needs to see it.
+	// answers the first changelog fetch of partition 0 (8 MiB at most) and
+	// holds the next ones until released, so the restore is in progress,
+	// part done, for as long as the test needs to see it.
 	changelog := cluster.TopicInfo(app.ChangelogTopic())
 	if changelog == nil {
 		t.Fatalf("no changelog topic %s", app.ChangelogTopic())
+	}
+	if p0 := cluster.PartitionInfo(changelog.Topic, 0); p0 == nil || p0.NumBytes < 9<<20 {
+		t.Fatalf("changelog partition 0 is too small to take more than one fetch: %+v", p0)
 	}
 	release := make(chan struct{})
 	var released atomic.Bool
@@ -281,7 +295,7 @@ func TestStatusPageChromium(t *testing.T) {
 				continue
 			}
 			for _, rp := range rt.Partitions {
-				if rp.Partition == 0 {
+				if rp.Partition == 0 && rp.FetchOffset > 0 {
 					held.Add(1)
 					cluster.SleepControl(func() { <-release })
 					return nil, nil, false
@@ -303,6 +317,27 @@ func TestStatusPageChromium(t *testing.T) {
 	if held.Load() == 0 {
 		t.Fatal("the page shows a restore, but no changelog fetch of partition 0 was held")
 	}
+	// The page shows the restore's progress as Status has it: records done
+	// / total ("?" for an unknown total). It converges while the fetch is
+	// held, so compare until both agree.
+	var done, shown string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		p0 := app.Status().Partitions[0]
+		done = thousands(p0.RestoredRecords) + " / ?"
+		if p0.RestoreTotal > 0 {
+			done = thousands(p0.RestoredRecords) + " / " + thousands(p0.RestoreTotal)
+		}
+		if shown, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#partition-0 .restore span"))); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(shown, done+" · ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("partition 0's restore: the page shows %q, Status has %s", shown, done)
+		}
+	}
+	t.Logf("restore in progress on the page: partition 0 at %q", shown)
 	for id, want := range map[string]string{"restoring": "Yes: 1 of 2 partitions", "ready": "no"} {
 		if got, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID(id))); err != nil || got != want {
 			t.Fatalf("#%s: %q (%v), want %q", id, got, err, want)
@@ -320,7 +355,7 @@ func TestStatusPageChromium(t *testing.T) {
 	waitPage("Running, both partitions processing", `document.getElementById("state").textContent === "Running" &&
 		[...document.querySelectorAll("#partition-rows tr")].filter(tr => tr.dataset.phase === "processing").length === 2`)
 	testprocs.Produce(t, brokers, "in", "k00=v", "k01=v")
-	want(t, pick(testprocs.WaitOutputs(t, brokers, "out", 42, 20*time.Second), "k00", "k01"), "k00=[1 2 3 4 5] k01=[1 2 3 4 5]")
+	want(t, pick(testprocs.WaitOutputs(t, brokers, "out", len(input)+2, 20*time.Second), "k00", "k01"), "k00=[1 2 3 4 5] k01=[1 2 3 4 5]")
 	waitPage("2 records in", `[...document.querySelectorAll("#partition-rows tr")].reduce((a, tr) => a + Number(tr.cells[6].textContent), 0) === 2`)
 	matches(app)
 	screenshot("3-ready-after-restore.png")
@@ -337,6 +372,19 @@ func TestStatusPageChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("status page test took %v; screenshots in %s", time.Since(start).Round(time.Millisecond), shots)
+}
+
+// bigRecords is the number of 48 KiB records (~18 MiB) that make the
+// changelog of each partition take more than one fetch to restore.
+const bigRecords = 400
+
+// thousands formats n as the page does: 12,345.
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // pick keeps the outputs of some keys.
