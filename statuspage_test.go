@@ -179,6 +179,7 @@ func TestStatusPageChromium(t *testing.T) {
 		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(50*time.Millisecond),
 			chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+			cons.check(t, 0, func(m chromedp.ConsoleMessage) bool { return m.Source == "network" })
 			t.Fatalf("page: waiting for %s: %v\npage text:\n%s", what, err, body)
 		}
 	}

@@ -335,25 +335,30 @@
     prev = null; // no rate across the gap
   }
 
+  // poll fetches the status once and schedules the next poll. A failed
+  // fetch or an answer that is not a status means disconnected; an error
+  // in rendering is a bug of this page and is thrown (to the console).
   async function poll() {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(new Error("no answer within " + FETCH_TIMEOUT_MS / 1000 + " s")), FETCH_TIMEOUT_MS);
+    let st;
     try {
       const resp = await fetch("status", { cache: "no-store", signal: ctl.signal });
       if (!resp.ok) throw new Error("HTTP " + resp.status);
-      const st = await resp.json();
+      st = await resp.json();
       if (!st || typeof st.state !== "string") throw new Error("not a kstate status");
-      lastOK = Date.now();
-      summary(st);
-      partitions(st);
-      sample(st);
-      connected();
     } catch (err) {
       disconnected(err);
+      return;
     } finally {
       clearTimeout(timer);
       setTimeout(poll, POLL_MS);
     }
+    lastOK = Date.now();
+    summary(st);
+    partitions(st);
+    sample(st);
+    connected();
   }
 
   poll();
