@@ -134,6 +134,7 @@ func (a *App[K, I, O]) Ready() (ok bool, reason string) {
 
 // Handler returns an http.Handler serving the App's health and status:
 //
+//	GET /         an HTML status page for people (polls /status)
 //	GET /healthz  200 "ok", or 503 with the reason (see Live)
 //	GET /readyz   200 "ok" when Running, or 503 with the state (see Ready)
 //	GET /status   200, Status as JSON
@@ -144,6 +145,7 @@ func (a *App[K, I, O]) Ready() (ok bool, reason string) {
 func (a *App[K, I, O]) Handler() http.Handler {
 	mux := http.NewServeMux()
 	// A place for further endpoints (metrics, an HTML status page): here.
+	mux.Handle("GET /{$}", statusPage()) // statuspage.go
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { probe(w)(a.Live()) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { probe(w)(a.Ready()) })
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
