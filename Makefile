@@ -30,10 +30,10 @@ deps-apt:
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = "0" ]; then \
 			echo ">> installing$$missing"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 		else \
 			echo "missing system packages:$$missing"; \
-			echo "run: sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; \
+			echo "run: sudo apt-get update && sudo apt-get install -y --no-install-recommends$$missing"; exit 1; \
 		fi; \
 	fi
 
