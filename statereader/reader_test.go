@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -201,3 +202,5 @@ func checkHeartbeat(t *testing.T, rd *statereader.Reader, run heartbeatRun, sens
 	b, _ := json.Marshal(got[0])
 	t.Logf("%s: %s", t.Name(), b)
 }
+
+func TestMain(m *testing.M) { os.Exit(kafkatest.Main(m)) }
