@@ -21,6 +21,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newDemoCmd(), newBenchCmd(), newStateCmd())
+	root.AddCommand(newVersionCmd(), newDemoCmd(), newBenchCmd(), newStateCmd(), newResetCmd())
 	return root
 }
