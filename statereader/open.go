@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/kv"
@@ -17,9 +20,6 @@ import (
 // of the application, and by OpenChangelog when the changelog topic does
 // not exist.
 var ErrNoState = errors.New("statereader: no state found")
-
-// progressEvery is how many records pass between progress calls.
-const progressEvery = 1 << 16
 
 // OpenChangelog reads the changelog topic "<appID>-changelog" of the
 // cluster at brokers: every partition, read_committed, up to its last
@@ -59,40 +59,67 @@ func OpenChangelog(ctx context.Context, brokers []string, appID string, opts ...
 		readers[p] = r
 		total += r.End() - r.Position()
 	}
+	// Partitions are read concurrently (up to 4 at once), each into its
+	// own map; progress is reported from this goroutine.
 	raw := make(map[int32]map[string][]byte, n)
-	var read, next int64
+	maps := make([]map[string][]byte, n)
+	errs := make([]error, n)
+	var read atomic.Int64
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
 	for p, r := range readers {
-		m := make(map[string][]byte)
-		raw[int32(p)] = m
-		for {
-			recs, err := r.Next(ctx)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("statereader: read %s partition %d: %w", topic, p, err)
-			}
-			for _, rec := range recs {
-				if len(rec.Key) == 0 || rec.Key[0] == 0xff {
-					continue
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			m := make(map[string][]byte)
+			maps[p] = m
+			for {
+				recs, err := r.Next(ctx)
+				if err == io.EOF {
+					return
 				}
-				if rec.Value == nil {
-					delete(m, string(rec.Key))
-				} else {
-					m[string(rec.Key)] = rec.Value
+				if err != nil {
+					errs[p] = fmt.Errorf("statereader: read %s partition %d: %w", topic, p, err)
+					return
 				}
+				for _, rec := range recs {
+					if len(rec.Key) == 0 || rec.Key[0] == 0xff {
+						continue
+					}
+					if rec.Value == nil {
+						delete(m, string(rec.Key))
+					} else {
+						m[string(rec.Key)] = rec.Value
+					}
+				}
+				read.Add(int64(len(recs)))
 			}
-			read += int64(len(recs))
-			if o.progress != nil && read >= next {
-				o.progress(read, total)
-				next = read + progressEvery
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		case <-tick.C:
+			if o.progress != nil {
+				o.progress(read.Load(), total)
 			}
 		}
-		r.Close()
-		readers[p] = nil
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for p, m := range maps {
+		raw[int32(p)] = m
 	}
 	if o.progress != nil {
-		o.progress(read, total)
+		o.progress(read.Load(), total)
 	}
 	return newReader(appID, "changelog topic "+topic, o, raw)
 }

@@ -68,7 +68,7 @@ func WithKafkaOptions(opts ...kgo.Opt) Option {
 // WithProgress calls fn while reading the changelog, with the records read so
 // far and the total to read (an upper bound: offsets of transaction markers
 // and compacted records count in the total only). It is called from the
-// opening goroutine, about every 64k records and once at the end.
+// opening goroutine, every 250ms and once at the end.
 func WithProgress(fn func(read, total int64)) Option {
 	return func(o *options) { o.progress = fn }
 }
