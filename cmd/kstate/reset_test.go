@@ -158,6 +158,19 @@ func TestReset(t *testing.T) {
 		t.Fatalf("after reset to earliest: outputs %q, want %q", all, want)
 	}
 
+	// Flags that contradict each other are a usage error; a time in the
+	// future resets to the end (dry run: only the plan).
+	if _, _, code := cli(t, "reset", "--brokers", brokers, "--app", appID, "--to-latest", "--to-earliest"); code != exitUsage {
+		t.Errorf("--to-latest --to-earliest: code %d", code)
+	}
+	if _, _, code := cli(t, "reset", "--brokers", brokers, "--app", appID, "--to-datetime", "yesterday"); code != exitUsage {
+		t.Errorf("--to-datetime yesterday: code %d", code)
+	}
+	so, se, code = cli(t, "reset", "--brokers", brokers, "--app", appID, "--to-datetime", "2999-01-01T00:00:00Z", "--dry-run")
+	if code != exitOK || !strings.Contains(so, "the first record at or after 2999-01-01T00:00:00Z") || !strings.Contains(so, "dry run: nothing changed") {
+		t.Errorf("--to-datetime dry run: code %d\n%s%s", code, so, se)
+	}
+
 	// To latest: the existing input is skipped, new input counts from zero.
 	if _, se, code := cli(t, "reset", "--brokers", brokers, "--app", appID, "--to-latest", "--state-dir", dir); code != exitOK {
 		t.Fatalf("reset --to-latest: code %d: %s", code, se)
