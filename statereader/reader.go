@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -172,7 +173,10 @@ type Query struct {
 	Limit int
 }
 
-type kvPair struct{ k, v []byte }
+type kvPair struct {
+	k string // the changelog key (a string: the map's key, not copied)
+	v []byte
+}
 
 type part struct {
 	id   int32
@@ -201,11 +205,11 @@ func newReader(app, source string, o options, raw map[int32]map[string][]byte) (
 		pt := &part{id: p, vars: map[string]shard.VarInfo{}, byID: map[uint32]shard.VarInfo{}}
 		pt.data = make([]kvPair, 0, len(m))
 		for k, v := range m {
-			pt.data = append(pt.data, kvPair{[]byte(k), v})
+			pt.data = append(pt.data, kvPair{k, v})
 		}
-		sort.Slice(pt.data, func(i, j int) bool { return bytes.Compare(pt.data[i].k, pt.data[j].k) < 0 })
+		slices.SortFunc(pt.data, func(a, b kvPair) int { return strings.Compare(a.k, b.k) })
 		for _, e := range pt.rangeOf(changelog.MetaKey("var/")) {
-			info, ok, err := shard.ParseVarInfo(e.k, e.v)
+			info, ok, err := shard.ParseVarInfo([]byte(e.k), e.v)
 			if err != nil {
 				return nil, fmt.Errorf("statereader: partition %d: %w", p, err)
 			}
@@ -221,9 +225,10 @@ func newReader(app, source string, o options, raw map[int32]map[string][]byte) (
 
 // rangeOf returns the entries whose key starts with prefix.
 func (p *part) rangeOf(prefix []byte) []kvPair {
-	i := sort.Search(len(p.data), func(i int) bool { return bytes.Compare(p.data[i].k, prefix) >= 0 })
+	pre := string(prefix)
+	i := sort.Search(len(p.data), func(i int) bool { return p.data[i].k >= pre })
 	j := i
-	for j < len(p.data) && bytes.HasPrefix(p.data[j].k, prefix) {
+	for j < len(p.data) && strings.HasPrefix(p.data[j].k, pre) {
 		j++
 	}
 	return p.data[i:j]
@@ -231,8 +236,8 @@ func (p *part) rangeOf(prefix []byte) []kvPair {
 
 func (p *part) meta(name string) ([]byte, bool) {
 	k := changelog.MetaKey(name)
-	i := sort.Search(len(p.data), func(i int) bool { return bytes.Compare(p.data[i].k, k) >= 0 })
-	if i < len(p.data) && bytes.Equal(p.data[i].k, k) {
+	i := sort.Search(len(p.data), func(i int) bool { return p.data[i].k >= string(k) })
+	if i < len(p.data) && p.data[i].k == string(k) {
 		return p.data[i].v, true
 	}
 	return nil, false
@@ -368,7 +373,7 @@ func (r *Reader) appendVar(out []Entry, p *part, info shard.VarInfo, q Query) ([
 	var lastKey []byte
 	index := 0
 	for _, e := range p.rangeOf(prefix) {
-		k, err := changelog.DecodeKey(e.k)
+		k, err := changelog.DecodeKey([]byte(e.k))
 		if err != nil {
 			return nil, fmt.Errorf("statereader: partition %d variable %q: %w", p.id, info.Name, err)
 		}
@@ -415,7 +420,7 @@ func (r *Reader) Timers(q Query) ([]Timer, error) {
 			prefix = append(prefix, q.Key...)
 		}
 		for _, e := range p.rangeOf(prefix) {
-			k, err := changelog.DecodeKey(e.k)
+			k, err := changelog.DecodeKey([]byte(e.k))
 			if err != nil {
 				return nil, fmt.Errorf("statereader: partition %d timer: %w", p.id, err)
 			}
