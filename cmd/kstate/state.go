@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -217,6 +218,7 @@ func optInt(p *int64) string {
 // queryFlags are the selection flags of read, timers and export.
 type queryFlags struct {
 	key       string
+	keyBase64 string
 	partition int32
 	limit     int
 }
@@ -224,6 +226,7 @@ type queryFlags struct {
 func (q *queryFlags) add(cmd *cobra.Command, key bool) {
 	if key {
 		cmd.Flags().StringVar(&q.key, "key", "", "only this grouping key (its UTF-8 string)")
+		cmd.Flags().StringVar(&q.keyBase64, "key-base64", "", `only this grouping key, given as base64 (for keys printed with "keyEncoding":"base64")`)
 	}
 	cmd.Flags().Int32Var(&q.partition, "partition", -1, "only this partition")
 	cmd.Flags().IntVar(&q.limit, "limit", 0, "stop after N lines (0: no limit)")
@@ -235,8 +238,18 @@ func (q *queryFlags) query(cmd *cobra.Command) (statereader.Query, error) {
 		return out, usageErr("--limit must not be negative, got %d", q.limit)
 	}
 	out.Limit = q.limit
+	if cmd.Flags().Changed("key") && cmd.Flags().Changed("key-base64") {
+		return out, usageErr("give --key or --key-base64, not both")
+	}
 	if cmd.Flags().Changed("key") {
 		out.Key = []byte(q.key)
+	}
+	if cmd.Flags().Changed("key-base64") {
+		b, err := base64.StdEncoding.DecodeString(q.keyBase64)
+		if err != nil {
+			return out, usageErr("--key-base64 %q: %v", q.keyBase64, err)
+		}
+		out.Key, q.key = b, q.keyBase64
 	}
 	if q.partition >= 0 {
 		out.Partitions = []int32{q.partition}

@@ -139,6 +139,13 @@ func TestStateCLI(t *testing.T) {
 		if e := lines[statereader.Entry](t, so); code != exitOK || len(e) != 1 || e[0].Key != "s2" {
 			t.Errorf("read --key s2: code %d\n%s", code, so)
 		}
+		so, _, code = cli(t, arg("read", "--var", "lastSeen", "--key-base64", "czM=")...) // "s3"
+		if e := lines[statereader.Entry](t, so); code != exitOK || len(e) != 1 || e[0].Key != "s3" {
+			t.Errorf("read --key-base64 czM=: code %d\n%s", code, so)
+		}
+		if _, _, code = cli(t, arg("read", "--var", "lastSeen", "--key-base64", "!!")...); code != exitUsage {
+			t.Errorf("read --key-base64 !!: code %d", code)
+		}
 		so, _, code = cli(t, arg("read", "--var", "lastSeen", "--limit", "2")...)
 		if n := len(lines[statereader.Entry](t, so)); code != exitOK || n != 2 {
 			t.Errorf("read --limit 2: code %d, %d lines", code, n)
