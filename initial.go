@@ -1,10 +1,17 @@
 package kstate
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
 	"iter"
+	"os"
 
 	"github.com/kstate/kstate/internal/initial"
 	"github.com/kstate/kstate/serde"
+	"github.com/kstate/kstate/statereader"
 )
 
 // InitialState is the initial state of an application, applied through the
@@ -34,4 +41,58 @@ func InitialStateFromSeq[K, S any](rows iter.Seq2[K, S]) InitialState[K] {
 // with Config.KeySerde) and values are decoded with codec.
 func InitialStateFromTopic[K, S any](topic string, codec serde.Deserializer[S]) InitialState[K] {
 	return initial.FromTopic[K](topic, codec)
+}
+
+// InitialStateFromJSONL takes the initial state from a JSON-lines file
+// written by `kstate state export` (one statereader.Entry per line: the
+// partition, grouping key, variable and decoded value of an old
+// application's state), to migrate or repair state into a new application.
+// decode maps each entry to a row (key, value) of the new application, or
+// returns ok false to skip it; an error stops the Run. Rows keep the file's
+// order (partition, variable, key, list/map position), several per key.
+// The file is read when the first partition needs it, once per Run.
+func InitialStateFromJSONL[K, S any](path string, decode func(e statereader.Entry) (key K, value S, ok bool, err error)) InitialState[K] {
+	return initial.FromLoad(func(ctx context.Context) (iter.Seq2[K, S], error) {
+		type row struct {
+			k K
+			v S
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("initial state from %s: %w", path, err)
+		}
+		defer f.Close()
+		var rows []row
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+		for line := 1; sc.Scan(); line++ {
+			if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+				continue
+			}
+			var e statereader.Entry
+			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+				return nil, fmt.Errorf("initial state from %s line %d: %w", path, line, err)
+			}
+			k, v, ok, err := decode(e)
+			if err != nil {
+				return nil, fmt.Errorf("initial state from %s line %d (variable %q key %q): %w", path, line, e.Variable, e.Key, err)
+			}
+			if ok {
+				rows = append(rows, row{k, v})
+			}
+			if line%4096 == 0 && ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("initial state from %s: %w", path, err)
+		}
+		return func(yield func(K, S) bool) {
+			for _, r := range rows {
+				if !yield(r.k, r.v) {
+					return
+				}
+			}
+		}, nil
+	})
 }

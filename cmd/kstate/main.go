@@ -4,17 +4,14 @@
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "kstate:", err)
-		os.Exit(1)
-	}
+	os.Exit(runCLI(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func newRootCmd() *cobra.Command {
@@ -24,6 +21,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newDemoCmd(), newBenchCmd())
+	root.AddCommand(newVersionCmd(), newDemoCmd(), newBenchCmd(), newStateCmd(), newResetCmd())
 	return root
 }

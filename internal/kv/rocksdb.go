@@ -84,6 +84,12 @@ type RocksOptions struct {
 	// ErrorIfMissing fails the open when dir holds no database, instead of
 	// the default of creating the directory and an empty database.
 	ErrorIfMissing bool
+	// ReadOnly opens the database read-only (RocksDB's OpenForReadOnly:
+	// no lock taken, a view as of the open, writes fail), overriding the
+	// default of read-write. Another process may keep the database open
+	// for writing meanwhile: the state reader uses it. Implies
+	// ErrorIfMissing.
+	ReadOnly bool
 }
 
 const (
@@ -179,6 +185,9 @@ func OpenRocksDB(dir string, o RocksOptions) (Store, error) {
 	if err := o.ensureDefaults(); err != nil {
 		return nil, err
 	}
+	if o.ReadOnly {
+		o.ErrorIfMissing = true
+	}
 	if !o.ErrorIfMissing {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("kv: open rocksdb %s: %w", dir, err)
@@ -257,7 +266,13 @@ func openRocks(dir string, o RocksOptions, c Compression) (*rocksStore, error) {
 	s.w.wb = grocksdb.NewWriteBatch()
 	s.iters.m = make(map[*rocksIter]struct{})
 
-	db, err := grocksdb.OpenDb(s.opts, dir)
+	var db *grocksdb.DB
+	var err error
+	if o.ReadOnly {
+		db, err = grocksdb.OpenDbForReadOnly(s.opts, dir, false)
+	} else {
+		db, err = grocksdb.OpenDb(s.opts, dir)
+	}
 	if err != nil {
 		s.free()
 		return nil, fmt.Errorf("kv: open rocksdb %s (compression %v): %w", dir, c, err)

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/kafka/kafkatest"
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
+	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/statereader"
+)
+
+// counterA counts rows per key in a ValueState[int64] "count" and emits
+// "key=count".
+type counterA struct {
+	processor.Defaults[string, string]
+	count state.ValueState[int64]
+}
+
+func (c *counterA) Init(h processor.Handle) (err error) {
+	c.count, err = processor.NewValueState(h, "count", state.Int64())
+	return err
+}
+
+func (c *counterA) HandleInputRows(key string, rows iter.Seq[string], _ processor.TimerValues, out processor.Emitter[string]) error {
+	n, _, err := c.count.Get()
+	if err != nil {
+		return err
+	}
+	for range rows {
+		n++
+	}
+	if err := c.count.Update(n); err != nil {
+		return err
+	}
+	return out.Emit(fmt.Sprintf("%s=%d", key, n))
+}
+
+// counterB is the new logic: the count moves into a JSON struct "tally"
+// with the key's row count and the last row, and the output names both.
+type tally struct {
+	N    int64  `json:"n"`
+	Last string `json:"last"`
+}
+
+type counterB struct {
+	processor.Defaults[string, string]
+	tally state.ValueState[tally]
+}
+
+func (c *counterB) Init(h processor.Handle) (err error) {
+	c.tally, err = processor.NewValueState(h, "tally", state.JSON[tally]())
+	return err
+}
+
+// HandleInitialState takes the old application's count.
+func (c *counterB) HandleInitialState(_ string, n int64, _ processor.TimerValues) error {
+	return c.tally.Update(tally{N: n, Last: "(migrated)"})
+}
+
+func (c *counterB) HandleInputRows(key string, rows iter.Seq[string], _ processor.TimerValues, out processor.Emitter[string]) error {
+	t, _, err := c.tally.Get()
+	if err != nil {
+		return err
+	}
+	prev := t.Last
+	for r := range rows {
+		t.N++
+		t.Last = r
+	}
+	if err := c.tally.Update(t); err != nil {
+		return err
+	}
+	return out.Emit(fmt.Sprintf("%s n=%d after %s", key, t.N, prev))
+}
+
+func runApp(t *testing.T, cfg kstate.Config[string, string, string], cluster *kafkatest.Cluster, in string, out string, recs []kafkatest.Record, want int) []string {
+	t.Helper()
+	app, err := kstate.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	cluster.Produce(t, in, recs...)
+	deadline := time.Now().Add(2 * time.Minute)
+	for app.Metrics().Total.RowsIn < int64(len(recs)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: timed out waiting for %d rows processed", cfg.ApplicationID, len(recs))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	got := cluster.ReadCommitted(t, out, want, time.Minute)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run of %s: %v", cfg.ApplicationID, err)
+	}
+	var vals []string
+	for _, r := range got {
+		vals = append(vals, string(r.Value))
+	}
+	slices.Sort(vals)
+	return vals
+}
+
+func recs(keys ...string) []kafkatest.Record {
+	var out []kafkatest.Record
+	for i, k := range keys {
+		out = append(out, kafkatest.Record{Key: []byte(k), Value: []byte(fmt.Sprintf("r%d", i))})
+	}
+	return out
+}
+
+// TestExportToInitialState walks the migration: application A builds
+// state; `kstate state export` writes it; application B (a new application
+// id, new state layout and logic) starts from it with
+// kstate.InitialStateFromJSONL, and its outputs continue A's counts.
+func TestExportToInitialState(t *testing.T) {
+	cluster := kafkatest.Start(t, kafkatest.RequireReal())
+	inA, outA := cluster.CreateTopic(t, "mig-in-a", 3), cluster.CreateTopic(t, "mig-out-a", 3)
+	appA := kafkatest.Name(t, "mig-a")
+	gotA := runApp(t, kstate.Config[string, string, string]{
+		ApplicationID: appA, Brokers: cluster.Brokers(), InputTopics: []string{inA},
+		KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: outA, OutputSerde: serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &counterA{} },
+		StateDir:     t.TempDir(), MaxBatchWait: 20 * time.Millisecond,
+	}, cluster, inA, outA, recs("a", "b", "a", "c", "a", "b"), 1)
+	if len(gotA) == 0 {
+		t.Fatal("A wrote nothing")
+	}
+
+	file := filepath.Join(t.TempDir(), "a.jsonl")
+	if _, se, code := cli(t, "state", "export", "--brokers", strings.Join(cluster.Brokers(), ","), "--app", appA, "--out", file); code != exitOK {
+		t.Fatalf("export: code %d: %s", code, se)
+	}
+
+	inB, outB := cluster.CreateTopic(t, "mig-in-b", 3), cluster.CreateTopic(t, "mig-out-b", 3)
+	decode := func(e statereader.Entry) (string, int64, bool, error) {
+		if e.Variable != "count" {
+			return "", 0, false, nil
+		}
+		var n int64
+		err := json.Unmarshal(e.Value, &n)
+		return e.Key, n, true, err
+	}
+	gotB := runApp(t, kstate.Config[string, string, string]{
+		ApplicationID: kafkatest.Name(t, "mig-b"), Brokers: cluster.Brokers(), InputTopics: []string{inB},
+		KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: outB, OutputSerde: serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &counterB{} },
+		InitialState: kstate.InitialStateFromJSONL(file, decode),
+		StateDir:     t.TempDir(), MaxBatchWait: 20 * time.Millisecond,
+	}, cluster, inB, outB, recs("a", "c", "d"), 3)
+	want := []string{"a n=4 after (migrated)", "c n=2 after (migrated)", "d n=1 after "}
+	if !slices.Equal(gotB, want) {
+		t.Fatalf("B's outputs %q, want %q", gotB, want)
+	}
+}

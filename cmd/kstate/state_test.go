@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/examples/heartbeat/heartbeat"
+	"github.com/kstate/kstate/kafka/kafkatest"
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
+	"github.com/kstate/kstate/statereader"
+)
+
+// cli runs the kstate command in-process.
+func cli(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code = runCLI(ctx, args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func lines[T any](t *testing.T, s string) []T {
+	t.Helper()
+	var out []T
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		if l == "" {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+var hbStart = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// TestStateCLI runs the heartbeat monitor on a real broker, then `kstate
+// state` against its changelog (while it runs) and its state directory
+// (after it stopped), checking stdout and exit codes.
+func TestStateCLI(t *testing.T) {
+	cluster := kafkatest.Start(t, kafkatest.RequireReal())
+	in := cluster.CreateTopic(t, "cli-in", 2)
+	out := cluster.CreateTopic(t, "cli-out", 2)
+	appID := kafkatest.Name(t, "cli-app")
+	dir := t.TempDir()
+	app, err := kstate.New(kstate.Config[string, string, heartbeat.Event]{
+		ApplicationID:   appID,
+		Brokers:         cluster.Brokers(),
+		InputTopics:     []string{in},
+		KeySerde:        serde.String(),
+		ValueSerde:      serde.String(),
+		OutputTopic:     out,
+		OutputSerde:     serde.JSON[heartbeat.Event](),
+		NewProcessor:    heartbeat.NewMonitor(heartbeat.Timeout, heartbeat.Retention),
+		TimeMode:        processor.ProcessingTime,
+		StateDir:        dir,
+		Clock:           func() time.Time { return hbStart },
+		TriggerInterval: time.Second,
+		MaxBatchWait:    50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}
+	}
+	defer stop()
+	cluster.Produce(t, in,
+		kafkatest.Record{Key: []byte("s1"), Value: []byte("beat")},
+		kafkatest.Record{Key: []byte("s2"), Value: []byte("beat")},
+		kafkatest.Record{Key: []byte("s3"), Value: []byte("beat")})
+	cluster.ReadCommitted(t, out, 3, time.Minute)
+
+	brokers := strings.Join(cluster.Brokers(), ",")
+	sources := [][]string{{"--brokers", brokers, "--app", appID}}
+	check := func(src []string) {
+		arg := func(a ...string) []string { return append(append([]string{"state"}, a...), src...) }
+
+		so, se, code := cli(t, arg("metadata", "--json")...)
+		if code != exitOK {
+			t.Fatalf("metadata: code %d, stderr %s", code, se)
+		}
+		var md statereader.Metadata
+		if err := json.Unmarshal([]byte(so), &md); err != nil {
+			t.Fatalf("metadata JSON: %v\n%s", err, so)
+		}
+		if len(md.Variables) != 2 || md.Variables[0].Name != "lastSeen" || md.Variables[0].Schema != "int64" ||
+			md.Variables[1].Name != "silent" || md.Variables[1].Schema != "bool" || len(md.Partitions) != 2 {
+			t.Errorf("metadata: %s", so)
+		}
+		if !strings.Contains(so, `"ttlMs": 3600000`) {
+			t.Errorf("metadata without the TTL: %s", so)
+		}
+		so, _, code = cli(t, arg("metadata")...)
+		if code != exitOK || !strings.Contains(so, "lastSeen") || !strings.Contains(so, "ProcessingTime") {
+			t.Errorf("metadata table (code %d):\n%s", code, so)
+		}
+
+		so, se, code = cli(t, arg("read", "--var", "lastSeen")...)
+		if code != exitOK {
+			t.Fatalf("read: code %d, stderr %s", code, se)
+		}
+		ents := lines[statereader.Entry](t, so)
+		var keys []string
+		for _, e := range ents {
+			keys = append(keys, e.Key)
+			if string(e.Value) != "1735732800000" || e.ExpiryMs == nil || *e.ExpiryMs != 1735736400000 {
+				t.Errorf("entry %+v", e)
+			}
+		}
+		slices.Sort(keys)
+		if !slices.Equal(keys, []string{"s1", "s2", "s3"}) {
+			t.Errorf("read keys %v", keys)
+		}
+		so, _, code = cli(t, arg("read", "--var", "lastSeen", "--key", "s2")...)
+		if e := lines[statereader.Entry](t, so); code != exitOK || len(e) != 1 || e[0].Key != "s2" {
+			t.Errorf("read --key s2: code %d\n%s", code, so)
+		}
+		so, _, code = cli(t, arg("read", "--var", "lastSeen", "--key-base64", "czM=")...) // "s3"
+		if e := lines[statereader.Entry](t, so); code != exitOK || len(e) != 1 || e[0].Key != "s3" {
+			t.Errorf("read --key-base64 czM=: code %d\n%s", code, so)
+		}
+		if _, _, code = cli(t, arg("read", "--var", "lastSeen", "--key-base64", "!!")...); code != exitUsage {
+			t.Errorf("read --key-base64 !!: code %d", code)
+		}
+		so, _, code = cli(t, arg("read", "--var", "lastSeen", "--limit", "2")...)
+		if n := len(lines[statereader.Entry](t, so)); code != exitOK || n != 2 {
+			t.Errorf("read --limit 2: code %d, %d lines", code, n)
+		}
+		if _, se, code = cli(t, arg("read", "--var", "lastSeen", "--key", "nobody")...); code != exitNotFound {
+			t.Errorf("read --key nobody: code %d, stderr %s", code, se)
+		}
+		if _, se, code = cli(t, arg("read", "--var", "nope")...); code != exitNotFound || !strings.Contains(se, "variable not found") {
+			t.Errorf("read --var nope: code %d, stderr %s", code, se)
+		}
+		if _, _, code = cli(t, arg("read")...); code != exitUsage {
+			t.Errorf("read without --var: code %d", code)
+		}
+
+		so, se, code = cli(t, arg("timers", "--key", "s1")...)
+		tms := lines[statereader.Timer](t, so)
+		if code != exitOK || len(tms) != 1 || tms[0].Key != "s1" || tms[0].Expiry != "2025-01-01T12:00:10.000Z" {
+			t.Errorf("timers --key s1: code %d, %s %s", code, so, se)
+		}
+
+		file := filepath.Join(t.TempDir(), "state.jsonl")
+		if _, se, code = cli(t, arg("export", "--out", file)...); code != exitOK {
+			t.Fatalf("export: code %d, %s", code, se)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(lines[statereader.Entry](t, string(b))); n != 3 {
+			t.Errorf("export: %d entries, want 3:\n%s", n, b)
+		}
+	}
+	check(sources[0]) // the changelog, while the application runs
+	stop()
+	check(sources[0])
+	check([]string{"--state-dir", dir, "--app", appID})
+
+	if _, se, code := cli(t, "state", "metadata", "--app", "no-such-app-x", "--brokers", brokers); code != exitNotFound {
+		t.Errorf("unknown app: code %d, stderr %s", code, se)
+	}
+	if _, _, code := cli(t, "state", "metadata", "--app", appID); code != exitUsage {
+		t.Errorf("no source: code %d", code)
+	}
+	if _, _, code := cli(t, "state", "metadata", "--bogus"); code != exitUsage {
+		t.Errorf("unknown flag: code %d", code)
+	}
+}
+
+func TestMain(m *testing.M) { os.Exit(kafkatest.Main(m)) }

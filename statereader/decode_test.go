@@ -1,0 +1,115 @@
+package statereader
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"testing"
+
+	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/state"
+)
+
+func enc[T any](t *testing.T, c state.Codec[T], v T) []byte {
+	t.Helper()
+	b, err := c.Encode(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return changelog.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, b)
+}
+
+// A list, a map with an int32 key, a custom codec and a non-UTF-8 key: the
+// decoding rules and fallbacks of the package doc.
+func TestDecoding(t *testing.T) {
+	list := uint32(1)
+	mp := uint32(2)
+	custom := uint32(3)
+	raw := map[string][]byte{
+		string(changelog.MetaKey("var/events")):       []byte(`{"id":1,"kind":"list","schema":"string"}`),
+		string(changelog.MetaKey("var/scores")):       []byte(`{"id":2,"kind":"map","schema":"float64","keySchema":"int32"}`),
+		string(changelog.MetaKey("var/blob")):         []byte(`{"id":3,"kind":"value","schema":"myproto"}`),
+		string(changelog.MetaKey("engine/batch_id")):  binary.BigEndian.AppendUint64(nil, 7),
+		string(changelog.MetaKey("engine/time_mode")): []byte("EventTime"),
+		// list elements of key "k": sequence numbers 5 and 9 are positions 0 and 1
+		string(changelog.StateKey(list, []byte("k"), binary.BigEndian.AppendUint64(nil, 9))): enc(t, state.String(), "second"),
+		string(changelog.StateKey(list, []byte("k"), binary.BigEndian.AppendUint64(nil, 5))): enc(t, state.String(), "first"),
+		string(changelog.StateKey(list, []byte("m"), binary.BigEndian.AppendUint64(nil, 1))): enc(t, state.String(), "other"),
+		string(changelog.StateKey(mp, []byte{0xff, 0x00}, mustEnc(t, state.Int32(), -3))):    enc(t, state.Float64(), 1.5),
+		string(changelog.StateKey(custom, []byte("k"), nil)):                                 changelog.EncodeValue(changelog.Header{Expiry: 1000}, []byte{1, 2, 3}),
+		string(changelog.TimerByKey([]byte("k"), 1735732810000)):                             {},
+	}
+	r, err := newReader("app", "test", options{}, map[int32]map[string][]byte{0: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := func(name string, q Query) string {
+		t.Helper()
+		es, err := r.Read(name, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s string
+		for _, e := range es {
+			b, _ := json.Marshal(e)
+			s += string(b) + "\n"
+		}
+		return s
+	}
+	want := `{"partition":0,"key":"k","variable":"events","kind":"list","index":0,"value":"first"}
+{"partition":0,"key":"k","variable":"events","kind":"list","index":1,"value":"second"}
+{"partition":0,"key":"m","variable":"events","kind":"list","index":0,"value":"other"}
+`
+	if got := lines("events", Query{}); got != want {
+		t.Errorf("list:\n%s\nwant\n%s", got, want)
+	}
+	if got := lines("events", Query{Key: []byte("m"), Limit: 5}); got != `{"partition":0,"key":"m","variable":"events","kind":"list","index":0,"value":"other"}`+"\n" {
+		t.Errorf("list of m: %s", got)
+	}
+	if got := lines("events", Query{Limit: 1}); got != `{"partition":0,"key":"k","variable":"events","kind":"list","index":0,"value":"first"}`+"\n" {
+		t.Errorf("limit 1: %s", got)
+	}
+	want = `{"partition":0,"key":"/wA=","keyEncoding":"base64","variable":"scores","kind":"map","mapKey":-3,"value":1.5}` + "\n"
+	if got := lines("scores", Query{}); got != want {
+		t.Errorf("map:\n%s\nwant\n%s", got, want)
+	}
+	want = `{"partition":0,"key":"k","variable":"blob","kind":"value","value":"AQID","valueEncoding":"base64","expiryMs":1000}` + "\n"
+	if got := lines("blob", Query{}); got != want {
+		t.Errorf("custom codec:\n%s\nwant\n%s", got, want)
+	}
+	// The Avro seam: a decoder for the custom schema.
+	r.o.decoders = func(schema string) Decoder {
+		if schema != "myproto" {
+			return nil
+		}
+		return func(b []byte) (json.RawMessage, error) { return json.Marshal(len(b)) }
+	}
+	if got := lines("blob", Query{}); got != `{"partition":0,"key":"k","variable":"blob","kind":"value","value":3,"expiryMs":1000}`+"\n" {
+		t.Errorf("custom decoder: %s", got)
+	}
+	tm, err := r.Timers(Query{})
+	if err != nil || len(tm) != 1 || tm[0].Key != "k" || tm[0].Expiry != "2025-01-01T12:00:10.000Z" {
+		t.Errorf("timers %+v %v", tm, err)
+	}
+	md := r.Metadata()
+	if len(md.Variables) != 3 || md.Partitions[0].BatchID == nil || *md.Partitions[0].BatchID != 7 || md.Partitions[0].TimeMode != "EventTime" {
+		t.Errorf("metadata %+v", md)
+	}
+	if e := (Entry{Key: "/wA=", KeyEncoding: "base64"}); string(must(e.KeyBytes())) != "\xff\x00" {
+		t.Errorf("KeyBytes")
+	}
+}
+
+func mustEnc[T any](t *testing.T, c state.Codec[T], v T) []byte {
+	b, err := c.Encode(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

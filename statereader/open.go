@@ -1,0 +1,180 @@
+package statereader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/kv"
+)
+
+// ErrNoState is returned by OpenStateDir when the directory holds no state
+// of the application, and by OpenChangelog when the changelog topic does
+// not exist.
+var ErrNoState = errors.New("statereader: no state found")
+
+// OpenChangelog reads the changelog topic "<appID>-changelog" of the
+// cluster at brokers: every partition, read_committed, up to its last
+// stable offset at open.
+func OpenChangelog(ctx context.Context, brokers []string, appID string, opts ...Option) (*Reader, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	topic := appID + "-changelog"
+	adm, err := kafka.NewAdminOpts(brokers, o.kafkaOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("statereader: %w", err)
+	}
+	n, err := adm.Partitions(ctx, topic)
+	adm.Close()
+	if errors.Is(err, kafka.ErrTopicNotFound) {
+		return nil, fmt.Errorf("%w: application %q has no changelog topic %q (wrong --app, or it never ran)", ErrNoState, appID, topic)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("statereader: %w", err)
+	}
+	readers := make([]*kafka.PartitionReader, n)
+	defer func() {
+		for _, r := range readers {
+			if r != nil {
+				r.Close()
+			}
+		}
+	}()
+	var total int64
+	for p := range readers {
+		r, err := kafka.NewPartitionReaderOpts(ctx, brokers, topic, int32(p), 0, o.kafkaOpts...)
+		if err != nil {
+			return nil, fmt.Errorf("statereader: %w", err)
+		}
+		readers[p] = r
+		total += r.End() - r.Position()
+	}
+	// Partitions are read concurrently (up to 4 at once), each into its
+	// own map; progress is reported from this goroutine.
+	raw := make(map[int32]map[string][]byte, n)
+	maps := make([]map[string][]byte, n)
+	errs := make([]error, n)
+	var read atomic.Int64
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for p, r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			m := make(map[string][]byte)
+			maps[p] = m
+			for {
+				recs, err := r.Next(ctx)
+				if err == io.EOF {
+					return
+				}
+				if err != nil {
+					errs[p] = fmt.Errorf("statereader: read %s partition %d: %w", topic, p, err)
+					return
+				}
+				for _, rec := range recs {
+					if len(rec.Key) == 0 || rec.Key[0] == 0xff {
+						continue
+					}
+					if rec.Value == nil {
+						delete(m, string(rec.Key))
+					} else {
+						m[string(rec.Key)] = rec.Value
+					}
+				}
+				read.Add(int64(len(recs)))
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		case <-tick.C:
+			if o.progress != nil {
+				o.progress(read.Load(), total)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for p, m := range maps {
+		raw[int32(p)] = m
+	}
+	if o.progress != nil {
+		o.progress(read.Load(), total)
+	}
+	return newReader(appID, "changelog topic "+topic, o, raw)
+}
+
+// OpenStateDir reads the local state of appID under stateDir (the
+// application's Config.StateDir: one RocksDB per partition in
+// stateDir/<appID>/<partition>/rocksdb), opened read-only so the
+// application may keep running. Only the partitions this instance holds
+// locally are there.
+func OpenStateDir(stateDir, appID string, opts ...Option) (*Reader, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	base := filepath.Join(stateDir, appID)
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		return nil, fmt.Errorf("%w: application %q has no state directory %s: %w", ErrNoState, appID, base, err)
+	}
+	raw := map[int32]map[string][]byte{}
+	for _, e := range ents {
+		p, err := strconv.ParseInt(e.Name(), 10, 32)
+		if err != nil || !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(base, e.Name(), "rocksdb")
+		if _, err := os.Stat(dir); err != nil {
+			continue
+		}
+		m, err := readRocks(dir)
+		if err != nil {
+			return nil, err
+		}
+		raw[int32(p)] = m
+	}
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("%w: %s holds no partition directory of application %q", ErrNoState, base, appID)
+	}
+	return newReader(appID, "state directory "+base, o, raw)
+}
+
+func readRocks(dir string) (map[string][]byte, error) {
+	st, err := kv.OpenRocksDB(dir, kv.RocksOptions{ReadOnly: true, BlockCacheSize: 8 << 20})
+	if err != nil {
+		return nil, fmt.Errorf("statereader: %w", err)
+	}
+	defer st.Close()
+	it := st.NewIter(nil, []byte{0xff})
+	defer it.Close()
+	m := map[string][]byte{}
+	for ok := it.First(); ok; ok = it.Next() {
+		m[string(it.Key())] = append([]byte(nil), it.Value()...)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("statereader: read %s: %w", dir, err)
+	}
+	return m, nil
+}
