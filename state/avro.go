@@ -53,6 +53,10 @@ const AvroSchemaPrefix = "avro:"
 // A renamed field is a removed field plus an added one: old values read
 // the new field's default.
 //
+// A string or bytes field holds at most 256 MiB and an array or map field
+// at most 1,048,576 elements (Encode refuses more); keep big collections in
+// a ListState or MapState.
+//
 // As a MapState key codec, the Avro encoding sorts by bytes (not in
 // numeric order), and T must not contain maps (Go map order makes their
 // encoding non-deterministic).
@@ -64,23 +68,89 @@ func Avro[T any]() Codec[T] {
 		return c
 	}
 	c.schemaJSON = js
+	c.collections = strings.Contains(js, `"type":"array"`) || strings.Contains(js, `"type":"map"`)
 	if c.schema, err = avro.Parse(js); err != nil {
 		c.err = fmt.Errorf("state: Avro codec of %s: derived schema %s: %w", reflect.TypeFor[T](), js, err)
 	}
 	return c
 }
 
+// avroMaxBytes bounds one string or bytes field when decoding, instead of
+// the library's default of 1 MiB (which would make a value that encoded
+// fine unreadable). A value is one changelog record, so Kafka's record
+// size limit bounds it long before this; the bound only keeps a corrupt
+// length from allocating without limit.
+const avroMaxBytes = 256 << 20
+
+// avroMaxElems bounds the elements of one array or map field of a value:
+// a corrupt block count must not allocate without limit, and Encode
+// refuses what Decode would refuse. Big collections belong in a ListState
+// or MapState, where every element is its own entry.
+const avroMaxElems = 1 << 20
+
+// avroAPI is the frozen (immutable, concurrency-safe) hamba configuration
+// every Avro codec uses.
+var avroAPI = avro.Config{TagKey: "avro", MaxByteSliceSize: avroMaxBytes, MaxSliceAllocSize: avroMaxElems}.Freeze()
+
 type avroCodec[T any] struct {
 	schema     avro.Schema
 	schemaJSON string
 	err        error // the type has no Avro schema; reported at declaration
+	// collections is set when T holds arrays or maps, whose sizes Encode
+	// checks against avroMaxElems.
+	collections bool
+}
+
+// checkElems refuses an array or map of more than avroMaxElems elements
+// anywhere in v.
+func checkElems(v reflect.Value, path string) error {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			return checkElems(v.Elem(), path)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				if err := checkElems(v.Field(i), path+"."+v.Type().Field(i).Name); err != nil {
+					return err
+				}
+			}
+		}
+	case reflect.Slice, reflect.Map:
+		if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Uint8 {
+			return nil
+		}
+		if v.Len() > avroMaxElems {
+			return fmt.Errorf("%s: %d elements, more than the %d an Avro state value may hold in one array or map (keep big collections in a ListState or MapState)", path, v.Len(), avroMaxElems)
+		}
+		if v.Kind() == reflect.Slice {
+			for i := range v.Len() {
+				if err := checkElems(v.Index(i), path+"[]"); err != nil {
+					return err
+				}
+			}
+		} else {
+			for it := v.MapRange(); it.Next(); {
+				if err := checkElems(it.Value(), path+"{}"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func (c *avroCodec[T]) Encode(v T) ([]byte, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	b, err := avro.Marshal(c.schema, v)
+	if c.collections {
+		if err := checkElems(reflect.ValueOf(&v).Elem(), "root"); err != nil {
+			return nil, fmt.Errorf("state: avro codec: encode %s: %w", reflect.TypeFor[T](), err)
+		}
+	}
+	b, err := avroAPI.Marshal(c.schema, v)
 	if err != nil {
 		return nil, fmt.Errorf("state: avro codec: encode %s: %w", reflect.TypeFor[T](), err)
 	}
@@ -96,7 +166,7 @@ func (c *avroCodec[T]) decode(s avro.Schema, b []byte) (T, error) {
 	if c.err != nil {
 		return v, c.err
 	}
-	if err := avro.Unmarshal(s, b, &v); err != nil {
+	if err := avroAPI.Unmarshal(s, b, &v); err != nil {
 		return v, fmt.Errorf("state: avro codec: decode %s: %w", reflect.TypeFor[T](), err)
 	}
 	return v, nil

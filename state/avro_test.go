@@ -192,3 +192,44 @@ func TestAvroUnsupported(t *testing.T) {
 	_, err := state.Avro[uint64]().Encode(1)
 	check(err, "uint64")
 }
+
+// A string field larger than the Avro library's default limit (1 MiB)
+// decodes.
+func TestAvroLargeField(t *testing.T) {
+	type big struct {
+		S string `avro:"s"`
+	}
+	avroRoundTrip(t, big{S: strings.Repeat("x", 3<<20)})
+}
+
+// Stored bytes are decoded without panicking, whatever they are.
+func FuzzAvroDecode(f *testing.F) {
+	c := state.Avro[session]()
+	b, err := c.Encode(session{User: "u", Pages: []string{"/"}, Counts: map[string]int32{"a": 1}, Work: &address{"x", 1}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add([]byte{})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := c.Decode(b)
+		if err != nil {
+			return
+		}
+		if _, err := c.Encode(v); err != nil {
+			t.Fatalf("decoded %+v does not encode: %v", v, err)
+		}
+	})
+}
+
+func TestAvroTooManyElements(t *testing.T) {
+	type big struct {
+		L []int32 `avro:"l"`
+	}
+	c := state.Avro[big]()
+	if _, err := c.Encode(big{L: make([]int32, 1<<20+1)}); err == nil || !strings.Contains(err.Error(), "root.L: 1048577 elements") {
+		t.Fatalf("Encode of too many elements: %v", err)
+	}
+	avroRoundTrip(t, big{L: make([]int32, 1<<20)})
+}

@@ -55,6 +55,7 @@
 //     a count. String, Bytes, Bool and Uint64 cannot change.
 //   - JSON: any change is accepted and nothing is checked (encoding/json
 //     ignores unknown fields and leaves missing ones zero).
+//   - another codec with SchemaCodec: its schema string cannot change.
 //   - a codec without SchemaCodec: nothing is checked and no history kept.
 //
 // A change of codec family (built-in, Avro, JSON) is refused. A variable

@@ -30,6 +30,7 @@ import (
 //     tolerates added and removed fields);
 //   - no schema (a codec without state.SchemaCodec): nothing checked, and
 //     no history is kept;
+//   - a custom codec's schema: no change (kstate cannot check it);
 //   - between families: refused.
 // A MapState key schema may never change: keys are compared as encoded
 // bytes, so a key written under another schema would be another key.
@@ -116,6 +117,8 @@ var narrowings = map[string][]string{
 func compatible(writer, reader string) string {
 	wf, rf := family(writer), family(reader)
 	switch {
+	case strings.HasPrefix(wf, "custom") || strings.HasPrefix(rf, "custom"):
+		return fmt.Sprintf("a custom codec's schema changed from %s to %s, and kstate cannot tell whether the new codec reads the stored values (keep Schema() stable while the encoding is)", writer, reader)
 	case wf != rf:
 		return fmt.Sprintf("codec changed from %s to %s (the stored bytes cannot be read by the new codec)", wf, rf)
 	case wf == "json":

@@ -116,3 +116,23 @@ func TestSchemaHistoryCodecs(t *testing.T) {
 		}
 	})
 }
+
+// custom is a codec with a schema kstate does not know.
+type custom struct{ schema string }
+
+func (custom) Encode(v string) ([]byte, error) { return []byte(v), nil }
+func (custom) Decode(b []byte) (string, error) { return string(b), nil }
+func (c custom) Schema() string                { return c.schema }
+
+func TestCustomCodecSchemaCannotChange(t *testing.T) {
+	s := openMem(t, false)
+	declare(t, s, func() { must[state.ValueState[string]](t)(shard.NewValueState[string](s, "c", custom{"mine:v1"})) })
+	commit(t, s, nil, 0, func() {})
+	declare(t, s, func() {
+		must[state.ValueState[string]](t)(shard.NewValueState[string](s, "c", custom{"mine:v1"}))
+	})
+	declare(t, s, func() {
+		_, err := shard.NewValueState[string](s, "c", custom{"mine:v2"})
+		wantErr(t, err, state.ErrSchemaIncompatible, "mine:v1", "mine:v2", "custom codec")
+	})
+}
