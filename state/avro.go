@@ -68,7 +68,7 @@ func Avro[T any]() Codec[T] {
 		return c
 	}
 	c.schemaJSON = js
-	c.collections = strings.Contains(js, `"type":"array"`) || strings.Contains(js, `"type":"map"`)
+	c.checkElems = elemsChecker(reflect.TypeFor[T]())
 	if c.schema, err = avro.Parse(js); err != nil {
 		c.err = fmt.Errorf("state: Avro codec of %s: derived schema %s: %w", reflect.TypeFor[T](), js, err)
 	}
@@ -96,57 +96,102 @@ type avroCodec[T any] struct {
 	schema     avro.Schema
 	schemaJSON string
 	err        error // the type has no Avro schema; reported at declaration
-	// collections is set when T holds arrays or maps, whose sizes Encode
-	// checks against avroMaxElems.
-	collections bool
+	// checkElems checks the sizes of T's arrays and maps against
+	// avroMaxElems before Encode; nil when T has none.
+	checkElems func(reflect.Value) *elemsError
 }
 
-// checkElems refuses an array or map of more than avroMaxElems elements
-// anywhere in v.
-func checkElems(v reflect.Value, path string) error {
-	switch v.Kind() {
+// elemsChecker returns a check that refuses an array or map of more than
+// avroMaxElems elements anywhere in a value of t, visiting only the fields
+// that lead to arrays and maps; nil when t has none. t has an Avro schema
+// (so it is not recursive).
+func elemsChecker(t reflect.Type) func(reflect.Value) *elemsError {
+	switch t.Kind() {
 	case reflect.Pointer:
-		if !v.IsNil() {
-			return checkElems(v.Elem(), path)
-		}
-	case reflect.Struct:
-		for i := range v.NumField() {
-			if v.Type().Field(i).IsExported() {
-				if err := checkElems(v.Field(i), path+"."+v.Type().Field(i).Name); err != nil {
-					return err
-				}
-			}
-		}
-	case reflect.Slice, reflect.Map:
-		if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Uint8 {
+		inner := elemsChecker(t.Elem())
+		if inner == nil {
 			return nil
 		}
-		if v.Len() > avroMaxElems {
-			return fmt.Errorf("%s: %d elements, more than the %d an Avro state value may hold in one array or map (keep big collections in a ListState or MapState)", path, v.Len(), avroMaxElems)
+		return func(v reflect.Value) *elemsError {
+			if v.IsNil() {
+				return nil
+			}
+			return inner(v.Elem())
 		}
-		if v.Kind() == reflect.Slice {
-			for i := range v.Len() {
-				if err := checkElems(v.Index(i), path+"[]"); err != nil {
+	case reflect.Struct:
+		type field struct {
+			i     int
+			name  string
+			check func(reflect.Value) *elemsError
+		}
+		var fields []field
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() {
+				if c := elemsChecker(f.Type); c != nil {
+					fields = append(fields, field{i, f.Name, c})
+				}
+			}
+		}
+		if len(fields) == 0 {
+			return nil
+		}
+		return func(v reflect.Value) *elemsError {
+			for _, f := range fields {
+				if err := f.check(v.Field(f.i)); err != nil {
+					err.path = "." + f.name + err.path
 					return err
 				}
 			}
-		} else {
+			return nil
+		}
+	case reflect.Slice, reflect.Map:
+		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
+			return nil
+		}
+		inner := elemsChecker(t.Elem())
+		return func(v reflect.Value) *elemsError {
+			if v.Len() > avroMaxElems {
+				return &elemsError{n: v.Len()}
+			}
+			if inner == nil {
+				return nil
+			}
+			if v.Kind() == reflect.Slice {
+				for i := range v.Len() {
+					if err := inner(v.Index(i)); err != nil {
+						err.path = "[]" + err.path
+						return err
+					}
+				}
+				return nil
+			}
 			for it := v.MapRange(); it.Next(); {
-				if err := checkElems(it.Value(), path+"{}"); err != nil {
+				if err := inner(it.Value()); err != nil {
+					err.path = "{}" + err.path
 					return err
 				}
 			}
+			return nil
 		}
 	}
 	return nil
+}
+
+type elemsError struct {
+	path string
+	n    int
+}
+
+func (e *elemsError) Error() string {
+	return fmt.Sprintf("root%s: %d elements, more than the %d an Avro state value may hold in one array or map (keep big collections in a ListState or MapState)", e.path, e.n, avroMaxElems)
 }
 
 func (c *avroCodec[T]) Encode(v T) ([]byte, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	if c.collections {
-		if err := checkElems(reflect.ValueOf(&v).Elem(), "root"); err != nil {
+	if c.checkElems != nil {
+		if err := c.checkElems(reflect.ValueOf(&v).Elem()); err != nil {
 			return nil, fmt.Errorf("state: avro codec: encode %s: %w", reflect.TypeFor[T](), err)
 		}
 	}
