@@ -46,6 +46,9 @@ func (p *evolving[S]) HandleInputRows(key string, rows iter.Seq[string], _ proce
 	if err := p.v.Update(v); err != nil {
 		return err
 	}
+	if key == "boom" { // fails the batch after its state changes were staged
+		return errors.New("boom")
+	}
 	return out.Emit(key + "=" + p.show(v))
 }
 
@@ -421,4 +424,30 @@ func TestEvolutionListAndMap(t *testing.T) {
 		t.Fatalf("restart error %v, want a key schema change of m", err)
 	}
 	t.Logf("refused: %v", err)
+}
+
+// The first batch after an upgrade fails mid-way: its state changes (under
+// the new schema version) are discarded, the new version's registry entry
+// is kept staged and committed by the next batch, and the counts are exact.
+func TestEvolutionFirstBatchAborted(t *testing.T) {
+	current := countInt32(state.Int32())
+	d := kstatetest.New(t, evolvingConfig(&current))
+	run(t, d, "a a", "a=2")
+	current = countInt64(state.Int64())
+	d.Restart()
+	d.Input("a", "x")
+	d.Input("boom", "x")
+	var ue *kstate.UserError
+	if err := d.RunBatch(); !errors.As(err, &ue) || ue.Key != `"boom"` {
+		t.Fatalf("RunBatch = %v, want the boom key's error", err)
+	}
+	if got := d.OutputValues(); len(got) != 0 {
+		t.Fatalf("aborted batch emitted %q", got)
+	}
+	run(t, d, "a", "a=3")
+	d.Restart()
+	run(t, d, "a a", "a=5")
+	if n, ok := kstatetest.ValueOf(d, "a", "state", state.Int64()); !ok || n != 5 {
+		t.Fatalf("a = %d, %v", n, ok)
+	}
 }

@@ -69,7 +69,10 @@ func Avro[T any]() Codec[T] {
 	}
 	c.schemaJSON = js
 	c.checkElems = elemsChecker(reflect.TypeFor[T]())
-	if c.schema, err = avro.Parse(js); err != nil {
+	// Every derived schema names its top record "root": each parse gets its
+	// own name cache, so that schemas of different types (or versions)
+	// never meet in the library's process-wide one.
+	if c.schema, err = avro.ParseWithCache(js, "", &avro.SchemaCache{}); err != nil {
 		c.err = fmt.Errorf("state: Avro codec of %s: derived schema %s: %w", reflect.TypeFor[T](), js, err)
 	}
 	return c
@@ -240,7 +243,7 @@ func (c *avroCodec[T]) DecoderFor(writer string) (func([]byte) (T, error), error
 	if !ok {
 		return nil, fmt.Errorf("state: avro codec: writer schema %q is not an Avro schema", writer)
 	}
-	ws, err := avro.Parse(js)
+	ws, err := avro.ParseWithCache(js, "", &avro.SchemaCache{})
 	if err != nil {
 		return nil, fmt.Errorf("state: avro codec: writer schema %s: %w", js, err)
 	}

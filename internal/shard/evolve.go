@@ -147,11 +147,11 @@ func family(schema string) string {
 }
 
 func avroCompatible(writer, reader string) string {
-	ws, err := avro.Parse(strings.TrimPrefix(writer, state.AvroSchemaPrefix))
+	ws, err := avro.ParseWithCache(strings.TrimPrefix(writer, state.AvroSchemaPrefix), "", &avro.SchemaCache{})
 	if err != nil {
 		return fmt.Sprintf("stored schema does not parse: %v", err)
 	}
-	rs, err := avro.Parse(strings.TrimPrefix(reader, state.AvroSchemaPrefix))
+	rs, err := avro.ParseWithCache(strings.TrimPrefix(reader, state.AvroSchemaPrefix), "", &avro.SchemaCache{})
 	if err != nil {
 		return fmt.Sprintf("new schema does not parse: %v", err)
 	}
