@@ -77,7 +77,7 @@ var (
 type SchemaChangeError struct {
 	Variable string
 	Key      bool   // the MapState user key schema (else the value schema)
-	Old      string // the schema in the registry (the newest version)
+	Old      string // the registry's schema version it conflicts with (the newest, for too many versions)
 	New      string // the schema declared now
 	Reason   string // what is incompatible, e.g. "field count: narrowing long → int"
 	Err      error

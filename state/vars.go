@@ -89,9 +89,9 @@ type Options struct {
 // default of spark.sql.streaming.stateStore.valueStateSchemaEvolutionThreshold.
 const DefaultMaxSchemaVersions = 16
 
-// WithMaxSchemaVersions sets how many schema versions the variable's
-// registry entry may hold, overriding the default of 16
-// (DefaultMaxSchemaVersions). Declaring a schema that would be version n+1
+// WithMaxSchemaVersions sets how many schema versions (n ≥ 1) the
+// variable's registry entry may hold, overriding the default of 16
+// (DefaultMaxSchemaVersions; n == 0 keeps it). Declaring a schema that would be version n+1
 // fails with a *SchemaChangeError wrapping ErrTooManySchemaVersions. Every
 // version stays in the registry (values written under it may still be
 // stored) and is resolved on reads, so the limit bounds that cost.
