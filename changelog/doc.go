@@ -22,4 +22,10 @@
 // Value layout:
 //
 //	version u8 (=1) | flags u8 | schemaID uvarint | [expiry i64 if flags&FlagExpiry] | payload
+//
+// schemaID is the version of the variable's value schema the payload was
+// written under: n is the n-th entry of the "schemas" list of the
+// variable's registry entry (meta "var/<name>", JSON); 0 is a payload
+// written before the registry kept schema versions (then version 1) or by
+// a codec without a schema.
 package changelog

@@ -16,7 +16,7 @@ const NoExpiry = int64(-1)
 
 // Header is the decoded stored-value header.
 type Header struct {
-	SchemaID uint32 // schema version of the payload; 0 = codec without a registered schema
+	SchemaID uint32 // schema version of the payload (see the package doc); 0 = none recorded
 	Expiry   int64  // ms since epoch; NoExpiry when the value has no TTL
 }
 

@@ -261,7 +261,22 @@ func KeepLocalState() RestartOption { return func(o *restartOptions) { o.keepLoc
 // again: new in-memory shards are restored from the changelog the driver
 // captured, through the engine's restore path, and the processors' Init
 // runs again. Initial state is not applied again. Queued input stays queued.
+// An error fails the test; RestartError returns it instead.
 func (d *Driver[K, I, O]) Restart(opts ...RestartOption) {
+	d.t.Helper()
+	if err := d.RestartError(opts...); err != nil {
+		d.t.Fatalf("Restart: %v", err)
+	}
+}
+
+// RestartError is Restart returning the error that would make
+// kstate.App.Run fail at start-up — an Init that fails, such as a state
+// variable declared with an incompatible schema (*state.SchemaChangeError)
+// — instead of failing the test. After an error the partitions whose
+// start failed have no task: call Restart again (with a processor that
+// starts) before RunBatch. Their shards are then restored from the
+// changelog, KeepLocalState or not.
+func (d *Driver[K, I, O]) RestartError(opts ...RestartOption) error {
 	d.t.Helper()
 	var o restartOptions
 	for _, opt := range opts {
@@ -269,19 +284,20 @@ func (d *Driver[K, I, O]) Restart(opts ...RestartOption) {
 	}
 	for _, p := range d.parts {
 		store := kv.NewMemory()
-		if o.keepLocal {
+		if o.keepLocal && p.task != nil {
 			var err error
 			if store, err = copyStore(p.store); err != nil {
-				d.t.Fatalf("kstatetest: Restart: partition %d: keep local state: %v", p.id, err)
+				return fmt.Errorf("kstatetest: Restart: partition %d: keep local state: %v", p.id, err)
 			}
 		}
 		if err := d.closeTask(p); err != nil {
-			d.t.Fatalf("Restart: %v", publicError(err))
+			return publicError(err)
 		}
 		if err := d.open(p, store); err != nil {
-			d.t.Fatalf("Restart: %v", publicError(err))
+			return publicError(err)
 		}
 	}
+	return nil
 }
 
 // Counters returns the engine counters summed over every partition and

@@ -203,3 +203,37 @@ func (jsonCodec[T]) Decode(b []byte) (T, error) {
 
 // Schema names the Go type; a real schema (Avro) comes with schema evolution.
 func (jsonCodec[T]) Schema() string { return "json:" + reflect.TypeFor[T]().String() }
+
+// Widening: the integer and float codecs read values written by a
+// narrower built-in codec of a variable's earlier schema version (the
+// shard calls DecoderFor with that version's schema; see package doc).
+
+// DecoderFor returns a decoder of values written under the schema writer.
+func (c intCodec[T]) DecoderFor(writer string) (func([]byte) (T, error), error) {
+	switch writer {
+	case "int32":
+		return func(b []byte) (T, error) {
+			v, err := intCodec[int32]{name: "int32", size: 4}.Decode(b)
+			return T(v), err
+		}, nil
+	case "int64", "int":
+		if c.size == 8 {
+			return func(b []byte) (T, error) {
+				v, err := intCodec[int64]{name: writer, size: 8}.Decode(b)
+				return T(v), err
+			}, nil
+		}
+	}
+	return nil, fmt.Errorf("state: %s codec cannot read values written by the %s codec", c.name, writer)
+}
+
+// DecoderFor returns a decoder of values written under the schema writer.
+func (float64Codec) DecoderFor(writer string) (func([]byte) (float64, error), error) {
+	if writer == "float32" {
+		return func(b []byte) (float64, error) {
+			v, err := float32Codec{}.Decode(b)
+			return float64(v), err
+		}, nil
+	}
+	return nil, fmt.Errorf("state: float64 codec cannot read values written by the %s codec", writer)
+}

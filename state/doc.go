@@ -33,4 +33,32 @@
 // built-in integer and float codecs preserve order, so MapState iterates
 // numeric user keys in natural order; they are state encodings, not Kafka
 // record formats: records use package serde.
+//
+// # Schema evolution
+//
+// A codec that implements SchemaCodec has its schema recorded in the
+// variable's registry entry, with every earlier schema version, and every
+// stored value carries the version it was written under. When Init
+// declares a variable with another schema than the stored one, the change
+// is checked against every version; a refused change fails the
+// declaration with a *SchemaChangeError (so App.Run fails at start-up,
+// before any batch), and an accepted one adds a version: values of older
+// versions are then resolved to the new schema when read. What each codec
+// allows:
+//
+//   - Avro (Avro[T]): Spark's rules — add a field (old values read its
+//     default: the avrodefault tag, else the zero value), remove a field,
+//     reorder fields, widen int32 → int64 and float32 → float64. Narrowing,
+//     other type changes and a changed MapState key schema are refused.
+//   - Int32, Int64, Int, Float32, Float64: widening only (int32 → int64 or
+//     int, int64 ↔ int, float32 → float64), so Int32() → Int64() continues
+//     a count. String, Bytes, Bool and Uint64 cannot change.
+//   - JSON: any change is accepted and nothing is checked (encoding/json
+//     ignores unknown fields and leaves missing ones zero).
+//   - another codec with SchemaCodec: its schema string cannot change.
+//   - a codec without SchemaCodec: nothing is checked and no history kept.
+//
+// A change of codec family (built-in, Avro, JSON) is refused. A variable
+// holds at most 16 schema versions (DefaultMaxSchemaVersions, Spark's
+// valueStateSchemaEvolutionThreshold), or WithMaxSchemaVersions(n).
 package state

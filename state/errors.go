@@ -57,3 +57,43 @@ func (e *VarError) Error() string {
 }
 
 func (e *VarError) Unwrap() error { return e.Err }
+
+// Schema evolution errors, wrapped by *SchemaChangeError.
+var (
+	// ErrSchemaIncompatible: the schema a variable is declared with cannot
+	// read the values written under an earlier one (narrowing, a type
+	// change, a changed MapState key schema).
+	ErrSchemaIncompatible = errors.New("state: incompatible state schema change")
+	// ErrTooManySchemaVersions: the variable already has the maximum number
+	// of schema versions (WithMaxSchemaVersions).
+	ErrTooManySchemaVersions = errors.New("state: too many schema versions")
+)
+
+// SchemaChangeError refuses a state variable declared with a schema that
+// cannot replace the one in the registry. It is returned by the
+// declaration in Init, so the application fails at start-up, before any
+// batch, and nothing is written. Err is ErrSchemaIncompatible or
+// ErrTooManySchemaVersions.
+type SchemaChangeError struct {
+	Variable string
+	Key      bool   // the MapState user key schema (else the value schema)
+	Old      string // the registry's schema version it conflicts with (the newest, for too many versions)
+	New      string // the schema declared now
+	Reason   string // what is incompatible, e.g. "field count: narrowing long → int"
+	Err      error
+}
+
+func (e *SchemaChangeError) Error() string {
+	what := "value schema"
+	if e.Key {
+		what = "map key schema"
+	}
+	hint := "keep a compatible type, or declare the new type under a new variable name (drop the old one with DeleteIfExists in Init)"
+	if errors.Is(e.Err, ErrTooManySchemaVersions) {
+		hint = "raise the limit with state.WithMaxSchemaVersions, or move the state to a new variable name"
+	}
+	return fmt.Sprintf("state: variable %q: %s change refused: %s; old schema %s; new schema %s (%s)",
+		e.Variable, what, e.Reason, e.Old, e.New, hint)
+}
+
+func (e *SchemaChangeError) Unwrap() error { return e.Err }

@@ -168,3 +168,24 @@ func ExampleMapState() {
 	// a=1 b=2
 	// a=1 c=1
 }
+
+// Avro derives the schema from the struct's tags; a field added in a
+// later release reads as its avrodefault (or zero value) in older values.
+func ExampleAvro() {
+	type Visit struct {
+		Page  string `avro:"page"`
+		Count int64  `avro:"count"`
+		Label string `avro:"label" avrodefault:"none"`
+	}
+	c := state.Avro[Visit]()
+	fmt.Println(c.(state.SchemaCodec).Schema())
+	b, err := c.Encode(Visit{Page: "/", Count: 3, Label: "home"})
+	if err != nil {
+		panic(err)
+	}
+	v, err := c.Decode(b)
+	fmt.Printf("%d bytes: %+v %v\n", len(b), v, err)
+	// Output:
+	// avro:{"fields":[{"default":"","name":"page","type":"string"},{"default":0,"name":"count","type":"long"},{"default":"none","name":"label","type":"string"}],"name":"root","type":"record"}
+	// 8 bytes: {Page:/ Count:3 Label:home} <nil>
+}

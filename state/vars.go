@@ -79,6 +79,24 @@ type Options struct {
 	TTL time.Duration
 	// HasTTL is set by WithTTL.
 	HasTTL bool
+	// MaxSchemaVersions is set by WithMaxSchemaVersions; 0 means the
+	// default, DefaultMaxSchemaVersions.
+	MaxSchemaVersions int
+}
+
+// DefaultMaxSchemaVersions is the number of schema versions a state
+// variable may have unless WithMaxSchemaVersions says otherwise: Spark's
+// default of spark.sql.streaming.stateStore.valueStateSchemaEvolutionThreshold.
+const DefaultMaxSchemaVersions = 16
+
+// WithMaxSchemaVersions sets how many schema versions (n ≥ 1) the
+// variable's registry entry may hold, overriding the default of 16
+// (DefaultMaxSchemaVersions; n == 0 keeps it). Declaring a schema that would be version n+1
+// fails with a *SchemaChangeError wrapping ErrTooManySchemaVersions. Every
+// version stays in the registry (values written under it may still be
+// stored) and is resolved on reads, so the limit bounds that cost.
+func WithMaxSchemaVersions(n int) Option {
+	return func(o *Options) { o.MaxSchemaVersions = n }
 }
 
 // WithTTL gives every entry of the variable a time to live: it expires at

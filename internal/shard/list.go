@@ -18,6 +18,7 @@ import (
 type listState[T any] struct {
 	varBase
 	c       state.Codec[T]
+	dec     *decoder[T]
 	nilable bool
 }
 
@@ -27,7 +28,7 @@ func NewListState[T any](s *Shard, name string, c state.Codec[T], opts ...state.
 	if err != nil {
 		return nil, err
 	}
-	return &listState[T]{varBase: b, c: c, nilable: nilable[T]()}, nil
+	return &listState[T]{varBase: b, c: c, dec: newDecoder(name, c, b.schemas, b.schemaID), nilable: nilable[T]()}, nil
 }
 
 // Exists reports whether the current key's list has a (non-expired) element.
@@ -73,7 +74,7 @@ func (l *listState[T]) Get() (iter.Seq[T], error) {
 		if l.s.expired(h) {
 			return true
 		}
-		val, err := l.c.Decode(p)
+		val, err := l.dec.decode(h, p)
 		if err != nil {
 			derr = err
 			return false
@@ -188,7 +189,7 @@ func (l *listState[T]) append(op string, vs []T) error {
 func (l *listState[T]) write(prefix []byte, seq uint64, ps [][]byte, exp int64) {
 	for i, p := range ps {
 		key := binary.BigEndian.AppendUint64(prefix[:len(prefix):len(prefix)], seq+uint64(i))
-		l.s.set(key, changelog.EncodeValue(changelog.Header{Expiry: exp}, p))
+		l.s.set(key, changelog.EncodeValue(changelog.Header{SchemaID: l.schemaID, Expiry: exp}, p))
 		if exp != changelog.NoExpiry {
 			l.s.set(changelog.TTLKey(exp, key), indexValue)
 		}

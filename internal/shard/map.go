@@ -16,6 +16,7 @@ type mapState[K, V any] struct {
 	varBase
 	kc         state.Codec[K]
 	vc         state.Codec[V]
+	dec        *decoder[V]
 	knil, vnil bool
 }
 
@@ -25,7 +26,7 @@ func NewMapState[K, V any](s *Shard, name string, kc state.Codec[K], vc state.Co
 	if err != nil {
 		return nil, err
 	}
-	return &mapState[K, V]{varBase: b, kc: kc, vc: vc, knil: nilable[K](), vnil: nilable[V]()}, nil
+	return &mapState[K, V]{varBase: b, kc: kc, vc: vc, dec: newDecoder(name, vc, b.schemas, b.schemaID), knil: nilable[K](), vnil: nilable[V]()}, nil
 }
 
 func (m *mapState[K, V]) entryKey(k K) ([]byte, error) {
@@ -45,7 +46,7 @@ func (m *mapState[K, V]) Exists() (bool, error) {
 		return false, err
 	}
 	found := false
-	err := m.walk(func(_, _ []byte) bool { found = true; return false })
+	err := m.walk(func(changelog.Header, []byte, []byte) bool { found = true; return false })
 	return found, m.err("Exists", err)
 }
 
@@ -59,11 +60,11 @@ func (m *mapState[K, V]) GetValue(k K) (V, bool, error) {
 	if err != nil {
 		return zero, false, m.err("GetValue", err)
 	}
-	p, ok, err := m.s.readLive(key)
+	h, p, ok, err := m.s.readLive(key)
 	if err != nil || !ok {
 		return zero, false, m.err("GetValue", err)
 	}
-	v, err := m.vc.Decode(p)
+	v, err := m.dec.decode(h, p)
 	if err != nil {
 		return zero, false, m.err("GetValue", err)
 	}
@@ -79,7 +80,7 @@ func (m *mapState[K, V]) ContainsKey(k K) (bool, error) {
 	if err != nil {
 		return false, m.err("ContainsKey", err)
 	}
-	_, ok, err := m.s.readLive(key)
+	_, _, ok, err := m.s.readLive(key)
 	return ok, m.err("ContainsKey", err)
 }
 
@@ -103,11 +104,11 @@ func (m *mapState[K, V]) UpdateValue(k K, v V) error {
 	if err != nil {
 		return m.err("UpdateValue", err)
 	}
-	return m.err("UpdateValue", m.s.putEntry(key, p, exp, m.ttl != 0))
+	return m.err("UpdateValue", m.s.putEntry(key, p, m.schemaID, exp, m.ttl != 0))
 }
 
-// walk calls fn with the encoded user key and payload of every live entry.
-func (m *mapState[K, V]) walk(fn func(ek, p []byte) bool) error {
+// walk calls fn with the header, encoded user key and payload of every live entry.
+func (m *mapState[K, V]) walk(fn func(h changelog.Header, ek, p []byte) bool) error {
 	prefix := m.prefix()
 	var derr error
 	err := m.s.scan(prefix, keys.PrefixEnd(prefix), func(k, v []byte) bool {
@@ -119,7 +120,7 @@ func (m *mapState[K, V]) walk(fn func(ek, p []byte) bool) error {
 		if m.s.expired(h) {
 			return true
 		}
-		return fn(k[len(prefix):], p)
+		return fn(h, k[len(prefix):], p)
 	})
 	if err == nil {
 		err = derr
@@ -135,7 +136,7 @@ func (m *mapState[K, V]) collect(op string, keys, vals bool) ([]K, []V, error) {
 	var ks []K
 	var vs []V
 	var derr error
-	err := m.walk(func(ek, p []byte) bool {
+	err := m.walk(func(h changelog.Header, ek, p []byte) bool {
 		if keys {
 			k, err := m.kc.Decode(ek)
 			if err != nil {
@@ -145,7 +146,7 @@ func (m *mapState[K, V]) collect(op string, keys, vals bool) ([]K, []V, error) {
 			ks = append(ks, k)
 		}
 		if vals {
-			v, err := m.vc.Decode(p)
+			v, err := m.dec.decode(h, p)
 			if err != nil {
 				derr = err
 				return false

@@ -36,6 +36,11 @@ type registryEntry struct {
 	Schema    string `json:"schema,omitempty"`
 	KeySchema string `json:"keySchema,omitempty"`
 	TTLMs     int64  `json:"ttlMs,omitempty"`
+	// Schemas is the value schema history (version n is Schemas[n-1]) and
+	// SchemaID the version of Schema, the one declared last; entries written
+	// before the history existed have neither (see normalize).
+	Schemas  []string `json:"schemas,omitempty"`
+	SchemaID uint32   `json:"schemaId,omitempty"`
 }
 
 // VarInfo describes a declared state variable, as recorded in the shard.
@@ -46,6 +51,14 @@ type VarInfo struct {
 	Schema    string // value schema (codec's state.SchemaCodec.Schema, or empty)
 	KeySchema string // MapState key schema
 	TTL       time.Duration
+	// Schemas is every value schema the variable was declared with, oldest
+	// first: a stored value whose header has SchemaID n was written under
+	// Schemas[n-1] (n == 0: under Schemas[0] when there is a history, else
+	// by a codec without a schema). Avro schemas are
+	// state.AvroSchemaPrefix followed by the schema's JSON.
+	Schemas []string
+	// SchemaID is the version of Schema (0 without a schema).
+	SchemaID uint32
 }
 
 // SetDeclaring opens (true) or closes (false) the declaration window: the
@@ -65,6 +78,10 @@ type varBase struct {
 	name string
 	id   uint32
 	ttl  int64 // ms; 0 = no TTL
+	// schemaID is the value schema version written into every value's
+	// header; schemas the history a decoder resolves older values with.
+	schemaID uint32
+	schemas  []string
 }
 
 // declare validates a declaration and records it in the registry.
@@ -87,6 +104,9 @@ func (s *Shard) declare(typeName, kind, name, schema, keySchema string, codecs [
 		if c == nil || (reflect.ValueOf(c).Kind() == reflect.Pointer && reflect.ValueOf(c).IsNil()) {
 			return fail(errors.New("state: nil codec"))
 		}
+		if se, ok := c.(schemaErrorer); ok && se.SchemaError() != nil {
+			return fail(se.SchemaError())
+		}
 	}
 	var o state.Options
 	for _, opt := range opts {
@@ -100,6 +120,13 @@ func (s *Shard) declare(typeName, kind, name, schema, keySchema string, codecs [
 			return fail(fmt.Errorf("%w, got %v", state.ErrBadTTL, o.TTL))
 		}
 	}
+	maxVersions := o.MaxSchemaVersions
+	switch {
+	case maxVersions < 0:
+		return fail(fmt.Errorf("state: WithMaxSchemaVersions(%d): want at least 1", maxVersions))
+	case maxVersions == 0:
+		maxVersions = state.DefaultMaxSchemaVersions
+	}
 	want := registryEntry{Kind: kind, Schema: schema, KeySchema: keySchema, TTLMs: o.TTL.Milliseconds()}
 	old, found, err := s.registryEntry(name)
 	if err != nil {
@@ -112,18 +139,30 @@ func (s *Shard) declare(typeName, kind, name, schema, keySchema string, codecs [
 				state.ErrKindChanged, name, old.Kind, kind, name, name))
 		}
 		want.ID = old.ID
+		stored := old
+		old.normalize()
+		if err := checkKeySchema(name, old.KeySchema, keySchema); err != nil {
+			return fail(err)
+		}
+		if want.Schemas, want.SchemaID, err = evolveSchemas(name, old, schema, maxVersions); err != nil {
+			return fail(err)
+		}
+		old = stored
 	} else {
 		if want.ID, err = s.allocVarID(); err != nil {
 			return fail(err)
 		}
+		if schema != "" {
+			want.Schemas, want.SchemaID = []string{schema}, 1
+		}
 	}
-	if !found || want != old {
+	if !found || !reflect.DeepEqual(want, old) {
 		b, _ := json.Marshal(want)
 		s.stageWrite(changelog.MetaKey(varMetaPrefix+name), b, true)
 	}
 	s.declared[name] = true
 	s.declaredAny = true
-	return varBase{s: s, kind: typeName, name: name, id: want.ID, ttl: want.TTLMs}, nil
+	return varBase{s: s, kind: typeName, name: name, id: want.ID, ttl: want.TTLMs, schemaID: want.SchemaID, schemas: want.Schemas}, nil
 }
 
 func (s *Shard) registryEntry(name string) (registryEntry, bool, error) {
@@ -228,9 +267,11 @@ func ParseVarInfo(key, value []byte) (v VarInfo, ok bool, err error) {
 }
 
 func (e registryEntry) info(name string) VarInfo {
+	e.normalize()
 	return VarInfo{
 		Name: name, ID: e.ID, Kind: e.Kind,
 		Schema: e.Schema, KeySchema: e.KeySchema, TTL: time.Duration(e.TTLMs) * time.Millisecond,
+		Schemas: e.Schemas, SchemaID: e.SchemaID,
 	}
 }
 

@@ -33,26 +33,27 @@ func (s *Shard) expired(h changelog.Header) bool {
 	return h.Expiry != changelog.NoExpiry && s.batchTime >= 0 && h.Expiry <= s.batchTime
 }
 
-// readLive returns the payload of a live (present and unexpired) entry.
-func (s *Shard) readLive(key []byte) ([]byte, bool, error) {
+// readLive returns the header and payload of a live (present and
+// unexpired) entry.
+func (s *Shard) readLive(key []byte) (changelog.Header, []byte, bool, error) {
 	v, ok, err := s.get(key)
 	if err != nil || !ok {
-		return nil, false, err
+		return changelog.Header{}, nil, false, err
 	}
 	h, p, err := changelog.DecodeValue(v)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, key, err)
+		return changelog.Header{}, nil, false, fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, key, err)
 	}
 	if s.expired(h) {
-		return nil, false, nil
+		return changelog.Header{}, nil, false, nil
 	}
-	return p, true, nil
+	return h, p, true, nil
 }
 
 // putEntry stages a state entry. With replacing set, the previous value is
 // read so its TTL index entry can be removed (needed only when entries of
-// this variable can carry an expiry).
-func (s *Shard) putEntry(key, payload []byte, expiry int64, replacing bool) error {
+// this variable can carry an expiry). schemaID is the payload's schema version.
+func (s *Shard) putEntry(key, payload []byte, schemaID uint32, expiry int64, replacing bool) error {
 	if replacing {
 		old, ok, err := s.get(key)
 		if err != nil {
@@ -68,7 +69,7 @@ func (s *Shard) putEntry(key, payload []byte, expiry int64, replacing bool) erro
 			}
 		}
 	}
-	s.set(key, changelog.EncodeValue(changelog.Header{Expiry: expiry}, payload))
+	s.set(key, changelog.EncodeValue(changelog.Header{SchemaID: schemaID, Expiry: expiry}, payload))
 	if expiry != changelog.NoExpiry {
 		s.set(changelog.TTLKey(expiry, key), indexValue)
 	}

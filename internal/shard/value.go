@@ -9,6 +9,7 @@ import (
 type valueState[T any] struct {
 	varBase
 	c       state.Codec[T]
+	dec     *decoder[T]
 	nilable bool
 }
 
@@ -18,7 +19,7 @@ func NewValueState[T any](s *Shard, name string, c state.Codec[T], opts ...state
 	if err != nil {
 		return nil, err
 	}
-	return &valueState[T]{varBase: b, c: c, nilable: nilable[T]()}, nil
+	return &valueState[T]{varBase: b, c: c, dec: newDecoder(name, c, b.schemas, b.schemaID), nilable: nilable[T]()}, nil
 }
 
 func (v *valueState[T]) key() []byte { return changelog.StateKey(v.id, v.s.key, nil) }
@@ -28,7 +29,7 @@ func (v *valueState[T]) Exists() (bool, error) {
 	if err := v.check("Exists", false); err != nil {
 		return false, err
 	}
-	_, ok, err := v.s.readLive(v.key())
+	_, _, ok, err := v.s.readLive(v.key())
 	return ok, v.err("Exists", err)
 }
 
@@ -38,11 +39,11 @@ func (v *valueState[T]) Get() (T, bool, error) {
 	if err := v.check("Get", false); err != nil {
 		return zero, false, err
 	}
-	p, ok, err := v.s.readLive(v.key())
+	h, p, ok, err := v.s.readLive(v.key())
 	if err != nil || !ok {
 		return zero, false, v.err("Get", err)
 	}
-	val, err := v.c.Decode(p)
+	val, err := v.dec.decode(h, p)
 	if err != nil {
 		return zero, false, v.err("Get", err)
 	}
@@ -65,7 +66,7 @@ func (v *valueState[T]) Update(val T) error {
 	if err != nil {
 		return v.err("Update", err)
 	}
-	return v.err("Update", v.s.putEntry(v.key(), p, exp, v.ttl != 0))
+	return v.err("Update", v.s.putEntry(v.key(), p, v.schemaID, exp, v.ttl != 0))
 }
 
 // Clear removes the current key's value; a no-op when there is none.

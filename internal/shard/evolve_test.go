@@ -1,0 +1,138 @@
+package shard_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/shard"
+	"github.com/kstate/kstate/state"
+)
+
+// A registry entry written before the registry kept schema histories (no
+// "schemas", values with schema id 0) loads: its schema is version 1, and
+// a widened codec reads its values.
+func TestLegacyRegistryEntryEvolves(t *testing.T) {
+	store := noClose{kv.NewMemory()}
+	s, err := shard.OpenShard(shard.ShardOptions{Backend: store})
+	noErr(t, err)
+	legacy := []byte(`{"id":1,"kind":"value","schema":"int32"}`)
+	noErr(t, s.PutMeta("var/count", legacy))
+	noErr(t, s.PutMeta("varid/next", binary.BigEndian.AppendUint32(nil, 2)))
+	old := must[[]byte](t)(state.Int32().Encode(41))
+	commit(t, s, nil, 0, func() {
+		noErr(t, s.Put(changelog.StateKey(1, []byte("a"), nil), changelog.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, old)))
+	})
+	info, ok, err := shard.ParseVarInfo(changelog.MetaKey("var/count"), legacy)
+	if err != nil || !ok || info.SchemaID != 1 || !slices.Equal(info.Schemas, []string{"int32"}) || info.Schema != "int32" {
+		t.Fatalf("ParseVarInfo(legacy) = %+v, %v, %v", info, ok, err)
+	}
+
+	var v state.ValueState[int64]
+	declare(t, s, func() { v = must[state.ValueState[int64]](t)(shard.NewValueState(s, "count", state.Int64())) })
+	commit(t, s, nil, 0, func() {
+		s.SetCurrentKey([]byte("a"))
+		n, ok, err := v.Get()
+		if err != nil || !ok || n != 41 {
+			t.Fatalf("Get = %d, %v, %v; want 41 (an int32 of schema id 0)", n, ok, err)
+		}
+		noErr(t, v.Update(n+1))
+		s.SetCurrentKey([]byte("b"))
+		noErr(t, v.Update(7))
+	})
+	raw, ok, err := s.Get(changelog.StateKey(1, []byte("a"), nil))
+	noErr(t, err)
+	h, p, err := changelog.DecodeValue(raw)
+	noErr(t, err)
+	if !ok || h.SchemaID != 2 || len(p) != 8 {
+		t.Fatalf("stored header %+v, payload %x: want schema id 2 and an int64", h, p)
+	}
+	vars, err := s.Variables()
+	noErr(t, err)
+	if len(vars) != 1 || vars[0].SchemaID != 2 || !slices.Equal(vars[0].Schemas, []string{"int32", "int64"}) || vars[0].Schema != "int64" {
+		t.Fatalf("Variables = %+v", vars)
+	}
+	noErr(t, s.Close())
+
+	// Reopened and declared again with the same codec: no new version.
+	s, err = shard.OpenShard(shard.ShardOptions{Backend: store})
+	noErr(t, err)
+	t.Cleanup(func() { s.Close() })
+	declare(t, s, func() { v = must[state.ValueState[int64]](t)(shard.NewValueState(s, "count", state.Int64())) })
+	recs := commit(t, s, nil, 0, func() {
+		s.SetCurrentKey([]byte("a"))
+		if n, ok, err := v.Get(); err != nil || !ok || n != 42 {
+			t.Fatalf("Get = %d, %v, %v; want 42", n, ok, err)
+		}
+	})
+	if len(recs) != 0 {
+		t.Fatalf("re-declaring the same schema wrote %d records", len(recs))
+	}
+}
+
+// opaque is a codec without a schema.
+type opaque struct{}
+
+func (opaque) Encode(v string) ([]byte, error) { return []byte(v), nil }
+func (opaque) Decode(b []byte) (string, error) { return string(b), nil }
+
+func TestSchemaHistoryCodecs(t *testing.T) {
+	s := openMem(t, false)
+	declare(t, s, func() {
+		must[state.ValueState[string]](t)(shard.NewValueState[string](s, "opaque", opaque{}))
+		must[state.ValueState[int64]](t)(shard.NewValueState(s, "avro", state.Avro[int64]()))
+		_, err := shard.NewValueState(s, "bad", state.Avro[uint32]())
+		wantErr(t, err, nil, `"bad"`, "uint32", "has no Avro schema")
+		_, err = shard.NewValueState(s, "max", state.Int64(), state.WithMaxSchemaVersions(-1))
+		wantErr(t, err, nil, "WithMaxSchemaVersions(-1)")
+	})
+	vars, err := s.Variables()
+	noErr(t, err)
+	if len(vars) != 2 || vars[0].Name != "avro" || vars[0].SchemaID != 1 || !slices.Equal(vars[0].Schemas, []string{`avro:"long"`}) ||
+		vars[1].Name != "opaque" || vars[1].SchemaID != 0 || vars[1].Schemas != nil {
+		t.Fatalf("Variables = %+v", vars)
+	}
+	// JSON: any change is taken (not checked), and recorded.
+	s2 := openMem(t, false)
+	type a struct{ X int }
+	type b struct{ Y string }
+	declare(t, s2, func() { must[state.ValueState[a]](t)(shard.NewValueState(s2, "j", state.JSON[a]())) })
+	commit(t, s2, nil, 0, func() {})
+	declare(t, s2, func() { must[state.ValueState[b]](t)(shard.NewValueState(s2, "j", state.JSON[b]())) })
+	vars, err = s2.Variables()
+	noErr(t, err)
+	if len(vars) != 1 || vars[0].SchemaID != 2 || len(vars[0].Schemas) != 2 {
+		t.Fatalf("Variables = %+v", vars)
+	}
+	// JSON → Avro is a codec change: refused.
+	declare(t, s2, func() {
+		_, err := shard.NewValueState(s2, "j", state.Avro[b]())
+		var sce *state.SchemaChangeError
+		if !errors.As(err, &sce) || !errors.Is(err, state.ErrSchemaIncompatible) {
+			t.Fatalf("JSON → Avro: %v", err)
+		}
+	})
+}
+
+// custom is a codec with a schema kstate does not know.
+type custom struct{ schema string }
+
+func (custom) Encode(v string) ([]byte, error) { return []byte(v), nil }
+func (custom) Decode(b []byte) (string, error) { return string(b), nil }
+func (c custom) Schema() string                { return c.schema }
+
+func TestCustomCodecSchemaCannotChange(t *testing.T) {
+	s := openMem(t, false)
+	declare(t, s, func() { must[state.ValueState[string]](t)(shard.NewValueState[string](s, "c", custom{"mine:v1"})) })
+	commit(t, s, nil, 0, func() {})
+	declare(t, s, func() {
+		must[state.ValueState[string]](t)(shard.NewValueState[string](s, "c", custom{"mine:v1"}))
+	})
+	declare(t, s, func() {
+		_, err := shard.NewValueState[string](s, "c", custom{"mine:v2"})
+		wantErr(t, err, state.ErrSchemaIncompatible, "mine:v1", "mine:v2", "custom codec")
+	})
+}
