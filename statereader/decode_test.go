@@ -113,3 +113,53 @@ func must(b []byte, err error) []byte {
 	}
 	return b
 }
+
+// Values are decoded with the schema their header names in the variable's
+// history: an int32 row and an int64 row of one widened count, and Avro
+// rows of two record versions, each as it was written.
+func TestDecodingSchemaHistory(t *testing.T) {
+	type v1 struct {
+		N int32 `avro:"n"`
+	}
+	type v2 struct {
+		Name string `avro:"name"`
+		N    int64  `avro:"n"`
+	}
+	a1, a2 := state.Avro[v1](), state.Avro[v2]()
+	s1, s2 := a1.(state.SchemaCodec).Schema(), a2.(state.SchemaCodec).Schema()
+	hist := func(id uint32, schemas ...string) []byte {
+		b, _ := json.Marshal(map[string]any{"id": id, "kind": "value", "schema": schemas[len(schemas)-1],
+			"schemas": schemas, "schemaId": len(schemas)})
+		return b
+	}
+	at := func(version uint32, payload []byte) []byte {
+		return changelog.EncodeValue(changelog.Header{SchemaID: version, Expiry: changelog.NoExpiry}, payload)
+	}
+	raw := map[string][]byte{
+		string(changelog.MetaKey("var/count")):                   hist(1, "int32", "int64"),
+		string(changelog.MetaKey("var/rec")):                     hist(2, s1, s2),
+		string(changelog.StateKey(1, []byte("old"), nil)):        at(0, mustEnc(t, state.Int32(), 41)),
+		string(changelog.StateKey(1, []byte("new"), nil)):        at(2, mustEnc(t, state.Int64(), 1<<40)),
+		string(changelog.StateKey(2, []byte("old"), nil)):        at(1, mustEnc(t, a1, v1{N: 7})),
+		string(changelog.StateKey(2, []byte("new"), nil)):        at(2, mustEnc(t, a2, v2{Name: "ann", N: 8})),
+		string(changelog.StateKey(2, []byte("unknown-id"), nil)): at(9, []byte{0xff}),
+	}
+	r, err := newReader("app", "test", options{}, map[int32]map[string][]byte{0: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for _, v := range []string{"count", "rec"} {
+		es, err := r.Read(v, Query{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			got += e.Key + "=" + string(e.Value) + e.ValueEncoding + "\n"
+		}
+	}
+	want := "new=1099511627776\nold=41\nnew={\"n\":8,\"name\":\"ann\"}\nold={\"n\":7}\nunknown-id=\"/w==\"base64\n"
+	if got != want {
+		t.Fatalf("got\n%swant\n%s", got, want)
+	}
+}

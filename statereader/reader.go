@@ -13,7 +13,11 @@
 // Values are decoded with the codec schema recorded when the variable was
 // declared (state.SchemaCodec): int64, int32, int, uint64, float64, float32,
 // bool and string become JSON numbers, booleans and strings; "json:…"
-// codecs give their JSON as is; bytes give a base64 JSON string. A value
+// codecs give their JSON as is; bytes give a base64 JSON string; state.Avro
+// values become JSON objects (bytes as base64, a nullable field as its
+// value or null). Each value is decoded with the schema version its header
+// names in the variable's schema history, so rows written before a schema
+// change read as they were written. A value
 // whose schema has no decoder (a custom codec without a schema, or an
 // unknown schema) is printed as a base64 JSON string and its Entry has
 // ValueEncoding "base64" (MapKeyEncoding for map keys): the documented
@@ -83,11 +87,14 @@ func WithDecoders(lookup func(schema string) Decoder) Option {
 
 // Variable is a declared state variable.
 type Variable struct {
-	Name      string        `json:"name"`
-	Kind      string        `json:"kind"` // "value", "list" or "map"
-	Schema    string        `json:"schema,omitempty"`
-	KeySchema string        `json:"keySchema,omitempty"` // map keys
-	TTL       time.Duration `json:"-"`                   // written as ttlMs
+	Name      string `json:"name"`
+	Kind      string `json:"kind"` // "value", "list" or "map"
+	Schema    string `json:"schema,omitempty"`
+	KeySchema string `json:"keySchema,omitempty"` // map keys
+	// Schemas is the value schema history, oldest first (Schema is the
+	// last); empty for a codec without a schema.
+	Schemas []string      `json:"schemas,omitempty"`
+	TTL     time.Duration `json:"-"` // written as ttlMs
 	// Partitions is how many partitions declare it (a partition that never
 	// ran a batch has declared nothing).
 	Partitions int `json:"partitions"`
@@ -191,6 +198,7 @@ type Reader struct {
 	source string
 	parts  []*part // by partition
 	o      options
+	dec    decoders
 }
 
 func newReader(app, source string, o options, raw map[int32]map[string][]byte) (*Reader, error) {
@@ -273,7 +281,7 @@ func (r *Reader) Metadata() Metadata {
 		for name, info := range p.vars {
 			v, ok := vars[name]
 			if !ok {
-				v = &Variable{Name: name, Kind: info.Kind, Schema: info.Schema, KeySchema: info.KeySchema, TTL: info.TTL}
+				v = &Variable{Name: name, Kind: info.Kind, Schema: info.Schema, KeySchema: info.KeySchema, Schemas: info.Schemas, TTL: info.TTL}
 				vars[name] = v
 			}
 			v.Partitions++
@@ -386,7 +394,7 @@ func (r *Reader) appendVar(out []Entry, p *part, info shard.VarInfo, q Query) ([
 		}
 		ent := Entry{Partition: p.id, Variable: info.Name, Kind: info.Kind}
 		ent.Key, ent.KeyEncoding = encodeKey(k.GroupKey)
-		ent.Value, ent.ValueEncoding = r.decode(info.Schema, payload)
+		ent.Value, ent.ValueEncoding = r.decode(writerSchema(info, h.SchemaID), payload)
 		if h.Expiry != changelog.NoExpiry {
 			x := h.Expiry
 			ent.ExpiryMs = &x
@@ -457,13 +465,27 @@ func decodeKeyString(s, enc string) ([]byte, error) {
 	return nil, fmt.Errorf("statereader: unknown key encoding %q", enc)
 }
 
+// writerSchema is the schema a stored value was written under: the
+// version its header names in the variable's history (internal/shard).
+func writerSchema(info shard.VarInfo, id uint32) string {
+	switch {
+	case len(info.Schemas) == 0:
+		return info.Schema
+	case id == 0:
+		return info.Schemas[0]
+	case int(id) <= len(info.Schemas):
+		return info.Schemas[id-1]
+	}
+	return "" // a version the history does not hold: undecodable (base64)
+}
+
 func (r *Reader) decode(schema string, payload []byte) (json.RawMessage, string) {
 	var d Decoder
 	if r.o.decoders != nil {
 		d = r.o.decoders(schema)
 	}
 	if d == nil {
-		d = builtinDecoder(schema)
+		d = r.builtin(schema)
 	}
 	if d != nil {
 		if v, err := d(payload); err == nil && json.Valid(v) {

@@ -130,7 +130,8 @@ state directory (--state-dir, the application's Config.StateDir; RocksDB
 opened read-only).
 
 Values are decoded with the codec schema each variable was declared with:
-numbers, booleans, strings and JSON as JSON; bytes and values of codecs
+numbers, booleans, strings, JSON and Avro records as JSON (each value with
+the schema version it was written under); bytes and values of codecs
 without a known schema as base64 strings (marked "valueEncoding":"base64").
 Grouping keys are the application's key bytes: the string when valid UTF-8,
 else base64 (marked "keyEncoding":"base64").
