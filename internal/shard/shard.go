@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -61,6 +62,11 @@ type Shard struct {
 	lock   *os.File
 	closed bool
 	offset int64 // next changelog offset to read
+
+	// readers guards the store against Close while ReadCommitted reads it
+	// from another goroutine; readClosed is set under it by Close.
+	readers    sync.RWMutex
+	readClosed bool
 
 	stage *staging
 	// pending holds writes made by declarations (variable registry,
@@ -175,6 +181,9 @@ func (s *Shard) Close() error {
 	s.inBatch = false
 	s.stage = newStaging()
 	s.pending = nil
+	s.readers.Lock()
+	s.readClosed = true
+	s.readers.Unlock()
 	err := s.store.Close()
 	s.unlock()
 	if err != nil {
