@@ -1,7 +1,7 @@
 package engine
 
 // This file is the coordinator's only user of package changelog and of the
-// state shard (ChangelogOffset, Records, the re-seed marks, restore.Restore): keep it that way,
+// state shard (ChangelogOffset, Records, the re-seed marks, restore.Restore, Estimate): keep it that way,
 // those packages are being moved.
 
 import (
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/internal/restore"
 )
 
@@ -282,3 +283,25 @@ func (s changelogSource) Next(ctx context.Context) ([]changelog.Record, error) {
 }
 
 func (s changelogSource) Position() int64 { return s.rd.Position() }
+
+// StateSizes returns the estimated size of the state shard of every
+// assigned partition whose task is open (for metrics); shards that cannot
+// say (closing) are left out. Safe to call at any time: the stores'
+// Estimate is safe concurrently with the tasks.
+func (c *Coordinator) StateSizes() map[int32]kv.Estimate {
+	c.mu.Lock()
+	tasks := make(map[int32]TaskHandle, len(c.mu.slots))
+	for p, s := range c.mu.slots {
+		if s.task != nil {
+			tasks[p] = s.task
+		}
+	}
+	c.mu.Unlock()
+	out := make(map[int32]kv.Estimate, len(tasks))
+	for p, t := range tasks {
+		if e, err := t.Shard().Estimate(); err == nil {
+			out[p] = e
+		}
+	}
+	return out
+}
