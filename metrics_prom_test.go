@@ -104,6 +104,16 @@ func TestMetricsEmbedded(t *testing.T) {
 	if err != nil || len(mfs) < 20 {
 		t.Fatalf("Gather from a user registry: %d families, %v", len(mfs), err)
 	}
+	// Every metric the Grafana dashboard queries is exposed.
+	names, err := testprocs.DashboardMetrics("docs/grafana/kstate-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if !f.Has(name) {
+			t.Errorf("docs/grafana/kstate-dashboard.json queries %s, which the App does not expose", name)
+		}
+	}
 	// Names, help and units per Prometheus conventions (promlint).
 	if problems, err := testutil.CollectAndLint(app.Collector()); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %+v", err, problems)

@@ -1,8 +1,12 @@
 package testprocs
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -111,4 +115,65 @@ func hasLabels(m *dto.Metric, kv []string) bool {
 		}
 	}
 	return true
+}
+
+// Has reports whether the exposition has a series named name: a family,
+// or the _bucket, _sum or _count series of a histogram family.
+func (f Families) Has(name string) bool {
+	if _, ok := f[name]; ok {
+		return true
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(name, suffix); ok {
+			if fam := f[base]; fam != nil && fam.GetType() == dto.MetricType_HISTOGRAM {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var metricName = regexp.MustCompile(`\bkstate_[a-zA-Z0-9_]+`)
+
+// DashboardMetrics returns the kstate_ metric names the PromQL
+// expressions ("expr" fields, at any depth) of a Grafana dashboard JSON
+// file reference, sorted and unique.
+func DashboardMetrics(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	seen := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if s, ok := x.(string); ok && (k == "expr" || k == "query") {
+					for _, m := range metricName.FindAllString(s, -1) {
+						seen[m] = true
+					}
+				}
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(doc)
+	out := make([]string, 0, len(seen))
+	for m := range seen {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no kstate_ metric in any expr", path)
+	}
+	return out, nil
 }
