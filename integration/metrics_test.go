@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -74,7 +75,8 @@ func TestMetricsRealBroker(t *testing.T) {
 	held, release := make(chan struct{}, 4), make(chan struct{})
 	var once sync.Once
 	defer once.Do(func() { close(release) })
-	ctx := engine.WithKillHook(t.Context(), func(p engine.KillPoint) {
+	runCtx, cancel := context.WithCancel(context.Background())
+	ctx := engine.WithKillHook(runCtx, func(p engine.KillPoint) {
 		if p == engine.DuringRestore {
 			select {
 			case held <- struct{}{}:
@@ -85,6 +87,13 @@ func TestMetricsRealBroker(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() { done <- app2.Run(ctx) }()
+	defer func() { // Run returns (and stops logging) before the test ends
+		once.Do(func() { close(release) })
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("second run: %v", err)
+		}
+	}()
 	select {
 	case <-held:
 	case <-time.After(waitOut):
