@@ -1,6 +1,7 @@
 package kstate
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -25,6 +26,11 @@ type appMetrics struct {
 
 	batchDuration, commitLatency, endToEnd prometheus.Histogram
 	rebalances                             *prometheus.CounterVec
+
+	// The series read at scrape time (built once by newAppMetrics).
+	perPart []partMetric
+	totals  []totalMetric
+	gauges  scrapeGauges
 
 	mu struct {
 		sync.Mutex
@@ -83,7 +89,7 @@ var (
 
 func newAppMetrics(app string, scrape func() scrapeView) *appMetrics {
 	labels := prometheus.Labels{"application": app}
-	return &appMetrics{
+	m := &appMetrics{
 		app:    app,
 		scrape: scrape,
 		batchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -103,6 +109,8 @@ func newAppMetrics(app string, scrape func() scrapeView) *appMetrics {
 			Help: "Group events delivered to this instance, by kind (assigned, revoked, lost).",
 		}, []string{"kind"}),
 	}
+	m.perPart, m.totals, m.gauges = m.scraped()
+	return m
 }
 
 // Observer (engine.Observer), on the coordinator's loop goroutine.
@@ -111,13 +119,20 @@ func (m *appMetrics) BatchCommitted(b engine.BatchObservation) {
 	now := time.Now() // wall clock: record timestamps are producers' wall clocks
 	m.batchDuration.Observe(b.Duration.Seconds())
 	m.commitLatency.Observe(b.CommitLatency.Seconds())
+	dlErr := ""
 	for _, p := range b.Partitions {
 		if p.RecordsIn > 0 {
 			m.endToEnd.Observe(max(0, now.Sub(time.UnixMilli(p.OldestMs)).Seconds()))
 		}
+		if p.DeadLetterError != "" {
+			dlErr = fmt.Sprintf("partition %d: a record was dead-lettered: %s", p.Partition, p.DeadLetterError)
+		}
 	}
 	m.mu.Lock()
 	m.mu.lastCommitAt = now
+	if dlErr != "" {
+		m.mu.lastError, m.mu.lastErrorAt = dlErr, now
+	}
 	m.mu.Unlock()
 }
 
@@ -154,7 +169,7 @@ func (m *appMetrics) metric(name, help string, typ prometheus.ValueType, labels 
 	return scrapeMetric{prometheus.NewDesc(name, help, labels, prometheus.Labels{"application": m.app}), typ}
 }
 
-// The series read from the Snapshot: per partition (currently assigned:
+// scraped builds the series read from the Snapshot: per partition (currently assigned:
 // they reset when a partition moves away and comes back, which rate()
 // handles) and totals of the Run.
 func (m *appMetrics) scraped() (perPart []partMetric, totals []totalMetric, gauges scrapeGauges) {
@@ -243,7 +258,7 @@ func (g scrapeGauges) all() []scrapeMetric {
 
 // Describe implements prometheus.Collector.
 func (m *appMetrics) Describe(ch chan<- *prometheus.Desc) {
-	perPart, totals, gauges := m.scraped()
+	perPart, totals, gauges := m.perPart, m.totals, m.gauges
 	for _, p := range perPart {
 		ch <- p.desc
 	}
@@ -262,7 +277,7 @@ func (m *appMetrics) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (m *appMetrics) Collect(ch chan<- prometheus.Metric) {
 	v := m.scrape()
-	perPart, totals, g := m.scraped()
+	perPart, totals, g := m.perPart, m.totals, m.gauges
 	s := v.snap
 	for _, p := range s.Assigned {
 		part := strconv.Itoa(int(p))

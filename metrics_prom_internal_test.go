@@ -153,6 +153,11 @@ kstate_live{application="app"} 1
 	if e, _, _ := m.last(); e != "boom" {
 		t.Fatalf("last error after a nil error: %q", e)
 	}
+	// A dead-lettered record's error is the last error too.
+	m.BatchCommitted(engine.BatchObservation{Partitions: []engine.PartitionBatch{{Partition: 1, DeadLetterError: "bad value"}}})
+	if e, _, _ := m.last(); e != "partition 1: a record was dead-lettered: bad value" {
+		t.Fatalf("last error after a dead letter: %q", e)
+	}
 }
 
 func stateGauge(t *testing.T, m *appMetrics, state string) prometheus.Collector {

@@ -48,6 +48,9 @@ type PartitionBatch struct {
 	// ms) of the consumed input records; meaningless when RecordsIn is 0.
 	// At minus OldestMs is the batch's worst end-to-end latency.
 	OldestMs, NewestMs int64
+	// DeadLetterError is the error message of the last record the batch
+	// dead-lettered from the partition; "" when none.
+	DeadLetterError string
 }
 
 // errAbortedByRebalance is the cause Observer.Aborted receives for a
@@ -82,6 +85,13 @@ func (c *Coordinator) observeCommit(parts []*slot, byPart map[int32][]Record, re
 	for i, s := range parts {
 		recs := byPart[s.part]
 		pb := PartitionBatch{Partition: s.part, RecordsIn: len(recs), RecordsOut: len(results[i].Outputs)}
+		if dl := results[i].DeadLetters; len(dl) > 0 {
+			for _, h := range dl[len(dl)-1].Headers {
+				if h.Key == HeaderError {
+					pb.DeadLetterError = string(h.Value)
+				}
+			}
+		}
 		for j, r := range recs {
 			if j == 0 || r.TimestampMs < pb.OldestMs {
 				pb.OldestMs = r.TimestampMs

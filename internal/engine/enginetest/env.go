@@ -96,6 +96,9 @@ func (o *observed) BatchCommitted(b engine.BatchObservation) {
 		if p.RecordsIn > 0 {
 			s += fmt.Sprintf(" e2e=%v..%v", b.At.Sub(time.UnixMilli(p.NewestMs)), b.At.Sub(time.UnixMilli(p.OldestMs)))
 		}
+		if p.DeadLetterError != "" {
+			s += " dead-letter error: " + p.DeadLetterError
+		}
 		ps = append(ps, s)
 	}
 	o.add(fmt.Sprintf("committed duration=%v commit=%v [%s]", b.Duration, b.CommitLatency, strings.Join(ps, ", ")))
