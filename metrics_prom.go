@@ -228,7 +228,7 @@ func (m *appMetrics) scraped() (perPart []partMetric, totals []totalMetric, gaug
 		ready:       m.metric("kstate_ready", "1 when the App is ready (Running: /readyz 200), else 0.", prometheus.GaugeValue),
 		live:        m.metric("kstate_live", "1 when the App is live (/healthz 200), else 0.", prometheus.GaugeValue),
 		inFlight:    m.metric("kstate_batch_in_flight_seconds", "Age of the micro-batch in flight; 0 between batches.", prometheus.GaugeValue),
-		lastError:   m.metric("kstate_last_error_timestamp_seconds", "Unix time of the last error the App met (an aborted transaction, Run's error); 0 when none.", prometheus.GaugeValue),
+		lastError:   m.metric("kstate_last_error_timestamp_seconds", "Unix time of the last error the App met (an aborted transaction, a dead-lettered record, Run's error); 0 when none.", prometheus.GaugeValue),
 		lastCommit:  m.metric("kstate_last_commit_timestamp_seconds", "Unix time of the last committed transaction; 0 before the first.", prometheus.GaugeValue),
 		assigned:    m.metric("kstate_assigned_partitions", "Input partitions assigned to this instance.", prometheus.GaugeValue),
 		firstCommit: m.metric("kstate_first_commit_seconds", "Time from the start of Run to its first committed transaction; 0 until then.", prometheus.GaugeValue),
