@@ -115,6 +115,14 @@ func TestMetricsRealBroker(t *testing.T) {
 	if v := f.Sum("kstate_restore_records_expected"); v < 1 {
 		t.Errorf("during the restore: kstate_restore_records_expected sums to %v", v)
 	}
+	st := app2.Status()
+	var total int64
+	for _, p := range st.Partitions {
+		total += p.RestoreTotal
+	}
+	if st.State != "Restoring" || len(st.Partitions) != 2 || total < 1 || (!st.Partitions[0].Restoring && !st.Partitions[1].Restoring) {
+		t.Errorf("Status during the restore: %+v", st)
+	}
 	once.Do(func() { close(release) })
 	testprocs.Eventually(t, waitOut, "/readyz 200 after the restore", func() bool {
 		time.Sleep(50 * time.Millisecond)
@@ -129,6 +137,11 @@ func TestMetricsRealBroker(t *testing.T) {
 			t.Errorf("after the restore, partition %s: %v of %v records restored", p, restored[p], expected[p])
 		}
 		sum += restored[p]
+	}
+	for _, p := range app2.Status().Partitions {
+		if p.Restoring || p.RestoredRecords != p.RestoreTotal || p.RestoredRecords != int64(restored[fmt.Sprint(p.Partition)]) || p.RestoreETA != 0 {
+			t.Errorf("Status after the restore: partition %+v", p)
+		}
 	}
 	if v := f.Sum("kstate_restored_records_total"); v != sum || f.Sum("kstate_restore_eta_seconds") != 0 || f.Sum("kstate_restoring") != 0 {
 		t.Errorf("after the restore: restored_records_total %v (partitions %v), eta %v, restoring %v",
