@@ -92,13 +92,12 @@ func (c *Coordinator) observeCommit(parts []*slot, byPart map[int32][]Record, re
 				}
 			}
 		}
-		for j, r := range recs {
-			if j == 0 || r.TimestampMs < pb.OldestMs {
-				pb.OldestMs = r.TimestampMs
-			}
-			if j == 0 || r.TimestampMs > pb.NewestMs {
-				pb.NewestMs = r.TimestampMs
-			}
+		if len(recs) > 0 {
+			pb.OldestMs, pb.NewestMs = recs[0].TimestampMs, recs[0].TimestampMs
+		}
+		for j := range recs { // by index: a Record is large to copy
+			ts := recs[j].TimestampMs
+			pb.OldestMs, pb.NewestMs = min(pb.OldestMs, ts), max(pb.NewestMs, ts)
 		}
 		b.Partitions[i] = pb
 	}
