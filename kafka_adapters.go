@@ -171,6 +171,11 @@ func (k kafkaAdmin) EnsureDeadLetter(ctx context.Context, topic string, n int) (
 	return have, err
 }
 
+// EndOffsets implements engine.EndOffsetter (consumer lag).
+func (k kafkaAdmin) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	return k.a.EndOffsets(ctx, topic)
+}
+
 func (k kafkaAdmin) CommittedOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {
 	offs, err := k.a.CommittedOffsets(ctx, group, topic)
 	return offs, adminErr(err)

@@ -147,6 +147,13 @@ func TestMetricsRealBroker(t *testing.T) {
 		t.Errorf("after the restore: restored_records_total %v (partitions %v), eta %v, restoring %v",
 			v, sum, f.Sum("kstate_restore_eta_seconds"), f.Sum("kstate_restoring"))
 	}
+	// Caught up and idle: the lag is known (from the end offsets read by
+	// the restore) and 0 before any new input.
+	testprocs.Eventually(t, waitOut, "lag 0 on both idle partitions after the restore", func() bool {
+		f = testprocs.Scrape(t, h2)
+		lag := f.Series("kstate_consumer_lag", "partition")
+		return len(lag) == 2 && lag["0"] == 0 && lag["1"] == 0
+	})
 	// New input after the restore: processed, and the lag is 0 again.
 	testprocs.Produce(t, e.brokers, e.in, "k1=y", "k2=y", "k3=y", "k4=y")
 	testprocs.WaitOutputs(t, e.brokers, e.out, n+4, waitOut)

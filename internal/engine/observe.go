@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -66,6 +67,34 @@ type HighWatermarks interface {
 	HighWatermark(topic string, partition int32) (hwm, logStart int64, ok bool)
 }
 
+// EndOffsetter is an optional capability of the Admin: the high watermark
+// of every partition of topic. A partition's restore calls it once, so
+// that the lag of a partition with no new input is known before a fetch
+// returns records of it (Kafka fetches of a caught-up partition may
+// return nothing, hence no high watermark).
+type EndOffsetter interface {
+	EndOffsets(ctx context.Context, topic string) (map[int32]int64, error)
+}
+
+// noteEndOffset records s's input end offset as of its restore (restore
+// goroutine); errors only leave the lag unknown until a fetch.
+func (c *Coordinator) noteEndOffset(ctx context.Context, s *slot) {
+	eo, ok := c.cfg.Admin.(EndOffsetter)
+	if !ok {
+		return
+	}
+	ends, err := eo.EndOffsets(ctx, c.cfg.Topic)
+	if err != nil {
+		c.log.Debug("end offsets for the lag: unavailable", "partition", s.part, "err", err)
+		return
+	}
+	if end, ok := ends[s.part]; ok {
+		c.mu.Lock()
+		s.endOffset = end
+		c.mu.Unlock()
+	}
+}
+
 // observeCommit records, after a batch committed, the consumed position
 // of every partition that ran it (for its lag) and reports the batch to
 // the Observer.
@@ -119,13 +148,19 @@ func (c *Coordinator) noteLag() {
 			continue
 		}
 		h, start, ok := hw.HighWatermark(c.cfg.Topic, p)
+		if !ok {
+			h, start = -1, -1
+		}
+		// The end offset read by the restore stands in until a fetch
+		// returns the partition (high watermarks only grow).
+		h = max(h, s.endOffset)
 		pos := s.position
 		if pos < 0 {
 			// Nothing committed yet: consumption starts at the log start
 			// (the sessions reset to the earliest offset).
 			pos = start
 		}
-		if ok && pos >= 0 {
+		if h >= 0 && pos >= 0 {
 			s.lag = max(0, h-pos)
 		}
 	}

@@ -41,9 +41,10 @@ type PartitionStatus struct {
 	// its restore.
 	Watermark, BatchID int64
 	// Lag is the number of input records after the committed position, as
-	// of the last fetch (high watermark - position); -1 when unknown (not
-	// ready, nothing fetched or committed yet, or a Session without
-	// HighWatermarks).
+	// of the last fetch (high watermark - position; before a fetch returned
+	// the partition, the end offset read by its restore); -1 when unknown
+	// (not ready, or neither a Session with HighWatermarks nor an Admin
+	// with EndOffsetter).
 	Lag int64
 	// RestoredRecords is the number of changelog records the partition's
 	// restore applied so far (live); RestoreTotal its upper bound (the

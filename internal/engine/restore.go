@@ -77,6 +77,7 @@ func (c *Coordinator) openTask(ctx context.Context, s *slot) (_ TaskHandle, err 
 		return nil, err
 	}
 	c.restoreEnded(s, n)
+	c.noteEndOffset(ctx, s)
 	t.AddCounters(Counters{RestoreRecords: n, RestoreTime: c.clock.Elapsed() - start})
 	if orphaned, err = c.startTask(t, p); err != nil {
 		return nil, fmt.Errorf("kstate: %w", err)

@@ -42,6 +42,10 @@ type slot struct {
 	// committed offset at restore, then after each commit; -1 unknown)
 	// and the lag computed from it (noteLag; -1 unknown).
 	position, lag int64
+	// Under mu: the input partition's end offset read by the restore
+	// (EndOffsetter; -1 unknown), the lag's high watermark until a fetch
+	// returns one.
+	endOffset int64
 	// Under mu: the restore's progress (observe.go).
 	restore restoreProgress
 }
@@ -67,7 +71,7 @@ func (g groupEvents) Assigned(_ context.Context, parts []Partition) {
 			continue // no task: checkLayout stops Run before the next batch
 		}
 		ctx, cancel := context.WithCancel(c.workCtx)
-		s := &slot{part: p.Partition, cancel: cancel, done: make(chan struct{}), watermark: -1, position: -1, lag: -1}
+		s := &slot{part: p.Partition, cancel: cancel, done: make(chan struct{}), watermark: -1, position: -1, lag: -1, endOffset: -1}
 		c.mu.Lock()
 		old := c.mu.slots[p.Partition]
 		c.mu.slots[p.Partition] = s
