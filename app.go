@@ -23,6 +23,8 @@ import (
 type App[K, I, O any] struct {
 	cfg Config[K, I, O]
 	sm  *stateMachine
+	// metrics is the Prometheus collector and engine Observer (metrics_prom.go).
+	metrics *appMetrics
 
 	mu struct {
 		sync.Mutex
@@ -38,7 +40,9 @@ func New[K, I, O any](cfg Config[K, I, O]) (*App[K, I, O], error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App[K, I, O]{cfg: c, sm: newStateMachine(c.OnStateChange)}, nil
+	a := &App[K, I, O]{cfg: c, sm: newStateMachine(c.OnStateChange)}
+	a.metrics = newAppMetrics(c.ApplicationID, a.scrapeView)
+	return a, nil
 }
 
 // InstanceID is the instance id in use (after defaults).
@@ -178,6 +182,7 @@ func (a *App[K, I, O]) Run(ctx context.Context) error {
 	a.mu.Lock()
 	a.mu.err = err
 	a.mu.Unlock()
+	a.metrics.noteError(err)
 	if err != nil {
 		a.sm.set(Failed)
 	} else {
@@ -256,6 +261,7 @@ func (a *App[K, I, O]) run(ctx context.Context) error {
 		KillHook:             engine.KillHookFrom(ctx),
 		Logger:               cfg.Logger,
 		OnPhase:              func() { a.followPhase() },
+		Observer:             a.metrics,
 	})
 	if err != nil {
 		return err

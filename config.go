@@ -204,7 +204,7 @@ type Config[K, I, O any] struct {
 	// call of its final change (to Stopped or Failed). Default: none.
 	OnStateChange func(old, new State)
 	// HTTPAddr, when set, makes Run serve App.Handler (/healthz, /readyz,
-	// /status) on this address (e.g. ":8080") for as long as it runs; Run
+	// /status, /metrics) on this address (e.g. ":8080") for as long as it runs; Run
 	// fails at once if it cannot listen. Default "": no server (mount
 	// App.Handler yourself).
 	HTTPAddr string

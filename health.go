@@ -90,13 +90,18 @@ func (a *App[K, I, O]) Status() Status {
 	s := c.Snapshot()
 	st.BatchInFlight, st.SinceCommit, st.FirstCommit = s.BatchInFlight, s.SinceCommit, s.FirstCommit
 	st.Total = Counters(s.Total)
+	st.LastError, st.LastErrorAt, st.LastCommitAt = a.metrics.last()
 	st.Lag = -1
 	for _, p := range s.Assigned {
 		ps, ct := s.Status[p], Counters(s.Partitions[p])
 		st.Partitions = append(st.Partitions, PartitionStatus{
-			Partition: p, Restoring: !ps.Ready, RestoredRecords: ct.RestoreRecords, Lag: -1,
+			Partition: p, Restoring: !ps.Ready, RestoredRecords: ps.RestoredRecords, RestoreTotal: ps.RestoreTotal,
+			RestoreRate: ps.RestoreRate, RestoreETA: ps.RestoreETA, Lag: ps.Lag,
 			Watermark: ps.Watermark, BatchID: ps.BatchID, Counters: ct,
 		})
+		if ps.Lag >= 0 {
+			st.Lag = max(st.Lag, 0) + ps.Lag
+		}
 	}
 	sort.Slice(st.Partitions, func(i, j int) bool { return st.Partitions[i].Partition < st.Partitions[j].Partition })
 	return st
@@ -138,14 +143,15 @@ func (a *App[K, I, O]) Ready() (ok bool, reason string) {
 //	GET /healthz  200 "ok", or 503 with the reason (see Live)
 //	GET /readyz   200 "ok" when Running, or 503 with the state (see Ready)
 //	GET /status   200, Status as JSON
+//	GET /metrics  the App's Prometheus metrics (see Collector)
 //
 // Mount it where you like (it routes on the full path: mount it at the
 // root, or strip a prefix with http.StripPrefix); Config.HTTPAddr serves
 // it on its own. Each call returns a new handler.
 func (a *App[K, I, O]) Handler() http.Handler {
 	mux := http.NewServeMux()
-	// A place for further endpoints (metrics, an HTML status page): here.
 	mux.Handle("GET /{$}", statusPage()) // statuspage.go
+	mux.Handle("GET /metrics", a.metricsHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { probe(w)(a.Live()) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { probe(w)(a.Ready()) })
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {

@@ -70,7 +70,12 @@ func (k *kafkaSession) Poll(ctx context.Context, max int, ev engine.GroupEvents)
 	return out, nil
 }
 
-func (k *kafkaSession) Pause(ps []engine.Partition)  { k.s.Pause(fromParts(ps)) }
+func (k *kafkaSession) Pause(ps []engine.Partition) { k.s.Pause(fromParts(ps)) }
+
+// HighWatermark implements engine.HighWatermarks (consumer lag).
+func (k *kafkaSession) HighWatermark(topic string, p int32) (hwm, logStart int64, ok bool) {
+	return k.s.HighWatermark(topic, p)
+}
 func (k *kafkaSession) Resume(ps []engine.Partition) { k.s.Resume(fromParts(ps)) }
 func (k *kafkaSession) Begin() error                 { return sessionErr(k.s.Begin()) }
 
@@ -164,6 +169,11 @@ func (k kafkaAdmin) EnsureDeadLetter(ctx context.Context, topic string, n int) (
 		return k.a.Partitions(ctx, topic)
 	}
 	return have, err
+}
+
+// EndOffsets implements engine.EndOffsetter (consumer lag).
+func (k kafkaAdmin) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	return k.a.EndOffsets(ctx, topic)
 }
 
 func (k kafkaAdmin) CommittedOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {

@@ -75,6 +75,9 @@ type CoordinatorConfig struct {
 	Clock      Clock
 	NewTask    NewTask
 
+	// Observer receives batch latencies, aborts and group changes
+	// (observe.go). Optional.
+	Observer Observer
 	// OnPhase is called after the phase changed (read it with Phase), from
 	// the loop or the shutdown timer goroutine, never under the
 	// coordinator's locks; it must not block. Optional.
@@ -245,6 +248,7 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 		if err := c.batch(recs); err != nil {
 			return err
 		}
+		c.noteLag()
 		if ctx.Err() != nil {
 			return nil
 		}

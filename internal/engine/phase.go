@@ -40,6 +40,20 @@ type PartitionStatus struct {
 	// next batch will have) as of the last commit of the partition, or of
 	// its restore.
 	Watermark, BatchID int64
+	// Lag is the number of input records after the committed position, as
+	// of the last fetch (high watermark - position; before a fetch returned
+	// the partition, the end offset read by its restore); -1 when unknown
+	// (not ready, or neither a Session with HighWatermarks nor an Admin
+	// with EndOffsetter).
+	Lag int64
+	// RestoredRecords is the number of changelog records the partition's
+	// restore applied so far (live); RestoreTotal its upper bound (the
+	// changelog offsets to read; exact once restored). RestoreRate is in
+	// records per second, RestoreETA the time left at that rate (0:
+	// unknown or done).
+	RestoredRecords, RestoreTotal int64
+	RestoreRate                   float64
+	RestoreETA                    time.Duration
 }
 
 // Phase returns the coordinator's phase. Safe to call at any time.

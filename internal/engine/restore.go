@@ -1,7 +1,7 @@
 package engine
 
 // This file is the coordinator's only user of package changelog and of the
-// state shard (ChangelogOffset, Records, the re-seed marks, restore.Restore): keep it that way,
+// state shard (ChangelogOffset, Records, the re-seed marks, restore.Restore, Estimate): keep it that way,
 // those packages are being moved.
 
 import (
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/internal/restore"
 )
 
@@ -18,7 +19,7 @@ import (
 // other partitions keep processing while it restores.
 func (c *Coordinator) restoreTask(ctx context.Context, s *slot) {
 	defer close(s.done)
-	t, err := c.openTask(ctx, s.part)
+	t, err := c.openTask(ctx, s)
 	if err != nil {
 		// A cancelled restore's error is its cancellation, except for an
 		// Init given up: Run reports that one even at shutdown.
@@ -42,8 +43,12 @@ func (c *Coordinator) restoreTask(ctx context.Context, s *slot) {
 // openTask opens the partition's task, restores the changelog tail, checks
 // it against the group's committed offset, starts the task and gives it its
 // initial state when this is the partition's first run.
-func (c *Coordinator) openTask(ctx context.Context, p int32) (_ TaskHandle, err error) {
+func (c *Coordinator) openTask(ctx context.Context, s *slot) (_ TaskHandle, err error) {
+	p := s.part
 	start := c.clock.Elapsed()
+	c.mu.Lock()
+	s.restore.start, s.restore.lastLog = start, start
+	c.mu.Unlock()
 	t, err := c.cfg.NewTask(p)
 	if err != nil {
 		return nil, fmt.Errorf("kstate: %w", err)
@@ -62,10 +67,17 @@ func (c *Coordinator) openTask(ctx context.Context, p int32) (_ TaskHandle, err 
 		return nil, fmt.Errorf("kstate: partition %d: %w", p, err)
 	}
 	committed, hasCommitted := offs[p]
-	n, err := c.restore(ctx, t, p, committed, hasCommitted)
+	if hasCommitted {
+		c.mu.Lock()
+		s.position = committed
+		c.mu.Unlock()
+	}
+	n, err := c.restore(ctx, t, s, committed, hasCommitted)
 	if err != nil {
 		return nil, err
 	}
+	c.restoreEnded(s, n)
+	c.noteEndOffset(ctx, s)
 	t.AddCounters(Counters{RestoreRecords: n, RestoreTime: c.clock.Elapsed() - start})
 	if orphaned, err = c.startTask(t, p); err != nil {
 		return nil, fmt.Errorf("kstate: %w", err)
@@ -108,11 +120,12 @@ func (c *Coordinator) openTask(ctx context.Context, p int32) (_ TaskHandle, err 
 // again until the shard has caught up with the committed offset. If it
 // never does (the changelog lost records, or the group's offsets were moved
 // forward by hand), Run fails after RestoreTimeout.
-func (c *Coordinator) restore(ctx context.Context, t TaskHandle, p int32, committed int64, hasCommitted bool) (int64, error) {
+func (c *Coordinator) restore(ctx context.Context, t TaskHandle, s *slot, committed int64, hasCommitted bool) (int64, error) {
+	p := s.part
 	deadline := c.clock.Elapsed() + c.cfg.RestoreTimeout
 	var total int64
 	for {
-		n, err := c.restoreOnce(ctx, t, p, committed, hasCommitted)
+		n, err := c.restoreOnce(ctx, t, s, total, committed, hasCommitted)
 		total += n
 		if err != nil {
 			return total, err
@@ -152,7 +165,8 @@ func (c *Coordinator) restore(ctx context.Context, t TaskHandle, p int32, commit
 // last stable offset captured now. When the shard's offset is not in the
 // changelog any more, it re-seeds the changelog from the shard or refuses
 // (reseedOrRefuse); it never wipes the shard.
-func (c *Coordinator) restoreOnce(ctx context.Context, t TaskHandle, p int32, committed int64, hasCommitted bool) (int64, error) {
+func (c *Coordinator) restoreOnce(ctx context.Context, t TaskHandle, s *slot, base, committed int64, hasCommitted bool) (int64, error) {
+	p := s.part
 	sh := t.Shard()
 	pending, err := sh.ReseedPending()
 	if err != nil {
@@ -179,10 +193,12 @@ func (c *Coordinator) restoreOnce(ctx context.Context, t TaskHandle, p int32, co
 		return 0, fmt.Errorf("kstate: partition %d: restore: %w", p, err)
 	}
 	defer rd.Close()
+	c.restoreReader(s, base, sh.ChangelogOffset(), rd.End())
+	// The progress lines are the engine's (restoreApplied, restoreEnded).
 	st, err := restore.Restore(ctx, changelogSource{rd, c.cfg.KillHook}, sh, restore.Options{
 		EndOffset: rd.End(),
 		Now:       func() time.Time { return time.Unix(0, 0).Add(c.clock.Elapsed()) },
-		Logger:    c.log.With("partition", p),
+		OnApplied: func(records, offset int64) { c.restoreApplied(s, records, offset) },
 	})
 	if err != nil {
 		return st.Records, fmt.Errorf("kstate: partition %d: %w", p, err)
@@ -268,3 +284,25 @@ func (s changelogSource) Next(ctx context.Context) ([]changelog.Record, error) {
 }
 
 func (s changelogSource) Position() int64 { return s.rd.Position() }
+
+// StateSizes returns the estimated size of the state shard of every
+// assigned partition whose task is open (for metrics); shards that cannot
+// say (closing) are left out. Safe to call at any time: the stores'
+// Estimate is safe concurrently with the tasks.
+func (c *Coordinator) StateSizes() map[int32]kv.Estimate {
+	c.mu.Lock()
+	tasks := make(map[int32]TaskHandle, len(c.mu.slots))
+	for p, s := range c.mu.slots {
+		if s.task != nil {
+			tasks[p] = s.task
+		}
+	}
+	c.mu.Unlock()
+	out := make(map[int32]kv.Estimate, len(tasks))
+	for p, t := range tasks {
+		if e, err := t.Shard().Estimate(); err == nil {
+			out[p] = e
+		}
+	}
+	return out
+}

@@ -45,6 +45,7 @@ func (c *Coordinator) batch(recs []Message) error {
 		return nil
 	}
 	c.retire(Counters{Rounds: 1})
+	batchStart := c.clock.Elapsed()
 	if trigger {
 		c.lastTrigger = now
 	}
@@ -109,6 +110,9 @@ func (c *Coordinator) batch(recs []Message) error {
 		// deliver the same records again to whoever owns them now.
 		abortAll()
 		c.retire(Counters{Aborts: 1})
+		if c.cfg.Observer != nil {
+			c.cfg.Observer.Aborted(errAbortedByRebalance)
+		}
 		c.log.Warn("batch aborted by a rebalance; retrying from the committed offsets", "partitions", partsOf(parts))
 		return nil
 	}
@@ -136,6 +140,7 @@ func (c *Coordinator) batch(recs []Message) error {
 		}
 	}
 	c.noteStatus(parts, true)
+	c.observeCommit(parts, byPart, results, batchStart, latency)
 	return nil
 }
 

@@ -38,6 +38,16 @@ type slot struct {
 	running, orphaned bool
 	// Under mu, written by the loop (noteStatus) for Snapshot.
 	watermark, batchID int64
+	// Under mu: the consumed input position as of the last commit (the
+	// committed offset at restore, then after each commit; -1 unknown)
+	// and the lag computed from it (noteLag; -1 unknown).
+	position, lag int64
+	// Under mu: the input partition's end offset read by the restore
+	// (EndOffsetter; -1 unknown), the lag's high watermark until a fetch
+	// returns one.
+	endOffset int64
+	// Under mu: the restore's progress (observe.go).
+	restore restoreProgress
 }
 
 // groupEvents is the Coordinator's GroupEvents (kept off its method set).
@@ -61,7 +71,7 @@ func (g groupEvents) Assigned(_ context.Context, parts []Partition) {
 			continue // no task: checkLayout stops Run before the next batch
 		}
 		ctx, cancel := context.WithCancel(c.workCtx)
-		s := &slot{part: p.Partition, cancel: cancel, done: make(chan struct{}), watermark: -1}
+		s := &slot{part: p.Partition, cancel: cancel, done: make(chan struct{}), watermark: -1, position: -1, lag: -1, endOffset: -1}
 		c.mu.Lock()
 		old := c.mu.slots[p.Partition]
 		c.mu.slots[p.Partition] = s
@@ -74,10 +84,20 @@ func (g groupEvents) Assigned(_ context.Context, parts []Partition) {
 		c.log.Info("partition assigned: restoring", "partition", p.Partition)
 		c.wg.Go(func() { c.restoreTask(ctx, s) })
 	}
+	c.observeRebalance("assigned", c.inputParts(ps))
+}
+
+// observeRebalance reports a group event to the Observer.
+func (c *Coordinator) observeRebalance(kind string, parts []int32) {
+	if c.cfg.Observer != nil && len(parts) > 0 {
+		c.cfg.Observer.Rebalanced(kind, parts)
+	}
 }
 
 func (g groupEvents) Revoked(_ context.Context, parts []Partition) {
-	g.c.closeTasks(g.c.inputParts(parts), "revoked")
+	ps := g.c.inputParts(parts)
+	g.c.closeTasks(ps, "revoked")
+	g.c.observeRebalance("revoked", ps)
 }
 
 // Lost: the partitions may already be processed elsewhere. There is no
@@ -85,7 +105,9 @@ func (g groupEvents) Revoked(_ context.Context, parts []Partition) {
 // was open when they were lost aborted, so there is no staged state left
 // to drop: closing the tasks is all there is to do.
 func (g groupEvents) Lost(_ context.Context, parts []Partition) {
-	g.c.closeTasks(g.c.inputParts(parts), "lost")
+	ps := g.c.inputParts(parts)
+	g.c.closeTasks(ps, "lost")
+	g.c.observeRebalance("lost", ps)
 }
 
 func (c *Coordinator) inputParts(parts []Partition) []int32 {
@@ -226,7 +248,10 @@ func (c *Coordinator) Snapshot() Snapshot {
 		if !s.ready {
 			m.Restoring = append(m.Restoring, p)
 		}
-		m.Status[p] = PartitionStatus{Ready: s.ready, Watermark: s.watermark, BatchID: s.batchID}
+		ps := PartitionStatus{Ready: s.ready, Watermark: s.watermark, BatchID: s.batchID, Lag: s.lag,
+			RestoredRecords: s.restore.done, RestoreTotal: s.restore.total}
+		ps.RestoreRate, ps.RestoreETA = s.restore.rate(c.clock.Elapsed())
+		m.Status[p] = ps
 		if s.task != nil {
 			ct := s.task.Counters()
 			m.Partitions[p] = ct

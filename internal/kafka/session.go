@@ -134,6 +134,9 @@ type Session struct {
 	// owned is the set of partitions reported assigned to the caller; only
 	// touched on the Poll goroutine.
 	owned map[Partition]struct{}
+	// hwm is the high watermark of each partition as of the last fetch
+	// that returned it (HighWatermark); only touched on the Poll goroutine.
+	hwm map[Partition][2]int64
 
 	// mu guards events queued by franz-go's group goroutine for delivery on
 	// the Poll goroutine (see enqueue for why they are not delivered at
@@ -379,6 +382,7 @@ func (s *Session) Poll(ctx context.Context, maxRecords int) ([]Record, error) {
 		}
 	}
 
+	s.noteHighWatermarks(fetches)
 	recs := make([]Record, 0, fetches.NumRecords())
 	fetches.EachRecord(func(r *kgo.Record) {
 		if _, ok := s.owned[Partition{r.Topic, r.Partition}]; ok {
@@ -532,4 +536,27 @@ func toMap(parts []Partition) map[string][]int32 {
 		m[p.Topic] = append(m[p.Topic], p.Partition)
 	}
 	return m
+}
+
+// noteHighWatermarks keeps the high watermark of every fetched partition
+// (franz-go's FetchPartition.HighWatermark), for HighWatermark.
+func (s *Session) noteHighWatermarks(fetches kgo.Fetches) {
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if p.Err != nil || p.HighWatermark < 0 {
+			return
+		}
+		if s.hwm == nil {
+			s.hwm = make(map[Partition][2]int64)
+		}
+		s.hwm[Partition{p.Topic, p.Partition}] = [2]int64{p.HighWatermark, p.LogStartOffset}
+	})
+}
+
+// HighWatermark returns the high watermark (the offset after the last
+// record) and the log start offset (-1: unknown) of topic/partition as of
+// the last Poll that fetched it; ok is false before. Call it on the Poll
+// goroutine.
+func (s *Session) HighWatermark(topic string, partition int32) (hwm, logStart int64, ok bool) {
+	h, ok := s.hwm[Partition{topic, partition}]
+	return h[0], h[1], ok
 }

@@ -15,6 +15,10 @@ type Store interface {
 	Write(b *Batch, o WriteOptions) error
 	// Checkpoint writes a consistent, openable copy of the store into dir (which must not exist).
 	Checkpoint(dir string) error
+	// Estimate returns the store's estimated size, for metrics: RocksDB's
+	// estimate-live-data-size and estimate-num-keys properties (cheap,
+	// approximate); the memory store counts exactly (O(n): tests only).
+	Estimate() (Estimate, error)
 	// Close releases the store; it is idempotent.
 	Close() error
 }
@@ -84,3 +88,9 @@ func (b *Batch) Ops() []Op { return b.ops }
 
 // Reset empties the batch for reuse.
 func (b *Batch) Reset() { b.ops = b.ops[:0] }
+
+// Estimate is a store's estimated size (Store.Estimate).
+type Estimate struct {
+	LiveDataBytes int64 // live data size in bytes (RocksDB: on disk, excluding the memtable)
+	Keys          int64 // number of keys
+}

@@ -142,6 +142,20 @@ func (s *memStore) Write(b *Batch, o WriteOptions) error {
 // Checkpoint writes the whole store into dir/memory.kvdump (dir must not
 // exist). The file is written under a temporary name and renamed, so a
 // crash never leaves a half-written checkpoint under the final name.
+func (s *memStore) Estimate() (Estimate, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return Estimate{}, errMemClosed
+	}
+	var e Estimate
+	for n := s.list.head.next[0]; n != nil; n = n.next[0] {
+		e.Keys++
+		e.LiveDataBytes += int64(len(n.key) + len(n.val))
+	}
+	return e, nil
+}
+
 func (s *memStore) Checkpoint(dir string) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

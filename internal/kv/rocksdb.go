@@ -427,6 +427,17 @@ func (s *rocksStore) Checkpoint(dir string) error {
 	return nil
 }
 
+func (s *rocksStore) Estimate() (Estimate, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.closed {
+		return Estimate{}, fmt.Errorf("%w: estimate of %s", ErrClosed, s.dir)
+	}
+	live, _ := s.db.GetIntProperty("rocksdb.estimate-live-data-size")
+	keys, _ := s.db.GetIntProperty("rocksdb.estimate-num-keys")
+	return Estimate{LiveDataBytes: int64(live), Keys: int64(keys)}, nil
+}
+
 func (s *rocksStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -66,6 +66,10 @@ type Options struct {
 	EndOffset int64
 	// Now is the clock, overriding the default of time.Now; tests inject one.
 	Now func() time.Time
+	// OnApplied is called after every applied batch with the records
+	// applied so far and the target's offset (live progress for metrics).
+	// It runs on Restore's goroutine and must be quick. Optional.
+	OnApplied func(records, offset int64)
 }
 
 // Stats describe one Restore.
@@ -190,6 +194,9 @@ func (r *restorer) flush() error {
 	r.st.ToOffset = r.next
 	clear(r.pending) // drop references so applied records can be collected
 	r.pending = r.pending[:0]
+	if r.o.OnApplied != nil {
+		r.o.OnApplied(r.st.Records, r.st.ToOffset)
+	}
 	r.progress()
 	return nil
 }

@@ -196,6 +196,10 @@ func (s *Shard) Close() error {
 // the last record reflected in the store (0 for a new shard).
 func (s *Shard) ChangelogOffset() int64 { return s.offset }
 
+// Estimate returns the store's estimated size (kv.Store.Estimate); safe
+// to call concurrently with the shard's goroutine, like Stats.
+func (s *Shard) Estimate() (kv.Estimate, error) { return s.store.Estimate() }
+
 func (s *Shard) checkRestore(op string) error {
 	switch {
 	case s.closed:

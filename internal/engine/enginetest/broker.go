@@ -285,6 +285,22 @@ func (a Admin) CommittedOffsets(_ context.Context, group, topic string) (map[int
 	return a.B.Committed(), nil
 }
 
+// EndOffsets implements engine.EndOffsetter: the log end of every
+// partition of topic.
+func (a Admin) EndOffsets(_ context.Context, topic string) (map[int32]int64, error) {
+	a.B.mu.Lock()
+	defer a.B.mu.Unlock()
+	ls, ok := a.B.topics[topic]
+	if !ok {
+		return nil, fmt.Errorf("%w: enginetest: topic %q not found", engine.ErrUnknownTopic, topic)
+	}
+	out := make(map[int32]int64, len(ls))
+	for p, l := range ls {
+		out[int32(p)] = l.end()
+	}
+	return out, nil
+}
+
 // Changelog opens readers over the broker.
 type Changelog struct{ B *Broker }
 

@@ -66,6 +66,48 @@ type Instance struct {
 	err    error
 	args   []string
 	blocks blocker // keys whose processor calls block (stuck.go)
+	obs    observed
+}
+
+// observed records the coordinator's Observer calls ("observed" command).
+type observed struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (o *observed) add(s string) {
+	o.mu.Lock()
+	o.events = append(o.events, s)
+	o.mu.Unlock()
+}
+
+func (o *observed) take() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := strings.Join(o.events, "\n")
+	o.events = nil
+	return s
+}
+
+func (o *observed) BatchCommitted(b engine.BatchObservation) {
+	var ps []string
+	for _, p := range b.Partitions {
+		s := fmt.Sprintf("p%d in=%d out=%d", p.Partition, p.RecordsIn, p.RecordsOut)
+		if p.RecordsIn > 0 {
+			s += fmt.Sprintf(" e2e=%v..%v", b.At.Sub(time.UnixMilli(p.NewestMs)), b.At.Sub(time.UnixMilli(p.OldestMs)))
+		}
+		if p.DeadLetterError != "" {
+			s += " dead-letter error: " + p.DeadLetterError
+		}
+		ps = append(ps, s)
+	}
+	o.add(fmt.Sprintf("committed duration=%v commit=%v [%s]", b.Duration, b.CommitLatency, strings.Join(ps, ", ")))
+}
+
+func (o *observed) Aborted(cause error) { o.add("aborted: " + cause.Error()) }
+
+func (o *observed) Rebalanced(kind string, parts []int32) {
+	o.add(fmt.Sprintf("%s %v", kind, parts))
 }
 
 // Disk is a shard store that survives its shard's Close (a directory on
@@ -452,6 +494,25 @@ func (e *Env) Exec(line string) (string, error) {
 			ps = append(ps, fmt.Sprintf("p%d{ready=%v wm=%d batch=%d}", p, st.Ready, st.Watermark, st.BatchID))
 		}
 		return fmt.Sprintf("%v committed=%v %s", s.Phase, s.SinceCommit > 0, strings.Join(ps, " ")), nil
+	case "observed":
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		return i.obs.take(), nil
+	case "status":
+		// Lag and restore progress per assigned partition.
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		s := i.coord.Snapshot()
+		var ps []string
+		for _, p := range s.Assigned {
+			st := s.Status[p]
+			ps = append(ps, fmt.Sprintf("p%d{lag=%d restored=%d/%d rate=%.0f eta=%v}", p, st.Lag, st.RestoredRecords, st.RestoreTotal, st.RestoreRate, st.RestoreETA))
+		}
+		return strings.Join(ps, " "), nil
 	case "metrics":
 		i, err := inst()
 		if err != nil {
@@ -636,6 +697,7 @@ func (e *Env) start(args []string, old *Instance) error {
 		},
 		KillHook: hook,
 		Logger:   log,
+		Observer: &i.obs,
 	})
 	if err != nil {
 		return err

@@ -36,7 +36,8 @@ type Member struct {
 		owned     map[int32]bool // reported to the coordinator
 		paused    map[int32]bool
 		pos       map[int32]int64
-		consumed  map[int32]bool // polled since the last End
+		hwm       map[int32][2]int64 // high watermark and log start as of the last fetch
+		consumed  map[int32]bool     // polled since the last End
 		txn       *txn
 		txnLogs   map[*plog]bool
 		mustAbort bool // a rebalance hit the open transaction
@@ -59,6 +60,7 @@ func NewMember(b *Broker, name string, trace func(format string, args ...any)) *
 	m := &Member{b: b, name: name, trace: trace, step: make(chan struct{})}
 	m.mu.fetchable, m.mu.leak, m.mu.owned = map[int32]bool{}, map[int32]bool{}, map[int32]bool{}
 	m.mu.paused, m.mu.pos, m.mu.consumed = map[int32]bool{}, map[int32]int64{}, map[int32]bool{}
+	m.mu.hwm = map[int32][2]int64{}
 	m.mu.failNext = map[string]bool{}
 	return m
 }
@@ -196,6 +198,9 @@ func (m *Member) Poll(ctx context.Context, max int, ev engine.GroupEvents) ([]en
 	}
 	var recs []engine.Message
 	for _, p := range sortedParts(fetch) {
+		if end, start, ok := m.b.offsets(m.b.input, p); ok {
+			m.mu.hwm[p] = [2]int64{end, start}
+		}
 		for _, r := range m.b.fetch(m.b.input, p, m.mu.pos[p], max-len(recs)) {
 			recs = append(recs, r)
 			m.mu.pos[p] = r.Offset + 1
@@ -397,6 +402,30 @@ func (b *Broker) logStart(p int32) int64 {
 }
 
 // fetch returns up to max committed records of topic/p from offset from.
+// HighWatermark implements engine.HighWatermarks: the input partition's
+// end offset as of the member's last Poll that fetched it.
+func (m *Member) HighWatermark(topic string, p int32) (hwm, logStart int64, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if topic != m.b.input {
+		return 0, 0, false
+	}
+	h, ok := m.mu.hwm[p]
+	return h[0], h[1], ok
+}
+
+// offsets returns a partition's log end offset (its high watermark) and
+// log start offset.
+func (b *Broker) offsets(topic string, p int32) (end, start int64, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l, err := b.log(topic, p)
+	if err != nil {
+		return 0, 0, false
+	}
+	return l.end(), l.start, true
+}
+
 func (b *Broker) fetch(topic string, p int32, from int64, max int) []engine.Message {
 	b.mu.Lock()
 	defer b.mu.Unlock()
