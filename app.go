@@ -30,6 +30,7 @@ type App[K, I, O any] struct {
 		sync.Mutex
 		ran   bool
 		coord *engine.Coordinator // of the Run in progress or finished; nil before
+		admin *kafka.Admin        // of the Run in progress; nil otherwise (KeyOwner)
 		err   error               // Run's error, once it returned
 	}
 }
@@ -224,6 +225,14 @@ func (a *App[K, I, O]) run(ctx context.Context) error {
 		return fmt.Errorf("kstate: %w", err)
 	}
 	defer adm.Close()
+	a.mu.Lock()
+	a.mu.admin = adm
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.mu.admin = nil
+		a.mu.Unlock()
+	}()
 	runID := newRunID()
 	var mem *kv.SharedMemory // nil: a block cache and memtable per shard
 	if cfg.StateMemory > 0 {

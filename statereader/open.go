@@ -178,3 +178,17 @@ func readRocks(dir string) (map[string][]byte, error) {
 	}
 	return m, nil
 }
+
+// FromEntries reads state from shard entries held in memory: for each
+// partition, its shard keys and stored values (the changelog's record keys
+// and values, format in package changelog), e.g. a dump, or a part of a
+// shard read by a live query (kstate's App.Query). A key's last value wins;
+// include the variable registry entries ("var/<name>" meta keys) of the
+// variables to read.
+func FromEntries(appID string, partitions map[int32]map[string][]byte, opts ...Option) (*Reader, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return newReader(appID, "entries", o, partitions)
+}

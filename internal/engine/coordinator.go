@@ -140,6 +140,7 @@ type Coordinator struct {
 		roundStart time.Duration
 		phase      Phase         // phase.go
 		lastCommit time.Duration // Clock.Elapsed of the last commit; 0: none
+		partitions int           // copy of partitions for other goroutines (query.go)
 	}
 }
 
@@ -290,6 +291,9 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 		return fmt.Errorf("kstate: input topic %q: %w", c.cfg.Topic, err)
 	}
 	c.partitions = n
+	c.mu.Lock()
+	c.mu.partitions = n
+	c.mu.Unlock()
 	c.lastMetadata = c.clock.Elapsed()
 	if err := c.checkChangelog(ctx); err != nil {
 		return err

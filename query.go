@@ -1,0 +1,227 @@
+package kstate
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/engine"
+	"github.com/kstate/kstate/internal/keys"
+	"github.com/kstate/kstate/internal/shard"
+	"github.com/kstate/kstate/state"
+	"github.com/kstate/kstate/statereader"
+)
+
+// Live queries: the committed state of one key, answered from the shard
+// of the instance that owns it (Kafka Streams' interactive queries).
+
+var (
+	// ErrNotOwner: App.Query asked for a key whose partition this instance
+	// does not own, or has not restored yet. App.KeyOwner (and the /state
+	// endpoint's 421 answer) names the owner: ask it.
+	ErrNotOwner = errors.New("kstate: key not owned by this instance")
+	// ErrNotRunning: App.Query or App.KeyOwner before Run joined the
+	// group (or after it returned).
+	ErrNotRunning = errors.New("kstate: not running")
+	// ErrUnknownVariable: App.Query named a state variable the key's
+	// partition has never declared.
+	ErrUnknownVariable = errors.New("kstate: unknown state variable")
+)
+
+// QueryResult is the answer of App.Query.
+type QueryResult struct {
+	Variable  string `json:"variable"`
+	Kind      string `json:"kind"` // "value", "list" or "map"
+	Partition int32  `json:"partition"`
+	// Entries are the variable's committed rows under the key, decoded as
+	// package statereader decodes them (the codec's recorded schema): one
+	// for a ValueState, a ListState's elements in order, a MapState's
+	// entries by map key; none when the key has no (unexpired) state.
+	Entries []statereader.Entry `json:"entries"`
+}
+
+// KeyOwner says where a grouping key's state lives.
+type KeyOwner struct {
+	// Partition is the key's input partition (murmur2 of the key bytes).
+	Partition int32 `json:"partition"`
+	// Local: this instance owns the partition and has restored it, so
+	// Query answers for the key here.
+	Local bool `json:"local"`
+	// Assigned: a member of the group is assigned the partition; false
+	// while the group rebalances or has no member.
+	Assigned bool `json:"assigned"`
+	// InstanceID, ClientID and Host describe the owning member, as the
+	// group coordinator shows it (InstanceID is its Config.InstanceID).
+	InstanceID string `json:"instance_id,omitempty"`
+	ClientID   string `json:"client_id,omitempty"`
+	Host       string `json:"host,omitempty"`
+}
+
+// Query returns the committed state of variable under key, from this
+// instance's local shard: state as of the last committed micro-batch,
+// never a batch in progress. It is safe to call concurrently with Run,
+// while Run runs; values whose TTL expired are left out. Keys of
+// partitions this instance does not own (or is still restoring) fail with
+// ErrNotOwner: KeyOwner tells which instance to ask.
+func (a *App[K, I, O]) Query(ctx context.Context, variable string, key K) (QueryResult, error) {
+	kb, err := a.cfg.KeySerde.Serialize(key)
+	if err != nil {
+		return QueryResult{}, fmt.Errorf("kstate: Query(%q): encode key: %w", variable, err)
+	}
+	return a.queryBytes(ctx, variable, kb)
+}
+
+func (a *App[K, I, O]) coordinator() *engine.Coordinator {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mu.coord
+}
+
+func (a *App[K, I, O]) queryBytes(_ context.Context, variable string, key []byte) (QueryResult, error) {
+	res := QueryResult{Variable: variable, Entries: []statereader.Entry{}}
+	fail := func(err error) (QueryResult, error) {
+		return res, fmt.Errorf("kstate: Query(%q, key %q): %w", variable, key, err)
+	}
+	c := a.coordinator()
+	if c == nil || a.State() == Stopped || a.State() == Failed {
+		return fail(ErrNotRunning)
+	}
+	p, err := c.KeyPartition(key)
+	if err != nil {
+		return fail(ErrNotRunning)
+	}
+	res.Partition = p
+	entries := map[string][]byte{}
+	regKey := changelog.MetaKey("var/" + variable)
+	var info shard.VarInfo
+	var found bool
+	read := func(lower, upper []byte) error {
+		return c.ReadCommitted(p, lower, upper, func(k, v []byte) bool {
+			entries[string(k)] = append([]byte(nil), v...)
+			return true
+		})
+	}
+	if err := read(regKey, keys.PrefixEnd(regKey)); err != nil {
+		// Closed: revoked while we read.
+		if errors.Is(err, engine.ErrNotOwned) || errors.Is(err, state.ErrClosed) {
+			return fail(fmt.Errorf("%w (partition %d)", ErrNotOwner, p))
+		}
+		return fail(err)
+	}
+	if v, ok := entries[string(regKey)]; ok {
+		if info, found, err = shard.ParseVarInfo(regKey, v); err != nil {
+			return fail(err)
+		}
+	}
+	if !found {
+		return fail(fmt.Errorf("%w: partition %d has no variable %q", ErrUnknownVariable, p, variable))
+	}
+	res.Kind = info.Kind
+	prefix := keys.StateKeyPrefix(info.ID, key)
+	if err := read(prefix, keys.PrefixEnd(prefix)); err != nil {
+		if errors.Is(err, state.ErrClosed) {
+			return fail(fmt.Errorf("%w (partition %d, revoked)", ErrNotOwner, p))
+		}
+		return fail(err)
+	}
+	r, err := statereader.FromEntries(a.cfg.ApplicationID, map[int32]map[string][]byte{p: entries})
+	if err != nil {
+		return fail(err)
+	}
+	got, err := r.Read(variable, statereader.Query{Key: key})
+	if err != nil {
+		return fail(err)
+	}
+	now := a.cfg.Clock().UnixMilli()
+	for _, e := range got {
+		if e.ExpiryMs != nil && *e.ExpiryMs <= now {
+			continue // expired: the processor would not see it either
+		}
+		res.Entries = append(res.Entries, e)
+	}
+	return res, nil
+}
+
+// KeyOwner returns which partition key belongs to and which member of the
+// group owns that partition, as the group coordinator says now.
+func (a *App[K, I, O]) KeyOwner(ctx context.Context, key K) (KeyOwner, error) {
+	kb, err := a.cfg.KeySerde.Serialize(key)
+	if err != nil {
+		return KeyOwner{}, fmt.Errorf("kstate: KeyOwner: encode key: %w", err)
+	}
+	return a.keyOwner(ctx, kb)
+}
+
+func (a *App[K, I, O]) keyOwner(ctx context.Context, key []byte) (KeyOwner, error) {
+	c := a.coordinator()
+	a.mu.Lock()
+	adm := a.mu.admin
+	a.mu.Unlock()
+	if c == nil || adm == nil {
+		return KeyOwner{}, fmt.Errorf("kstate: KeyOwner: %w", ErrNotRunning)
+	}
+	p, err := c.KeyPartition(key)
+	if err != nil {
+		return KeyOwner{}, fmt.Errorf("kstate: KeyOwner: %w", ErrNotRunning)
+	}
+	o := KeyOwner{Partition: p}
+	o.Local = c.Owns(p)
+	owners, err := adm.PartitionOwners(ctx, a.cfg.ApplicationID, a.cfg.InputTopics[0])
+	if err != nil {
+		return o, fmt.Errorf("kstate: KeyOwner: %w", err)
+	}
+	if m, ok := owners[p]; ok {
+		o.Assigned, o.InstanceID, o.ClientID, o.Host = true, m.InstanceID, m.ClientID, m.Host
+	}
+	return o, nil
+}
+
+// serveQuery is GET /state/{variable}/{key} of Handler.
+func (a *App[K, I, O]) serveQuery(w http.ResponseWriter, r *http.Request) {
+	reply := func(code int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(code)
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(v)
+	}
+	type failure struct {
+		Error string    `json:"error"`
+		Owner *KeyOwner `json:"owner,omitempty"`
+	}
+	key := []byte(r.PathValue("key"))
+	if r.URL.Query().Get("key_base64") != "" {
+		b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(string(key), "="))
+		if err != nil {
+			reply(http.StatusBadRequest, failure{Error: "key_base64: " + err.Error()})
+			return
+		}
+		key = b
+	}
+	res, err := a.queryBytes(r.Context(), r.PathValue("variable"), key)
+	switch {
+	case err == nil:
+		reply(http.StatusOK, res)
+	case errors.Is(err, ErrNotOwner):
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		f := failure{Error: err.Error()}
+		if o, oerr := a.keyOwner(ctx, key); oerr == nil {
+			f.Owner = &o
+		}
+		reply(http.StatusMisdirectedRequest, f)
+	case errors.Is(err, ErrUnknownVariable):
+		reply(http.StatusNotFound, failure{Error: err.Error()})
+	case errors.Is(err, ErrNotRunning):
+		reply(http.StatusServiceUnavailable, failure{Error: err.Error()})
+	default:
+		reply(http.StatusInternalServerError, failure{Error: err.Error()})
+	}
+}

@@ -1,0 +1,141 @@
+package kstate_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/testprocs"
+)
+
+// Two instances own one partition each: each answers Query for its own
+// keys with the committed count, list and map, refuses the others' with
+// ErrNotOwner, and KeyOwner (and the /state endpoint's 421) names the
+// instance that owns them.
+func TestQueryTwoInstances(t *testing.T) {
+	brokers := startEmbedded(t, 2)
+	apps := map[string]*kstate.App[string, string, string]{}
+	for _, id := range []string{"i1", "i2"} {
+		cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
+		cfg.InstanceID = id
+		app := newApp(t, cfg)
+		if _, err := app.Query(context.Background(), "count", "k"); !errors.Is(err, kstate.ErrNotRunning) {
+			t.Fatalf("Query before Run: %v, want ErrNotRunning", err)
+		}
+		apps[id] = app
+		testprocs.Start(t, app)
+	}
+	testprocs.Eventually(t, 30*time.Second, "one partition each, running", func() bool {
+		time.Sleep(20 * time.Millisecond)
+		for _, a := range apps {
+			if a.State() != kstate.Running || len(a.Metrics().Assigned) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	var kvs []string
+	keys := []string{"a", "b", "c", "d", "e", "f"}
+	for i, k := range keys {
+		for j := 0; j <= i; j++ {
+			kvs = append(kvs, fmt.Sprintf("%s=v%d", k, j%2))
+		}
+	}
+	testprocs.Produce(t, brokers, "in", kvs...)
+	testprocs.WaitOutputs(t, brokers, "out", len(kvs), 30*time.Second)
+
+	ctx := context.Background()
+	owned := map[string]int{}
+	for i, k := range keys {
+		var owner, other string
+		for id, a := range apps {
+			o, err := a.KeyOwner(ctx, k)
+			if err != nil {
+				t.Fatalf("%s: KeyOwner(%q): %v", id, k, err)
+			}
+			if !o.Assigned || o.InstanceID == "" {
+				t.Fatalf("%s: KeyOwner(%q) = %+v: no owner", id, k, o)
+			}
+			if o.Local {
+				owner = id
+			} else {
+				other = id
+			}
+			if owner != "" && o.InstanceID != owner && o.Local {
+				t.Fatalf("%s: KeyOwner(%q) = %+v, local but owned by %s", id, k, o, o.InstanceID)
+			}
+		}
+		if owner == "" || other == "" {
+			t.Fatalf("key %q: owner %q other %q", k, owner, other)
+		}
+		owned[owner]++
+		// The committed state may trail the outputs by the store write
+		// after the commit: wait for the count.
+		want := fmt.Sprint(i + 1)
+		var res kstate.QueryResult
+		testprocs.Eventually(t, 10*time.Second, "count of "+k, func() bool {
+			var err error
+			res, err = apps[owner].Query(ctx, "count", k)
+			if err != nil {
+				t.Fatalf("%s: Query(count, %q): %v", owner, k, err)
+			}
+			return len(res.Entries) == 1 && string(res.Entries[0].Value) == want
+		})
+		if res.Kind != "value" {
+			t.Fatalf("Query(count, %q) = %+v", k, res)
+		}
+		list, err := apps[owner].Query(ctx, "seen", k)
+		if err != nil || len(list.Entries) != i+1 || list.Kind != "list" || string(list.Entries[0].Value) != `"v0"` {
+			t.Fatalf("Query(seen, %q) = %+v, %v", k, list, err)
+		}
+		m, err := apps[owner].Query(ctx, "per", k)
+		if err != nil || m.Kind != "map" || len(m.Entries) != min(i+1, 2) || string(m.Entries[0].MapKey) != `"v0"` || string(m.Entries[0].Value) != fmt.Sprint((i+2)/2) {
+			t.Fatalf("Query(per, %q) = %+v, %v", k, m, err)
+		}
+		if _, err := apps[other].Query(ctx, "count", k); !errors.Is(err, kstate.ErrNotOwner) {
+			t.Fatalf("%s: Query(count, %q) of a key owned by %s: %v, want ErrNotOwner", other, k, owner, err)
+		}
+		if _, err := apps[owner].Query(ctx, "nope", k); !errors.Is(err, kstate.ErrUnknownVariable) {
+			t.Fatalf("Query(nope, %q): %v, want ErrUnknownVariable", k, err)
+		}
+
+		// The same over HTTP.
+		code, body := get(t, apps[owner].Handler(), "/state/count/"+url.PathEscape(k))
+		var hr kstate.QueryResult
+		if err := json.Unmarshal([]byte(body), &hr); code != 200 || err != nil || len(hr.Entries) != 1 || string(hr.Entries[0].Value) != want {
+			t.Fatalf("GET /state/count/%s on the owner: %d %s", k, code, body)
+		}
+		code, body = get(t, apps[other].Handler(), "/state/count/"+url.PathEscape(k))
+		var miss struct {
+			Error string
+			Owner *kstate.KeyOwner
+		}
+		if err := json.Unmarshal([]byte(body), &miss); code != 421 || err != nil || miss.Owner == nil || miss.Owner.InstanceID != owner {
+			t.Fatalf("GET /state/count/%s on the other instance: %d %s, want 421 naming %s", k, code, body, owner)
+		}
+		if code, body := get(t, apps[owner].Handler(), "/state/nope/"+url.PathEscape(k)); code != 404 {
+			t.Fatalf("GET /state/nope/%s: %d %s, want 404", k, code, body)
+		}
+	}
+	if len(owned) != 2 {
+		t.Fatalf("keys by owner %v: want both instances to own some", owned)
+	}
+	// A key with no state yet: an empty answer, not an error.
+	for _, a := range apps {
+		o, err := a.KeyOwner(ctx, "zz-none")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Local {
+			res, err := a.Query(ctx, "count", "zz-none")
+			if err != nil || len(res.Entries) != 0 {
+				t.Fatalf("Query of a key without state: %+v, %v", res, err)
+			}
+		}
+	}
+}
