@@ -30,15 +30,16 @@ func main() {
 	keys := flag.Int("keys", 4_000_000, "distinct keys, spread evenly over the partitions")
 	records := flag.Int("records", 6_000_000, "input rows in total, keys uniform at random")
 	batch := flag.Int("batch", 1000, "rows per partition per write batch")
+	valueBytes := flag.Int("value-bytes", 8, "bytes of each stored value (the count, padded): larger values make the state outgrow the memory bounds sooner")
 	stateMemory := flag.Int64("state-memory", 256<<20, "bytes of the shared budget (kstate.Config.StateMemory); negative: a 64 MiB cache and memtable per shard (before the budget)")
 	flag.Parse()
-	if err := run(*partitions, *keys, *records, *batch, *stateMemory); err != nil {
+	if err := run(*partitions, *keys, *records, *batch, max(*valueBytes, 8), *stateMemory); err != nil {
 		fmt.Fprintln(os.Stderr, "rssbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(partitions, keys, records, batch int, stateMemory int64) error {
+func run(partitions, keys, records, batch, valueBytes int, stateMemory int64) error {
 	dir, err := os.MkdirTemp("", "kstate-rssbench-")
 	if err != nil {
 		return err
@@ -61,7 +62,7 @@ func run(partitions, keys, records, batch int, stateMemory int64) error {
 	errs := make([]error, partitions)
 	var wg sync.WaitGroup
 	for p, s := range stores {
-		wg.Go(func() { errs[p] = countWorkload(s, p, partitions, keys, records/partitions, batch) })
+		wg.Go(func() { errs[p] = countWorkload(s, p, partitions, keys, records/partitions, batch, valueBytes) })
 	}
 	wg.Wait()
 	elapsed := time.Since(t0)
@@ -79,13 +80,13 @@ func run(partitions, keys, records, batch int, stateMemory int64) error {
 			return err
 		}
 	}
-	fmt.Printf("partitions=%d keys=%d records=%d state-memory=%d: peak RSS %d MiB, %.0f rows/s, shared cache usage at end %d MiB (memtables %d MiB)\n",
-		partitions, keys, records, stateMemory, peakRSS()>>20, float64(records)/elapsed.Seconds(), memUsage>>20, memtables>>20)
+	fmt.Printf("partitions=%d keys=%d records=%d value-bytes=%d state-memory=%d: peak RSS %d MiB, %.0f rows/s, shared cache usage at end %d MiB (memtables %d MiB)\n",
+		partitions, keys, records, valueBytes, stateMemory, peakRSS()>>20, float64(records)/elapsed.Seconds(), memUsage>>20, memtables>>20)
 	return nil
 }
 
 // countWorkload is partition p's share: keys k with k%partitions == p.
-func countWorkload(s kv.Store, p, partitions, keys, rows, batch int) error {
+func countWorkload(s kv.Store, p, partitions, keys, rows, batch, valueBytes int) error {
 	rng := rand.New(rand.NewPCG(uint64(p), 1))
 	own := max(keys/partitions, 1)
 	var b kv.Batch
@@ -108,7 +109,9 @@ func countWorkload(s kv.Store, p, partitions, keys, rows, batch int) error {
 			counts[k] = c + 1
 		}
 		for k, c := range counts {
-			b.Put([]byte(k), binary.BigEndian.AppendUint64(nil, uint64(c)))
+			v := make([]byte, valueBytes)
+			binary.BigEndian.PutUint64(v, uint64(c))
+			b.Put([]byte(k), v)
 		}
 		if err := s.Write(&b, kv.WriteOptions{}); err != nil {
 			return err
