@@ -121,6 +121,7 @@ func (f *partFetcher) fetch(ctx context.Context) (*kmsg.FetchResponseTopicPartit
 			return nil, fmt.Errorf("%w: topic %q partition %d offset %d: %w", ErrOffsetOutOfRange, f.topic, f.partition, f.pos, err)
 		}
 		if ctx.Err() != nil || !isRetryableFetchErr(err) {
+			err = access{topicOp: "Read", topic: f.topic}.classify(err)
 			return nil, fmt.Errorf("kafka: fetch topic %q partition %d at offset %d: %w", f.topic, f.partition, f.pos, err)
 		}
 		lastErr = err
@@ -173,7 +174,7 @@ func (f *partFetcher) fetchOnce(ctx context.Context) (*kmsg.FetchResponseTopicPa
 // isRetryableFetchErr: leader moves, a topic id not yet known to the
 // broker, connection drops.
 func isRetryableFetchErr(err error) bool {
-	if errors.Is(err, kgo.ErrClientClosed) {
+	if errors.Is(err, kgo.ErrClientClosed) || isAuthErr(err) {
 		return false
 	}
 	return kerr.IsRetriable(err) ||

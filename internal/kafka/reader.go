@@ -37,10 +37,16 @@ const maxNoProgress = 5
 // DeleteRecords, topic recreated); wipe the state and read from 0.
 // (Real Kafka's compaction never moves the log start; kfake's does.)
 func NewPartitionReader(ctx context.Context, brokers []string, topic string, partition int32, from int64) (*PartitionReader, error) {
+	return ClientConfig{Brokers: brokers}.NewPartitionReader(ctx, topic, partition, from)
+}
+
+// NewPartitionReader is NewPartitionReader with c's TLS, SASL and extra
+// options.
+func (c ClientConfig) NewPartitionReader(ctx context.Context, topic string, partition int32, from int64) (*PartitionReader, error) {
 	if from < 0 {
 		return nil, fmt.Errorf("kafka: reader of topic %q partition %d: negative start offset %d", topic, partition, from)
 	}
-	cl, err := kgo.NewClient(toolOpts(brokers)...)
+	cl, err := kgo.NewClient(c.toolOpts()...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: reader of topic %q partition %d: %w", topic, partition, err)
 	}
