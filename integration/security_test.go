@@ -172,25 +172,44 @@ func appACLs(app, in, out string) []acl {
 	}
 }
 
+func (a acl) builder() *kadm.ACLBuilder {
+	b := kadm.NewACLs().Allow("User:app").Operations(a.op)
+	switch a.typ {
+	case kmsg.ACLResourceTypeTopic:
+		b.Topics(a.name)
+	case kmsg.ACLResourceTypeGroup:
+		b.Groups(a.name)
+	case kmsg.ACLResourceTypeTransactionalId:
+		b.TransactionalIDs(a.name)
+	case kmsg.ACLResourceTypeCluster:
+		b.Clusters()
+	}
+	if a.prefix {
+		b.ResourcePatternType(kadm.ACLPatternPrefixed)
+	}
+	return b
+}
+
+// revoke deletes one rule.
+func (sb *secureBroker) revoke(t *testing.T, a acl) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := sb.adm.DeleteACLs(ctx, a.builder().AllowHosts())
+	if err == nil && (len(res) != 1 || res[0].Err != nil || len(res[0].Deleted) != 1) {
+		err = fmt.Errorf("results %+v", res)
+	}
+	if err != nil {
+		t.Fatalf("delete ACL %v: %v", a, err)
+	}
+}
+
 func (sb *secureBroker) grant(t *testing.T, acls []acl) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, a := range acls {
-		b := kadm.NewACLs().Allow("User:app").Operations(a.op)
-		switch a.typ {
-		case kmsg.ACLResourceTypeTopic:
-			b.Topics(a.name)
-		case kmsg.ACLResourceTypeGroup:
-			b.Groups(a.name)
-		case kmsg.ACLResourceTypeTransactionalId:
-			b.TransactionalIDs(a.name)
-		case kmsg.ACLResourceTypeCluster:
-			b.Clusters()
-		}
-		if a.prefix {
-			b.ResourcePatternType(kadm.ACLPatternPrefixed)
-		}
+		b := a.builder()
 		res, err := sb.adm.CreateACLs(ctx, b)
 		if err == nil {
 			for _, r := range res {
@@ -364,6 +383,12 @@ func TestSecuritySASLSSL(t *testing.T) {
 		{"DeadLetterWrite", func(app, _, _ string) acl {
 			return acl{kmsg.ACLResourceTypeTopic, app + "-dlq", false, kadm.OpWrite}
 		}, "Write", "topic", func(app, _, _ string) string { return app + "-dlq" }},
+		{"DeadLetterCreate", func(app, _, _ string) acl {
+			return acl{kmsg.ACLResourceTypeTopic, app + "-dlq", false, kadm.OpCreate}
+		}, "Create", "topic", func(app, _, _ string) string { return app + "-dlq" }},
+		{"ChangelogDescribeConfigs", func(app, _, _ string) acl {
+			return acl{kmsg.ACLResourceTypeTopic, app + "-changelog", false, kadm.OpDescribeConfigs}
+		}, "DescribeConfigs", "topic", func(app, _, _ string) string { return app + "-changelog" }},
 		{"ChangelogCreate", func(app, _, _ string) acl {
 			return acl{kmsg.ACLResourceTypeTopic, app + "-changelog", false, kadm.OpCreate}
 		}, "Create", "topic", func(app, _, _ string) string { return app + "-changelog" }},
@@ -405,6 +430,37 @@ func TestSecuritySASLSSL(t *testing.T) {
 			}
 		})
 	}
+
+	// Read on the changelog is needed only once there is state to restore:
+	// a restart on an empty state directory without it fails at the
+	// restore, naming it.
+	t.Run("MissingChangelogReadAtRestore", func(t *testing.T) {
+		e := sb.newEnv(t, "restore")
+		sb.grant(t, appACLs(e.app, e.in, e.out))
+		cfg := e.config(t, appPassword)
+		stop := testprocs.Start(t, newSpecApp(t, cfg))
+		e.produce(t, "a=x", "b=x")
+		e.waitRecords(t, e.out, 2)
+		if err := stop(); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		drop := acl{kmsg.ACLResourceTypeTopic, e.app + "-changelog", false, kadm.OpRead}
+		sb.revoke(t, drop)
+		cfg.StateDir = t.TempDir()
+		start := time.Now()
+		_, done := testprocs.StartWatch(t, newSpecApp(t, cfg))
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("without %v Run still runs after 60s", drop)
+		}
+		t.Logf("without %v: Run returned after %v: %v", drop, time.Since(start).Round(time.Millisecond), err)
+		var ae *kstate.AuthorizationError
+		if !errors.As(err, &ae) || ae.Operation != "Read" || ae.ResourceType != "topic" || ae.Resource != e.app+"-changelog" {
+			t.Fatalf("Run = %v; want an *AuthorizationError naming Read on the changelog", err)
+		}
+	})
 
 	// (c) A wrong password, or a CA that does not sign the broker's
 	// certificate, is an authentication error at once, not a hang.
