@@ -47,7 +47,9 @@ type Config[K, I, O any] struct {
 	// session and heartbeat timing, fetch isolation level and max wait,
 	// partitioner, linger, batch and write size limits, metadata min age,
 	// group callbacks and logger. Meant for client id, rack, timeouts,
-	// compression. Default none.
+	// compression; New rejects options that make a client a consumer or
+	// transactional (ConsumerGroup, ConsumeTopics, TransactionalID...),
+	// since they would apply to every client. Default none.
 	KafkaOptions []kgo.Opt
 	// InstanceID identifies this instance across restarts: it is the static
 	// group member id and the suffix of the transactional id
@@ -370,6 +372,11 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		return bad("StateMemory %d bytes is under 1 MiB (0 turns the shared budget off)", c.StateMemory)
 	case c.InstanceID != "" && !validID.MatchString(c.InstanceID):
 		return bad("InstanceID %q: want letters, digits, '.', '_' or '-'", c.InstanceID)
+	}
+	if len(c.KafkaOptions) > 0 || c.TLS != nil || c.SASL != nil {
+		if err := c.clientConfig().Check(); err != nil {
+			return bad("KafkaOptions, TLS, SASL: %v", err)
+		}
 	}
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = c.ApplicationID + "-dlq"

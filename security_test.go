@@ -4,11 +4,13 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,8 +18,11 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
 )
 
 func TestSASLFromStrings(t *testing.T) {
@@ -91,5 +96,30 @@ func TestPublicAuthErrors(t *testing.T) {
 	var au *AuthenticationError
 	if !errors.As(err, &au) || !errors.Is(err, ErrAuthentication) || errors.Is(err, ErrNotAuthorized) {
 		t.Fatalf("publicError = %v", err)
+	}
+}
+
+func TestKafkaOptionsChecked(t *testing.T) {
+	base := Config[string, string, string]{ApplicationID: "a", Brokers: []string{"127.0.0.1:1"}, InputTopics: []string{"in"},
+		KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: "out", OutputSerde: serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return nil }, StateDir: t.TempDir()}
+	for _, tc := range []struct {
+		name string
+		opts []kgo.Opt
+		tls  *tls.Config
+		ok   bool
+	}{
+		{"client id", []kgo.Opt{kgo.ClientID("x"), kgo.Rack("r")}, nil, true},
+		{"group", []kgo.Opt{kgo.ConsumerGroup("g")}, nil, false},
+		{"topics", []kgo.Opt{kgo.ConsumeTopics("t")}, nil, false},
+		{"transactional id", []kgo.Opt{kgo.TransactionalID("x")}, nil, false},
+		{"dialer with TLS", []kgo.Opt{kgo.Dialer((&net.Dialer{}).DialContext)}, &tls.Config{}, false},
+	} {
+		cfg := base
+		cfg.KafkaOptions, cfg.TLS = tc.opts, tc.tls
+		_, err := New(cfg)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, ErrConfig)) {
+			t.Errorf("%s: New = %v; want ok=%v (or an ErrConfig)", tc.name, err, tc.ok)
+		}
 	}
 }

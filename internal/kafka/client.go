@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"crypto/tls"
+	"errors"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -40,4 +41,24 @@ func (c SessionConfig) clientConfig() ClientConfig {
 	cc := c.Client
 	cc.Brokers = c.Brokers
 	return cc
+}
+
+// Check builds (and closes at once, before any connection) a client from
+// c, so that conflicting options (a kgo.Dialer with TLS...) are reported
+// before Run, and refuses Extra options that would turn every client into a
+// consumer or a transactional producer: kstate sets those per client.
+func (c ClientConfig) Check() error {
+	cl, err := kgo.NewClient(c.Opts()...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	topics, _ := cl.OptValue(kgo.ConsumeTopics).([]string)
+	parts, _ := cl.OptValue(kgo.ConsumePartitions).(map[string]map[int32]kgo.Offset)
+	regex, _ := cl.OptValue(kgo.ConsumeRegex).(bool)
+	if cl.OptValue(kgo.ConsumerGroup) != "" || cl.OptValue(kgo.TransactionalID) != "" || len(topics) > 0 || len(parts) > 0 || regex {
+		return errors.New("an extra option sets ConsumerGroup, ConsumeTopics, ConsumePartitions, ConsumeRegex or TransactionalID: " +
+			"kstate sets them on the clients that need them; they would apply to every client")
+	}
+	return nil
 }
