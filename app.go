@@ -250,7 +250,7 @@ func (a *App[K, I, O]) run(ctx context.Context) error {
 		Admin:                kadm,
 		CheckTopics:          kadm.checkRecordLimit(cfg.OutputTopic, a.ChangelogTopic()),
 		NewSession:           a.newSession,
-		Changelog:            kafkaChangelog{client: cfg.clientConfig(), app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
+		Changelog:            kafkaChangelog{client: cfg.clientConfig(), admin: adm, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
 		Clock:                clock{now: cfg.Clock, start: time.Now()},
 		NewTask:              a.taskFactory(runID, mem),
 		KillHook:             engine.KillHookFrom(ctx),

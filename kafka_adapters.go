@@ -208,12 +208,14 @@ func adminErr(err error) error {
 	return err
 }
 
-// kafkaChangelog opens kafka.PartitionReaders (one client each) and
+// kafkaChangelog opens kafka.PartitionReaders on Run's admin client (the
+// coordinator waits for every restore before Run closes it) and
 // re-seeds a partition with a short-lived transactional producer whose id,
 // "<app>-reseed-<partition>", fences a crashed earlier re-seed of the same
 // partition.
 type kafkaChangelog struct {
 	client  kafka.ClientConfig
+	admin   *kafka.Admin // its client is shared by the readers
 	app     string
 	timeout time.Duration // the transaction timeout
 }
@@ -234,7 +236,7 @@ func (k kafkaChangelog) Reseed(ctx context.Context, topic string, p int32, msgs 
 }
 
 func (k kafkaChangelog) Open(ctx context.Context, topic string, p int32, from int64) (engine.ChangelogReader, error) {
-	rd, err := k.client.NewPartitionReader(ctx, topic, p, from)
+	rd, err := k.admin.NewPartitionReader(ctx, topic, p, from)
 	if err != nil {
 		if errors.Is(err, kafka.ErrOffsetOutOfRange) {
 			return nil, &markedError{err: err, mark: engine.ErrOffsetOutOfRange}
