@@ -41,10 +41,11 @@ type Config[K, I, O any] struct {
 	// KafkaOptions are extra franz-go options applied to every Kafka client
 	// kstate creates (group session, admin, changelog readers and re-seed
 	// producers, initial-state readers), before kstate's own. kstate always
-	// sets, and so overrides: the seed brokers, TLS and SASL above (a
-	// kgo.Dialer here conflicts with TLS), and per client the consumer
-	// group, topics, instance id, balancer, transactional id and timeout,
-	// session and heartbeat timing, fetch isolation level and max wait,
+	// sets, and so overrides: the seed brokers, TLS and SASL above (New
+	// rejects a kgo.Dialer here with TLS, and a kgo.SASL here with SASL),
+	// and per client the consumer group, topics, instance id, balancer,
+	// transactional id and timeout, session and heartbeat timing, fetch
+	// isolation level and max wait,
 	// partitioner, linger, batch and write size limits, metadata min age,
 	// group callbacks and logger. Meant for client id, rack, timeouts,
 	// compression; New rejects options that make a client a consumer or

@@ -19,6 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/processor"
@@ -114,9 +115,11 @@ func TestKafkaOptionsChecked(t *testing.T) {
 		{"topics", []kgo.Opt{kgo.ConsumeTopics("t")}, nil, false},
 		{"transactional id", []kgo.Opt{kgo.TransactionalID("x")}, nil, false},
 		{"dialer with TLS", []kgo.Opt{kgo.Dialer((&net.Dialer{}).DialContext)}, &tls.Config{}, false},
+		{"SASL twice", []kgo.Opt{kgo.SASL(plain.Auth{User: "u"}.AsMechanism())}, nil, false},
 	} {
 		cfg := base
 		cfg.KafkaOptions, cfg.TLS = tc.opts, tc.tls
+		cfg.SASL, _ = SASLFromStrings("PLAIN", "u", "p")
 		_, err := New(cfg)
 		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, ErrConfig)) {
 			t.Errorf("%s: New = %v; want ok=%v (or an ErrConfig)", tc.name, err, tc.ok)

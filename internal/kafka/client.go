@@ -60,5 +60,10 @@ func (c ClientConfig) Check() error {
 		return errors.New("an extra option sets ConsumerGroup, ConsumeTopics, ConsumePartitions, ConsumeRegex or TransactionalID: " +
 			"kstate sets them on the clients that need them; they would apply to every client")
 	}
+	// kgo.SASL adds mechanisms rather than replacing them: one in Extra
+	// would be tried before c.SASL.
+	if mechs, _ := cl.OptValue(kgo.SASL).([]sasl.Mechanism); c.SASL != nil && len(mechs) > 1 {
+		return errors.New("SASL is set both as an extra option and in the config: set it once")
+	}
 	return nil
 }
