@@ -220,7 +220,7 @@ func (a *App[K, I, O]) serve(wg *sync.WaitGroup) (*http.Server, error) {
 // run is Run's work: the coordinator's run.
 func (a *App[K, I, O]) run(ctx context.Context) error {
 	cfg := &a.cfg
-	adm, err := kafka.NewAdmin(cfg.Brokers)
+	adm, err := cfg.clientConfig().NewAdmin()
 	if err != nil {
 		return fmt.Errorf("kstate: %w", err)
 	}
@@ -264,7 +264,7 @@ func (a *App[K, I, O]) run(ctx context.Context) error {
 		Admin:                kadm,
 		CheckTopics:          kadm.checkRecordLimit(cfg.OutputTopic, a.ChangelogTopic()),
 		NewSession:           a.newSession,
-		Changelog:            kafkaChangelog{brokers: cfg.Brokers, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
+		Changelog:            kafkaChangelog{client: cfg.clientConfig(), admin: adm, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
 		Clock:                clock{now: cfg.Clock, start: time.Now()},
 		NewTask:              a.taskFactory(runID, mem),
 		KillHook:             engine.KillHookFrom(ctx),
@@ -278,7 +278,7 @@ func (a *App[K, I, O]) run(ctx context.Context) error {
 	a.mu.Lock()
 	a.mu.coord = c
 	a.mu.Unlock()
-	return publicError(c.Run(ctx))
+	return a.neededPermission(publicError(c.Run(ctx)))
 }
 
 // followPhase is the coordinator's OnPhase hook.
@@ -298,7 +298,7 @@ func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory) engine.Ne
 	var init *engine.InitialCache[K]
 	if cfg.InitialState != nil {
 		init = engine.NewInitialCache(func(ctx context.Context) ([]engine.InitialRow[K], error) {
-			return cfg.InitialState.Rows(ctx, readTopic(cfg.Brokers), cfg.KeySerde)
+			return cfg.InitialState.Rows(ctx, readTopic(cfg.clientConfig()), cfg.KeySerde)
 		})
 	}
 	decode, keyPart, processing := cfg.policies()
@@ -332,9 +332,9 @@ func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory) engine.Ne
 }
 
 // readTopic reads initial-state topics.
-func readTopic(brokers []string) initial.ReadTopic {
+func readTopic(client kafka.ClientConfig) initial.ReadTopic {
 	return func(ctx context.Context, topic string) ([]initial.Record, error) {
-		recs, err := kafka.ReadAll(ctx, brokers, topic)
+		recs, err := client.ReadAll(ctx, topic)
 		out := make([]initial.Record, len(recs))
 		for i, rec := range recs {
 			out[i] = initial.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Value: rec.Value}

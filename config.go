@@ -1,6 +1,7 @@
 package kstate
 
 import (
+	"crypto/tls"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -13,6 +14,9 @@ import (
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // Config configures an App. K is the grouping key, I the input value and O
@@ -25,6 +29,29 @@ type Config[K, I, O any] struct {
 	ApplicationID string
 	// Brokers (required) are the bootstrap addresses.
 	Brokers []string
+	// TLS, when not nil, encrypts every connection to Kafka (and, with
+	// Certificates, authenticates the client by certificate); see
+	// TLSConfigFromFiles. Default nil: plaintext.
+	TLS *tls.Config
+	// SASL, when not nil, authenticates every connection: PLAIN and
+	// SCRAM-SHA-256/512 from franz-go's sasl/plain and sasl/scram packages
+	// (or SASLFromStrings), OAUTHBEARER from sasl/oauth. Use it with TLS:
+	// PLAIN sends the password as is. Default nil: no SASL.
+	SASL sasl.Mechanism
+	// KafkaOptions are extra franz-go options applied to every Kafka client
+	// kstate creates (group session, admin, changelog readers and re-seed
+	// producers, initial-state readers), before kstate's own. kstate always
+	// sets, and so overrides: the seed brokers, TLS and SASL above (New
+	// rejects a kgo.Dialer here with TLS, and a kgo.SASL here with SASL),
+	// and per client the consumer group, topics, instance id, balancer,
+	// transactional id and timeout, session and heartbeat timing, fetch
+	// isolation level and max wait,
+	// partitioner, linger, batch and write size limits, metadata min age,
+	// group callbacks and logger. Meant for client id, rack, timeouts,
+	// compression; New rejects options that make a client a consumer or
+	// transactional (ConsumerGroup, ConsumeTopics, TransactionalID...),
+	// since they would apply to every client. Default none.
+	KafkaOptions []kgo.Opt
 	// InstanceID identifies this instance across restarts: it is the static
 	// group member id and the suffix of the transactional id
 	// "<ApplicationID>-<InstanceID>". It must be unique among running
@@ -346,6 +373,11 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		return bad("StateMemory %d bytes is under 1 MiB (0 turns the shared budget off)", c.StateMemory)
 	case c.InstanceID != "" && !validID.MatchString(c.InstanceID):
 		return bad("InstanceID %q: want letters, digits, '.', '_' or '-'", c.InstanceID)
+	}
+	if len(c.KafkaOptions) > 0 || c.TLS != nil || c.SASL != nil {
+		if err := c.clientConfig().Check(); err != nil {
+			return bad("KafkaOptions, TLS, SASL: %v", err)
+		}
 	}
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = c.ApplicationID + "-dlq"

@@ -184,6 +184,9 @@ func publicError(err error) error {
 		pc *engine.PartitionsChangedError
 		cl *engine.ChangelogLostError
 	)
+	if ae, ok := authError(err); ok {
+		return ae
+	}
 	switch {
 	case errors.As(err, &pc):
 		return &PartitionsChangedError{Topic: pc.Topic, Changelog: pc.Changelog, Old: pc.Old, New: pc.New}

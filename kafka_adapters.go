@@ -22,6 +22,7 @@ func (a *App[K, I, O]) newSession() (engine.Session, error) {
 	s := &kafkaSession{}
 	ks, err := kafka.NewSession(kafka.SessionConfig{
 		Brokers:            cfg.Brokers,
+		Client:             cfg.clientConfig(),
 		GroupID:            cfg.ApplicationID,
 		InstanceID:         cfg.InstanceID,
 		Topics:             []string{cfg.InputTopics[0]},
@@ -217,12 +218,14 @@ func adminErr(err error) error {
 	return err
 }
 
-// kafkaChangelog opens kafka.PartitionReaders (one client each) and
+// kafkaChangelog opens kafka.PartitionReaders on Run's admin client (the
+// coordinator waits for every restore before Run closes it) and
 // re-seeds a partition with a short-lived transactional producer whose id,
 // "<app>-reseed-<partition>", fences a crashed earlier re-seed of the same
 // partition.
 type kafkaChangelog struct {
-	brokers []string
+	client  kafka.ClientConfig
+	admin   *kafka.Admin // its client is shared by the readers
 	app     string
 	timeout time.Duration // the transaction timeout
 }
@@ -235,7 +238,7 @@ func (k kafkaChangelog) Reseed(ctx context.Context, topic string, p int32, msgs 
 	for i, m := range msgs {
 		recs[i] = kafka.Record{Topic: topic, Partition: p, Key: m.Key, Value: m.Value}
 	}
-	offs, err := kafka.WriteTransaction(ctx, k.brokers, fmt.Sprintf("%s-reseed-%d", k.app, p), k.timeout, recs)
+	offs, err := k.client.WriteTransaction(ctx, fmt.Sprintf("%s-reseed-%d", k.app, p), k.timeout, recs)
 	if err != nil {
 		return 0, err
 	}
@@ -243,7 +246,7 @@ func (k kafkaChangelog) Reseed(ctx context.Context, topic string, p int32, msgs 
 }
 
 func (k kafkaChangelog) Open(ctx context.Context, topic string, p int32, from int64) (engine.ChangelogReader, error) {
-	rd, err := kafka.NewPartitionReader(ctx, k.brokers, topic, p, from)
+	rd, err := k.admin.NewPartitionReader(ctx, topic, p, from)
 	if err != nil {
 		if errors.Is(err, kafka.ErrOffsetOutOfRange) {
 			return nil, &markedError{err: err, mark: engine.ErrOffsetOutOfRange}

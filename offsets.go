@@ -32,12 +32,17 @@ import (
 // second: if SetInputOffsets fails in between, Run refuses to start on the
 // partition (the state does not match the committed offset) until
 // SetInputOffsets is run again with the same offsets.
-func SetInputOffsets[K, I, O any](ctx context.Context, cfg Config[K, I, O], offsets map[int32]int64) error {
+func SetInputOffsets[K, I, O any](ctx context.Context, cfg Config[K, I, O], offsets map[int32]int64) (err error) {
+	defer func() {
+		if ae, ok := authError(err); ok {
+			err = ae
+		}
+	}()
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return err
 	}
-	adm, err := kafka.NewAdmin(c.Brokers)
+	adm, err := c.clientConfig().NewAdmin()
 	if err != nil {
 		return fmt.Errorf("kstate: %w", err)
 	}
@@ -66,7 +71,7 @@ func SetInputOffsets[K, I, O any](ctx context.Context, cfg Config[K, I, O], offs
 		k, v := engine.InputOffsetRecord(offsets[p])
 		recs[i] = kafka.Record{Topic: changelog, Partition: p, Key: k, Value: v}
 	}
-	if _, err := kafka.WriteTransaction(ctx, c.Brokers, c.ApplicationID+"-set-offsets", c.TransactionTimeout, recs); err != nil {
+	if _, err := c.clientConfig().WriteTransaction(ctx, c.ApplicationID+"-set-offsets", c.TransactionTimeout, recs); err != nil {
 		return fmt.Errorf("kstate: the offsets are committed but not recorded in the changelog (Run refuses those partitions): run SetInputOffsets again: %w", err)
 	}
 	return nil

@@ -85,9 +85,9 @@ type Driver[K, I, O any] struct {
 }
 
 // New returns a Driver running cfg, the Config the application ships with.
-// Kafka-only fields (Brokers, InstanceID, StateDir, the topic names,
-// TriggerInterval, MaxBatch*, the timeouts) are ignored, and Clock is
-// replaced by the driver's clock; everything else is validated as kstate.New
+// Kafka-only fields (Brokers, TLS, SASL, KafkaOptions, InstanceID,
+// StateDir, the topic names, TriggerInterval, MaxBatch*, the timeouts) are
+// ignored, and Clock is replaced by the driver's clock; everything else is validated as kstate.New
 // validates it (empty Brokers, InputTopics and OutputTopic are filled with
 // placeholders first), and a config error fails the test. The tasks are
 // opened and their processors' Init has run when New returns.

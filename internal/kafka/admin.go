@@ -38,11 +38,14 @@ type TopicSpec struct {
 }
 
 // NewAdmin connects to the cluster (lazily: errors show on first use).
-func NewAdmin(brokers []string) (*Admin, error) {
-	if len(brokers) == 0 {
+func NewAdmin(brokers []string) (*Admin, error) { return ClientConfig{Brokers: brokers}.NewAdmin() }
+
+// NewAdmin is NewAdmin with c's TLS, SASL and extra options.
+func (c ClientConfig) NewAdmin() (*Admin, error) {
+	if len(c.Brokers) == 0 {
 		return nil, errors.New("kafka: NewAdmin: no brokers")
 	}
-	cl, err := kgo.NewClient(toolOpts(brokers)...)
+	cl, err := kgo.NewClient(c.toolOpts()...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: new admin client: %w", err)
 	}
@@ -54,8 +57,8 @@ func NewAdmin(brokers []string) (*Admin, error) {
 // default keeps even "topic does not exist" for 5s (MetadataMinAge): a topic
 // created a moment ago would look missing, and a new partition leader
 // stale. These clients ask rarely, so a short cache costs nothing.
-func toolOpts(brokers []string) []kgo.Opt {
-	return []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.MetadataMinAge(toolMetadataMinAge)}
+func (c ClientConfig) toolOpts() []kgo.Opt {
+	return append(c.Opts(), kgo.MetadataMinAge(toolMetadataMinAge))
 }
 
 const (
@@ -83,14 +86,14 @@ func (a *Admin) Partitions(ctx context.Context, topic string) (int, error) {
 func describeTopic(ctx context.Context, adm *kadm.Client, topic string) (kadm.TopicDetail, error) {
 	tds, err := adm.ListTopics(ctx, topic)
 	if err != nil {
-		return kadm.TopicDetail{}, fmt.Errorf("kafka: describe topic %q: %w", topic, err)
+		return kadm.TopicDetail{}, fmt.Errorf("kafka: describe topic %q: %w", topic, access{topic: topic}.classify(err))
 	}
 	td, ok := tds[topic]
 	switch {
 	case !ok, errors.Is(td.Err, kerr.UnknownTopicOrPartition):
 		return kadm.TopicDetail{}, fmt.Errorf("%w: %q", ErrTopicNotFound, topic)
 	case td.Err != nil:
-		return kadm.TopicDetail{}, fmt.Errorf("kafka: describe topic %q: %w", topic, td.Err)
+		return kadm.TopicDetail{}, fmt.Errorf("kafka: describe topic %q: %w", topic, access{topic: topic}.classify(td.Err))
 	}
 	return td, nil
 }
@@ -140,6 +143,7 @@ func (a *Admin) create(ctx context.Context, spec TopicSpec) error {
 		rf = -1
 	}
 	if _, err := a.adm.CreateTopic(ctx, partitions, rf, configs, spec.Name); err != nil {
+		err = access{topicOp: "Create", topic: spec.Name, clusterOp: "Create"}.classify(err)
 		return fmt.Errorf("kafka: create topic %q (partitions %d, replication %d, configs %v): %w",
 			spec.Name, partitions, rf, spec.Configs, err)
 	}
@@ -194,6 +198,7 @@ func (a *Admin) validate(ctx context.Context, spec TopicSpec) error {
 func (a *Admin) topicConfig(ctx context.Context, topic, key string) (string, error) {
 	rcs, err := a.adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
+		err = access{topicOp: "DescribeConfigs", topic: topic}.classify(err)
 		return "", fmt.Errorf("kafka: describe configs of topic %q: %w", topic, err)
 	}
 	rc, err := rcs.On(topic, nil)
@@ -201,6 +206,7 @@ func (a *Admin) topicConfig(ctx context.Context, topic, key string) (string, err
 		err = rc.Err
 	}
 	if err != nil {
+		err = access{topicOp: "DescribeConfigs", topic: topic}.classify(err)
 		return "", fmt.Errorf("kafka: describe configs of topic %q: %w", topic, err)
 	}
 	for _, c := range rc.Configs {
@@ -222,7 +228,7 @@ func (a *Admin) CommittedOffsets(ctx context.Context, group, topic string) (map[
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
 		resps, err := a.adm.FetchOffsetsForTopics(kadm.RequireStable(ctx), group, topic)
 		if err != nil && !errors.Is(err, kerr.UnstableOffsetCommit) {
-			return nil, fmt.Errorf("kafka: committed offsets of group %q topic %q: %w", group, topic, err)
+			return nil, fmt.Errorf("kafka: committed offsets of group %q topic %q: %w", group, topic, access{topic: topic, groupOp: "Describe", group: group}.classify(err))
 		}
 		if err == nil {
 			out := make(map[int32]int64)
@@ -239,7 +245,7 @@ func (a *Admin) CommittedOffsets(ctx context.Context, group, topic string) (map[
 				return out, nil
 			}
 			if !errors.Is(err, kerr.UnstableOffsetCommit) {
-				return nil, fmt.Errorf("kafka: committed offsets of group %q topic %q: %w", group, topic, err)
+				return nil, fmt.Errorf("kafka: committed offsets of group %q topic %q: %w", group, topic, access{topic: topic, groupOp: "Describe", group: group}.classify(err))
 			}
 		}
 		select {
@@ -264,7 +270,7 @@ func (a *Admin) StableOffsets(ctx context.Context, topic string) (map[int32]int6
 func listOffsets(ctx context.Context, topic string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) (map[int32]int64, error) {
 	lo, err := list(ctx, topic)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: list offsets of topic %q: %w", topic, err)
+		return nil, fmt.Errorf("kafka: list offsets of topic %q: %w", topic, access{topic: topic}.classify(err))
 	}
 	ps, ok := lo[topic]
 	if !ok {
@@ -276,7 +282,7 @@ func listOffsets(ctx context.Context, topic string, list func(context.Context, .
 			if errors.Is(o.Err, kerr.UnknownTopicOrPartition) && p < 0 {
 				return nil, fmt.Errorf("%w: %q", ErrTopicNotFound, topic)
 			}
-			return nil, fmt.Errorf("kafka: list offsets of topic %q partition %d: %w", topic, p, o.Err)
+			return nil, fmt.Errorf("kafka: list offsets of topic %q partition %d: %w", topic, p, access{topic: topic}.classify(o.Err))
 		}
 		out[p] = o.Offset
 	}
@@ -316,6 +322,7 @@ func (a *Admin) CommitGroupOffsets(ctx context.Context, group, topic string, off
 			return nil
 		}
 		if !errors.Is(err, kerr.UnknownMemberID) && !errors.Is(err, kerr.RebalanceInProgress) && !errors.Is(err, kerr.IllegalGeneration) {
+			err = access{topicOp: "Read", topic: topic, groupOp: "Read", group: group}.classify(err)
 			return fmt.Errorf("kafka: commit offsets of group %q topic %q: %w", group, topic, err)
 		}
 		select {

@@ -47,15 +47,23 @@ func IsUnreachable(err error) bool {
 	switch {
 	case err == nil, errors.Is(err, context.Canceled):
 		return false
+	case isAuthErr(err):
+		return false
 	case errors.As(err, &opErr), errors.As(err, &dnsErr), errors.As(err, &netErr),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, context.DeadlineExceeded):
 		return true
-	case isAuthErr(err):
-		return false
 	}
 	return kerr.IsRetriable(err)
+}
+
+// wrapTxnErr is the package function with the session's transactional
+// id, and an authorization failure classified as an *AuthError naming the
+// refused permission (Write on topic, when topic is set).
+func (s *Session) wrapTxnErr(what, topic string, err error) error {
+	err = access{topicOp: "Write", topic: topic, groupOp: "Read", group: s.cfg.GroupID, txnID: s.cfg.TransactionalID}.classify(err)
+	return wrapTxnErr(what, s.cfg.TransactionalID, err)
 }
 
 // wrapTxnErr names the operation and the transactional id and maps fencing
@@ -89,7 +97,8 @@ func (s *Session) classifyPollError(fe kgo.FetchError) error {
 	case errors.Is(err, kerr.FencedInstanceID):
 		return fmt.Errorf("%w: group %q instance id %q is used by another member: %w", ErrFenced, s.cfg.GroupID, s.cfg.InstanceID, err)
 	case isAuthErr(err):
-		return fmt.Errorf("kafka: group %q topic %q partition %d: not authorized: %w", s.cfg.GroupID, fe.Topic, fe.Partition, err)
+		err = access{topicOp: "Read", topic: fe.Topic, groupOp: "Read", group: s.cfg.GroupID, txnID: s.cfg.TransactionalID}.classify(err)
+		return fmt.Errorf("kafka: group %q topic %q partition %d: %w", s.cfg.GroupID, fe.Topic, fe.Partition, err)
 	case errors.Is(err, kerr.InvalidSessionTimeout):
 		return fmt.Errorf("kafka: group %q: SessionTimeout %v is outside the broker's group.{min,max}.session.timeout.ms: %w", s.cfg.GroupID, s.cfg.SessionTimeout, err)
 	case errors.Is(err, kerr.InconsistentGroupProtocol), errors.Is(err, kerr.InvalidGroupID), errors.Is(err, kerr.GroupMaxSizeReached):
@@ -115,7 +124,10 @@ func (s *Session) classifyPollError(fe kgo.FetchError) error {
 func IsAuthError(err error) bool { return isAuthErr(err) }
 
 func isAuthErr(err error) bool {
-	return errors.Is(err, kerr.TopicAuthorizationFailed) ||
+	var ae *AuthError
+	return errors.As(err, &ae) || isTLSError(err) ||
+		errors.Is(err, kerr.UnsupportedSaslMechanism) || errors.Is(err, kerr.IllegalSaslState) ||
+		errors.Is(err, kerr.TopicAuthorizationFailed) ||
 		errors.Is(err, kerr.GroupAuthorizationFailed) ||
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) ||
 		errors.Is(err, kerr.ClusterAuthorizationFailed) ||

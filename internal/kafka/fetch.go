@@ -121,6 +121,7 @@ func (f *partFetcher) fetch(ctx context.Context) (*kmsg.FetchResponseTopicPartit
 			return nil, fmt.Errorf("%w: topic %q partition %d offset %d: %w", ErrOffsetOutOfRange, f.topic, f.partition, f.pos, err)
 		}
 		if ctx.Err() != nil || !isRetryableFetchErr(err) {
+			err = access{topicOp: "Read", topic: f.topic}.classify(err)
 			return nil, fmt.Errorf("kafka: fetch topic %q partition %d at offset %d: %w", f.topic, f.partition, f.pos, err)
 		}
 		lastErr = err
@@ -173,7 +174,7 @@ func (f *partFetcher) fetchOnce(ctx context.Context) (*kmsg.FetchResponseTopicPa
 // isRetryableFetchErr: leader moves, a topic id not yet known to the
 // broker, connection drops.
 func isRetryableFetchErr(err error) bool {
-	if errors.Is(err, kgo.ErrClientClosed) {
+	if errors.Is(err, kgo.ErrClientClosed) || isAuthErr(err) {
 		return false
 	}
 	return kerr.IsRetriable(err) ||
@@ -194,18 +195,34 @@ func backoff(attempt int) time.Duration {
 }
 
 // offsetsOf lists one partition's offsets: log start, LSO and high
-// watermark.
+// watermark. Only that partition's answer counts, and a retriable one
+// (NOT_LEADER_FOR_PARTITION from a broker that has the metadata of a topic
+// created a moment ago but does not lead the partition yet) is retried like
+// a fetch.
 func offsetsOf(ctx context.Context, adm *kadm.Client, topic string, partition int32) (start, stable, high int64, err error) {
 	get := func(list func(context.Context, ...string) (kadm.ListedOffsets, error)) (int64, error) {
-		m, err := listOffsets(ctx, topic, list)
-		if err != nil {
-			return 0, err
+		for attempt := 1; ; attempt++ {
+			lo, err := list(ctx, topic)
+			if err == nil {
+				o, ok := lo[topic][partition]
+				if !ok {
+					return 0, fmt.Errorf("kafka: topic %q has no partition %d", topic, partition)
+				}
+				if err = o.Err; err == nil {
+					return o.Offset, nil
+				}
+			}
+			if ctx.Err() != nil || !kerr.IsRetriable(err) || attempt >= fetchRetryAttempts {
+				if errors.Is(err, kerr.UnknownTopicOrPartition) {
+					return 0, fmt.Errorf("%w: %q: %w", ErrTopicNotFound, topic, err)
+				}
+				return 0, fmt.Errorf("kafka: list offsets of topic %q partition %d: %w", topic, partition, access{topic: topic}.classify(err))
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff(attempt)):
+			}
 		}
-		o, ok := m[partition]
-		if !ok {
-			return 0, fmt.Errorf("kafka: topic %q has no partition %d", topic, partition)
-		}
-		return o, nil
 	}
 	if start, err = get(adm.ListStartOffsets); err != nil {
 		return

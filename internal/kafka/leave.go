@@ -32,7 +32,7 @@ func (s *Session) Leave(ctx context.Context) error {
 	if s.cfg.InstanceID == "" {
 		return nil
 	}
-	cl, err := kgo.NewClient(toolOpts(s.cfg.Brokers)...)
+	cl, err := kgo.NewClient(s.cfg.clientConfig().toolOpts()...)
 	if err != nil {
 		return fmt.Errorf("kafka: leave group %q: %w", s.cfg.GroupID, err)
 	}
@@ -47,6 +47,7 @@ func (s *Session) Leave(ctx context.Context) error {
 		}
 	}
 	if err != nil && !errors.Is(err, kerr.UnknownMemberID) && !errors.Is(err, kerr.GroupIDNotFound) {
+		err = access{groupOp: "Read", group: s.cfg.GroupID}.classify(err)
 		return fmt.Errorf("kafka: static member %q could not leave group %q (it stays until its session times out): %w",
 			s.cfg.InstanceID, s.cfg.GroupID, err)
 	}

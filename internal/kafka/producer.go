@@ -16,14 +16,18 @@ type Producer struct {
 
 // NewProducer connects to the cluster (lazily: errors show on first use).
 func NewProducer(brokers []string) (*Producer, error) {
-	if len(brokers) == 0 {
+	return ClientConfig{Brokers: brokers}.NewProducer()
+}
+
+// NewProducer is NewProducer with c's TLS, SASL and extra options.
+func (c ClientConfig) NewProducer() (*Producer, error) {
+	if len(c.Brokers) == 0 {
 		return nil, errors.New("kafka: NewProducer: no brokers")
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers...),
+	cl, err := kgo.NewClient(append(c.Opts(),
 		kgo.RecordPartitioner(newPartitioner()),
 		kgo.MetadataMinAge(clientMetadataMinAge),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: new producer: %w", err)
 	}
@@ -43,7 +47,8 @@ func (p *Producer) Produce(ctx context.Context, recs ...Record) error {
 	}
 	for _, r := range p.cl.ProduceSync(ctx, krs...) {
 		if r.Err != nil {
-			return fmt.Errorf("kafka: produce to topic %q partition %d: %w", r.Record.Topic, r.Record.Partition, r.Err)
+			err := access{topicOp: "Write", topic: r.Record.Topic}.classify(r.Err)
+			return fmt.Errorf("kafka: produce to topic %q partition %d: %w", r.Record.Topic, r.Record.Partition, err)
 		}
 	}
 	return nil

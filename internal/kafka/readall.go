@@ -16,7 +16,12 @@ import (
 // A transaction still open below that high watermark makes ReadAll wait for
 // it to end (its records are returned if it commits); ctx bounds the wait.
 func ReadAll(ctx context.Context, brokers []string, topic string) ([]Record, error) {
-	cl, err := kgo.NewClient(toolOpts(brokers)...)
+	return ClientConfig{Brokers: brokers}.ReadAll(ctx, topic)
+}
+
+// ReadAll is ReadAll with c's TLS, SASL and extra options.
+func (c ClientConfig) ReadAll(ctx context.Context, topic string) ([]Record, error) {
+	cl, err := kgo.NewClient(c.toolOpts()...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: read all of topic %q: %w", topic, err)
 	}

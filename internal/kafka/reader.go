@@ -18,8 +18,9 @@ import (
 // commit marker or an aborted transaction terminates, and the position
 // stored with the restored state is where the next restore must start.
 type PartitionReader struct {
-	cl *kgo.Client
-	f  *partFetcher
+	cl     *kgo.Client
+	shared bool // cl belongs to an Admin: Close leaves it open
+	f      *partFetcher
 }
 
 // maxNoProgress bounds fetches that return batches but do not move the
@@ -37,10 +38,16 @@ const maxNoProgress = 5
 // DeleteRecords, topic recreated); wipe the state and read from 0.
 // (Real Kafka's compaction never moves the log start; kfake's does.)
 func NewPartitionReader(ctx context.Context, brokers []string, topic string, partition int32, from int64) (*PartitionReader, error) {
+	return ClientConfig{Brokers: brokers}.NewPartitionReader(ctx, topic, partition, from)
+}
+
+// NewPartitionReader is NewPartitionReader with c's TLS, SASL and extra
+// options.
+func (c ClientConfig) NewPartitionReader(ctx context.Context, topic string, partition int32, from int64) (*PartitionReader, error) {
 	if from < 0 {
 		return nil, fmt.Errorf("kafka: reader of topic %q partition %d: negative start offset %d", topic, partition, from)
 	}
-	cl, err := kgo.NewClient(toolOpts(brokers)...)
+	cl, err := kgo.NewClient(c.toolOpts()...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: reader of topic %q partition %d: %w", topic, partition, err)
 	}
@@ -49,6 +56,23 @@ func NewPartitionReader(ctx context.Context, brokers []string, topic string, par
 		cl.Close()
 		return nil, err
 	}
+	return r, nil
+}
+
+// NewPartitionReader is NewPartitionReader on the Admin's client, shared by
+// every reader it opens (and by the Admin's own requests) instead of a new
+// client per reader: readers issue their own fetch requests and keep no
+// state in the client, and the client is safe for concurrent use. Close the
+// readers before the Admin.
+func (a *Admin) NewPartitionReader(ctx context.Context, topic string, partition int32, from int64) (*PartitionReader, error) {
+	if from < 0 {
+		return nil, fmt.Errorf("kafka: reader of topic %q partition %d: negative start offset %d", topic, partition, from)
+	}
+	r, err := openReader(ctx, a.cl, topic, partition, from)
+	if err != nil {
+		return nil, err
+	}
+	r.shared = true
 	return r, nil
 }
 
@@ -105,5 +129,9 @@ func (r *PartitionReader) Position() int64 { return r.f.pos }
 // End is the LSO captured at open (or the start offset, if larger).
 func (r *PartitionReader) End() int64 { return r.f.end }
 
-// Close releases the client.
-func (r *PartitionReader) Close() { r.cl.Close() }
+// Close releases the client, unless it is an Admin's.
+func (r *PartitionReader) Close() {
+	if !r.shared {
+		r.cl.Close()
+	}
+}

@@ -17,25 +17,29 @@ import (
 // with the same id and aborts its open transaction, so give every writer
 // of the same records (e.g. a changelog partition's re-seed) the same id.
 func WriteTransaction(ctx context.Context, brokers []string, txnID string, timeout time.Duration, recs []Record) ([]int64, error) {
-	if len(brokers) == 0 {
+	return ClientConfig{Brokers: brokers}.WriteTransaction(ctx, txnID, timeout, recs)
+}
+
+// WriteTransaction is WriteTransaction with c's TLS, SASL and extra options.
+func (c ClientConfig) WriteTransaction(ctx context.Context, txnID string, timeout time.Duration, recs []Record) ([]int64, error) {
+	if len(c.Brokers) == 0 {
 		return nil, errors.New("kafka: WriteTransaction: no brokers")
 	}
 	if timeout <= 0 {
 		timeout = DefaultTransactionTimeout
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers...),
+	cl, err := kgo.NewClient(append(c.Opts(),
 		kgo.TransactionalID(txnID),
 		kgo.TransactionTimeout(timeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MetadataMinAge(clientMetadataMinAge),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: new transactional producer %q: %w", txnID, err)
 	}
 	defer cl.Close()
 	if err := cl.BeginTransaction(); err != nil {
-		return nil, fmt.Errorf("kafka: transaction %q: begin: %w", txnID, err)
+		return nil, fmt.Errorf("kafka: transaction %q: begin: %w", txnID, access{txnID: txnID}.classify(err))
 	}
 	krs := make([]*kgo.Record, len(recs))
 	for i := range recs {
@@ -45,7 +49,8 @@ func WriteTransaction(ctx context.Context, brokers []string, txnID string, timeo
 	var perr error
 	for i, r := range cl.ProduceSync(ctx, krs...) {
 		if r.Err != nil && perr == nil {
-			perr = fmt.Errorf("kafka: transaction %q: produce to topic %q partition %d: %w", txnID, r.Record.Topic, r.Record.Partition, r.Err)
+			err := access{topicOp: "Write", topic: r.Record.Topic, txnID: txnID}.classify(r.Err)
+			perr = fmt.Errorf("kafka: transaction %q: produce to topic %q partition %d: %w", txnID, r.Record.Topic, r.Record.Partition, err)
 		}
 		offs[i] = r.Record.Offset
 	}
@@ -57,7 +62,7 @@ func WriteTransaction(ctx context.Context, brokers []string, txnID string, timeo
 		if perr != nil {
 			return nil, perr
 		}
-		return nil, fmt.Errorf("kafka: transaction %q: commit: %w", txnID, err)
+		return nil, fmt.Errorf("kafka: transaction %q: commit: %w", txnID, access{txnID: txnID}.classify(err))
 	}
 	if perr != nil {
 		return nil, perr

@@ -87,6 +87,11 @@ type SessionConfig struct {
 	// Logger receives the session's notable events (rebalance errors that
 	// are retried, aborts, franz-go warnings). Default: discard.
 	Logger *slog.Logger
+
+	// Client holds TLS, SASL and extra franz-go options for the session's
+	// clients (its own and Leave's). Its Brokers is ignored: Brokers above
+	// is used. The session's own options are applied after Client.Extra.
+	Client ClientConfig
 }
 
 // Session is one member of a consumer group doing exactly-once
@@ -223,8 +228,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(cfg.Brokers...),
+	opts := append(cfg.clientConfig().Opts(),
 		kgo.ConsumerGroup(cfg.GroupID),
 		kgo.ConsumeTopics(cfg.Topics...),
 		kgo.TransactionalID(cfg.TransactionalID),
@@ -247,14 +251,14 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		// clear error); franz-go's own check, of the same size plus the
 		// bytes it counts in addition, then never fails first. Its default
 		// (1,000,012 bytes) would cap records below what the topic allows.
-		kgo.ProducerBatchMaxBytes(int32(cfg.MaxRecordBytes + kgoBatchExtra)),
+		kgo.ProducerBatchMaxBytes(int32(cfg.MaxRecordBytes+kgoBatchExtra)),
 		kgo.BrokerMaxWriteBytes(int32(max(defaultBrokerMaxWriteBytes, cfg.MaxRecordBytes+kgoBatchExtra+requestSlack))),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evAssigned, m) }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evRevoked, m) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evLost, m) }),
 		kgo.OnOffsetsFetched(s.fence.onFetched),
 		kgo.WithLogger(kgoLogger{s.log}),
-	}
+	)
 	if cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
 	}
@@ -405,7 +409,7 @@ func (s *Session) initProducerID(ctx context.Context) error {
 		}
 		waited := time.Since(s.created)
 		if !IsUnreachable(err) || waited+delay > s.cfg.StartupTimeout {
-			return wrapTxnErr("init producer id", s.cfg.TransactionalID, err)
+			return s.wrapTxnErr("init producer id", "", err)
 		}
 		s.log.Warn("Kafka unreachable at start-up: retrying", "what", "init producer id", "brokers", s.cfg.Brokers,
 			"retry_in", delay, "waited", waited.Round(time.Millisecond), "startup_timeout", s.cfg.StartupTimeout, "err", err)
@@ -440,7 +444,7 @@ func (s *Session) Begin() error {
 		return ErrClosed
 	}
 	if err := s.gts.Begin(); err != nil {
-		return wrapTxnErr("begin transaction", s.cfg.TransactionalID, err)
+		return s.wrapTxnErr("begin transaction", "", err)
 	}
 	s.inTxn.Store(true)
 	return nil
@@ -472,7 +476,7 @@ func (s *Session) Produce(ctx context.Context, recs []Record) ([]int64, error) {
 	for _, r := range s.gts.ProduceSync(ctx, krs...) {
 		if r.Err != nil {
 			what := fmt.Sprintf("produce to topic %q partition %d", r.Record.Topic, r.Record.Partition)
-			return nil, wrapTxnErr(what, s.cfg.TransactionalID, r.Err)
+			return nil, s.wrapTxnErr(what, r.Record.Topic, r.Err)
 		}
 	}
 	offsets := make([]int64, len(krs))
@@ -502,7 +506,7 @@ func (s *Session) End(ctx context.Context, commit bool) (committed bool, err err
 	s.fence.ended(committed && err == nil)
 	s.inTxn.Store(false)
 	if err != nil {
-		return false, wrapTxnErr("end transaction", s.cfg.TransactionalID, err)
+		return false, s.wrapTxnErr("end transaction", "", err)
 	}
 	if commit && !committed {
 		s.log.Warn("transaction aborted instead of committed (rebalance); consumption rewound", "group", s.cfg.GroupID)

@@ -124,7 +124,7 @@ func txn(t *testing.T, ctx context.Context, s *Session, wantCommitted bool, recs
 
 func mustClient(t *testing.T, brokers []string) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(toolOpts(brokers)...)
+	cl, err := kgo.NewClient(ClientConfig{Brokers: brokers}.toolOpts()...)
 	if err != nil {
 		t.Fatal(err)
 	}

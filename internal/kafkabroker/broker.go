@@ -109,7 +109,7 @@ func clusterID() string {
 // replication 1 for internal topics, no initial rebalance delay, and a short
 // transaction abort/cleanup cadence so tests of zombie transactions are fast.
 func brokerConfig(dir string, port, cport int) string {
-	return strings.Join([]string{
+	return strings.Join(append([]string{
 		"process.roles=broker,controller",
 		"node.id=1",
 		fmt.Sprintf("controller.quorum.voters=1@127.0.0.1:%d", cport),
@@ -118,6 +118,13 @@ func brokerConfig(dir string, port, cport int) string {
 		"controller.listener.names=CONTROLLER",
 		"inter.broker.listener.name=PLAINTEXT",
 		"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+	}, commonConfig(dir)...), "\n")
+}
+
+// commonConfig is the part of the configuration that does not depend on
+// the listeners.
+func commonConfig(dir string) []string {
+	return []string{
 		"log.dirs=" + filepath.Join(dir, "data"),
 		"num.partitions=1",
 		"offsets.topic.replication.factor=1",
@@ -130,7 +137,7 @@ func brokerConfig(dir string, port, cport int) string {
 		"log.cleaner.backoff.ms=1000",
 		"auto.create.topics.enable=false",
 		"",
-	}, "\n")
+	}
 }
 
 const log4jConfig = `Configuration:
@@ -150,6 +157,9 @@ type StartOptions struct {
 	// Detached lets the broker outlive this process (make kafka-up); by
 	// default it is killed when the process that started it dies.
 	Detached bool
+	// Secure, when set, replaces the PLAINTEXT listener with a SASL_SSL
+	// one with ACLs enforced (see SASLSSL).
+	Secure *SASLSSL
 }
 
 // StartBroker formats a fresh KRaft log directory and starts a broker from
@@ -174,7 +184,16 @@ func StartBroker(ctx context.Context, libs string, o StartOptions, logf func(str
 		return nil, err
 	}
 	props := filepath.Join(dir, "server.properties")
-	if err := os.WriteFile(props, []byte(brokerConfig(dir, port, cport)), 0o644); err != nil {
+	config := brokerConfig(dir, port, cport)
+	var scram []string
+	if o.Secure != nil {
+		if config, err = o.Secure.config(dir, port, cport); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		scram = o.Secure.scramArgs()
+	}
+	if err := os.WriteFile(props, []byte(config), 0o644); err != nil {
 		return nil, err
 	}
 	logCfg := filepath.Join(dir, "log4j2.yaml")
@@ -185,8 +204,8 @@ func StartBroker(ctx context.Context, libs string, o StartOptions, logf func(str
 	jvm := []string{"-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
 		"-Dlog4j2.configurationFile=" + logCfg}
 
-	format := exec.CommandContext(ctx, java, append(jvm, "-cp", cp, "kafka.tools.StorageTool",
-		"format", "-t", clusterID(), "-c", props)...)
+	format := exec.CommandContext(ctx, java, append(append(jvm, "-cp", cp, "kafka.tools.StorageTool",
+		"format", "-t", clusterID(), "-c", props), scram...)...)
 	if out, err := format.CombinedOutput(); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("kafkabroker: kafka storage format failed: %w\n%s", err, out)

@@ -1,0 +1,128 @@
+package kstate
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
+)
+
+func TestSASLFromStrings(t *testing.T) {
+	for _, m := range []string{"PLAIN", "scram-sha-256", " SCRAM-SHA-512 "} {
+		mech, err := SASLFromStrings(m, "u", "p")
+		if err != nil || mech == nil || mech.Name() != strings.ToUpper(strings.TrimSpace(m)) {
+			t.Errorf("SASLFromStrings(%q) = %v, %v", m, mech, err)
+		}
+	}
+	if mech, err := SASLFromStrings("", "", ""); mech != nil || err != nil {
+		t.Errorf("empty mechanism: %v, %v; want no SASL", mech, err)
+	}
+	for _, bad := range [][2]string{{"GSSAPI", "u"}, {"PLAIN", ""}} {
+		if _, err := SASLFromStrings(bad[0], bad[1], "p"); !errors.Is(err, ErrConfig) {
+			t.Errorf("SASLFromStrings(%q, %q) = %v; want ErrConfig", bad[0], bad[1], err)
+		}
+	}
+}
+
+func TestTLSConfigFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "c"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, _ := x509.MarshalPKCS8PrivateKey(key)
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cert := write("cert.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	keyFile := write("key.pem", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pk}))
+	cfg, err := TLSConfigFromFiles(cert, cert, keyFile)
+	if err != nil || cfg.RootCAs == nil || len(cfg.Certificates) != 1 {
+		t.Fatalf("TLSConfigFromFiles = %+v, %v", cfg, err)
+	}
+	if cfg, err := TLSConfigFromFiles("", "", ""); err != nil || cfg.RootCAs != nil || cfg.Certificates != nil {
+		t.Fatalf("no files: %+v, %v; want system roots, no client certificate", cfg, err)
+	}
+	if _, err := TLSConfigFromFiles(keyFile, "", ""); err == nil {
+		t.Error("a CA file without a certificate was accepted")
+	}
+	if _, err := TLSConfigFromFiles("", cert, ""); err == nil {
+		t.Error("a certificate without a key was accepted")
+	}
+}
+
+func TestPublicAuthErrors(t *testing.T) {
+	cause := &kafka.AuthError{Operation: "Describe", ResourceType: kafka.ResourceTopic, Resource: "out",
+		Code: "TOPIC_AUTHORIZATION_FAILED", Err: kerr.TopicAuthorizationFailed}
+	app := &App[string, string, string]{cfg: Config[string, string, string]{InputTopics: []string{"in"}, OutputTopic: "out"}}
+	err := app.neededPermission(publicError(errors.Join(errors.New("kstate: output topic"), cause)))
+	var ae *AuthorizationError
+	if !errors.As(err, &ae) || !errors.Is(err, ErrNotAuthorized) || !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("publicError = %v", err)
+	}
+	want := `kstate: not authorized: Write on topic "out" (TOPIC_AUTHORIZATION_FAILED): grant it, see docs/OPERATIONS.md#acls`
+	if err.Error() != want {
+		t.Errorf("message\n got %s\nwant %s", err, want)
+	}
+	err = publicError(&kafka.AuthError{Code: "SASL_AUTHENTICATION_FAILED", Err: kerr.SaslAuthenticationFailed})
+	var au *AuthenticationError
+	if !errors.As(err, &au) || !errors.Is(err, ErrAuthentication) || errors.Is(err, ErrNotAuthorized) {
+		t.Fatalf("publicError = %v", err)
+	}
+}
+
+func TestKafkaOptionsChecked(t *testing.T) {
+	base := Config[string, string, string]{ApplicationID: "a", Brokers: []string{"127.0.0.1:1"}, InputTopics: []string{"in"},
+		KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: "out", OutputSerde: serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return nil }, StateDir: t.TempDir()}
+	for _, tc := range []struct {
+		name string
+		opts []kgo.Opt
+		tls  *tls.Config
+		ok   bool
+	}{
+		{"client id", []kgo.Opt{kgo.ClientID("x"), kgo.Rack("r")}, nil, true},
+		{"group", []kgo.Opt{kgo.ConsumerGroup("g")}, nil, false},
+		{"topics", []kgo.Opt{kgo.ConsumeTopics("t")}, nil, false},
+		{"transactional id", []kgo.Opt{kgo.TransactionalID("x")}, nil, false},
+		{"dialer with TLS", []kgo.Opt{kgo.Dialer((&net.Dialer{}).DialContext)}, &tls.Config{}, false},
+		{"SASL twice", []kgo.Opt{kgo.SASL(plain.Auth{User: "u"}.AsMechanism())}, nil, false},
+	} {
+		cfg := base
+		cfg.KafkaOptions, cfg.TLS = tc.opts, tc.tls
+		cfg.SASL, _ = SASLFromStrings("PLAIN", "u", "p")
+		_, err := New(cfg)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, ErrConfig)) {
+			t.Errorf("%s: New = %v; want ok=%v (or an ErrConfig)", tc.name, err, tc.ok)
+		}
+	}
+}
