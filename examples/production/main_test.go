@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kstate/kstate/internal/testprocs"
+	"github.com/kstate/kstate/kafka/embedded"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// writeCA writes a self-signed CA certificate as PEM and returns its path.
+func writeCA(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestSettingsFromEnv(t *testing.T) {
+	if _, err := settingsFromEnv(env(nil)); err == nil || !strings.Contains(err.Error(), "KSTATE_BROKERS") {
+		t.Fatalf("no brokers: %v", err)
+	}
+	s, err := settingsFromEnv(env(map[string]string{"KSTATE_BROKERS": "a:9092,b:9092"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.cfg
+	if len(c.Brokers) != 2 || c.ApplicationID != "pageviews" || c.HTTPAddr != ":8080" || c.TLS != nil || c.SASL != nil ||
+		c.StateDir != "/var/lib/kstate" || c.InstanceID == "" || c.LeaveGroupOnShutdown || c.StateMemory != 0 {
+		t.Fatalf("defaults: %+v", c)
+	}
+	s, err = settingsFromEnv(env(map[string]string{
+		"KSTATE_BROKERS": "kafka:9093", "KSTATE_TLS_CA_FILE": writeCA(t),
+		"KSTATE_SASL_MECHANISM": "scram-sha-512", "KSTATE_SASL_USERNAME": "pageviews", "KSTATE_SASL_PASSWORD": "secret",
+		"KSTATE_STATE_MEMORY": "268435456", "KSTATE_LEAVE_GROUP_ON_SHUTDOWN": "true", "KSTATE_INSTANCE_ID": "pageviews-0",
+		"KSTATE_LOG_LEVEL": "debug",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = s.cfg
+	if c.TLS == nil || c.TLS.RootCAs == nil || c.SASL == nil || c.SASL.Name() != "SCRAM-SHA-512" ||
+		c.StateMemory != 256<<20 || !c.LeaveGroupOnShutdown || c.InstanceID != "pageviews-0" || s.logLevel.String() != "DEBUG" {
+		t.Fatalf("secured: %+v", c)
+	}
+	for name, m := range map[string]map[string]string{
+		"KSTATE_SASL_":         {"KSTATE_SASL_MECHANISM": "GSSAPI", "KSTATE_SASL_USERNAME": "u"},
+		"KSTATE_TLS_":          {"KSTATE_TLS_CERT_FILE": "/nonexistent.pem"},
+		"KSTATE_STATE_MEMORY":  {"KSTATE_STATE_MEMORY": "lots"},
+		"KSTATE_TLS=":          {"KSTATE_TLS": "maybe"},
+		"KSTATE_LOG_LEVEL":     {"KSTATE_LOG_LEVEL": "loud"},
+		"KSTATE_LEAVE_GROUP_O": {"KSTATE_LEAVE_GROUP_ON_SHUTDOWN": "yes please"},
+	} {
+		m["KSTATE_BROKERS"] = "kafka:9092"
+		if _, err := settingsFromEnv(env(m)); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%v: error %v, want one naming %s", m, err, name)
+		}
+	}
+}
+
+// The service on the embedded Kafka: ready, counts exact, its endpoints
+// answer, and cancelling (what SIGTERM does) makes run return nil.
+func TestServiceRuns(t *testing.T) {
+	e, err := embedded.Start(embedded.Options{Topics: map[string]int{"page-views": 3, "user-stats": 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, env(map[string]string{
+			"KSTATE_BROKERS": strings.Join(e.Brokers(), ","), "KSTATE_STATE_DIR": t.TempDir(),
+			"KSTATE_HTTP_ADDR": addr, "KSTATE_INSTANCE_ID": "pageviews-0", "KSTATE_LOG_LEVEL": "warn",
+		}))
+	}()
+	defer cancel()
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	testprocs.Eventually(t, 30*time.Second, "/readyz 200", func() bool {
+		time.Sleep(50 * time.Millisecond)
+		code, _ := get("/readyz")
+		return code == 200
+	})
+	testprocs.Produce(t, e.Brokers(), "page-views", "u1=home", "u2=home", "u1=cart")
+	out := testprocs.WaitOutputs(t, e.Brokers(), "user-stats", 2, 30*time.Second)
+	last := func(k string) Stats {
+		vs := out[k]
+		var s Stats
+		if len(vs) == 0 || json.Unmarshal([]byte(vs[len(vs)-1]), &s) != nil {
+			t.Fatalf("outputs of %s: %v", k, vs)
+		}
+		return s
+	}
+	if u1, u2 := last("u1"), last("u2"); u1 != (Stats{2, "cart"}) || u2 != (Stats{1, "home"}) {
+		t.Fatalf("stats u1 %+v u2 %+v", u1, u2)
+	}
+	for path, want := range map[string]string{
+		"/metrics": "kstate_records_in_total", "/healthz": "ok", "/status": `"state": "Running"`, "/": "<html",
+	} {
+		if code, body := get(path); code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("GET %s: %d, want 200 with %q:\n%.300s", path, code, want, body)
+		}
+	}
+	testprocs.Eventually(t, 10*time.Second, "live query of u1", func() bool {
+		time.Sleep(20 * time.Millisecond)
+		code, body := get("/state/stats/u1")
+		var res struct{ Entries []struct{ Value Stats } }
+		return code == 200 && json.Unmarshal([]byte(body), &res) == nil && len(res.Entries) == 1 &&
+			res.Entries[0].Value == (Stats{2, "cart"})
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run after cancel (SIGTERM): %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return within 30s of cancel")
+	}
+}
