@@ -33,6 +33,7 @@ type resetFlags struct {
 	toDatetime  string
 	stateDir    string
 	dryRun      bool
+	sec         securityFlags
 }
 
 // resetPlan is what a reset does.
@@ -94,6 +95,7 @@ offsets and no --input-topic was given; 4 refused (the group has members).`,
 	fl.StringVar(&f.toDatetime, "to-datetime", "", "reset offsets to the first record at or after this RFC 3339 time")
 	fl.StringVar(&f.stateDir, "state-dir", "", "also remove the application's local state under this directory (Config.StateDir)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan, change nothing")
+	f.sec.add(cmd)
 	return cmd
 }
 
@@ -117,7 +119,11 @@ func runReset(ctx context.Context, out io.Writer, f resetFlags) error {
 			return usageErr("--to-datetime %q: want RFC 3339 (2025-01-01T12:00:00Z): %v", f.toDatetime, err)
 		}
 	}
-	adm, err := kafka.NewAdminOpts(strings.Split(f.brokers, ","))
+	cc, err := f.sec.client(strings.Split(f.brokers, ","))
+	if err != nil {
+		return err
+	}
+	adm, err := cc.NewAdmin()
 	if err != nil {
 		return err
 	}
@@ -299,7 +305,7 @@ func runReset(ctx context.Context, out io.Writer, f resetFlags) error {
 			k, v := engine.InputOffsetRecord(o[2])
 			recs = append(recs, kafka.Record{Topic: changelog, Partition: int32(o[0]), Key: k, Value: v})
 		}
-		if _, err := kafka.WriteTransaction(ctx, strings.Split(f.brokers, ","), f.app+"-reset", 10*time.Second, recs); err != nil {
+		if _, err := cc.WriteTransaction(ctx, f.app+"-reset", 10*time.Second, recs); err != nil {
 			return fmt.Errorf("reset: the offsets are committed but not recorded in the changelog (Run refuses those partitions): run the same reset again: %w", err)
 		}
 	}

@@ -64,6 +64,7 @@ type stateFlags struct {
 	app      string
 	stateDir string
 	quiet    bool
+	sec      securityFlags
 }
 
 func (f *stateFlags) add(cmd *cobra.Command) {
@@ -71,6 +72,7 @@ func (f *stateFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.app, "app", "", "the application id (Config.ApplicationID); required")
 	cmd.Flags().StringVar(&f.stateDir, "state-dir", "", "read the local state under this directory (Config.StateDir) instead of the changelog")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress line on stderr")
+	f.sec.add(cmd)
 }
 
 // open opens the reader the flags name.
@@ -86,7 +88,11 @@ func (f *stateFlags) open(cmd *cobra.Command) (*statereader.Reader, error) {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 	defer stop()
-	var opts []statereader.Option
+	kopts, err := f.sec.opts()
+	if err != nil {
+		return nil, err
+	}
+	opts := []statereader.Option{statereader.WithKafkaOptions(kopts...)}
 	if !f.quiet {
 		opts = append(opts, statereader.WithProgress(progressLine(cmd.ErrOrStderr())))
 	}
