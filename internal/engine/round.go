@@ -34,7 +34,7 @@ func (c *Coordinator) batch(recs []Message) error {
 	if len(unready) > 0 {
 		return c.rewind(unready)
 	}
-	trigger := c.cfg.ProcessingTime && now.Sub(c.lastTrigger) >= c.cfg.TriggerInterval
+	trigger := c.cfg.ProcessingTime && (c.forceTrigger || now.Sub(c.lastTrigger) >= c.cfg.TriggerInterval)
 	var parts []*slot
 	for p, s := range ready {
 		if len(byPart[p]) > 0 || trigger || s.task.NeedsBatch() {

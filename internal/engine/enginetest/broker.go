@@ -285,6 +285,27 @@ func (a Admin) CommittedOffsets(_ context.Context, group, topic string) (map[int
 	return a.B.Committed(), nil
 }
 
+// StableOffsets is the engine.EndOffsetter of bounded runs: every
+// partition's last stable offset.
+func (a Admin) StableOffsets(_ context.Context, topic string) (map[int32]int64, error) {
+	a.B.mu.Lock()
+	defer a.B.mu.Unlock()
+	ls, ok := a.B.topics[topic]
+	if !ok {
+		return nil, fmt.Errorf("%w: enginetest: topic %q not found", engine.ErrUnknownTopic, topic)
+	}
+	out := make(map[int32]int64, len(ls))
+	for p, l := range ls {
+		out[int32(p)] = l.lso()
+	}
+	return out, nil
+}
+
+// GroupOffsets is CommittedOffsets, never held at the Env's gate.
+func (a Admin) GroupOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	return a.CommittedOffsets(ctx, group, topic)
+}
+
 // Changelog opens readers over the broker.
 type Changelog struct{ B *Broker }
 
