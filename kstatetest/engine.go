@@ -80,6 +80,8 @@ func engineConfig[K, I, O any](c kstate.Config[K, I, O], p int32, backend kv.Sto
 		AllowedLatenessMs: c.AllowedLateness.Milliseconds(),
 		OutputEventTime:   c.OutputEventTime,
 		OutputKey:         c.OutputKey,
+		OutputTopics:      outputTopicSet(c.OutputTopics),
+		ValueFromRecord:   c.ValueFromRecord,
 	}
 }
 
@@ -217,6 +219,9 @@ func (d *Driver[K, I, O]) batch() error {
 	commit := false
 	for _, r := range runs {
 		for _, o := range r.res.Outputs {
+			if o.Topic != "" {
+				continue // processor.EmitTo: not captured by the driver yet
+			}
 			// Seq indexes the serialized values, rolled-back keys' included.
 			if o.Seq >= len(r.p.outputs.vals) {
 				return fmt.Errorf("kstatetest: internal error: partition %d: output %d of %d serialized values", r.p.id, o.Seq, len(r.p.outputs.vals))
@@ -287,4 +292,16 @@ func copyStore(src kv.Store) (kv.Store, error) {
 		err = dst.Write(&b, kv.WriteOptions{})
 	}
 	return dst, err
+}
+
+// outputTopicSet is the engine's set of the declared output topics.
+func outputTopicSet(ts []processor.NamedTopic) map[string]bool {
+	if len(ts) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		m[t.Name()] = true
+	}
+	return m
 }

@@ -24,6 +24,9 @@ type CoordinatorConfig struct {
 	// created with the input's partition count if missing. Optional:
 	// empty when no policy dead-letters.
 	DeadLetterTopic string
+	// OutputTopics are further output topics (processor.EmitTo); each must
+	// exist at start. Optional.
+	OutputTopics []string
 
 	// ProcessingTime makes a batch run every TriggerInterval even without
 	// input (TimeMode ProcessingTime).
@@ -114,9 +117,11 @@ type Coordinator struct {
 
 	partitions    int // of the input (and changelog) topic
 	outPartitions int
-	dlqPartitions int           // of DeadLetterTopic; 0 without one
-	start         time.Duration // Clock.Elapsed at the start of Run
-	lastTrigger   time.Time     // Clock time of the last ProcessingTime trigger
+	// topicPartitions holds the partition counts of OutputTopics.
+	topicPartitions map[string]int
+	dlqPartitions   int           // of DeadLetterTopic; 0 without one
+	start           time.Duration // Clock.Elapsed at the start of Run
+	lastTrigger     time.Time     // Clock time of the last ProcessingTime trigger
 	// Loop-only: the layout watch (topology.go).
 	lastMetadata time.Duration // Clock.Elapsed of the last partition count check
 	unknownPart  int32         // highest assigned partition ≥ partitions; -1: none
@@ -331,6 +336,14 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 	}
 	if c.outPartitions, err = c.cfg.Admin.Partitions(ctx, c.cfg.OutputTopic); err != nil {
 		return fmt.Errorf("kstate: output topic %q (create it before Run): %w", c.cfg.OutputTopic, err)
+	}
+	c.topicPartitions = make(map[string]int, len(c.cfg.OutputTopics))
+	for _, t := range c.cfg.OutputTopics {
+		n, err := c.cfg.Admin.Partitions(ctx, t)
+		if err != nil {
+			return fmt.Errorf("kstate: output topic %q of Config.OutputTopics (create it before Run): %w", t, err)
+		}
+		c.topicPartitions[t] = n
 	}
 	if c.cfg.CheckTopics != nil {
 		if err := c.cfg.CheckTopics(ctx); err != nil {
