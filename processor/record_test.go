@@ -36,7 +36,8 @@ func (e *emitting) HandleInputRows(_ string, rows iter.Seq[string], _ processor.
 		if _, err := fmt.Sscan(v, &ms); err != nil {
 			return err
 		}
-		if err := processor.EmitWith(out, v, processor.OutputMeta{Timestamp: time.UnixMilli(ms)}); err != nil {
+		meta := processor.OutputMeta{Timestamp: time.UnixMilli(ms), Headers: []processor.Header{{Key: "h", Value: []byte(v)}}}
+		if err := processor.EmitWith(out, v, meta); err != nil {
 			return err
 		}
 	}
@@ -66,7 +67,8 @@ func TestEmitWithTimestamp(t *testing.T) {
 	d.Input("a", "1700000000000")
 	d.MustRunBatch()
 	out := d.Outputs()
-	if len(out) != 1 || !out[0].Timestamp.Equal(time.UnixMilli(1700000000000)) {
+	if len(out) != 1 || !out[0].Timestamp.Equal(time.UnixMilli(1700000000000)) ||
+		len(out[0].Headers) != 1 || out[0].Headers[0].Key != "h" || string(out[0].Headers[0].Value) != "1700000000000" {
 		t.Fatalf("outputs %+v", out)
 	}
 }
@@ -75,10 +77,13 @@ func TestEmitToUndeclaredTopic(t *testing.T) {
 	audit := processor.NewOutputTopic("audit", serde.String())
 	d := kstatetest.New(t, emittingConfig(&emitting{topics: map[string]*processor.OutputTopic[string]{"to:audit": audit}}, processor.NoTime))
 	defer d.Close()
-	d.Input("a", "to:audit") // declared: fine, not among the driver's outputs
+	d.Input("a", "to:audit") // declared: fine, not among the main topic's outputs
 	d.MustRunBatch()
 	if n := len(d.Outputs()); n != 0 {
 		t.Fatalf("%d outputs on the main topic", n)
+	}
+	if got := d.TopicOutputs("audit"); len(got) != 1 || string(got[0].Value) != "to:audit" || string(got[0].Key) != "a" {
+		t.Fatalf("audit outputs %+v", got)
 	}
 	d.Input("a", "to:other")
 	err := d.RunBatch()
@@ -125,11 +130,14 @@ func TestValueFromRecord(t *testing.T) {
 	d := kstatetest.New(t, cfg)
 	defer d.Close()
 	d.InputRecord([]byte("a"), []byte("x"), time.UnixMilli(42))
-	d.InputRecord([]byte("a"), []byte("y"), time.UnixMilli(43))
+	d.InputRecord([]byte("a"), []byte("y"), time.UnixMilli(43), processor.Header{Key: "trace", Value: []byte("t1")})
 	d.MustRunBatch()
 	p := d.Partition("a")
 	if len(got) != 2 || got[1].Offset != 1 || got[1].Partition != p || !got[1].Timestamp.Equal(time.UnixMilli(43)) || string(got[1].Key) != "a" || string(got[1].Value) != "y" {
 		t.Fatalf("records %+v", got)
+	}
+	if h := got[1].Headers; len(h) != 1 || h[0].Key != "trace" || string(h[0].Value) != "t1" || got[0].Headers != nil {
+		t.Fatalf("headers %+v, %+v", got[0].Headers, h)
 	}
 	if fmt.Sprint(d.OutputValues()) != "[a=2]" {
 		t.Fatalf("outputs %v", d.OutputValues())
