@@ -20,7 +20,8 @@ import (
 // whoever owns it next, and an instance that finished its own partitions
 // keeps polling (and stays in the group, ready to take partitions over)
 // until the others are done. Committed offsets are read with
-// Admin.CommittedOffsets (stable: pending transactional commits resolved).
+// EndOffsetter.GroupOffsets (stable: pending transactional commits
+// resolved).
 //
 // A committed offset can stay below the end for good when the input is
 // written transactionally: the end (last stable offset) lies past the last
@@ -29,8 +30,10 @@ import (
 // checks is therefore probed: read read_committed from the committed
 // offset (Changelog.Open on the input topic); if the first readable record
 // is at or after the end (or there is none), nothing is left before the
-// end. Probes only run on stalled partitions, so a partition that is being
-// processed costs no read.
+// end. Probes only run on stalled partitions (and, before joining, on every
+// partition below its end), never on one this instance is still
+// restoring, and their answer is remembered per committed offset, so a
+// partition that is being processed costs no read.
 //
 // Timers and initial state (BoundedNeedsTasks): the end also requires that
 // this instance got its first assignment and that every partition it holds
