@@ -159,7 +159,41 @@ func (a *App[K, I, O]) Metrics() Metrics {
 // Run may be called once per App. It drives the App's State (see State);
 // it returns after the OnStateChange listener was called with the final
 // change, and after the server of Config.HTTPAddr shut down.
-func (a *App[K, I, O]) Run(ctx context.Context) error {
+func (a *App[K, I, O]) Run(ctx context.Context) error { return a.start(ctx, false) }
+
+// RunToEnd is a bounded Run (Spark's availableNow, a backfill, a test): it
+// captures the input topic's end offsets at start (the last stable
+// offsets, what read_committed consumers can read), processes everything
+// before them in micro-batches of at most MaxBatchRecords with the same
+// exactly-once protocol as Run, and returns nil once the consumer group's
+// committed offsets reached them, after a graceful shutdown (the group is
+// left if LeaveGroupOnShutdown is set). Records written after the start are
+// not waited for (some may be processed if a poll brings them along); the
+// next run processes them. ctx cancelled, errors and the other rules are
+// Run's; RunToEnd or Run may be called once per App.
+//
+// The end condition is the group's, so several instances can run one
+// bounded job together: each returns when every input partition's
+// committed offset reached its end, whoever processed it, which survives
+// rebalances and crashed instances; an instance that finished its own
+// partitions keeps polling until then. With NoTime and no InitialState, a
+// run whose ends are committed already returns without joining the group:
+// a second run with no new input returns at once. Otherwise the run joins
+// and returns only when this instance has been assigned partitions and
+// every one it holds is restored with nothing due: initial state applied,
+// and (EventTime) the timers made due by the last batch's watermark fired;
+// in ProcessingTime mode one more batch then runs at the end's processing
+// time (Config.Clock), so the timers due by then fire and TTL is applied.
+// docs/ARCHITECTURE.md describes the end check.
+//
+// A method rather than a Config field: whether a run stops is a property of
+// the invocation, not of the application, so one Config serves the
+// long-running deployment and its backfill or test, and Run keeps its
+// contract (it runs until ctx is cancelled).
+func (a *App[K, I, O]) RunToEnd(ctx context.Context) error { return a.start(ctx, true) }
+
+// start is Run and RunToEnd.
+func (a *App[K, I, O]) start(ctx context.Context, bounded bool) error {
 	a.mu.Lock()
 	if a.mu.ran {
 		a.mu.Unlock()
@@ -175,7 +209,7 @@ func (a *App[K, I, O]) Run(ctx context.Context) error {
 	}
 	srv, err := a.serve(&wg)
 	if err == nil {
-		err = a.run(ctx)
+		err = a.run(ctx, bounded)
 	}
 	if ctx.Err() != nil {
 		a.sm.set(Stopping)
@@ -218,7 +252,7 @@ func (a *App[K, I, O]) serve(wg *sync.WaitGroup) (*http.Server, error) {
 }
 
 // run is Run's work: the coordinator's run.
-func (a *App[K, I, O]) run(ctx context.Context) error {
+func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 	cfg := &a.cfg
 	adm, err := cfg.clientConfig().NewAdmin()
 	if err != nil {
@@ -250,6 +284,7 @@ func (a *App[K, I, O]) run(ctx context.Context) error {
 		RunID:                runID,
 		Topic:                cfg.InputTopics[0],
 		OutputTopic:          cfg.OutputTopic,
+		OutputTopics:         cfg.outputTopics(),
 		ChangelogTopic:       a.ChangelogTopic(),
 		DeadLetterTopic:      a.deadLetterTopic(),
 		ProcessingTime:       cfg.TimeMode == processor.ProcessingTime,
@@ -261,8 +296,10 @@ func (a *App[K, I, O]) run(ctx context.Context) error {
 		MaxBatchDuration:     cfg.MaxBatchDuration,
 		MetadataRefresh:      cfg.MetadataRefresh,
 		StartupTimeout:       cfg.StartupTimeout,
+		RunToEnd:             bounded,
+		BoundedNeedsTasks:    cfg.TimeMode != processor.NoTime || cfg.InitialState != nil,
 		Admin:                kadm,
-		CheckTopics:          kadm.checkRecordLimit(cfg.OutputTopic, a.ChangelogTopic()),
+		CheckTopics:          kadm.checkRecordLimit(append([]string{cfg.OutputTopic, a.ChangelogTopic()}, cfg.outputTopics()...)...),
 		NewSession:           a.newSession,
 		Changelog:            kafkaChangelog{client: cfg.clientConfig(), admin: adm, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
 		Clock:                clock{now: cfg.Clock, start: time.Now()},
@@ -321,6 +358,8 @@ func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory) engine.Ne
 			AllowedLatenessMs: cfg.AllowedLateness.Milliseconds(),
 			OutputEventTime:   cfg.OutputEventTime,
 			OutputKey:         cfg.OutputKey,
+			OutputTopics:      cfg.outputTopicSet(),
+			ValueFromRecord:   cfg.ValueFromRecord,
 			Initial:           init,
 			OnDecodeError:     decode,
 			OnKeyPartition:    keyPart,

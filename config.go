@@ -73,8 +73,16 @@ type Config[K, I, O any] struct {
 	// a decoded key must give back the record's key bytes (state is stored
 	// under the key bytes).
 	KeySerde serde.Serde[K]
-	// ValueSerde (required) decodes record values.
+	// ValueSerde (required) decodes record values, unless ValueFromRecord
+	// is set instead.
 	ValueSerde serde.Deserializer[I]
+	// ValueFromRecord, instead of ValueSerde, decodes an input value from
+	// the whole record: topic, partition, offset, timestamp, key, value and
+	// headers (processor.Record). A processor that needs record metadata
+	// makes its input type I carry it, and keeps HandleInputRows' plain
+	// iter.Seq[I]; one that does not is unaffected. Its errors and panics
+	// meet OnDecodeError like ValueSerde's. Default: none (ValueSerde).
+	ValueFromRecord func(rec processor.Record) (I, error)
 	// OnDecodeError says what an undecodable record, or one with a nil
 	// key, does. Default DecodeErrorFail: Run stops with a DecodeError
 	// naming topic, partition and offset; nothing from that batch on is
@@ -126,6 +134,12 @@ type Config[K, I, O any] struct {
 	OutputTopic string
 	// OutputSerde (required) encodes emitted rows.
 	OutputSerde serde.Serializer[O]
+	// OutputTopics declares further output topics, each with the
+	// serializer of its values (processor.NewOutputTopic), that the
+	// processor writes to with processor.EmitTo, in the batch's
+	// transaction like OutputTopic. Each must exist: Run checks them at
+	// start (a missing one is an error naming it). Default: none.
+	OutputTopics []processor.NamedTopic
 	// OutputKey gives an output record's key. Default: the grouping key's
 	// bytes. Output records are partitioned by murmur2 of their key.
 	OutputKey func(key K, out O) []byte
@@ -341,8 +355,10 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		return bad("Brokers is empty")
 	case len(c.InputTopics) != 1 || c.InputTopics[0] == "":
 		return bad("InputTopics %q: exactly one input topic is supported", c.InputTopics)
-	case c.KeySerde == nil || c.ValueSerde == nil:
-		return bad("KeySerde and ValueSerde are required")
+	case c.KeySerde == nil || (c.ValueSerde == nil && c.ValueFromRecord == nil):
+		return bad("KeySerde and ValueSerde (or ValueFromRecord) are required")
+	case c.ValueSerde != nil && c.ValueFromRecord != nil:
+		return bad("set ValueSerde or ValueFromRecord, not both")
 	case c.NewProcessor == nil:
 		return bad("NewProcessor is required")
 	case c.OutputTopic == "" || c.OutputSerde == nil:
@@ -378,6 +394,18 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		if err := c.clientConfig().Check(); err != nil {
 			return bad("KafkaOptions, TLS, SASL: %v", err)
 		}
+	}
+	seen := map[string]bool{}
+	for i, t := range c.OutputTopics {
+		switch {
+		case t == nil:
+			return bad("OutputTopics[%d] is nil", i)
+		case !validTopic.MatchString(t.Name()):
+			return bad("OutputTopics[%d] %q: want letters, digits, '.', '_' or '-'", i, t.Name())
+		case seen[t.Name()]:
+			return bad("OutputTopics: %q is declared twice", t.Name())
+		}
+		seen[t.Name()] = true
 	}
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = c.ApplicationID + "-dlq"
@@ -439,6 +467,27 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		}
 	}
 	return c, nil
+}
+
+// outputTopics returns the names of OutputTopics.
+func (c *Config[K, I, O]) outputTopics() []string {
+	out := make([]string, len(c.OutputTopics))
+	for i, t := range c.OutputTopics {
+		out[i] = t.Name()
+	}
+	return out
+}
+
+// outputTopicSet returns the names of OutputTopics as a set; nil if none.
+func (c *Config[K, I, O]) outputTopicSet() map[string]bool {
+	if len(c.OutputTopics) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(c.OutputTopics))
+	for _, t := range c.OutputTopics {
+		m[t.Name()] = true
+	}
+	return m
 }
 
 // deadLetters reports whether a policy writes to the dead-letter topic.

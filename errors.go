@@ -31,6 +31,10 @@ var (
 	// emitted a record larger than Config.MaxRecordBytes (as Kafka counts
 	// it: key + value + ~80 bytes). Config.OnProcessingError applies.
 	ErrOutputTooLarge = engine.ErrOutputTooLarge
+	// ErrUndeclaredTopic is wrapped by the UserError of a handler call
+	// that emitted (processor.EmitTo) to a topic missing from
+	// Config.OutputTopics. Config.OnProcessingError applies.
+	ErrUndeclaredTopic = engine.ErrUndeclaredTopic
 	// ErrStuck is wrapped by every StuckError.
 	ErrStuck = errors.New("kstate: a processor call did not return in time")
 	// ErrRecordTooLarge is wrapped by every *RecordTooLargeError.

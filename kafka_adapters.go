@@ -182,6 +182,20 @@ func (k kafkaAdmin) CommittedOffsets(ctx context.Context, group, topic string) (
 	return offs, adminErr(err)
 }
 
+// StableOffsets makes kafkaAdmin an engine.StableOffsetter (RunToEnd).
+func (k kafkaAdmin) StableOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	offs, err := k.a.StableOffsets(ctx, topic)
+	if errors.Is(err, kafka.ErrTopicNotFound) {
+		return nil, &markedError{err: err, mark: engine.ErrUnknownTopic}
+	}
+	return offs, adminErr(err)
+}
+
+// GroupOffsets is CommittedOffsets, for RunToEnd's end check.
+func (k kafkaAdmin) GroupOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	return k.CommittedOffsets(ctx, group, topic)
+}
+
 // checkRecordLimit is the coordinator's CheckTopics: MaxRecordBytes must
 // fit the max.message.bytes of the topics records are produced to, or the
 // broker would reject what the producer lets through.

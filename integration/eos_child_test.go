@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -55,6 +56,8 @@ type eosChildArgs struct {
 	killPoint      string // cli.KillPointEnv value; "" for none
 	deadLetter     bool   // -dead-letter: poison values and fail rows are dead-lettered
 	pad            int    // bytes of the eos processor's pad variable per key; 0: none
+	proc           string // -proc; "" for eos
+	toEnd          bool   // -to-end: App.RunToEnd, the child exits 0 at the end
 }
 
 // startEOSChild starts an instance of the eos application. The child dies
@@ -66,7 +69,10 @@ func startEOSChild(t *testing.T, a eosChildArgs) *eosChild {
 		t.Fatal(err)
 	}
 	args := []string{"-brokers", strings.Join(a.brokers, ","), "-app", a.app, "-instance", a.instance,
-		"-state", a.stateDir, "-in", a.in, "-out", a.out, "-proc", "eos", "-metrics", "100ms"}
+		"-state", a.stateDir, "-in", a.in, "-out", a.out, "-proc", cmp.Or(a.proc, "eos"), "-metrics", "100ms"}
+	if a.toEnd {
+		args = append(args, "-to-end")
+	}
 	if a.maxBatch > 0 {
 		args = append(args, "-max-batch", strconv.Itoa(a.maxBatch))
 	}

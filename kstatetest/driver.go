@@ -10,6 +10,7 @@ import (
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
 )
 
@@ -53,9 +54,21 @@ type Output[O any] struct {
 	Value O
 	// Bytes is Value as Config.OutputSerde serialized it: the record value.
 	Bytes []byte
-	// Timestamp is Config.OutputEventTime of the row, the record
-	// timestamp; zero when OutputEventTime is nil.
+	// Timestamp is the record timestamp: processor.EmitWith's, else
+	// Config.OutputEventTime of the row; zero when neither sets one.
 	Timestamp time.Time
+	// Headers are the record headers (processor.EmitWith); nil: none.
+	Headers []processor.Header
+	// Partition is the input partition whose batch emitted the row.
+	Partition int32
+}
+
+// TopicOutput is one committed record emitted with processor.EmitTo to a
+// topic of Config.OutputTopics.
+type TopicOutput struct {
+	Key, Value []byte
+	Timestamp  time.Time // zero when processor.OutputMeta set none
+	Headers    []processor.Header
 	// Partition is the input partition whose batch emitted the row.
 	Partition int32
 }
@@ -77,6 +90,7 @@ type Driver[K, I, O any] struct {
 	parts   []*partition[K, I, O]
 	initial map[int32][]engine.InitialRow[K]
 	outputs []Output[O]
+	topics  map[string][]TopicOutput // processor.EmitTo's outputs, by topic
 	dead    []DeadLetter
 	closed  bool
 
@@ -172,16 +186,21 @@ func (d *Driver[K, I, O]) InputAt(key K, value I, ts time.Time) {
 	d.InputRecord(kb, vb, ts)
 }
 
-// InputRecord queues a record of raw bytes with timestamp ts, e.g. one that
-// Config.KeySerde or ValueSerde cannot decode. It goes to the partition
+// InputRecord queues a record of raw bytes with timestamp ts and headers
+// (seen by Config.ValueFromRecord), e.g. one that Config.KeySerde or
+// ValueSerde cannot decode. It goes to the partition
 // murmur2(key) selects, like Kafka's default partitioner; a nil key (which
 // Config.OnDecodeError handles) goes to partition 0.
-func (d *Driver[K, I, O]) InputRecord(key, value []byte, ts time.Time) {
+func (d *Driver[K, I, O]) InputRecord(key, value []byte, ts time.Time, headers ...processor.Header) {
 	p := d.parts[0]
 	if key != nil {
 		p = d.parts[engine.PartitionFor(key, len(d.parts))]
 	}
-	p.queued = append(p.queued, engine.Record{Offset: p.offset, Key: key, Value: value, TimestampMs: ts.UnixMilli()})
+	var hs []engine.Header
+	for _, h := range headers {
+		hs = append(hs, engine.Header{Key: h.Key, Value: h.Value})
+	}
+	p.queued = append(p.queued, engine.Record{Offset: p.offset, Key: key, Value: value, TimestampMs: ts.UnixMilli(), Headers: hs})
 	p.offset++
 }
 
@@ -215,6 +234,15 @@ func (d *Driver[K, I, O]) MustRunBatch() {
 func (d *Driver[K, I, O]) Outputs() []Output[O] {
 	out := d.outputs
 	d.outputs = nil
+	return out
+}
+
+// TopicOutputs returns the records committed to topic (one of
+// Config.OutputTopics, written with processor.EmitTo) since the last call
+// for that topic, in commit order.
+func (d *Driver[K, I, O]) TopicOutputs(topic string) []TopicOutput {
+	out := d.topics[topic]
+	delete(d.topics, topic)
 	return out
 }
 

@@ -80,6 +80,8 @@ func engineConfig[K, I, O any](c kstate.Config[K, I, O], p int32, backend kv.Sto
 		AllowedLatenessMs: c.AllowedLateness.Milliseconds(),
 		OutputEventTime:   c.OutputEventTime,
 		OutputKey:         c.OutputKey,
+		OutputTopics:      outputTopicSet(c.OutputTopics),
+		ValueFromRecord:   c.ValueFromRecord,
 	}
 }
 
@@ -217,15 +219,22 @@ func (d *Driver[K, I, O]) batch() error {
 	commit := false
 	for _, r := range runs {
 		for _, o := range r.res.Outputs {
-			// Seq indexes the serialized values, rolled-back keys' included.
-			if o.Seq >= len(r.p.outputs.vals) {
-				return fmt.Errorf("kstatetest: internal error: partition %d: output %d of %d serialized values", r.p.id, o.Seq, len(r.p.outputs.vals))
-			}
 			var ts time.Time
 			if o.TimestampMs >= 0 {
 				ts = time.UnixMilli(o.TimestampMs).UTC()
 			}
-			d.outputs = append(d.outputs, Output[O]{Key: o.Key, Value: r.p.outputs.vals[o.Seq], Bytes: o.Value, Timestamp: ts, Partition: r.p.id})
+			if o.Topic != "" {
+				if d.topics == nil {
+					d.topics = map[string][]TopicOutput{}
+				}
+				d.topics[o.Topic] = append(d.topics[o.Topic], TopicOutput{Key: o.Key, Value: o.Value, Timestamp: ts, Headers: procHeaders(o.Headers), Partition: r.p.id})
+				continue
+			}
+			// Seq indexes the serialized values, rolled-back keys' included.
+			if o.Seq >= len(r.p.outputs.vals) {
+				return fmt.Errorf("kstatetest: internal error: partition %d: output %d of %d serialized values", r.p.id, o.Seq, len(r.p.outputs.vals))
+			}
+			d.outputs = append(d.outputs, Output[O]{Key: o.Key, Value: r.p.outputs.vals[o.Seq], Bytes: o.Value, Timestamp: ts, Headers: procHeaders(o.Headers), Partition: r.p.id})
 		}
 		for _, dl := range r.res.DeadLetters {
 			var ts time.Time
@@ -287,4 +296,28 @@ func copyStore(src kv.Store) (kv.Store, error) {
 		err = dst.Write(&b, kv.WriteOptions{})
 	}
 	return dst, err
+}
+
+// outputTopicSet is the engine's set of the declared output topics.
+func outputTopicSet(ts []processor.NamedTopic) map[string]bool {
+	if len(ts) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		m[t.Name()] = true
+	}
+	return m
+}
+
+// procHeaders converts the engine's headers; nil stays nil.
+func procHeaders(hs []engine.Header) []processor.Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]processor.Header, len(hs))
+	for i, h := range hs {
+		out[i] = processor.Header{Key: h.Key, Value: h.Value}
+	}
+	return out
 }

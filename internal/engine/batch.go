@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"iter"
 	"runtime/debug"
+	"time"
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/handle"
@@ -222,7 +223,7 @@ func (t *Task[K, I, O]) group(recs []Record, nowMs int64, res *BatchResult) ([]*
 			}
 			continue
 		}
-		v, err := deserialize(t.cfg.ValueSerde.Deserialize, r.Value)
+		v, err := t.decodeValue(r)
 		if err != nil {
 			if err := t.badRecord(r, "value", err, nowMs, res); err != nil {
 				return nil, 0, err
@@ -383,4 +384,23 @@ func (t *Task[K, I, O]) invoke(method string, key K, withKey bool, fn func() err
 		return &UserError{Method: method, Key: ks, Partition: t.cfg.Partition, Err: e}
 	}
 	return nil
+}
+
+// decodeValue decodes r's value with ValueSerde, or from the whole record
+// with ValueFromRecord.
+func (t *Task[K, I, O]) decodeValue(r *Record) (I, error) {
+	if t.cfg.ValueFromRecord == nil {
+		return deserialize(t.cfg.ValueSerde.Deserialize, r.Value)
+	}
+	rec := processor.Record{
+		Topic: t.cfg.Topic, Partition: t.cfg.Partition, Offset: r.Offset,
+		Timestamp: time.UnixMilli(r.TimestampMs), Key: r.Key, Value: r.Value,
+	}
+	if len(r.Headers) > 0 {
+		rec.Headers = make([]processor.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			rec.Headers[i] = processor.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return deserialize(func([]byte) (I, error) { return t.cfg.ValueFromRecord(rec) }, r.Value)
 }

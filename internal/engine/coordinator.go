@@ -24,6 +24,9 @@ type CoordinatorConfig struct {
 	// created with the input's partition count if missing. Optional:
 	// empty when no policy dead-letters.
 	DeadLetterTopic string
+	// OutputTopics are further output topics (processor.EmitTo); each must
+	// exist at start. Optional.
+	OutputTopics []string
 
 	// ProcessingTime makes a batch run every TriggerInterval even without
 	// input (TimeMode ProcessingTime).
@@ -68,6 +71,16 @@ type CoordinatorConfig struct {
 	// assignment naming an unknown partition checks at once. Optional;
 	// default 30s.
 	MetadataRefresh time.Duration
+	// RunToEnd makes Run a bounded run (bounded.go): it captures the
+	// input's end offsets at start and returns nil once the group's
+	// committed offsets reached them. Admin must implement StableOffsetter.
+	// Optional.
+	RunToEnd bool
+	// BoundedNeedsTasks (RunToEnd): the processor has timers or initial
+	// state, so the end also needs this instance's partitions restored
+	// with nothing due, and the run joins the group even when the ends
+	// are committed already. Optional.
+	BoundedNeedsTasks bool
 
 	Admin      Admin
 	NewSession func() (Session, error) // called once by Run, after the topic checks
@@ -107,14 +120,22 @@ type Coordinator struct {
 
 	partitions    int // of the input (and changelog) topic
 	outPartitions int
-	dlqPartitions int           // of DeadLetterTopic; 0 without one
-	start         time.Duration // Clock.Elapsed at the start of Run
-	lastTrigger   time.Time     // Clock time of the last ProcessingTime trigger
+	// topicPartitions holds the partition counts of OutputTopics.
+	topicPartitions map[string]int
+	dlqPartitions   int           // of DeadLetterTopic; 0 without one
+	start           time.Duration // Clock.Elapsed at the start of Run
+	lastTrigger     time.Time     // Clock time of the last ProcessingTime trigger
 	// Loop-only: the layout watch (topology.go).
 	lastMetadata time.Duration // Clock.Elapsed of the last partition count check
 	unknownPart  int32         // highest assigned partition ≥ partitions; -1: none
 
 	session Session
+
+	// bnd is the state of a bounded run (RunToEnd); nil otherwise.
+	// forceTrigger makes the next batch a ProcessingTime trigger
+	// (finishBounded). Loop-only.
+	bnd          *bounded
+	forceTrigger bool
 
 	// workCtx bounds Kafka calls of batches and restores. It outlives the
 	// Run ctx by ShutdownTimeout, so that the batch in flight at
@@ -154,6 +175,9 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 	case cfg.MaxBatchRecords <= 0 || cfg.RestoreTimeout <= 0 || cfg.ShutdownTimeout <= 0 ||
 		(cfg.ProcessingTime && cfg.TriggerInterval <= 0):
 		return nil, errors.New("engine: CoordinatorConfig needs positive MaxBatchRecords, RestoreTimeout, ShutdownTimeout and (ProcessingTime) TriggerInterval")
+	}
+	if _, ok := cfg.Admin.(StableOffsetter); cfg.RunToEnd && !ok {
+		return nil, errors.New("engine: CoordinatorConfig.RunToEnd needs an Admin implementing StableOffsetter")
 	}
 	if cfg.RestoreRetry <= 0 {
 		cfg.RestoreRetry = defaultRestoreRetry
@@ -204,7 +228,9 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 	defer func() {
 		// Graceful: stopped by ctx, with no error to report (a stuck batch
 		// or processor Init found by failed is reported below).
-		graceful := err == nil && ctx.Err() != nil && c.failed() == nil
+		// A bounded run that reached its end stops gracefully too.
+		ended := c.bnd != nil && c.bnd.ended
+		graceful := err == nil && (ctx.Err() != nil || ended) && c.failed() == nil
 		if cerr := c.shutdown(graceful); err == nil && ctx.Err() == nil {
 			err = cerr
 		}
@@ -226,6 +252,9 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 			return nil
 		}
 		return err
+	}
+	if c.bnd != nil && c.bnd.ended {
+		return nil // a bounded run with nothing to do: never joined
 	}
 	c.log.Info("started", "instance", c.cfg.InstanceID, "transactional_id", c.session.TransactionalID(), "run", c.cfg.RunID,
 		"input", c.cfg.Topic, "partitions", c.partitions, "output", c.cfg.OutputTopic, "changelog", c.cfg.ChangelogTopic)
@@ -252,6 +281,18 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 		c.noteLag()
 		if ctx.Err() != nil {
 			return nil
+		}
+		if c.bnd != nil && c.shouldCheck(recs) {
+			done, err := c.reachedEnd(ctx, false)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			if done {
+				return c.finishBounded()
+			}
 		}
 	}
 }
@@ -304,9 +345,35 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 	if c.outPartitions, err = c.cfg.Admin.Partitions(ctx, c.cfg.OutputTopic); err != nil {
 		return fmt.Errorf("kstate: output topic %q (create it before Run): %w", c.cfg.OutputTopic, err)
 	}
+	c.topicPartitions = make(map[string]int, len(c.cfg.OutputTopics))
+	for _, t := range c.cfg.OutputTopics {
+		n, err := c.cfg.Admin.Partitions(ctx, t)
+		if err != nil {
+			return fmt.Errorf("kstate: output topic %q of Config.OutputTopics (create it before Run): %w", t, err)
+		}
+		c.topicPartitions[t] = n
+	}
 	if c.cfg.CheckTopics != nil {
 		if err := c.cfg.CheckTopics(ctx); err != nil {
 			return err
+		}
+	}
+	if c.cfg.RunToEnd {
+		if err := c.captureEnds(ctx); err != nil {
+			return err
+		}
+		if !c.cfg.BoundedNeedsTasks {
+			// Nothing but input to process: if the group is at the
+			// ends already, return without joining.
+			done, err := c.reachedEnd(ctx, true)
+			if err != nil {
+				return err
+			}
+			if done {
+				c.bnd.ended = true
+				c.log.Info("bounded run: the group's committed offsets are at the input's end offsets already: nothing to do", "ends", c.bnd.ends)
+				return nil
+			}
 		}
 	}
 	if c.cfg.DeadLetterTopic != "" {

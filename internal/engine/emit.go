@@ -20,24 +20,25 @@ type emitter[K, I, O any] struct {
 	err      error
 }
 
-func (e *emitter[K, I, O]) Emit(o O) error {
-	if e.done {
-		return ErrEmitOutsideCall
-	}
-	if e.err != nil {
-		return e.err
+func (e *emitter[K, I, O]) Emit(o O) error { return e.EmitMeta(o, processor.OutputMeta{}) }
+
+// EmitMeta is processor.EmitWith: Emit with the key, timestamp and headers
+// of m where set.
+func (e *emitter[K, I, O]) EmitMeta(o O, m processor.OutputMeta) error {
+	if err := e.usable(); err != nil {
+		return err
 	}
 	cfg := &e.t.cfg
-	ts := int64(-1)
-	if cfg.OutputEventTime != nil {
-		ts = cfg.OutputEventTime(o)
-		// Checked against the watermark for late events (the previous
-		// batch's), not the one timers fire at, as Spark does: a timer
-		// that fires at watermark W may emit a row stamped with its own
-		// expiry ≤ W, which downstream sees as on time.
-		if lw := e.t.lateWatermark; cfg.TimeMode == processor.EventTime && lw != noWatermark && ts < lw {
-			e.err = fmt.Errorf("Emit: %w: event time %d, watermark for late events %d", ErrLateOutput, ts, lw)
-			return e.err
+	ts, hasTs := int64(-1), false
+	switch {
+	case !m.Timestamp.IsZero():
+		ts, hasTs = m.Timestamp.UnixMilli(), true
+	case cfg.OutputEventTime != nil:
+		ts, hasTs = cfg.OutputEventTime(o), true
+	}
+	if hasTs {
+		if err := e.checkLate("Emit", ts); err != nil {
+			return err
 		}
 	}
 	v, err := cfg.OutputSerde.Serialize(o)
@@ -47,19 +48,91 @@ func (e *emitter[K, I, O]) Emit(o O) error {
 	}
 	seq := e.t.emitSeq
 	e.t.emitSeq++
-	k := e.keyBytes
-	if cfg.OutputKey != nil {
-		k = cfg.OutputKey(e.key, o)
+	k := m.Key
+	if k == nil {
+		k = e.keyBytes
+		if cfg.OutputKey != nil {
+			k = cfg.OutputKey(e.key, o)
+		}
 	}
-	if n := recordsize.Of(k, v, nil); cfg.MaxOutputBytes > 0 && n > cfg.MaxOutputBytes {
-		// Checked here, per key, with the producer's limit and measure,
-		// rather than left to the producer, whose refusal would fail the
-		// whole transaction on every retry.
-		e.err = fmt.Errorf("Emit: %w: the record is %d bytes as Kafka counts them, over Config.MaxRecordBytes = %d", ErrOutputTooLarge, n, cfg.MaxOutputBytes)
+	return e.add("Emit", Output{Key: k, Value: v, TimestampMs: ts, Seq: seq, Headers: headers(m.Headers)})
+}
+
+// EmitToTopic is processor.EmitTo: value (encoded by the topic's
+// serializer, or encodeErr) to a declared output topic.
+func (e *emitter[K, I, O]) EmitToTopic(topic string, value []byte, encodeErr error, m processor.OutputMeta) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	op := fmt.Sprintf("EmitTo(%q)", topic)
+	if !e.t.cfg.OutputTopics[topic] {
+		e.err = fmt.Errorf("%s: %w", op, ErrUndeclaredTopic)
 		return e.err
 	}
-	*e.out = append(*e.out, Output{Key: k, Value: v, TimestampMs: ts, Seq: seq})
+	if encodeErr != nil {
+		e.err = fmt.Errorf("%s: encode output: %w", op, encodeErr)
+		return e.err
+	}
+	ts := int64(-1)
+	if !m.Timestamp.IsZero() {
+		ts = m.Timestamp.UnixMilli()
+		if err := e.checkLate(op, ts); err != nil {
+			return err
+		}
+	}
+	k := m.Key
+	if k == nil {
+		k = e.keyBytes
+	}
+	return e.add(op, Output{Topic: topic, Key: k, Value: value, TimestampMs: ts, Seq: -1, Headers: headers(m.Headers)})
+}
+
+// usable reports an Emitter used after its call, or a sticky error.
+func (e *emitter[K, I, O]) usable() error {
+	if e.done {
+		return ErrEmitOutsideCall
+	}
+	return e.err
+}
+
+// checkLate: in EventTime mode an output's event time is checked against
+// the watermark for late events (the previous batch's), not the one timers
+// fire at, as Spark does: a timer that fires at watermark W may emit a row
+// stamped with its own expiry ≤ W, which downstream sees as on time.
+func (e *emitter[K, I, O]) checkLate(op string, ts int64) error {
+	if lw := e.t.lateWatermark; e.t.cfg.TimeMode == processor.EventTime && lw != noWatermark && ts < lw {
+		e.err = fmt.Errorf("%s: %w: event time %d, watermark for late events %d", op, ErrLateOutput, ts, lw)
+		return e.err
+	}
 	return nil
+}
+
+// add appends o after checking its size: per key, with the producer's
+// limit and measure, rather than left to the producer, whose refusal would
+// fail the whole transaction on every retry.
+func (e *emitter[K, I, O]) add(op string, o Output) error {
+	var hs []recordsize.Header
+	for _, h := range o.Headers {
+		hs = append(hs, recordsize.Header{Key: h.Key, Value: h.Value})
+	}
+	if n := recordsize.Of(o.Key, o.Value, hs); e.t.cfg.MaxOutputBytes > 0 && n > e.t.cfg.MaxOutputBytes {
+		e.err = fmt.Errorf("%s: %w: the record is %d bytes as Kafka counts them, over Config.MaxRecordBytes = %d", op, ErrOutputTooLarge, n, e.t.cfg.MaxOutputBytes)
+		return e.err
+	}
+	*e.out = append(*e.out, o)
+	return nil
+}
+
+// headers converts a processor's headers; nil stays nil.
+func headers(hs []processor.Header) []Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]Header, len(hs))
+	for i, h := range hs {
+		out[i] = Header{Key: h.Key, Value: h.Value}
+	}
+	return out
 }
 
 // close ends the call; it returns the sticky error as a UserError.

@@ -34,6 +34,9 @@ var (
 	// ErrOutputTooLarge is wrapped when an emitted record is larger than
 	// the producer can send.
 	ErrOutputTooLarge = errors.New("kstate: output record too large")
+	// ErrUndeclaredTopic is wrapped when processor.EmitTo names a topic
+	// missing from Config.OutputTopics.
+	ErrUndeclaredTopic = errors.New("kstate: output topic not declared in Config.OutputTopics")
 )
 
 // Policy says what a bad record or a failing key does (the root package's

@@ -34,7 +34,7 @@ func (c *Coordinator) batch(recs []Message) error {
 	if len(unready) > 0 {
 		return c.rewind(unready)
 	}
-	trigger := c.cfg.ProcessingTime && now.Sub(c.lastTrigger) >= c.cfg.TriggerInterval
+	trigger := c.cfg.ProcessingTime && (c.forceTrigger || now.Sub(c.lastTrigger) >= c.cfg.TriggerInterval)
 	var parts []*slot
 	for p, s := range ready {
 		if len(byPart[p]) > 0 || trigger || s.task.NeedsBatch() {
@@ -160,9 +160,13 @@ func (c *Coordinator) records(parts []*slot, results []*BatchResult) ([]Message,
 			if o.TimestampMs >= 0 {
 				ts = time.UnixMilli(o.TimestampMs)
 			}
+			topic, n := c.cfg.OutputTopic, c.outPartitions
+			if o.Topic != "" {
+				topic, n = o.Topic, c.topicPartitions[o.Topic]
+			}
 			out = append(out, Message{
-				Topic: c.cfg.OutputTopic, Partition: c.outputPartition(o.Key, s.part),
-				Key: o.Key, Value: o.Value, Timestamp: ts,
+				Topic: topic, Partition: outputPartition(o.Key, s.part, n),
+				Key: o.Key, Value: o.Value, Timestamp: ts, Headers: o.Headers,
 			})
 		}
 		for _, d := range res.DeadLetters {
@@ -188,11 +192,11 @@ func (c *Coordinator) records(parts []*slot, results []*BatchResult) ([]Message,
 // outputPartition is murmur2 of the key like Kafka's default partitioner;
 // computed here (not left to the producer) so that a record with a nil key
 // goes deterministically to the input partition's counterpart.
-func (c *Coordinator) outputPartition(key []byte, input int32) int32 {
+func outputPartition(key []byte, input int32, partitions int) int32 {
 	if key == nil {
-		return input % int32(c.outPartitions)
+		return input % int32(partitions)
 	}
-	return PartitionFor(key, c.outPartitions)
+	return PartitionFor(key, partitions)
 }
 
 // rewind handles records of partitions that are not ready: the session

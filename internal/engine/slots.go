@@ -66,6 +66,9 @@ func (g groupEvents) Assigned(_ context.Context, parts []Partition) {
 	// the next transaction otherwise; see rewind for records that were
 	// fetched before this pause).
 	c.session.Pause(ps)
+	if c.bnd != nil && len(ps) > 0 {
+		c.bnd.assigned = true
+	}
 	for _, p := range ps {
 		if !c.noteAssigned(p.Partition) {
 			continue // no task: checkLayout stops Run before the next batch

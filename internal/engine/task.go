@@ -80,6 +80,12 @@ type Config[K, I, O any] struct {
 	OutputEventTime func(O) int64
 	// OutputKey gives an output record's key; nil = the grouping key bytes.
 	OutputKey func(key K, out O) []byte
+	// OutputTopics are the declared topics processor.EmitTo may write to;
+	// nil = none.
+	OutputTopics map[string]bool
+	// ValueFromRecord, when set, decodes input values from the whole
+	// record (metadata and headers) instead of ValueSerde.
+	ValueFromRecord func(processor.Record) (I, error)
 
 	// Initial is the initial state shared by the Run's tasks; nil = none.
 	Initial *InitialCache[K]
@@ -115,11 +121,16 @@ type Record struct {
 
 // Output is one output record produced by a batch.
 type Output struct {
+	// Topic is a declared output topic (Config.OutputTopics, processor.EmitTo);
+	// "": the main output topic.
+	Topic       string
 	Key, Value  []byte
 	TimestampMs int64 // −1: no output event time (the producer sets the time)
+	Headers     []Header
 	// Seq numbers the batch's successful OutputSerde calls, rolled-back
 	// ones included, so that a caller capturing the typed values (the
-	// kstatetest driver) can match them to the outputs that remain.
+	// kstatetest driver) can match them to the outputs that remain; −1 for
+	// outputs to other topics (EmitTo), which OutputSerde did not encode.
 	Seq int
 }
 
@@ -195,7 +206,7 @@ type pending struct {
 // Open opens the task's shard. The caller restores the changelog tail into
 // Shard() (from Shard().ChangelogOffset()) and then calls Start.
 func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
-	if cfg.KeySerde == nil || cfg.ValueSerde == nil || cfg.OutputSerde == nil || cfg.NewProcessor == nil {
+	if cfg.KeySerde == nil || (cfg.ValueSerde == nil && cfg.ValueFromRecord == nil) || cfg.OutputSerde == nil || cfg.NewProcessor == nil {
 		return nil, fmt.Errorf("partition %d: key, value and output codecs and NewProcessor are required", cfg.Partition)
 	}
 	sh, err := shard.OpenShard(shard.ShardOptions{

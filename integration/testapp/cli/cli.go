@@ -57,6 +57,7 @@ func Main(args []string) int {
 		metrics  = fs.Duration("metrics", 0, "print a metrics line this often (0: never)")
 		dlq      = fs.Bool("dead-letter", false, "eos: DeadLetter policies for poison values and failing keys")
 		pad      = fs.Int("pad", 0, "eos: bytes of a pad state variable per key (0: none)")
+		toEnd    = fs.Bool("to-end", false, "App.RunToEnd instead of Run: exit 0 once the input's end offsets at start are committed")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -119,10 +120,10 @@ func Main(args []string) int {
 		logger.Printf("testapp: %v", err)
 		return 1
 	}
-	return run(a, kill, *metrics, os.Stdout, logger)
+	return run(a, kill, *metrics, *toEnd, os.Stdout, logger)
 }
 
-func run(a *kstate.App[string, string, string], kill engine.KillHook, every time.Duration, stdout io.Writer, logger *log.Logger) int {
+func run(a *kstate.App[string, string, string], kill engine.KillHook, every time.Duration, toEnd bool, stdout io.Writer, logger *log.Logger) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	if kill != nil {
 		// The internal-only option that installs the hook in Run's
@@ -149,7 +150,11 @@ func run(a *kstate.App[string, string, string], kill engine.KillHook, every time
 			}
 		})
 	}
-	if err := a.Run(ctx); err != nil {
+	runApp := a.Run
+	if toEnd {
+		runApp = a.RunToEnd
+	}
+	if err := runApp(ctx); err != nil {
 		stop()
 		wg.Wait()
 		logger.Printf("testapp: %v", err)

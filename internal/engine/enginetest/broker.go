@@ -288,6 +288,16 @@ func (a Admin) CommittedOffsets(_ context.Context, group, topic string) (map[int
 // EndOffsets implements engine.EndOffsetter: the log end of every
 // partition of topic.
 func (a Admin) EndOffsets(_ context.Context, topic string) (map[int32]int64, error) {
+	return a.offsets(topic, func(l *plog) int64 { return l.end() })
+}
+
+// StableOffsets is the engine.StableOffsetter of bounded runs: every
+// partition's last stable offset.
+func (a Admin) StableOffsets(_ context.Context, topic string) (map[int32]int64, error) {
+	return a.offsets(topic, func(l *plog) int64 { return l.lso() })
+}
+
+func (a Admin) offsets(topic string, of func(*plog) int64) (map[int32]int64, error) {
 	a.B.mu.Lock()
 	defer a.B.mu.Unlock()
 	ls, ok := a.B.topics[topic]
@@ -296,9 +306,14 @@ func (a Admin) EndOffsets(_ context.Context, topic string) (map[int32]int64, err
 	}
 	out := make(map[int32]int64, len(ls))
 	for p, l := range ls {
-		out[int32(p)] = l.end()
+		out[int32(p)] = of(l)
 	}
 	return out, nil
+}
+
+// GroupOffsets is CommittedOffsets, never held at the Env's gate.
+func (a Admin) GroupOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	return a.CommittedOffsets(ctx, group, topic)
 }
 
 // Changelog opens readers over the broker.

@@ -203,6 +203,11 @@ type tracedChangelog struct {
 
 func (c tracedChangelog) Open(ctx context.Context, topic string, p int32, from int64) (engine.ChangelogReader, error) {
 	rd, err := c.Changelog.Open(ctx, topic, p, from)
+	if topic == Input {
+		// A bounded run's end check, not a restore.
+		c.e.traceBg("%s: probe input p%d from %d", c.name, p, from)
+		return rd, err
+	}
 	if err != nil {
 		c.e.traceBg("%s: restore p%d from %d: %v", c.name, p, from, errors.Unwrap(err) /* the sentinel */)
 		return nil, err
@@ -552,17 +557,17 @@ func (i *Instance) exited() bool {
 }
 
 // start runs a coordinator: start <name> [mode=none|proc|event]
-// [initial=k:n,...] [kill=<point>@<n>] [dlq]. With old (restart), the disks
+// [initial=k:n,...] [kill=<point>@<n>] [dlq] [bounded]. With old (restart), the disks
 // carry over as they were when old stopped. dlq dead-letters undecodable
 // records (value "poison"), misrouted records and failing keys to
-// DeadLetterTopic.
+// DeadLetterTopic. bounded makes it a bounded run (RunToEnd).
 func (e *Env) start(args []string, old *Instance) error {
 	name := args[0]
 	mode := processor.NoTime
 	var init []initialRow
 	var kill engine.KillPoint
 	killN := 0
-	dlq := false
+	dlq, bounded := false, false
 	var maxBatch, shutdown time.Duration
 	traceWarn := false
 	for _, a := range args[1:] {
@@ -589,6 +594,8 @@ func (e *Env) start(args []string, old *Instance) error {
 			}
 		case "dlq":
 			dlq = true
+		case "bounded":
+			bounded = true
 		case "max-batch", "shutdown":
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -669,10 +676,13 @@ func (e *Env) start(args []string, old *Instance) error {
 		RestoreRetry:     50 * time.Millisecond,
 		ShutdownTimeout:  shutdown,
 		MaxBatchDuration: maxBatch,
-		Admin:            gatedAdmin{Admin{e.B}, e},
-		NewSession:       func() (engine.Session, error) { return i.m, nil },
-		Changelog:        tracedChangelog{Changelog{e.B}, e, name},
-		Clock:            e.Clock,
+		RunToEnd:         bounded,
+		// The scenarios' Counter has timers in the time modes.
+		BoundedNeedsTasks: bounded && mode != processor.NoTime,
+		Admin:             gatedAdmin{Admin{e.B}, e},
+		NewSession:        func() (engine.Session, error) { return i.m, nil },
+		Changelog:         tracedChangelog{Changelog{e.B}, e, name},
+		Clock:             e.Clock,
 		NewTask: func(p int32) (engine.TaskHandle, error) {
 			i.mu.Lock()
 			d := i.disks[p]
