@@ -99,10 +99,18 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// clusterID is a random cluster id in Kafka's form (a base64url UUID).
+// Like Kafka's Uuid.randomUuid it never starts with '-', which the
+// command-line parsers would take for an option ("--cluster-id: expected
+// one argument", 1 format in 64 before this check).
 func clusterID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	for {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		if id := base64.RawURLEncoding.EncodeToString(b[:]); id[0] != '-' {
+			return id
+		}
+	}
 }
 
 // brokerConfig is a single combined broker+controller tuned for tests:
@@ -205,7 +213,7 @@ func StartBroker(ctx context.Context, libs string, o StartOptions, logf func(str
 		"-Dlog4j2.configurationFile=" + logCfg}
 
 	format := exec.CommandContext(ctx, java, append(append(jvm, "-cp", cp, "kafka.tools.StorageTool",
-		"format", "-t", clusterID(), "-c", props), scram...)...)
+		"format", "--cluster-id="+clusterID(), "-c", props), scram...)...)
 	if out, err := format.CombinedOutput(); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("kafkabroker: kafka storage format failed: %w\n%s", err, out)
