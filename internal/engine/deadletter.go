@@ -129,6 +129,9 @@ func (t *Task[K, I, O]) discard(sp savepoint, res *BatchResult) error {
 	}
 	clear(res.Outputs[sp.outputs:])
 	res.Outputs = res.Outputs[:sp.outputs]
+	if t.hasSink() {
+		t.sinkKeys, t.sinkValues = t.sinkKeys[:sp.outputs], t.sinkValues[:sp.outputs]
+	}
 	return nil
 }
 

@@ -59,6 +59,11 @@ func (e *emitter[K, I, O]) Emit(o O) error {
 		return e.err
 	}
 	*e.out = append(*e.out, Output{Key: k, Value: v, TimestampMs: ts, Seq: seq})
+	if cfg.Sink != nil {
+		// In lockstep with the outputs (a discarded call cuts both).
+		e.t.sinkKeys = append(e.t.sinkKeys, e.key)
+		e.t.sinkValues = append(e.t.sinkValues, o)
+	}
 	return nil
 }
 

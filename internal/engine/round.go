@@ -21,6 +21,14 @@ func (c *Coordinator) batch(recs []Message) error {
 			unready = append(unready, rec.Partition)
 			continue
 		}
+		if s := ready[rec.Partition]; s.task.Planned() != nil {
+			// Its planned batch runs first, over the planned records
+			// only: these must not be committed before they are
+			// processed (sink.go).
+			c.pauseForPlan(s)
+			unready = append(unready, rec.Partition)
+			continue
+		}
 		r := Record{
 			Offset: rec.Offset, Key: rec.Key, Value: rec.Value, TimestampMs: rec.Timestamp.UnixMilli(), Headers: rec.Headers,
 		}
@@ -55,6 +63,12 @@ func (c *Coordinator) batch(recs []Message) error {
 		c.mu.inFlight = false
 		c.mu.Unlock()
 	}()
+	if c.cfg.Sink {
+		// Fix every task's batch (records, time, id) before it runs.
+		if ok, err := c.plan(parts, now.UnixMilli(), byPart); err != nil || !ok {
+			return err
+		}
+	}
 	results, errs, err := c.runTasks(parts, now.UnixMilli(), byPart)
 	if err != nil {
 		return fmt.Errorf("kstate: %w", err)
@@ -69,6 +83,11 @@ func (c *Coordinator) batch(recs []Message) error {
 			abortAll()
 			return fmt.Errorf("kstate: %w", err)
 		}
+	}
+
+	if err := c.runSinks(parts, results); err != nil {
+		abortAll()
+		return fmt.Errorf("kstate: %w", err)
 	}
 
 	out, clEnd := c.records(parts, results)
@@ -110,6 +129,11 @@ func (c *Coordinator) batch(recs []Message) error {
 		abortAll()
 		c.retire(Counters{Aborts: 1})
 		c.log.Warn("batch aborted by a rebalance; retrying from the committed offsets", "partitions", partsOf(parts))
+		for _, s := range parts {
+			if s.task.Planned() != nil {
+				c.pauseForPlan(s)
+			}
+		}
 		return nil
 	}
 	c.retire(Counters{Commits: 1, CommitLatency: latency})
@@ -135,6 +159,7 @@ func (c *Coordinator) batch(recs []Message) error {
 			return fmt.Errorf("kstate: %w", err)
 		}
 	}
+	c.resumeAfterPlan(parts)
 	c.noteStatus(parts, true)
 	return nil
 }
@@ -151,6 +176,9 @@ func (c *Coordinator) records(parts []*slot, results []*BatchResult) ([]Message,
 	for i, s := range parts {
 		res := results[i]
 		for _, o := range res.Outputs {
+			if c.cfg.OutputTopic == "" {
+				break // sinks only
+			}
 			var ts time.Time
 			if o.TimestampMs >= 0 {
 				ts = time.UnixMilli(o.TimestampMs)
