@@ -17,6 +17,7 @@ import (
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
 )
 
 // App is a configured application. Create it with New and start it with Run.
@@ -236,6 +237,7 @@ func (a *App[K, I, O]) run(ctx context.Context) error {
 		RunID:                runID,
 		Topic:                cfg.InputTopics[0],
 		OutputTopic:          cfg.OutputTopic,
+		Sink:                 len(cfg.Sinks) > 0,
 		ChangelogTopic:       a.ChangelogTopic(),
 		DeadLetterTopic:      a.deadLetterTopic(),
 		ProcessingTime:       cfg.TimeMode == processor.ProcessingTime,
@@ -248,7 +250,7 @@ func (a *App[K, I, O]) run(ctx context.Context) error {
 		MetadataRefresh:      cfg.MetadataRefresh,
 		StartupTimeout:       cfg.StartupTimeout,
 		Admin:                kadm,
-		CheckTopics:          kadm.checkRecordLimit(cfg.OutputTopic, a.ChangelogTopic()),
+		CheckTopics:          kadm.checkRecordLimit(a.producedTopics()...),
 		NewSession:           a.newSession,
 		Changelog:            kafkaChangelog{brokers: cfg.Brokers, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
 		Clock:                clock{now: cfg.Clock, start: time.Now()},
@@ -300,13 +302,14 @@ func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory) engine.Ne
 			OutputMode:        cfg.OutputMode,
 			KeySerde:          cfg.KeySerde,
 			ValueSerde:        cfg.ValueSerde,
-			OutputSerde:       cfg.OutputSerde,
+			OutputSerde:       outputSerde(cfg.OutputSerde),
 			NewProcessor:      cfg.NewProcessor,
 			EventTime:         cfg.EventTime,
 			AllowedLatenessMs: cfg.AllowedLateness.Milliseconds(),
 			OutputEventTime:   cfg.OutputEventTime,
 			OutputKey:         cfg.OutputKey,
 			Initial:           init,
+			Sink:              engineSink(cfg.Sinks),
 			OnDecodeError:     decode,
 			OnKeyPartition:    keyPart,
 			OnProcessingError: processing,
@@ -332,4 +335,21 @@ func newRunID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// producedTopics are the topics whose max.message.bytes is checked: the
+// output topic (when set) and the changelog.
+func (a *App[K, I, O]) producedTopics() []string {
+	if a.cfg.OutputTopic == "" {
+		return []string{a.ChangelogTopic()}
+	}
+	return []string{a.cfg.OutputTopic, a.ChangelogTopic()}
+}
+
+// outputSerde is s, or a no-op without an output topic (Sinks only).
+func outputSerde[O any](s serde.Serializer[O]) serde.Serializer[O] {
+	if s == nil {
+		return noOutput[O]{}
+	}
+	return s
 }

@@ -184,7 +184,10 @@ func publicError(err error) error {
 		pc *engine.PartitionsChangedError
 		cl *engine.ChangelogLostError
 	)
+	var sk *SinkError
 	switch {
+	case errors.As(err, &sk):
+		return sk
 	case errors.As(err, &pc):
 		return &PartitionsChangedError{Topic: pc.Topic, Changelog: pc.Changelog, Old: pc.Old, New: pc.New}
 	case errors.As(err, &cl):

@@ -68,9 +68,9 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	if t.proc == nil {
 		return nil, fmt.Errorf("partition %d: RunBatch before Start", t.cfg.Partition)
 	}
-	if t.hasSink() {
-		// A batch with a sink executes exactly its committed plan.
-		pl := t.Planned()
+	if pl := t.Planned(); pl != nil || t.hasSink() {
+		// A batch with a sink executes exactly its committed plan; so
+		// does an outstanding plan of a run that had a sink.
 		if pl == nil || !pl.recsPresent || pl.TimeMs != nowMs || int64(len(recs)) != pl.Count {
 			return nil, fmt.Errorf("partition %d: batch %d does not match its plan (internal error)", t.cfg.Partition, t.batchID)
 		}
@@ -191,10 +191,8 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 		p.counters.Batches++
 	}
 
-	if t.hasSink() {
-		if err := t.markPlanDone(); err != nil {
-			return nil, err
-		}
+	if err := t.markPlanDone(); err != nil {
+		return nil, err
 	}
 
 	recsOut, err := t.shard.Finish()
