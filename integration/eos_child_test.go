@@ -55,6 +55,8 @@ type eosChildArgs struct {
 	killPoint      string // cli.KillPointEnv value; "" for none
 	deadLetter     bool   // -dead-letter: poison values and fail rows are dead-lettered
 	pad            int    // bytes of the eos processor's pad variable per key; 0: none
+	proc           string // -proc; "": eos
+	sinkDB         string // -sink-db: rows to a SQLite foreachBatch sink; "": none
 }
 
 // startEOSChild starts an instance of the eos application. The child dies
@@ -65,8 +67,15 @@ func startEOSChild(t *testing.T, a eosChildArgs) *eosChild {
 	if err != nil {
 		t.Fatal(err)
 	}
+	proc := a.proc
+	if proc == "" {
+		proc = "eos"
+	}
 	args := []string{"-brokers", strings.Join(a.brokers, ","), "-app", a.app, "-instance", a.instance,
-		"-state", a.stateDir, "-in", a.in, "-out", a.out, "-proc", "eos", "-metrics", "100ms"}
+		"-state", a.stateDir, "-in", a.in, "-out", a.out, "-proc", proc, "-metrics", "100ms"}
+	if a.sinkDB != "" {
+		args = append(args, "-sink-db", a.sinkDB)
+	}
 	if a.maxBatch > 0 {
 		args = append(args, "-max-batch", strconv.Itoa(a.maxBatch))
 	}
