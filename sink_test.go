@@ -68,16 +68,17 @@ func (s *memSink) snapshot() (map[string]string, int) {
 	return out, s.rows
 }
 
-// Sinks only (no output topic), over kfake: every emitted row reaches the
-// sink once; a failing sink stops Run with a SinkError and the restart
-// retries the same batch with the same id and rows.
+// Two sinks and no output topic, over kfake: every emitted row reaches
+// both sinks; the second sink failing stops Run with a SinkError naming it
+// (the first sink already wrote the batch), and the restart retries the
+// same batch with the same id and rows in both.
 func TestEmbeddedSinkWithoutOutputTopic(t *testing.T) {
 	brokers := startEmbedded(t, 2)
 	dir := t.TempDir()
-	sink := newMemSink()
+	sink, sink2 := newMemSink(), newMemSink()
 	cfg := config(brokers, dir, testprocs.NewCounter)
 	cfg.OutputTopic, cfg.OutputSerde = "", nil
-	cfg.Sinks = []kstate.Sink[string, string]{sink}
+	cfg.Sinks = []kstate.Sink[string, string]{sink, sink2}
 	app := newApp(t, cfg)
 	stop, done := testprocs.StartWatch(t, app)
 	testprocs.Produce(t, brokers, "in", "a=x", "a=y", "b=y")
@@ -85,9 +86,9 @@ func TestEmbeddedSinkWithoutOutputTopic(t *testing.T) {
 
 	// The next batch fails in the sink: Run returns the SinkError.
 	boom := errors.New("database down")
-	sink.mu.Lock()
-	sink.fail = boom
-	sink.mu.Unlock()
+	sink2.mu.Lock()
+	sink2.fail = boom
+	sink2.mu.Unlock()
 	testprocs.Produce(t, brokers, "in", "a=z", "c=x")
 	var err error
 	select {
@@ -97,20 +98,27 @@ func TestEmbeddedSinkWithoutOutputTopic(t *testing.T) {
 	}
 	_ = stop
 	var se *kstate.SinkError
-	if !errors.As(err, &se) || !errors.Is(err, boom) || se.Sink != 0 {
+	if !errors.As(err, &se) || !errors.Is(err, boom) || se.Sink != 1 {
 		t.Fatalf("Run: %v, want a SinkError wrapping %v", err, boom)
 	}
 
 	// Restart: the failed batch runs again with its id and rows.
 	app2 := newApp(t, cfg)
 	stop2 := testprocs.Start(t, app2)
-	testprocs.Eventually(t, 20*time.Second, "5 rows in the sink", func() bool { _, n := sink.snapshot(); return n == 5 })
+	// The first sink may have all rows already (it wrote the failed
+	// batch): wait for the second, called after it.
+	testprocs.Eventually(t, 20*time.Second, "5 rows in the second sink", func() bool { _, n := sink2.snapshot(); return n == 5 })
 	if err := stop2(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	got, _ := sink.snapshot()
-	if fmt.Sprint(got) != "map[a:3 b:1 c:1]" {
-		t.Fatalf("sink table %v, calls %v", got, sink.calls)
+	for i, s := range []*memSink{sink, sink2} {
+		got, _ := s.snapshot()
+		if fmt.Sprint(got) != "map[a:3 b:1 c:1]" {
+			t.Fatalf("sink %d: table %v, calls %v", i, got, s.calls)
+		}
+	}
+	if len(sink.calls) <= len(sink2.calls) {
+		t.Fatalf("the first sink saw the failed batch before the second failed it: calls %v and %v", sink.calls, sink2.calls)
 	}
 }
 
