@@ -28,6 +28,10 @@ import (
 // and a per-partition high-water mark, skipping a batch whose ID is not
 // above the mark — is exactly-once end to end.
 //
+// WriteBatch must honour ctx: it is cancelled ShutdownTimeout after Run's
+// context (the batch in flight is then given up), and the watchdog of
+// MaxBatchDuration does not cover sinks.
+//
 // An error (or a panic) fails the batch: nothing of it is committed, and
 // Run returns a *SinkError. There is no retry loop: restart the instance
 // (the orchestrator's job), which re-executes the same batch. Batches that
