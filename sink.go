@@ -35,7 +35,8 @@ import (
 // An error (or a panic) fails the batch: nothing of it is committed, and
 // Run returns a *SinkError. There is no retry loop: restart the instance
 // (the orchestrator's job), which re-executes the same batch. Batches that
-// emitted no row do not reach the sink.
+// emitted no row do not reach the sink. The kstatetest driver does not call
+// sinks: test a sink against its database (see examples/foreachbatch).
 type Sink[K, O any] interface {
 	WriteBatch(ctx context.Context, b SinkBatch[K, O]) error
 }
