@@ -4,7 +4,7 @@
 GO            ?= go
 STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOBIN         := $(shell $(GO) env GOPATH)/bin
-APT_PACKAGES  := librocksdb-dev kcat g++ chromium-headless-shell
+APT_PACKAGES  := librocksdb-dev kcat g++ chromium-headless-shell postgresql
 TEST_TIMEOUT  ?= 20m
 PKGS          := ./...
 

@@ -17,6 +17,7 @@ import (
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
 )
 
 // App is a configured application. Create it with New and start it with Run.
@@ -285,6 +286,7 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		Topic:                cfg.InputTopics[0],
 		OutputTopic:          cfg.OutputTopic,
 		OutputTopics:         cfg.outputTopics(),
+		Sink:                 len(cfg.Sinks) > 0,
 		ChangelogTopic:       a.ChangelogTopic(),
 		DeadLetterTopic:      a.deadLetterTopic(),
 		ProcessingTime:       cfg.TimeMode == processor.ProcessingTime,
@@ -299,7 +301,7 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		RunToEnd:             bounded,
 		BoundedNeedsTasks:    cfg.TimeMode != processor.NoTime || cfg.InitialState != nil,
 		Admin:                kadm,
-		CheckTopics:          kadm.checkRecordLimit(append([]string{cfg.OutputTopic, a.ChangelogTopic()}, cfg.outputTopics()...)...),
+		CheckTopics:          kadm.checkRecordLimit(a.producedTopics()...),
 		NewSession:           a.newSession,
 		Changelog:            kafkaChangelog{client: cfg.clientConfig(), admin: adm, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
 		Clock:                clock{now: cfg.Clock, start: time.Now()},
@@ -352,7 +354,7 @@ func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory) engine.Ne
 			OutputMode:        cfg.OutputMode,
 			KeySerde:          cfg.KeySerde,
 			ValueSerde:        cfg.ValueSerde,
-			OutputSerde:       cfg.OutputSerde,
+			OutputSerde:       outputSerde(cfg.OutputSerde),
 			NewProcessor:      cfg.NewProcessor,
 			EventTime:         cfg.EventTime,
 			AllowedLatenessMs: cfg.AllowedLateness.Milliseconds(),
@@ -361,6 +363,7 @@ func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory) engine.Ne
 			OutputTopics:      cfg.outputTopicSet(),
 			ValueFromRecord:   cfg.ValueFromRecord,
 			Initial:           init,
+			Sink:              engineSink(cfg.Sinks),
 			OnDecodeError:     decode,
 			OnKeyPartition:    keyPart,
 			OnProcessingError: processing,
@@ -386,4 +389,22 @@ func newRunID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// producedTopics are the topics whose max.message.bytes is checked: the
+// output topic (when set) and the changelog.
+func (a *App[K, I, O]) producedTopics() []string {
+	ts := append([]string{a.ChangelogTopic()}, a.cfg.outputTopics()...)
+	if a.cfg.OutputTopic != "" {
+		ts = append(ts, a.cfg.OutputTopic)
+	}
+	return ts
+}
+
+// outputSerde is s, or a no-op without an output topic (Sinks only).
+func outputSerde[O any](s serde.Serializer[O]) serde.Serializer[O] {
+	if s == nil {
+		return noOutput[O]{}
+	}
+	return s
 }

@@ -130,9 +130,11 @@ type Config[K, I, O any] struct {
 	// seen to give the watermark. Default 0.
 	AllowedLateness time.Duration
 
-	// OutputTopic (required) receives the emitted rows. It must exist.
+	// OutputTopic receives the emitted rows. It must exist. Required
+	// unless Sinks is set. Default (with Sinks): none: the rows go to Sinks only.
 	OutputTopic string
-	// OutputSerde (required) encodes emitted rows.
+	// OutputSerde encodes emitted rows; required with OutputTopic. Default
+	// (without OutputTopic): none.
 	OutputSerde serde.Serializer[O]
 	// OutputTopics declares further output topics, each with the
 	// serializer of its values (processor.NewOutputTopic), that the
@@ -148,6 +150,12 @@ type Config[K, I, O any] struct {
 	// keeps event time), and in EventTime mode a row older than the
 	// watermark is an error. Default: none (the producer's clock).
 	OutputEventTime func(out O) int64
+	// Sinks receive every partition batch that emitted rows, with the
+	// batch's id, before its transaction commits (foreachBatch; see Sink):
+	// a batch retried after a crash, an abort or a rebalance has the same
+	// id and rows. With a sink every batch is planned first, in a small
+	// transaction of its own. Default: none.
+	Sinks []Sink[K, O]
 
 	// InitialState is applied through the processor's HandleInitialState
 	// on the application's first run (see InitialStateFromSeq,
@@ -361,8 +369,10 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		return bad("set ValueSerde or ValueFromRecord, not both")
 	case c.NewProcessor == nil:
 		return bad("NewProcessor is required")
-	case c.OutputTopic == "" || c.OutputSerde == nil:
-		return bad("OutputTopic and OutputSerde are required")
+	case c.OutputTopic == "" && len(c.Sinks) == 0:
+		return bad("OutputTopic is required unless Sinks is set")
+	case c.OutputTopic != "" && c.OutputSerde == nil:
+		return bad("OutputSerde is required with OutputTopic")
 	case !c.TimeMode.Valid():
 		return bad("unknown TimeMode %v", c.TimeMode)
 	case !c.OutputMode.Valid():

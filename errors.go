@@ -191,7 +191,10 @@ func publicError(err error) error {
 	if ae, ok := authError(err); ok {
 		return ae
 	}
+	var sk *SinkError
 	switch {
+	case errors.As(err, &sk):
+		return sk
 	case errors.As(err, &pc):
 		return &PartitionsChangedError{Topic: pc.Topic, Changelog: pc.Changelog, Old: pc.Old, New: pc.New}
 	case errors.As(err, &cl):

@@ -280,6 +280,11 @@ func (k kafkaReader) Next(ctx context.Context) ([]engine.Message, error) {
 	out := make([]engine.Message, len(recs))
 	for i, r := range recs {
 		out[i] = engine.Message{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+		// Headers matter for a planned batch's input re-read (sink.go):
+		// its dead letters keep the original headers.
+		for _, h := range r.Headers {
+			out[i].Headers = append(out[i].Headers, engine.Header{Key: h.Key, Value: h.Value})
+		}
 	}
 	return out, nil
 }

@@ -8,6 +8,8 @@
 //   - heartbeat: processing-time timers and TTL;
 //   - eventtime: event-time timers, the watermark, late rows;
 //   - chained: two applications, event time kept through Kafka;
+//   - foreachbatch: a foreachBatch sink writing per-key results to SQLite,
+//     exactly once by batch id;
 //   - readme: the README's counter, compiled and tested;
 //   - integrationtest: a service's integration test on a real Kafka
 //     (kafka/kafkatest), to copy into your own service.

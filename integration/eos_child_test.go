@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bufio"
-	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -58,6 +57,7 @@ type eosChildArgs struct {
 	pad            int    // bytes of the eos processor's pad variable per key; 0: none
 	proc           string // -proc; "" for eos
 	toEnd          bool   // -to-end: App.RunToEnd, the child exits 0 at the end
+	sinkDB         string // -sink-db: rows to a SQLite foreachBatch sink; "": none
 }
 
 // startEOSChild starts an instance of the eos application. The child dies
@@ -68,10 +68,17 @@ func startEOSChild(t *testing.T, a eosChildArgs) *eosChild {
 	if err != nil {
 		t.Fatal(err)
 	}
+	proc := a.proc
+	if proc == "" {
+		proc = "eos"
+	}
 	args := []string{"-brokers", strings.Join(a.brokers, ","), "-app", a.app, "-instance", a.instance,
-		"-state", a.stateDir, "-in", a.in, "-out", a.out, "-proc", cmp.Or(a.proc, "eos"), "-metrics", "100ms"}
+		"-state", a.stateDir, "-in", a.in, "-out", a.out, "-proc", proc, "-metrics", "100ms"}
 	if a.toEnd {
 		args = append(args, "-to-end")
+	}
+	if a.sinkDB != "" {
+		args = append(args, "-sink-db", a.sinkDB)
 	}
 	if a.maxBatch > 0 {
 		args = append(args, "-max-batch", strconv.Itoa(a.maxBatch))

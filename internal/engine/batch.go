@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"iter"
 	"runtime/debug"
@@ -21,6 +22,10 @@ type BatchResult struct {
 	// Empty is true when the batch changed nothing and emitted nothing: the
 	// owner may skip the transaction for this task.
 	Empty bool
+	// Sink, set when the task has a sink and the batch emitted rows, hands
+	// them to it; the owner calls it before the transaction (sink.go). Its
+	// error is a *SinkError.
+	Sink func(ctx context.Context) error
 }
 
 // group is the rows of one grouping key in a batch.
@@ -63,6 +68,14 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	}
 	if t.proc == nil {
 		return nil, fmt.Errorf("partition %d: RunBatch before Start", t.cfg.Partition)
+	}
+	if pl := t.Planned(); pl != nil || t.hasSink() {
+		// A batch with a sink executes exactly its committed plan; so
+		// does an outstanding plan of a run that had a sink.
+		if pl == nil || !pl.recsPresent || pl.TimeMs != nowMs || int64(len(recs)) != pl.Count {
+			return nil, fmt.Errorf("partition %d: batch %d does not match its plan (internal error)", t.cfg.Partition, t.batchID)
+		}
+		t.sinkKeys, t.sinkValues = nil, nil
 	}
 	t.shard.Begin(ttlMs)
 	t.inBatch = true
@@ -179,6 +192,10 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 		p.counters.Batches++
 	}
 
+	if err := t.markPlanDone(); err != nil {
+		return nil, err
+	}
+
 	recsOut, err := t.shard.Finish()
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: finish batch: %w", t.cfg.Partition, err)
@@ -187,6 +204,9 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	p.counters.RowsOut = int64(len(res.Outputs))
 	p.counters.ChangelogRecords = int64(len(recsOut))
 	res.Empty = len(res.Outputs) == 0 && len(res.Changelog) == 0 && len(res.DeadLetters) == 0
+	if t.hasSink() && len(t.sinkKeys) > 0 {
+		res.Sink = t.sinkCall(t.batchID, t.sinkKeys, t.sinkValues)
+	}
 	return res, nil
 }
 

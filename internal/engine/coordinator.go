@@ -14,6 +14,10 @@ import (
 // unless marked; the root package fills it from kstate.Config (where the
 // defaults are declared) and from adapters over internal/kafka.
 type CoordinatorConfig struct {
+	// Sink: the tasks have a sink, so every batch is planned first
+	// (sink.go) and OutputTopic is optional. Optional.
+	Sink bool
+
 	ApplicationID  string // consumer group id
 	InstanceID     string // for messages
 	RunID          string // for messages
@@ -170,7 +174,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 	switch {
 	case cfg.Admin == nil || cfg.NewSession == nil || cfg.Changelog == nil || cfg.NewTask == nil || cfg.Clock == nil:
 		return nil, errors.New("engine: CoordinatorConfig needs Admin, NewSession, Changelog, NewTask and Clock")
-	case cfg.Topic == "" || cfg.OutputTopic == "" || cfg.ChangelogTopic == "":
+	case cfg.Topic == "" || (cfg.OutputTopic == "" && !cfg.Sink) || cfg.ChangelogTopic == "":
 		return nil, errors.New("engine: CoordinatorConfig needs the input, output and changelog topics")
 	case cfg.MaxBatchRecords <= 0 || cfg.RestoreTimeout <= 0 || cfg.ShutdownTimeout <= 0 ||
 		(cfg.ProcessingTime && cfg.TriggerInterval <= 0):
@@ -342,8 +346,10 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 	if err := c.cfg.Admin.EnsureChangelog(ctx, c.cfg.ChangelogTopic, n); err != nil {
 		return fmt.Errorf("kstate: changelog topic (must be compacted, with the %d partitions of input topic %q): %w", n, c.cfg.Topic, err)
 	}
-	if c.outPartitions, err = c.cfg.Admin.Partitions(ctx, c.cfg.OutputTopic); err != nil {
-		return fmt.Errorf("kstate: output topic %q (create it before Run): %w", c.cfg.OutputTopic, err)
+	if c.cfg.OutputTopic != "" { // optional with a sink
+		if c.outPartitions, err = c.cfg.Admin.Partitions(ctx, c.cfg.OutputTopic); err != nil {
+			return fmt.Errorf("kstate: output topic %q (create it before Run): %w", c.cfg.OutputTopic, err)
+		}
 	}
 	c.topicPartitions = make(map[string]int, len(c.cfg.OutputTopics))
 	for _, t := range c.cfg.OutputTopics {

@@ -108,6 +108,7 @@ type savepoint struct {
 	on      bool
 	shard   shard.Savepoint
 	outputs int
+	sink    int // len of the sink's rows (main output only)
 }
 
 func (t *Task[K, I, O]) savepoint(res *BatchResult) (savepoint, error) {
@@ -118,7 +119,7 @@ func (t *Task[K, I, O]) savepoint(res *BatchResult) (savepoint, error) {
 	if err != nil {
 		return savepoint{}, fmt.Errorf("partition %d: %w", t.cfg.Partition, err)
 	}
-	return savepoint{on: true, shard: sp, outputs: len(res.Outputs)}, nil
+	return savepoint{on: true, shard: sp, outputs: len(res.Outputs), sink: len(t.sinkKeys)}, nil
 }
 
 // discard drops everything the failed call did: its state and timer
@@ -129,6 +130,9 @@ func (t *Task[K, I, O]) discard(sp savepoint, res *BatchResult) error {
 	}
 	clear(res.Outputs[sp.outputs:])
 	res.Outputs = res.Outputs[:sp.outputs]
+	if t.hasSink() {
+		t.sinkKeys, t.sinkValues = t.sinkKeys[:sp.sink], t.sinkValues[:sp.sink]
+	}
 	return nil
 }
 

@@ -55,7 +55,16 @@ func (e *emitter[K, I, O]) EmitMeta(o O, m processor.OutputMeta) error {
 			k = cfg.OutputKey(e.key, o)
 		}
 	}
-	return e.add("Emit", Output{Key: k, Value: v, TimestampMs: ts, Seq: seq, Headers: headers(m.Headers)})
+	if err := e.add("Emit", Output{Key: k, Value: v, TimestampMs: ts, Seq: seq, Headers: headers(m.Headers)}); err != nil {
+		return err
+	}
+	if cfg.Sink != nil {
+		// The sink's typed rows: the main output's rows only (not
+		// EmitTo's); a discarded call cuts them at its savepoint.
+		e.t.sinkKeys = append(e.t.sinkKeys, e.key)
+		e.t.sinkValues = append(e.t.sinkValues, o)
+	}
+	return nil
 }
 
 // EmitToTopic is processor.EmitTo: value (encoded by the topic's

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/shard"
 )
 
@@ -30,6 +31,14 @@ type TaskHandle interface {
 	// LoadInitialState hands the task the initial-state rows routed to
 	// its partition among partitions; it returns how many.
 	LoadInitialState(ctx context.Context, partitions int) (int, error)
+
+	// Batch plans (sink.go): the outstanding plan or nil; its records
+	// re-read after a restore; staging, committing and aborting a plan.
+	Planned() *Plan
+	SetPlanRecords(recs []Record)
+	PlanBatch(nowMs int64, recs []Record) ([]changelog.Record, error)
+	CommitPlan(nextChangelogOffset int64) error
+	AbortPlan()
 
 	NeedsBatch() bool
 	RunBatch(nowMs int64, recs []Record) (*BatchResult, error)

@@ -16,6 +16,12 @@ const (
 	// has not applied its part of the batch yet (reached once per task of
 	// the batch, so a crash can also fall between two tasks).
 	BeforeLocalCommit KillPoint = "before-local-commit"
+	// AfterPlan: with a sink, the batch plans committed (input offsets
+	// included); the batch has not executed.
+	AfterPlan KillPoint = "after-plan"
+	// AfterSink: the sinks wrote the batch; its Kafka transaction has not
+	// begun.
+	AfterSink KillPoint = "after-sink"
 	// DuringRestore: a chunk of changelog records was read and is about to
 	// be applied; the partition is not restored yet.
 	DuringRestore KillPoint = "during-restore"

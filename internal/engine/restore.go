@@ -82,6 +82,9 @@ func (c *Coordinator) openTask(ctx context.Context, s *slot) (_ TaskHandle, err 
 	if orphaned, err = c.startTask(t, p); err != nil {
 		return nil, fmt.Errorf("kstate: %w", err)
 	}
+	if err := c.readPlanned(ctx, t); err != nil {
+		return nil, err
+	}
 	if t.InitialStatePending() {
 		// Offsets set by SetInputOffsets (a new application continuing
 		// another's input) come with the same input offset recorded in the

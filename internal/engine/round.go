@@ -21,6 +21,14 @@ func (c *Coordinator) batch(recs []Message) error {
 			unready = append(unready, rec.Partition)
 			continue
 		}
+		if s := ready[rec.Partition]; s.task.Planned() != nil {
+			// Its planned batch runs first, over the planned records
+			// only: these must not be committed before they are
+			// processed (sink.go).
+			c.pauseForPlan(s)
+			unready = append(unready, rec.Partition)
+			continue
+		}
 		r := Record{
 			Offset: rec.Offset, Key: rec.Key, Value: rec.Value, TimestampMs: rec.Timestamp.UnixMilli(), Headers: rec.Headers,
 		}
@@ -56,6 +64,12 @@ func (c *Coordinator) batch(recs []Message) error {
 		c.mu.inFlight = false
 		c.mu.Unlock()
 	}()
+	if c.cfg.Sink {
+		// Fix every task's batch (records, time, id) before it runs.
+		if ok, err := c.plan(parts, now.UnixMilli(), byPart); err != nil || !ok {
+			return err
+		}
+	}
 	results, errs, err := c.runTasks(parts, now.UnixMilli(), byPart)
 	if err != nil {
 		return fmt.Errorf("kstate: %w", err)
@@ -70,6 +84,11 @@ func (c *Coordinator) batch(recs []Message) error {
 			abortAll()
 			return fmt.Errorf("kstate: %w", err)
 		}
+	}
+
+	if err := c.runSinks(parts, results); err != nil {
+		abortAll()
+		return fmt.Errorf("kstate: %w", err)
 	}
 
 	out, clEnd := c.records(parts, results)
@@ -114,6 +133,11 @@ func (c *Coordinator) batch(recs []Message) error {
 			c.cfg.Observer.Aborted(errAbortedByRebalance)
 		}
 		c.log.Warn("batch aborted by a rebalance; retrying from the committed offsets", "partitions", partsOf(parts))
+		for _, s := range parts {
+			if s.task.Planned() != nil {
+				c.pauseForPlan(s)
+			}
+		}
 		return nil
 	}
 	c.retire(Counters{Commits: 1, CommitLatency: latency})
@@ -139,6 +163,7 @@ func (c *Coordinator) batch(recs []Message) error {
 			return fmt.Errorf("kstate: %w", err)
 		}
 	}
+	c.resumeAfterPlan(parts)
 	c.noteStatus(parts, true)
 	c.observeCommit(parts, byPart, results, batchStart, latency)
 	return nil
@@ -156,6 +181,9 @@ func (c *Coordinator) records(parts []*slot, results []*BatchResult) ([]Message,
 	for i, s := range parts {
 		res := results[i]
 		for _, o := range res.Outputs {
+			if c.cfg.OutputTopic == "" {
+				break // sinks only
+			}
 			var ts time.Time
 			if o.TimestampMs >= 0 {
 				ts = time.UnixMilli(o.TimestampMs)

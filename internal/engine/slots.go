@@ -32,6 +32,8 @@ type slot struct {
 	restored bool
 	// ready is loop-only (also read under mu by Snapshot).
 	ready bool
+	// planPaused (loop-only): paused until its planned batch committed.
+	planPaused bool
 	// running: a batch goroutine runs the task (set by the loop, cleared
 	// by that goroutine; under mu). orphaned: the loop gave the batch up
 	// and closeSlot left the task to that goroutine (watchdog.go).

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -105,6 +106,12 @@ type Config[K, I, O any] struct {
 	// Logger receives the warnings about skipped, dead-lettered and
 	// misrouted records. Nil discards them.
 	Logger *slog.Logger
+
+	// Sink, when set, receives every batch that emitted rows, before its
+	// transaction commits: the partition, the batch id and the rows (the
+	// grouping key and the emitted value of each, in emit order). Batches
+	// are then planned (sink.go). Optional.
+	Sink func(ctx context.Context, partition int32, batchID int64, keys []K, values []O) error
 }
 
 // Record is one polled input record of the task's partition.
@@ -170,6 +177,13 @@ type Task[K, I, O any] struct {
 	initial        []InitialRow[K] // rows to apply in the first batch (first run only)
 	wmAdvanced     bool            // the last commit advanced the watermark: timers may be due
 	stats          shard.Stats     // shard statistics at the last commit
+
+	// plan is the partition's last committed batch plan (with a Sink;
+	// sink.go), pendPlan the one being committed.
+	plan, pendPlan *Plan
+	// sinkKeys/sinkValues are the batch's typed rows for the Sink.
+	sinkKeys   []K
+	sinkValues []O
 
 	// The batch in progress; applied by Commit, dropped by Abort.
 	inBatch bool
@@ -307,6 +321,9 @@ func (t *Task[K, I, O]) Start() error {
 	if err != nil {
 		return fmt.Errorf("partition %d: read metadata: %w", t.cfg.Partition, err)
 	}
+	if err := t.loadPlan(); err != nil {
+		return err
+	}
 	t.stats = t.shard.Stats()
 	if t.fresh {
 		if err := t.shard.PutMeta(MetaTimeMode, []byte(t.cfg.TimeMode.String())); err != nil {
@@ -371,7 +388,7 @@ func (t *Task[K, I, O]) SetInitialState(rows []InitialRow[K]) { t.initial = rows
 // restart, the last commit of an earlier run) advanced the event-time
 // watermark so that timers may have become due.
 func (t *Task[K, I, O]) NeedsBatch() bool {
-	return !t.closed && (t.fresh || t.wmAdvanced || len(t.initial) > 0)
+	return !t.closed && (t.fresh || t.wmAdvanced || len(t.initial) > 0 || t.Planned() != nil)
 }
 
 // Watermark is the committed event-time watermark in ms; −1 when none.
@@ -430,6 +447,9 @@ func (t *Task[K, I, O]) Commit(nextChangelogOffset int64) error {
 		t.initial = nil
 	}
 	t.fresh = false
+	if t.plan != nil && !t.plan.Done {
+		t.plan = &Plan{BatchID: t.plan.BatchID, Done: true}
+	}
 	// The shard counts committed work only, so the difference since the
 	// last commit is exactly this batch's.
 	st := t.shard.Stats()

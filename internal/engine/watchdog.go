@@ -76,7 +76,12 @@ func (c *Coordinator) runTasks(parts []*slot, nowMs int64, byPart map[int32][]Re
 	for i, s := range parts {
 		f := &flight{s: s}
 		rd.flights = append(rd.flights, f)
-		go c.fly(rd, i, f, nowMs, byPart[s.part])
+		ms, recs := nowMs, byPart[s.part]
+		if pl := s.task.Planned(); pl != nil {
+			// With a sink the task executes its committed plan (sink.go).
+			ms, recs = pl.TimeMs, pl.Recs
+		}
+		go c.fly(rd, i, f, ms, recs)
 	}
 
 	wdCtx, stopWD := context.WithCancel(context.Background())

@@ -6,6 +6,7 @@ package cli
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"fmt"
 	"io"
@@ -21,11 +22,14 @@ import (
 	"time"
 
 	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/examples/foreachbatch/sqlsink"
 	"github.com/kstate/kstate/integration/testapp/eos"
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/testprocs"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
+
+	_ "modernc.org/sqlite" // the "sqlite" driver of -sink-db
 )
 
 // KillPointEnv makes the program SIGKILL itself: "<point>@<n>" kills it
@@ -58,11 +62,12 @@ func Main(args []string) int {
 		dlq      = fs.Bool("dead-letter", false, "eos: DeadLetter policies for poison values and failing keys")
 		pad      = fs.Int("pad", 0, "eos: bytes of a pad state variable per key (0: none)")
 		toEnd    = fs.Bool("to-end", false, "App.RunToEnd instead of Run: exit 0 once the input's end offsets at start are committed")
+		sinkDB   = fs.String("sink-db", "", "SQLite file: the rows go to a foreachBatch sink (examples/foreachbatch/sqlsink, calls recorded) instead of -out")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *brokers == "" || *app == "" || *dir == "" || *in == "" || *out == "" {
+	if *brokers == "" || *app == "" || *dir == "" || *in == "" || (*out == "" && *sinkDB == "") {
 		fs.Usage()
 		return 2
 	}
@@ -114,6 +119,16 @@ func Main(args []string) int {
 	default:
 		logger.Printf("testapp: unknown -proc %q", *proc)
 		return 2
+	}
+	if *sinkDB != "" {
+		sink, closeDB, err := openSink(*sinkDB)
+		if err != nil {
+			logger.Printf("testapp: %v", err)
+			return 1
+		}
+		defer closeDB()
+		cfg.OutputTopic, cfg.OutputSerde = "", nil
+		cfg.Sinks = []kstate.Sink[string, string]{sink}
 	}
 	a, err := kstate.New(cfg)
 	if err != nil {
@@ -190,7 +205,8 @@ func killHook(spec string, bad *atomic.Int64, logger *log.Logger) (engine.KillHo
 	switch {
 	case !ok || err != nil || n < 1:
 		return nil, fmt.Errorf("%s=%q: want <point>@<n>[/stop][/dlq], n >= 1", KillPointEnv, spec)
-	case point != engine.AfterProduce && point != engine.BeforeLocalCommit && point != engine.DuringRestore:
+	case point != engine.AfterProduce && point != engine.BeforeLocalCommit && point != engine.DuringRestore &&
+		point != engine.AfterPlan && point != engine.AfterSink:
 		return nil, fmt.Errorf("%s=%q: unknown kill point %q", KillPointEnv, spec, name)
 	case onlyDLQ && (bad == nil || point == engine.DuringRestore):
 		return nil, fmt.Errorf("%s=%q: /dlq needs -proc eos -dead-letter and a batch kill point", KillPointEnv, spec)
@@ -226,4 +242,19 @@ func killHook(spec string, bad *atomic.Int64, logger *log.Logger) (engine.KillHo
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // never continue past the kill point
 	}, nil
+}
+
+// openSink opens the SQLite sink of -sink-db (table "counts", calls
+// recorded for the crash test's check).
+func openSink(path string) (*sqlsink.Sink, func(), error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)")
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := sqlsink.Open(context.Background(), db, sqlsink.SQLite, "counts", true)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return s, func() { db.Close() }, nil
 }

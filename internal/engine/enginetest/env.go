@@ -51,6 +51,8 @@ type Env struct {
 	loop  []string // trace of loop goroutines, in order
 	bg    []string // trace of restore goroutines, sorted when shown
 	insts map[string]*Instance
+
+	sinkDB *SinkDB // the foreachBatch scenarios' database (sink.go)
 }
 
 // Instance is one application instance: its coordinator, group member and
@@ -138,6 +140,7 @@ func NewEnv(n int, log *slog.Logger) *Env {
 		Log:        log,
 		gate:       make(chan struct{}),
 		insts:      map[string]*Instance{},
+		sinkDB:     newSinkDB(),
 	}
 }
 
@@ -211,6 +214,11 @@ func (c tracedChangelog) Open(ctx context.Context, topic string, p int32, from i
 	if err != nil {
 		c.e.traceBg("%s: restore p%d from %d: %v", c.name, p, from, errors.Unwrap(err) /* the sentinel */)
 		return nil, err
+	}
+	if topic != ChangelogTopic {
+		// A planned batch's records re-read (sink scenarios).
+		c.e.traceBg("%s: re-read %s p%d from %d to %d", c.name, topic, p, from, rd.End())
+		return rd, nil
 	}
 	c.e.traceBg("%s: restore p%d from %d to %d", c.name, p, from, rd.End())
 	return rd, nil
@@ -315,18 +323,25 @@ func (e *Env) Exec(line string) (string, error) {
 		}
 		i.m.FailNext(args[1])
 		return "", nil
-	case "at-end":
+	case "at-end", "at-end2":
+		// at-end2: at the second next End (with a sink, the batch's
+		// transaction after the plan's).
 		i, err := inst()
 		if err != nil {
 			return "", err
 		}
 		rest := strings.Join(args[1:], " ")
-		i.m.AtEnd(func() {
+		fn := func() {
 			e.traceLoop("(during the batch: %s)", rest)
 			if _, err := e.Exec(rest); err != nil {
 				e.traceLoop("at-end %s: %v", rest, err)
 			}
-		})
+		}
+		if cmd == "at-end2" {
+			i.m.AtEnd(func() { i.m.AtEnd(fn) })
+		} else {
+			i.m.AtEnd(fn)
+		}
 		return "", nil
 	case "block", "unblock", "exited", "stuck", "in-flight":
 		i, err := inst()
@@ -461,6 +476,13 @@ func (e *Env) Exec(line string) (string, error) {
 		return "", nil
 	case "outputs":
 		return e.outputs(), nil
+	case "sink":
+		return e.sinkDB.show(), nil
+	case "sink-fail":
+		e.sinkDB.mu.Lock()
+		e.sinkDB.fail++
+		e.sinkDB.mu.Unlock()
+		return "", nil
 	case "dead-letters":
 		return e.deadLetters(), nil
 	case "committed":
@@ -485,6 +507,10 @@ func (e *Env) Exec(line string) (string, error) {
 			return "running", nil
 		}
 		var ue *engine.UserError
+		var se *engine.SinkError
+		if errors.As(i.err, &se) {
+			return fmt.Sprintf("sink error: partition=%d batch=%d injected=%v", se.Partition, se.BatchID, errors.Is(i.err, ErrSinkInjected)), nil
+		}
 		return fmt.Sprintf("fenced=%v user=%v crashed=%v injected=%v", errors.Is(i.err, engine.ErrFenced),
 			errors.As(i.err, &ue), errors.Is(i.err, ErrCrashed), errors.Is(i.err, ErrInjected)), nil
 	case "phase":
@@ -568,6 +594,7 @@ func (e *Env) start(args []string, old *Instance) error {
 	var kill engine.KillPoint
 	killN := 0
 	dlq, bounded := false, false
+	sink, noOutput := false, false
 	var maxBatch, shutdown time.Duration
 	traceWarn := false
 	for _, a := range args[1:] {
@@ -596,6 +623,10 @@ func (e *Env) start(args []string, old *Instance) error {
 			dlq = true
 		case "bounded":
 			bounded = true
+		case "sink":
+			sink = true
+		case "no-output":
+			noOutput = true
 		case "max-batch", "shutdown":
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -657,6 +688,10 @@ func (e *Env) start(args []string, old *Instance) error {
 			e.crash(i)
 		}
 	}
+	outTopic := Output
+	if noOutput {
+		outTopic = ""
+	}
 	policy, keyPolicy, dlqTopic := engine.PolicyFail, engine.PolicyAllow, ""
 	if dlq {
 		policy, keyPolicy, dlqTopic = engine.PolicyDeadLetter, engine.PolicyDeadLetter, DeadLetterTopic
@@ -666,7 +701,8 @@ func (e *Env) start(args []string, old *Instance) error {
 		InstanceID:       name,
 		RunID:            "run",
 		Topic:            Input,
-		OutputTopic:      Output,
+		OutputTopic:      outTopic,
+		Sink:             sink,
 		ChangelogTopic:   ChangelogTopic,
 		DeadLetterTopic:  dlqTopic,
 		ProcessingTime:   mode == processor.ProcessingTime,
@@ -703,6 +739,7 @@ func (e *Env) start(args []string, old *Instance) error {
 				OnDecodeError: policy, OnKeyPartition: keyPolicy, OnProcessingError: policy,
 				EventTime: func(v string, ts int64) int64 { return EventTime(v, ts) },
 				Initial:   initCache,
+				Sink:      e.sinkFor(sink, name),
 			})
 		},
 		KillHook: hook,
