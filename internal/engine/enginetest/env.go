@@ -206,19 +206,19 @@ type tracedChangelog struct {
 
 func (c tracedChangelog) Open(ctx context.Context, topic string, p int32, from int64) (engine.ChangelogReader, error) {
 	rd, err := c.Changelog.Open(ctx, topic, p, from)
-	if topic == Input {
-		// A bounded run's end check, not a restore.
-		c.e.traceBg("%s: probe input p%d from %d", c.name, p, from)
-		return rd, err
+	if topic != ChangelogTopic {
+		// The input topic read by a bounded run's end check or to re-read
+		// a planned batch's records (sink scenarios), not a restore.
+		if err != nil {
+			c.e.traceBg("%s: read %s p%d from %d: %v", c.name, topic, p, from, errors.Unwrap(err))
+			return nil, err
+		}
+		c.e.traceBg("%s: read %s p%d from %d to %d", c.name, topic, p, from, rd.End())
+		return rd, nil
 	}
 	if err != nil {
 		c.e.traceBg("%s: restore p%d from %d: %v", c.name, p, from, errors.Unwrap(err) /* the sentinel */)
 		return nil, err
-	}
-	if topic != ChangelogTopic {
-		// A planned batch's records re-read (sink scenarios).
-		c.e.traceBg("%s: re-read %s p%d from %d to %d", c.name, topic, p, from, rd.End())
-		return rd, nil
 	}
 	c.e.traceBg("%s: restore p%d from %d to %d", c.name, p, from, rd.End())
 	return rd, nil
