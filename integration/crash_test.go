@@ -166,7 +166,7 @@ func killRound(t *testing.T, rng *rand.Rand, in *eosInput, args eosChildArgs, pa
 	case kind == killShutdown:
 		time.Sleep(time.Until(start.Add(delay))) // random moments, as above
 		c.failIfErrored(t)
-		c.cmd.Process.Signal(syscall.SIGTERM)
+		c.sigterm(t)
 		if c.wait(time.Duration(rng.IntN(150)) * time.Millisecond) { // a graceful stop takes ~100-300ms
 			if !c.state.Success() {
 				c.dump(t)

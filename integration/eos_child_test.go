@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -188,7 +189,7 @@ func (c *eosChild) stop(t *testing.T, d time.Duration) {
 		c.dump(t)
 		t.Fatalf("instance %s exited before it was stopped: %v", c.name, c.state)
 	}
-	c.cmd.Process.Signal(syscall.SIGTERM)
+	c.sigterm(t)
 	if !c.wait(d) {
 		c.dump(t)
 		t.Fatalf("instance %s did not stop within %v of SIGTERM", c.name, d)
@@ -372,4 +373,25 @@ func describeExit(c *eosChild) string {
 		return fmt.Sprintf("killed by %v", ws.Signal())
 	}
 	return c.state.String()
+}
+
+// sigterm sends SIGTERM once the child's signal handler is in place (its
+// cli.SignalsReady line): before that the signal would kill it, not stop
+// it gracefully.
+func (c *eosChild) sigterm(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !c.signalsReady() {
+		if c.exited() || time.Now().After(deadline) {
+			break // the caller sees how it ended
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.cmd.Process.Signal(syscall.SIGTERM)
+}
+
+func (c *eosChild) signalsReady() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Contains(c.mu.stderr, cli.SignalsReady)
 }

@@ -47,6 +47,11 @@ const KillPointEnv = "KSTATE_TEST_KILLPOINT"
 // its exit code: 0 after a graceful stop (SIGTERM, SIGINT), 1 when Run
 // failed, 2 for bad usage.
 func Main(args []string) int {
+	// The signal handler first: a SIGTERM that arrives while the child
+	// still starts must mean a graceful stop, not death by the signal.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	fmt.Fprintln(os.Stderr, SignalsReady)
 	fs := flag.NewFlagSet("testapp", flag.ContinueOnError)
 	var (
 		brokers  = fs.String("brokers", "", "bootstrap brokers, comma separated (required)")
@@ -135,17 +140,21 @@ func Main(args []string) int {
 		logger.Printf("testapp: %v", err)
 		return 1
 	}
-	return run(a, kill, *metrics, *toEnd, os.Stdout, logger)
+	return run(ctx, a, kill, *metrics, *toEnd, os.Stdout, logger)
 }
 
-func run(a *kstate.App[string, string, string], kill engine.KillHook, every time.Duration, toEnd bool, stdout io.Writer, logger *log.Logger) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+// SignalsReady is the line Main writes on stderr once SIGTERM and SIGINT
+// stop it gracefully: before it, they kill the process.
+const SignalsReady = "testapp: signal handler installed"
+
+func run(ctx context.Context, a *kstate.App[string, string, string], kill engine.KillHook, every time.Duration, toEnd bool, stdout io.Writer, logger *log.Logger) int {
+	ctx, stop := context.WithCancel(ctx) // also ends the metrics lines when Run returns by itself
+	defer stop()
 	if kill != nil {
 		// The internal-only option that installs the hook in Run's
 		// coordinator (nothing global is set).
 		ctx = engine.WithKillHook(ctx, kill)
 	}
-	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if every > 0 {
