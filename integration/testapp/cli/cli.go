@@ -145,7 +145,7 @@ func Main(args []string) int {
 
 // SignalsReady is the line Main writes on stderr once SIGTERM and SIGINT
 // stop it gracefully: before it, they kill the process.
-const SignalsReady = "testapp: signal handler installed"
+const SignalsReady = "signal handler installed: SIGTERM stops gracefully"
 
 func run(ctx context.Context, a *kstate.App[string, string, string], kill engine.KillHook, every time.Duration, toEnd bool, stdout io.Writer, logger *log.Logger) int {
 	ctx, stop := context.WithCancel(ctx) // also ends the metrics lines when Run returns by itself
