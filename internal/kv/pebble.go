@@ -175,9 +175,10 @@ func (s *pebbleStore) Get(key []byte) ([]byte, bool, error) {
 }
 
 // Write applies b in one Pebble batch. DisableWAL has no per-write
-// equivalent in Pebble: such writes go to the WAL without an fsync, which
-// keeps what survives a crash a prefix of the writes (the property RocksDB
-// needs a flush for when WAL-less and logged writes mix).
+// equivalent in Pebble: such writes go to the WAL without an fsync (a crash
+// may lose them, as with RocksDB), which keeps what survives a crash a
+// prefix of the writes (the property RocksDB needs a flush for when
+// WAL-less and logged writes mix). Logged writes are always synced (below).
 func (s *pebbleStore) Write(b *Batch, o WriteOptions) error {
 	if o.Sync && o.DisableWAL {
 		return fmt.Errorf("%w: Sync with DisableWAL (nothing to sync)", ErrInvalidOptions)
@@ -231,9 +232,15 @@ func (s *pebbleStore) Write(b *Batch, o WriteOptions) error {
 			return fmt.Errorf("kv: pebble batch of %d ops: %w", b.Len(), err)
 		}
 	}
-	wo := pebble.NoSync
-	if o.Sync {
-		wo = pebble.Sync
+	// A logged write is synced even without Sync: Pebble keeps unsynced
+	// WAL records in its own buffer (until 32 KiB accumulate), where a
+	// process crash loses them and a read-only open beside the writer (the
+	// state reader) cannot see them; RocksDB hands them to the OS at once.
+	// Syncing gives the same guarantees as RocksDB's unsynced write, at the
+	// cost of an fsync per logged write (one per committed batch).
+	wo := pebble.Sync
+	if o.DisableWAL {
+		wo = pebble.NoSync
 	}
 	// The commit runs in its own goroutine so that a write stalled behind
 	// failing flushes (a full disk) can be given up: see commitStallLimit.

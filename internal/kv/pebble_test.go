@@ -77,9 +77,8 @@ func TestPebbleReadOnly(t *testing.T) {
 	rw := pebbleOpener(kv.PebbleOptions{})(t, dir)
 	var b kv.Batch
 	b.Put([]byte("a"), []byte("1"))
-	// Synced: an unsynced write reaches the WAL file from Pebble's buffer a
-	// moment later (a reader opened at once may not see it yet).
-	if err := rw.Write(&b, kv.WriteOptions{Sync: true}); err != nil {
+	// Not Sync: the store syncs every logged write, so that a reader sees it.
+	if err := rw.Write(&b, kv.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	ro, err := kv.OpenPebble(dir, kv.PebbleOptions{ReadOnly: true})
