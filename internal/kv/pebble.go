@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -125,6 +126,10 @@ func OpenPebble(dir string, o PebbleOptions) (Store, error) {
 			},
 		},
 	}
+	// A 10-bit bloom filter on every level (Pebble has none by default), as
+	// the RocksDB backend has: a Get of an absent key (a new grouping key)
+	// then skips reading data blocks. Levels inherit L0's policy.
+	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(defaultBloomBits)
 	if o.ReadOnly {
 		opts.FS = noLockFS{vfs.Default}
 	}
