@@ -8,7 +8,7 @@ APT_PACKAGES  := librocksdb-dev kcat g++ chromium-headless-shell
 TEST_TIMEOUT  ?= 20m
 PKGS          := ./...
 
-.PHONY: build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down clean help
+.PHONY: test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down clean help
 
 all: build
 
@@ -18,6 +18,7 @@ help:
 	@echo "make bench      end-to-end benchmark on a real Kafka broker (BENCH_FLAGS=... for kstate bench flags)"
 	@echo "make bench-micro  testing.B micro-benchmarks of state, kv and changelog restore"
 	@echo "make bench-kv   kv store micro-benchmarks, RocksDB and Pebble side by side"
+	@echo "make test-pebble  the engine, shard, state reader and some integration suites on Pebble"
 	@echo "make build-nocgo  build and vet everything with CGO_ENABLED=0 (Pebble only, no RocksDB)"
 	@echo "make crash      crash tests with 200 SIGKILLs (CRASH_KILLS=n, KSTATE_CRASH_SEED=s)"
 	@echo "make api        regenerate docs/API.md (the public API; a test fails when it drifts)"
@@ -88,6 +89,12 @@ bench: deps
 # The kv micro-benchmarks of both backends (sub-benchmarks backend=rocksdb|pebble).
 bench-kv: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/kv/
+
+# The engine's suites with Pebble as the default store backend (the env var
+# replaces kv.DefaultBackend; tests that pin RocksDB keep it).
+test-pebble: deps
+	KSTATE_TEST_STATE_BACKEND=pebble $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./internal/engine/... ./internal/shard/... ./statereader/... ./kstatetest/... ./cmd/kstate/
+	KSTATE_TEST_STATE_BACKEND=pebble $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestCrashExactlyOnce|TestEngineRestartAfterKill|TestDiskFullApplication|TestSpecCounter|TestSpecTTL|TestChangelogRestoreRealBroker|TestExampleHeartbeat)$$' ./integration/
 
 # nocgo-check (part of `make test`: ~17 s warm, ~2.5 min with a cold cache)
 # proves the library, commands and examples build and vet without cgo.
