@@ -350,6 +350,7 @@ func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory) engine.Ne
 			Partition:         p,
 			Dir:               filepath.Join(cfg.StateDir, cfg.ApplicationID, strconv.Itoa(int(p))),
 			Memory:            mem,
+			StoreBackend:      kv.Backend(cfg.StateBackend),
 			TimeMode:          cfg.TimeMode,
 			OutputMode:        cfg.OutputMode,
 			KeySerde:          cfg.KeySerde,

@@ -262,6 +262,7 @@ func TestConfigValidation(t *testing.T) {
 		"lateness no evt": func(c *kstate.Config[string, string, string]) { c.AllowedLateness = time.Second },
 		"bad mode":        func(c *kstate.Config[string, string, string]) { c.TimeMode = 7 },
 		"tiny memory":     func(c *kstate.Config[string, string, string]) { c.StateMemory = 1000 },
+		"bad backend":     func(c *kstate.Config[string, string, string]) { c.StateBackend = "leveldb" },
 		"initial mismatch": func(c *kstate.Config[string, string, string]) {
 			c.InitialState = kstate.InitialStateFromSeq(maps.All(map[string]string{}))
 		},
@@ -272,6 +273,13 @@ func TestConfigValidation(t *testing.T) {
 			t.Errorf("%s: error %v", name, err)
 		} else if name == "initial mismatch" {
 			t.Logf("%s: %v", name, err)
+		}
+	}
+	for _, b := range []string{kstate.StateBackendRocksDB, kstate.StateBackendPebble} {
+		c := ok
+		c.StateBackend = b
+		if _, err := kstate.New(c); err != nil {
+			t.Errorf("StateBackend %q: %v", b, err)
 		}
 	}
 	app, err := kstate.New(ok)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
 
@@ -186,6 +187,15 @@ type Config[K, I, O any] struct {
 	// partitions; the shared budget is opt-in until it has been measured
 	// on large states (docs/BENCHMARKS.md).
 	StateMemory int64
+	// StateBackend is the store of every shard: StateBackendRocksDB
+	// (RocksDB through cgo, as the design names it) or StateBackendPebble
+	// (Pebble, pure Go; StateMemory then shares only its block cache).
+	// A shard directory keeps the backend it was created with: opening it
+	// with the other one fails at start with state.ErrBackendMismatch.
+	// Default "" = rocksdb (StateBackendRocksDB); in a build without cgo
+	// (CGO_ENABLED=0, or the kstate_nocgo tag) RocksDB is not compiled in
+	// and the default is pebble.
+	StateBackend string
 	// Clock gives the batch processing time. Default time.Now. Tests inject
 	// a fake clock to drive timers and TTL without sleeping.
 	Clock func() time.Time
@@ -264,6 +274,16 @@ type Config[K, I, O any] struct {
 	// only. Default slog.Default().
 	Logger *slog.Logger
 }
+
+// Values of Config.StateBackend.
+const (
+	// StateBackendRocksDB is RocksDB through cgo: the default where it is
+	// compiled in (builds with cgo).
+	StateBackendRocksDB = string(kv.BackendRocksDB)
+	// StateBackendPebble is Pebble, a pure-Go store: the only backend, and
+	// the default, of builds without cgo.
+	StateBackendPebble = string(kv.BackendPebble)
+)
 
 // DecodeErrorPolicy says what an undecodable input record does.
 type DecodeErrorPolicy int
@@ -397,6 +417,8 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		return bad("MaxRecordBytes %d is over %d bytes", c.MaxRecordBytes, maxMaxRecordBytes)
 	case c.StateMemory > 0 && c.StateMemory < minStateMemory:
 		return bad("StateMemory %d bytes is under 1 MiB (0 turns the shared budget off)", c.StateMemory)
+	case c.StateBackend != "" && kv.Backend(c.StateBackend).Check() != nil:
+		return bad("StateBackend: %v", kv.Backend(c.StateBackend).Check())
 	case c.InstanceID != "" && !validID.MatchString(c.InstanceID):
 		return bad("InstanceID %q: want letters, digits, '.', '_' or '-'", c.InstanceID)
 	}

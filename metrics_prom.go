@@ -294,7 +294,9 @@ func (m *appMetrics) Collect(ch chan<- prometheus.Metric) {
 	for p, sz := range v.sizes {
 		part := strconv.Itoa(int(p))
 		ch <- prometheus.MustNewConstMetric(perPart[len(perPart)-2].desc, prometheus.GaugeValue, float64(sz.LiveDataBytes), part)
-		ch <- prometheus.MustNewConstMetric(perPart[len(perPart)-1].desc, prometheus.GaugeValue, float64(sz.Keys), part)
+		if sz.Keys >= 0 { // unknown with Pebble
+			ch <- prometheus.MustNewConstMetric(perPart[len(perPart)-1].desc, prometheus.GaugeValue, float64(sz.Keys), part)
+		}
 	}
 	for _, t := range totals {
 		ch <- prometheus.MustNewConstMetric(t.desc, t.typ, float64(t.value(s.Total)))

@@ -32,6 +32,10 @@ var (
 	ErrNoKey = errors.New("state: no current grouping key")
 	// ErrLocked is returned by OpenShard when another process holds the shard directory.
 	ErrLocked = errors.New("state: shard directory is locked")
+	// ErrBackendMismatch is returned by OpenShard when the shard directory
+	// holds a store of another backend than the one configured
+	// (kstate.Config.StateBackend); the message names both.
+	ErrBackendMismatch = errors.New("state: shard directory holds a store of another backend")
 	// ErrCorrupt is returned for a stored value that cannot be decoded.
 	ErrCorrupt = errors.New("state: corrupt stored value")
 )

@@ -145,11 +145,19 @@ func OpenStateDir(stateDir, appID string, opts ...Option) (*Reader, error) {
 		if err != nil || !e.IsDir() {
 			continue
 		}
-		dir := filepath.Join(base, e.Name(), "rocksdb")
-		if _, err := os.Stat(dir); err != nil {
+		var backend kv.Backend
+		var dir string
+		for _, b := range []kv.Backend{kv.BackendRocksDB, kv.BackendPebble} {
+			d := filepath.Join(base, e.Name(), b.Subdir())
+			if _, err := os.Stat(d); err == nil {
+				backend, dir = b, d
+				break
+			}
+		}
+		if dir == "" {
 			continue
 		}
-		m, err := readRocks(dir)
+		m, err := readStore(backend, dir)
 		if err != nil {
 			return nil, err
 		}
@@ -161,8 +169,14 @@ func OpenStateDir(stateDir, appID string, opts ...Option) (*Reader, error) {
 	return newReader(appID, "state directory "+base, o, raw)
 }
 
-func readRocks(dir string) (map[string][]byte, error) {
-	st, err := kv.OpenRocksDB(dir, kv.RocksOptions{ReadOnly: true, BlockCacheSize: 8 << 20})
+func readStore(backend kv.Backend, dir string) (map[string][]byte, error) {
+	var st kv.Store
+	var err error
+	if backend == kv.BackendPebble {
+		st, err = kv.OpenPebble(dir, kv.PebbleOptions{ReadOnly: true, BlockCacheSize: 8 << 20})
+	} else {
+		st, err = kv.OpenRocksDB(dir, kv.RocksOptions{ReadOnly: true, BlockCacheSize: 8 << 20})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("statereader: %w", err)
 	}

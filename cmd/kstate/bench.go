@@ -22,6 +22,7 @@ import (
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/kafkabroker"
+	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/serde"
 )
 
@@ -41,6 +42,7 @@ type benchOptions struct {
 	Seed        uint64        `json:"seed"`
 	Warmup      bool          `json:"warmup"`
 	StateMemory int64         `json:"state_memory"`
+	Backends    []string      `json:"backends,omitempty"`
 	JSON        string        `json:"-"`
 	CPUProfile  string        `json:"-"`
 	Verbose     bool          `json:"-"`
@@ -103,6 +105,7 @@ the within-run ratio of each processor to the first one.`,
 	fl.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the key sequence")
 	fl.BoolVar(&o.Warmup, "warmup", o.Warmup, "run a small unreported pass first, so that run 1 does not meet a cold broker (JIT) alone")
 	fl.Int64Var(&o.StateMemory, "state-memory", 0, "Config.StateMemory in bytes (0, the default: a 64 MiB cache and memtable per shard; positive: one shared budget)")
+	fl.StringSliceVar(&o.Backends, "backend", nil, "Config.StateBackend values to compare (rocksdb, pebble): every processor runs once per backend in each run, interleaved, named processor.backend (e.g. count.pebble); default: the build's default backend only")
 	fl.StringVar(&o.JSON, "json", "", "also write every run and the summary as JSON to this file")
 	fl.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole benchmark process (go tool pprof)")
 	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "show the applications' logs")
@@ -191,11 +194,41 @@ func (o *benchOptions) validate() error {
 		return errors.New("bench: no --processor")
 	}
 	for _, p := range o.Processors {
-		if _, ok := procs[p]; !ok {
-			return fmt.Errorf("bench: unknown processor %q (want count or heavy)", p)
+		base, backend, _ := strings.Cut(p, ".")
+		if _, ok := procs[base]; !ok {
+			return fmt.Errorf("bench: unknown processor %q (want count or heavy, optionally .rocksdb or .pebble)", p)
+		}
+		if backend != "" {
+			if err := kv.Backend(backend).Check(); err != nil {
+				return fmt.Errorf("bench: processor %q: %w", p, err)
+			}
 		}
 	}
 	return nil
+}
+
+// expandBackends turns --processor × --backend into the variants run, in
+// order: count.rocksdb, count.pebble, heavy.rocksdb, ...
+func (o *benchOptions) expandBackends() {
+	if len(o.Backends) == 0 {
+		return
+	}
+	var vs []string
+	for _, p := range o.Processors {
+		for _, b := range o.Backends {
+			vs = append(vs, p+"."+b)
+		}
+	}
+	o.Processors = vs
+}
+
+// variant returns the processor of a variant name (count or count.pebble)
+// named after the variant, and the backend ("" = the default).
+func variant(procs map[string]benchProc, name string) (benchProc, string) {
+	base, backend, _ := strings.Cut(name, ".")
+	p := procs[base]
+	p.name = name
+	return p, backend
 }
 
 func runBenchCmd(ctx context.Context, stdout, stderr io.Writer, o benchOptions) error {
@@ -232,6 +265,7 @@ func runBenchCmd(ctx context.Context, stdout, stderr io.Writer, o benchOptions) 
 
 // runBench runs every run and returns the report (partial on error).
 func runBench(ctx context.Context, progress io.Writer, o benchOptions) (*benchReport, error) {
+	o.expandBackends()
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
@@ -276,7 +310,8 @@ func runBench(ctx context.Context, progress io.Writer, o benchOptions) (*benchRe
 		wo := o
 		wo.Records, wo.Rate = min(o.Records, 20_000), 0
 		t0 := time.Now()
-		b := &benchRun{o: wo, proc: procs[o.Processors[0]], run: 0, id: id, dir: dir, logf: logf}
+		proc, backend := variant(procs, o.Processors[0])
+		b := &benchRun{o: wo, proc: proc, backend: backend, run: 0, id: id, dir: dir, logf: logf}
 		if _, err := b.do(ctx); err != nil {
 			return rep, fmt.Errorf("bench: warm-up: %w", err)
 		}
@@ -288,7 +323,8 @@ func runBench(ctx context.Context, progress io.Writer, o benchOptions) (*benchRe
 			slices.Reverse(order) // alternate, so drift does not favour one processor
 		}
 		for _, name := range order {
-			b := &benchRun{o: o, proc: procs[name], run: run, id: id, dir: dir, logf: logf}
+			proc, backend := variant(procs, name)
+			b := &benchRun{o: o, proc: proc, backend: backend, run: run, id: id, dir: dir, logf: logf}
 			r, err := b.do(ctx)
 			if r != nil {
 				rep.Runs = append(rep.Runs, r)
@@ -308,12 +344,13 @@ func runBench(ctx context.Context, progress io.Writer, o benchOptions) (*benchRe
 
 // benchRun is one processor in one run.
 type benchRun struct {
-	o    benchOptions
-	proc benchProc
-	run  int
-	id   string
-	dir  string
-	logf func(string, ...any)
+	o       benchOptions
+	proc    benchProc
+	backend string // Config.StateBackend; "" = the default
+	run     int
+	id      string
+	dir     string
+	logf    func(string, ...any)
 }
 
 func (b *benchRun) config(appID, in, out string) kstate.Config[string, benchRow, benchOut] {
@@ -334,6 +371,7 @@ func (b *benchRun) config(appID, in, out string) kstate.Config[string, benchRow,
 		OutputSerde:     outCodec{},
 		MaxBatchRecords: b.o.Batch,
 		StateMemory:     b.o.StateMemory,
+		StateBackend:    b.backend,
 		StateDir:        filepath.Join(b.dir, appID),
 		ShutdownTimeout: 20 * time.Second,
 		Logger:          logger,

@@ -89,3 +89,22 @@ func TestBenchQuantile(t *testing.T) {
 		t.Errorf("spreadOf = %+v", s)
 	}
 }
+
+// --backend multiplies the processors into per-backend variants, run
+// interleaved and named processor.backend; an unknown backend is refused.
+func TestBenchBackendVariants(t *testing.T) {
+	o := defaultBenchOptions()
+	o.Backends = []string{"rocksdb", "pebble"}
+	o.expandBackends()
+	if got := strings.Join(o.Processors, ","); got != "count.rocksdb,count.pebble,heavy.rocksdb,heavy.pebble" {
+		t.Fatalf("variants %s", got)
+	}
+	p, backend := variant(benchProcs(o.History), "heavy.pebble")
+	if p.name != "heavy.pebble" || backend != "pebble" || p.newProc == nil {
+		t.Fatalf("variant: %+v %q", p, backend)
+	}
+	o.Processors = []string{"count.leveldb"}
+	if err := o.validate(); err == nil {
+		t.Fatal("unknown backend accepted")
+	}
+}

@@ -63,6 +63,8 @@ type Config[K, I, O any] struct {
 	// Memory is the RocksDB memory budget shared by the Run's shards; nil =
 	// a block cache and memtable per shard. Unused with Backend.
 	Memory *kv.SharedMemory
+	// StoreBackend selects the store at Dir; "" = kv.DefaultBackend().
+	StoreBackend kv.Backend
 
 	TimeMode   processor.TimeMode
 	OutputMode processor.OutputMode
@@ -224,10 +226,11 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 		return nil, fmt.Errorf("partition %d: key, value and output codecs and NewProcessor are required", cfg.Partition)
 	}
 	sh, err := shard.OpenShard(shard.ShardOptions{
-		Dir:      cfg.Dir,
-		Backend:  cfg.Backend,
-		Memory:   cfg.Memory,
-		AllowTTL: cfg.TimeMode == processor.ProcessingTime,
+		Dir:          cfg.Dir,
+		Backend:      cfg.Backend,
+		Memory:       cfg.Memory,
+		StoreBackend: cfg.StoreBackend,
+		AllowTTL:     cfg.TimeMode == processor.ProcessingTime,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: open shard: %w", cfg.Partition, err)

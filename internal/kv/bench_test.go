@@ -25,9 +25,24 @@ func benchKeys(n int, seed uint64) [][]byte {
 	return ks
 }
 
-func benchStore(b *testing.B) kv.Store {
+// benchBackends are the persistent backends compiled in; every benchmark
+// runs once per backend (sub-benchmark backend=NAME).
+func benchBackends() []kv.Backend {
+	if kv.RocksDBAvailable {
+		return []kv.Backend{kv.BackendRocksDB, kv.BackendPebble}
+	}
+	return []kv.Backend{kv.BackendPebble}
+}
+
+func forBackends(b *testing.B, f func(b *testing.B, be kv.Backend)) {
+	for _, be := range benchBackends() {
+		b.Run("backend="+string(be), func(b *testing.B) { f(b, be) })
+	}
+}
+
+func benchStore(b *testing.B, be kv.Backend) kv.Store {
 	b.Helper()
-	s, err := kv.OpenRocksDB(b.TempDir(), kv.RocksOptions{})
+	s, err := kv.OpenBackend(be, b.TempDir(), nil, false)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,75 +67,81 @@ func preload(b *testing.B, s kv.Store, keys [][]byte) {
 
 // BenchmarkRocksWriteBatch writes batches of random keys with the WAL on
 // (processing commits) and off (restore).
-func BenchmarkRocksWriteBatch(b *testing.B) {
-	for _, n := range []int{1_000, 10_000} {
-		for _, wal := range []bool{true, false} {
-			b.Run(fmt.Sprintf("ops=%d/wal=%v", n, wal), func(b *testing.B) {
-				s := benchStore(b)
-				keys := benchKeys(200_000, 1)
-				value := make([]byte, benchValueSize)
-				var batch kv.Batch
-				b.SetBytes(int64(n * (16 + benchValueSize)))
-				b.ResetTimer()
-				for i := range b.N {
-					batch.Reset()
-					for j := range n {
-						batch.Put(keys[(i*n+j)%len(keys)], value)
+func BenchmarkStoreWriteBatch(b *testing.B) {
+	forBackends(b, func(b *testing.B, be kv.Backend) {
+		for _, n := range []int{1_000, 10_000} {
+			for _, wal := range []bool{true, false} {
+				b.Run(fmt.Sprintf("ops=%d/wal=%v", n, wal), func(b *testing.B) {
+					s := benchStore(b, be)
+					keys := benchKeys(200_000, 1)
+					value := make([]byte, benchValueSize)
+					var batch kv.Batch
+					b.SetBytes(int64(n * (16 + benchValueSize)))
+					b.ResetTimer()
+					for i := range b.N {
+						batch.Reset()
+						for j := range n {
+							batch.Put(keys[(i*n+j)%len(keys)], value)
+						}
+						if err := s.Write(&batch, kv.WriteOptions{DisableWAL: !wal}); err != nil {
+							b.Fatal(err)
+						}
 					}
-					if err := s.Write(&batch, kv.WriteOptions{DisableWAL: !wal}); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "ops/s")
-			})
+					b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "ops/s")
+				})
+			}
 		}
-	}
+	})
 }
 
 // BenchmarkRocksGet reads random present keys and random absent keys (the
 // latter is where the bloom filter pays: a new grouping key's first read).
-func BenchmarkRocksGet(b *testing.B) {
-	s := benchStore(b)
-	keys := benchKeys(200_000, 2)
-	preload(b, s, keys)
-	absent := benchKeys(200_000, 3)
-	for _, tc := range []struct {
-		name string
-		keys [][]byte
-		want bool
-	}{{"hit", keys, true}, {"miss", absent, false}} {
-		b.Run(tc.name, func(b *testing.B) {
-			for i := range b.N {
-				_, ok, err := s.Get(tc.keys[(i*7919)%len(tc.keys)])
-				if err != nil || ok != tc.want {
-					b.Fatalf("Get: ok=%v err=%v", ok, err)
+func BenchmarkStoreGet(b *testing.B) {
+	forBackends(b, func(b *testing.B, be kv.Backend) {
+		s := benchStore(b, be)
+		keys := benchKeys(200_000, 2)
+		preload(b, s, keys)
+		absent := benchKeys(200_000, 3)
+		for _, tc := range []struct {
+			name string
+			keys [][]byte
+			want bool
+		}{{"hit", keys, true}, {"miss", absent, false}} {
+			b.Run(tc.name, func(b *testing.B) {
+				for i := range b.N {
+					_, ok, err := s.Get(tc.keys[(i*7919)%len(tc.keys)])
+					if err != nil || ok != tc.want {
+						b.Fatalf("Get: ok=%v err=%v", ok, err)
+					}
 				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "gets/s")
-		})
-	}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "gets/s")
+			})
+		}
+	})
 }
 
 // BenchmarkRocksIterate scans 1,000-key ranges from random start points
 // (MapState iteration, timer and TTL scans) with a fresh bounded iterator.
-func BenchmarkRocksIterate(b *testing.B) {
-	s := benchStore(b)
-	keys := benchKeys(200_000, 4)
-	preload(b, s, keys)
-	const span = 1_000
-	var total int
-	b.ResetTimer()
-	for i := range b.N {
-		lower := keys[(i*7919)%len(keys)]
-		it := s.NewIter(lower, nil)
-		n := 0
-		for ok := it.First(); ok && n < span; ok = it.Next() {
-			n++
+func BenchmarkStoreIterate(b *testing.B) {
+	forBackends(b, func(b *testing.B, be kv.Backend) {
+		s := benchStore(b, be)
+		keys := benchKeys(200_000, 4)
+		preload(b, s, keys)
+		const span = 1_000
+		var total int
+		b.ResetTimer()
+		for i := range b.N {
+			lower := keys[(i*7919)%len(keys)]
+			it := s.NewIter(lower, nil)
+			n := 0
+			for ok := it.First(); ok && n < span; ok = it.Next() {
+				n++
+			}
+			if err := it.Close(); err != nil {
+				b.Fatal(err)
+			}
+			total += n
 		}
-		if err := it.Close(); err != nil {
-			b.Fatal(err)
-		}
-		total += n
-	}
-	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "keys/s")
+		b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "keys/s")
+	})
 }

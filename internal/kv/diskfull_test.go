@@ -1,3 +1,5 @@
+//go:build cgo && !kstate_nocgo
+
 package kv_test
 
 import (
@@ -7,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/kstate/kstate/internal/kv"
@@ -37,22 +38,6 @@ func TestRocksDBNoInfoLogFile(t *testing.T) {
 			t.Errorf("InfoLogFile=%v: LOG file exists=%v (stat: %v)", on, got, err)
 		}
 	}
-}
-
-// mountTmpfs mounts a tmpfs of size bytes, or skips loudly when this
-// process may not mount.
-func mountTmpfs(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("SKIPPED LOUDLY: cannot mount a small tmpfs to fill (%v: %s); the full-disk test needs root and mount permission", err, bytes.TrimSpace(out))
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
 }
 
 // A full disk is an error from Write, never an abort of the process, with
@@ -142,8 +127,4 @@ func diskFull(t *testing.T, mnt, mode string) {
 	if err := s.Write(b, kv.WriteOptions{Sync: true}); err != nil {
 		t.Fatalf("write after space returned: %v", err)
 	}
-}
-
-func errorsIsNoSpace(err error) bool {
-	return strings.Contains(strings.ToLower(err.Error()), syscall.ENOSPC.Error())
 }

@@ -1,3 +1,5 @@
+//go:build cgo && !kstate_nocgo
+
 // A RocksDB info logger that discards every message, installed instead of
 // RocksDB's own file logger (see discardInfoLog in infolog.go for why).
 

@@ -92,5 +92,5 @@ func (b *Batch) Reset() { b.ops = b.ops[:0] }
 // Estimate is a store's estimated size (Store.Estimate).
 type Estimate struct {
 	LiveDataBytes int64 // live data size in bytes (RocksDB: on disk, excluding the memtable)
-	Keys          int64 // number of keys
+	Keys          int64 // number of keys; -1: unknown (Pebble keeps no estimate)
 }

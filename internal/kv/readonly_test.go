@@ -1,3 +1,5 @@
+//go:build cgo && !kstate_nocgo
+
 package kv
 
 import (

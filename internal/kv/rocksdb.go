@@ -1,3 +1,5 @@
+//go:build cgo && !kstate_nocgo
+
 package kv
 
 import (
@@ -9,122 +11,6 @@ import (
 
 	"github.com/linxGnu/grocksdb"
 )
-
-// Compression selects the block compression of a RocksDB store.
-type Compression uint8
-
-const (
-	// CompressionDefault is LZ4, or Snappy when librocksdb was built without LZ4.
-	// LZ4 is chosen because state values are small and read often: it
-	// decompresses faster than Snappy at a similar ratio.
-	CompressionDefault Compression = iota
-	CompressionNone
-	CompressionSnappy
-	CompressionLZ4
-	CompressionZSTD
-)
-
-func (c Compression) String() string {
-	switch c {
-	case CompressionDefault:
-		return "default"
-	case CompressionNone:
-		return "none"
-	case CompressionSnappy:
-		return "snappy"
-	case CompressionLZ4:
-		return "lz4"
-	case CompressionZSTD:
-		return "zstd"
-	}
-	return fmt.Sprintf("compression(%d)", uint8(c))
-}
-
-// RocksOptions tune a RocksDB store. The zero value works; every field
-// documents the default it overrides.
-type RocksOptions struct {
-	// BlockCacheSize is the LRU cache of uncompressed blocks, in bytes,
-	// overriding the default of 64 MiB. The cache is per store (per shard):
-	// with many partitions per process, size it down, or set Memory.
-	// Ignored when Memory is set.
-	BlockCacheSize int64
-	// Memory, when set, replaces the store's own block cache with the
-	// shared one and adds the store's memtables to the shared write-buffer
-	// budget, overriding the default of nil (a cache of BlockCacheSize and
-	// memtables bounded only by WriteBufferSize, per store). It must not be
-	// closed before the open (it may be closed before the store).
-	Memory *SharedMemory
-	// BloomBitsPerKey sizes the whole-key bloom filter, overriding the
-	// default of 10 bits per key (~1% false positives), which lets a point
-	// Get of an absent key (the common case for new grouping keys) skip
-	// reading data blocks. A negative value disables the filter.
-	BloomBitsPerKey float64
-	// WriteBufferSize is the memtable size in bytes, overriding the default
-	// of 64 MiB. Larger memtables make restore (large WAL-less batches) faster.
-	// With Memory set, a memtable is also flushed early when all the stores'
-	// memtables together reach the shared write-buffer budget.
-	WriteBufferSize int64
-	// MaxBackgroundJobs bounds concurrent flushes and compactions, overriding
-	// the default of 2.
-	MaxBackgroundJobs int
-	// Compression overrides the default CompressionDefault (LZ4, else Snappy).
-	// An explicitly chosen algorithm that librocksdb lacks fails the open.
-	Compression Compression
-	// InfoLogFile writes RocksDB's info LOG file in the store directory,
-	// overriding the default of no LOG file. Off by default because RocksDB
-	// 7.8's file logger aborts the process (SIGABRT) on a full disk instead
-	// of letting the write error surface (see discardInfoLog); turn it on
-	// only to diagnose RocksDB itself.
-	InfoLogFile bool
-	// KeepLogFiles is how many RocksDB info LOG files are kept in the store
-	// directory when InfoLogFile is set, overriding the default of 3
-	// (RocksDB's own default of 1000 slowly fills the disk of a
-	// long-running shard).
-	KeepLogFiles int
-	// ErrorIfMissing fails the open when dir holds no database, instead of
-	// the default of creating the directory and an empty database.
-	ErrorIfMissing bool
-	// ReadOnly opens the database read-only (RocksDB's OpenForReadOnly:
-	// no lock taken, a view as of the open, writes fail), overriding the
-	// default of read-write. Another process may keep the database open
-	// for writing meanwhile: the state reader uses it. Implies
-	// ErrorIfMissing.
-	ReadOnly bool
-}
-
-const (
-	defaultBlockCache   = 64 << 20
-	defaultBloomBits    = 10
-	defaultWriteBuffer  = 64 << 20
-	defaultBGJobs       = 2
-	defaultKeepLogFiles = 3
-	sharedArenaBlock    = 64 << 10
-)
-
-func (o *RocksOptions) ensureDefaults() error {
-	if o.BlockCacheSize < 0 || o.WriteBufferSize < 0 || o.MaxBackgroundJobs < 0 || o.KeepLogFiles < 0 {
-		return fmt.Errorf("%w: negative RocksOptions size or count: %+v", ErrInvalidOptions, *o)
-	}
-	if o.Compression > CompressionZSTD {
-		return fmt.Errorf("%w: unknown %v", ErrInvalidOptions, o.Compression)
-	}
-	if o.BlockCacheSize == 0 {
-		o.BlockCacheSize = defaultBlockCache
-	}
-	if o.BloomBitsPerKey == 0 {
-		o.BloomBitsPerKey = defaultBloomBits
-	}
-	if o.WriteBufferSize == 0 {
-		o.WriteBufferSize = defaultWriteBuffer
-	}
-	if o.MaxBackgroundJobs == 0 {
-		o.MaxBackgroundJobs = defaultBGJobs
-	}
-	if o.KeepLogFiles == 0 {
-		o.KeepLogFiles = defaultKeepLogFiles
-	}
-	return nil
-}
 
 // rocksStore implements Store on one RocksDB database (default column family).
 type rocksStore struct {

@@ -1,3 +1,5 @@
+//go:build cgo && !kstate_nocgo
+
 // A RocksDB WriteBufferManager shared by many databases, whose memtable
 // memory is charged to a shared block cache. RocksDB 7.8's C API cannot
 // create one (see SharedMemory in sharedmem.go).

@@ -1,3 +1,5 @@
+//go:build cgo && !kstate_nocgo
+
 package kv
 
 // #include <stdlib.h>
@@ -15,8 +17,13 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/linxGnu/grocksdb"
 )
+
+// RocksDBAvailable reports whether the RocksDB backend is compiled in: false
+// in builds without cgo or with the kstate_nocgo tag.
+const RocksDBAvailable = true
 
 // SharedMemory is one memory budget for many RocksDB stores (all the shards
 // of a process): one LRU block cache of Bytes, and one write-buffer manager
@@ -42,6 +49,10 @@ type SharedMemory struct {
 		closed bool
 		cache  *grocksdb.Cache
 		wbm    *C.kstate_wbm_t
+		// pebble is the block cache of Pebble stores opened with this
+		// budget (PebbleOptions.Memory), created on first use; Pebble
+		// memtables are not charged to it.
+		pebble *pebble.Cache
 	}
 }
 
@@ -75,7 +86,25 @@ func (m *SharedMemory) Usage() int64 {
 	if m.mu.closed {
 		return 0
 	}
-	return int64(m.mu.cache.GetUsage())
+	u := int64(m.mu.cache.GetUsage())
+	if m.mu.pebble != nil {
+		u += m.mu.pebble.Size()
+	}
+	return u
+}
+
+// pebbleCache returns the shared Pebble cache, creating it on first use.
+// The store's Open takes its own reference.
+func (m *SharedMemory) pebbleCache() (*pebble.Cache, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return nil, fmt.Errorf("%w: shared store memory", ErrClosed)
+	}
+	if m.mu.pebble == nil {
+		m.mu.pebble = pebble.NewCache(m.bytes)
+	}
+	return m.mu.pebble, nil
 }
 
 // MemtableUsage is the bytes of all the stores' memtables. 0 after Close.
@@ -115,4 +144,8 @@ func (m *SharedMemory) Close() {
 	C.kstate_wbm_destroy(m.mu.wbm)
 	m.mu.cache.Destroy()
 	m.mu.wbm, m.mu.cache = nil, nil
+	if m.mu.pebble != nil {
+		m.mu.pebble.Unref()
+		m.mu.pebble = nil
+	}
 }

@@ -25,6 +25,11 @@ type ShardOptions struct {
 	// Backend is the store; the shard owns it and closes it on Close.
 	// Overriding the default of nil: RocksDB in Dir/rocksdb.
 	Backend kv.Store
+	// StoreBackend selects the store opened in Dir when Backend is nil,
+	// overriding the default of "" (kv.DefaultBackend: RocksDB when it is
+	// compiled in). The first open writes it to Dir/BACKEND.kstate; a later
+	// open with another backend fails with state.ErrBackendMismatch.
+	StoreBackend kv.Backend
 	// Memory is the RocksDB memory budget shared with the process's other
 	// shards, overriding the default of nil (the store's own 64 MiB block
 	// cache and 64 MiB memtable). Unused when Backend is set.
@@ -140,7 +145,12 @@ func OpenShard(o ShardOptions) (*Shard, error) {
 	}
 	s.store = o.Backend
 	if s.store == nil {
-		st, err := kv.OpenRocksDB(filepath.Join(o.Dir, "rocksdb"), kv.RocksOptions{Memory: o.Memory})
+		be, err := chooseBackend(o.Dir, o.StoreBackend)
+		if err != nil {
+			s.unlock()
+			return nil, err
+		}
+		st, err := kv.OpenBackend(be, filepath.Join(o.Dir, be.Subdir()), o.Memory, false)
 		if err != nil {
 			s.unlock()
 			return nil, fmt.Errorf("state: open store in %s: %w", o.Dir, err)
@@ -161,6 +171,78 @@ func OpenShard(o ShardOptions) (*Shard, error) {
 		return nil, fmt.Errorf("state: shard %s: read the changelog offset: %w", o.Dir, err)
 	}
 	return s, nil
+}
+
+// backendFile names the file in a shard directory that records the store
+// backend the shard was created with.
+const backendFile = "BACKEND.kstate"
+
+// chooseBackend returns the backend to open in dir (want, or the default),
+// after checking it against the one the directory was created with: the
+// marker file, or for shards older than the marker, the store subdirectory
+// present. A new shard gets the marker, written (and synced) before its store.
+func chooseBackend(dir string, want kv.Backend) (kv.Backend, error) {
+	if want == "" {
+		want = kv.DefaultBackend()
+	}
+	if err := want.Check(); err != nil {
+		return "", fmt.Errorf("state: open store in %s: %w", dir, err)
+	}
+	var have kv.Backend
+	marker := filepath.Join(dir, backendFile)
+	if b, err := os.ReadFile(marker); err == nil {
+		have = kv.Backend(bytes.TrimSpace(b))
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("state: read %s: %w", marker, err)
+	} else {
+		for _, b := range []kv.Backend{kv.BackendRocksDB, kv.BackendPebble} {
+			if _, err := os.Stat(filepath.Join(dir, b.Subdir())); err == nil {
+				have = b
+				break
+			}
+		}
+	}
+	if have != "" && have != want {
+		return "", fmt.Errorf("%w: %s was created with the %q store backend, but %q is configured: set Config.StateBackend back to %q, "+
+			"or delete the directory to rebuild the state from the changelog with %q", state.ErrBackendMismatch, dir, have, want, have, want)
+	}
+	if have == "" || !fileExists(marker) {
+		if err := writeSynced(marker, []byte(string(want)+"\n")); err != nil {
+			return "", fmt.Errorf("state: write %s: %w", marker, err)
+		}
+	}
+	return want, nil
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// writeSynced writes p atomically (temporary file, fsync, rename, fsync of
+// the directory).
+func writeSynced(p string, data []byte) error {
+	tmp := p + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(p))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 func (s *Shard) unlock() {

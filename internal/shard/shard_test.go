@@ -392,12 +392,15 @@ func TestShardOnRocksDB(t *testing.T) {
 // Shards opened with one kv.SharedMemory charge their RocksDB memtables to
 // that one budget, and the budget may be closed after them.
 func TestShardsShareMemory(t *testing.T) {
+	if !kv.RocksDBAvailable {
+		t.Skip("RocksDB is not compiled into this build; the memtable budget is RocksDB's")
+	}
 	mem, err := kv.NewSharedMemory(8 << 20)
 	noErr(t, err)
 	var shards []*shard.Shard
 	var usage []int64
 	for range 2 {
-		s, err := shard.OpenShard(shard.ShardOptions{Dir: filepath.Join(t.TempDir(), "shard"), Memory: mem})
+		s, err := shard.OpenShard(shard.ShardOptions{Dir: filepath.Join(t.TempDir(), "shard"), Memory: mem, StoreBackend: kv.BackendRocksDB})
 		noErr(t, err)
 		shards = append(shards, s)
 		noErr(t, s.PutMeta("m", []byte("v")))
