@@ -219,15 +219,17 @@ func Build(src map[int32]map[string][]byte, n int, offsets []int64) (*Plan, erro
 
 	for p := range out {
 		pp := PartitionPlan{Partition: int32(p), InputOffset: offsets[p]}
-		seen := map[string]int32{}  // shard key → A partition
+		owner := map[string]int32{} // grouping key → the one A partition holding it
 		groups := map[string]bool{} // grouping keys
 		movedG := map[string]bool{} // grouping keys from elsewhere
 		for _, r := range out[p] {
-			if from, dup := seen[string(r.key)]; dup && from != r.from {
+			// A key's entries must all come from one partition of A, or
+			// two partitions' state of one key would be mixed.
+			if from, dup := owner[r.group]; dup && from != r.from {
 				return nil, fmt.Errorf("%w: grouping key %q has state in partitions %d and %d of the application (its input was not partitioned by key): the entries cannot be merged",
-					ErrRefused, r.group, from, r.from)
+					ErrRefused, r.group, min(from, r.from), max(from, r.from))
 			}
-			seen[string(r.key)] = r.from
+			owner[r.group] = r.from
 			pp.Records = append(pp.Records, Entry{r.key, r.value})
 			pp.Entries++
 			groups[r.group] = true

@@ -115,6 +115,10 @@ func TestBuildRefuses(t *testing.T) {
 		{"modes differ", func(src map[int32]map[string][]byte) {
 			src[1][meta(engine.MetaTimeMode)] = []byte("EventTime")
 		}, `metadata "engine/time_mode"`},
+		{"key's list in another partition", func(src map[int32]map[string][]byte) {
+			p := murmur2.Partition([]byte("a"), 2)
+			src[1-p][string(changelog.StateKey(1, []byte("a"), []byte{0, 0, 0, 0, 0, 0, 0, 1}))] = val("x")
+		}, `grouping key "a" has state in partitions 0 and 1`},
 		{"key in two partitions", func(src map[int32]map[string][]byte) {
 			for _, k := range []string{"a", "b"} {
 				p := murmur2.Partition([]byte(k), 2)

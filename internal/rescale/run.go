@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -35,6 +36,11 @@ type Result struct {
 	Committed map[int32]int64
 	Written   bool // false on a dry run
 }
+
+// txnTimeout is the rescale transaction's timeout: it writes the whole
+// state, so far above the engine's batch transactions (the broker's
+// transaction.max.timeout.ms, 15 minutes by default, bounds it).
+const txnTimeout = 10 * time.Minute
 
 // maxMisrouted bounds the examples a misrouting refusal lists.
 const maxMisrouted = 5
@@ -207,7 +213,7 @@ func Run(ctx context.Context, cc kafka.ClientConfig, opts Options) (*Result, err
 			recs = append(recs, kafka.Record{Topic: dstLog, Partition: pp.Partition, Key: e.Key, Value: e.Value})
 		}
 	}
-	if _, err := cc.WriteTransaction(ctx, opts.To+"-rescale", 0, recs); err != nil {
+	if _, err := cc.WriteTransaction(ctx, opts.To+"-rescale", txnTimeout, recs); err != nil {
 		return nil, fmt.Errorf("rescale: write %q (nothing committed; delete the topic, e.g. kstate reset --app %s, and run the rescale again): %w", dstLog, opts.To, err)
 	}
 	offs := make(map[int32]int64, n)
