@@ -47,8 +47,9 @@ partitions"):
 Refused (exit code 4, nothing written): A's group has members (stop A);
 B exists (its changelog topic or committed offsets); the input topic does
 not have exactly N partitions or N is not more than A's; the state of A's
-partitions disagrees (a variable with different ids or schema histories,
-different time or output modes, one key in two partitions); an input record
+partitions disagrees (a variable with different kinds or schema histories,
+different time or output modes, one key in two partitions); variable ids
+that differ between A's partitions are unified (keys rewritten); an input record
 A has not processed (after its committed offsets, or in a new partition)
 lies in a partition its key does not map to among N: run A until it is
 caught up, with producers stopped or not yet writing to the new partitions.
@@ -100,6 +101,9 @@ func runRescale(ctx context.Context, out io.Writer, f rescaleFlags) error {
 	p := res.Plan
 	fmt.Fprintf(out, "rescale of application %q (%d partitions) to %q (%d partitions), input topic %s\n", f.app, p.From, f.toApp, p.To, res.InputTopic)
 	fmt.Fprintf(out, "  variables: %d; next variable id %d\n", len(p.Variables), p.NextVarID)
+	for _, r := range p.Remapped {
+		fmt.Fprintf(out, "  %s\n", r)
+	}
 	show := func(name string, v *int64) {
 		if v != nil {
 			fmt.Fprintf(out, "  %s: %d\n", name, *v)

@@ -3,9 +3,11 @@ package rescale
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/kstate/kstate/changelog"
@@ -51,7 +53,9 @@ type Plan struct {
 	BatchID, Watermark, LateWatermark *int64
 	InitialStateApplied               bool
 	NextVarID                         uint32
-	Partitions                        []PartitionPlan
+	// Remapped lists the variable ids rewritten in a partition's entries.
+	Remapped   []string
+	Partitions []PartitionPlan
 }
 
 // Build rebuilds A's entries (partition → shard key → stored value, the
@@ -60,19 +64,27 @@ type Plan struct {
 // partitions.
 //
 // Merged metadata, the same in every partition of B:
-//   - var/<name>: the variable registry; a variable must have the same id,
+//   - var/<name>: the variable registry. A variable must have the same
 //     kind, key schema and TTL in every partition that declares it, and its
 //     value schema histories must be prefixes of one another (a partition
 //     that ran no batch since a schema change has the shorter one); the
-//     longest history is kept. Anything else is refused, so that one id
-//     never stands for two variables.
-//   - varid/next: the maximum, and above every id in use.
+//     longest history is kept, so every value header keeps naming its
+//     schema. Anything else is refused. Ids are allocated per partition
+//     and may differ: each variable keeps the id of the lowest partition
+//     declaring it unless another variable took that id first (by name
+//     order), else it gets a new one; the state and TTL keys of partitions
+//     where the id differs are rewritten, so one id never stands for two
+//     variables. An entry whose id its partition does not declare (data of
+//     a dropped variable) keeps its id unless a variable now has it:
+//     refused.
+//   - varid/next: above every id in use and every partition's value.
 //   - engine/batch_id: the maximum (batch ids only grow).
 //   - engine/watermark and engine/late_watermark: the minimum, so that
 //     nothing that was on time in any partition of A is late in B.
 //   - engine/initial_state_applied: set when any partition of A applied
 //     the initial state (its rows were keyed, and move with their keys: B
-//     must not apply them again).
+//     must not apply them again; B's partitions are not fresh either, as
+//     they hold the time mode).
 //   - engine/input_offset: offsets[p], never A's value.
 //   - any other metadata (time and output modes): must be equal wherever
 //     present, else refused.
@@ -88,14 +100,100 @@ func Build(src map[int32]map[string][]byte, n int, offsets []int64) (*Plan, erro
 		parts = append(parts, p)
 	}
 	slices.Sort(parts)
-
 	plan := &Plan{From: len(src), To: n}
+
+	// Pass 1: registries, and every id in use.
+	regs := map[int32]map[string]shard.VarInfo{}
+	var maxSeen, next uint32
+	for _, p := range parts {
+		regs[p] = map[string]shard.VarInfo{}
+		for k, v := range src[p] {
+			key, err := changelog.DecodeKey([]byte(k))
+			if err != nil {
+				return nil, fmt.Errorf("%w: partition %d: changelog key %x: %w", ErrRefused, p, k, err)
+			}
+			switch {
+			case key.Kind == changelog.KindMeta && strings.HasPrefix(key.Name, metaVarPrefix):
+				vi, _, err := shard.ParseVarInfo([]byte(k), v)
+				if err != nil {
+					return nil, fmt.Errorf("%w: partition %d: %w", ErrRefused, p, err)
+				}
+				regs[p][vi.Name] = vi
+				maxSeen = max(maxSeen, vi.ID)
+			case key.Kind == changelog.KindMeta && key.Name == metaNextVarID:
+				if len(v) != 4 {
+					return nil, fmt.Errorf("%w: partition %d: %s of %d bytes, want 4", ErrRefused, p, key.Name, len(v))
+				}
+				next = max(next, binary.BigEndian.Uint32(v))
+			case key.Kind == changelog.KindState:
+				maxSeen = max(maxSeen, key.VarID)
+			case key.Kind == changelog.KindTTL:
+				sk, err := changelog.DecodeKey(key.StateKey)
+				if err != nil {
+					return nil, fmt.Errorf("%w: partition %d: TTL entry %x: %w", ErrRefused, p, k, err)
+				}
+				maxSeen = max(maxSeen, sk.VarID)
+			}
+		}
+	}
+	next = max(next, maxSeen+1)
+
+	// Merge the registries, then give every variable one id.
 	vars := map[string]shard.VarInfo{}
-	varFrom := map[string]int32{}
-	byID := map[uint32]string{}
+	varFrom := map[string]int32{}  // the partition whose entry is kept
+	firstID := map[string]uint32{} // the id in the lowest partition declaring it
+	for _, p := range parts {
+		for _, name := range sortedKeys(regs[p]) {
+			vi := regs[p][name]
+			if _, ok := firstID[name]; !ok {
+				firstID[name] = vi.ID
+			}
+			if err := mergeVar(vars, varFrom, vi, p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	names := sortedKeys(vars)
+	assigned := map[string]uint32{}
+	owner := map[uint32]string{}
+	for _, name := range names {
+		id := firstID[name]
+		if _, taken := owner[id]; taken {
+			id = next
+			next++
+		}
+		assigned[name], owner[id] = id, name
+		vi := vars[name]
+		vi.ID = id
+		plan.Variables = append(plan.Variables, vi)
+	}
+	// remap[p][old id] = new id, for the variables p declares.
+	remap := map[int32]map[uint32]uint32{}
+	for _, p := range parts {
+		remap[p] = map[uint32]uint32{}
+		for _, name := range sortedKeys(regs[p]) {
+			old := regs[p][name].ID
+			remap[p][old] = assigned[name]
+			if old != assigned[name] {
+				plan.Remapped = append(plan.Remapped, fmt.Sprintf("variable %q: id %d in partition %d → %d", name, old, p, assigned[name]))
+			}
+		}
+	}
+	plan.NextVarID = next
+	newID := func(p int32, id uint32) (uint32, error) {
+		if to, ok := remap[p][id]; ok {
+			return to, nil
+		}
+		if name, taken := owner[id]; taken {
+			return 0, fmt.Errorf("%w: partition %d holds data of variable id %d, which it does not declare, and variable %q has that id: "+
+				"run the application until every partition has committed a batch with the current code, or move the state with kstate state export and Config.InitialState",
+				ErrRefused, p, id, name)
+		}
+		return id, nil
+	}
+
 	other := map[string][]byte{} // other meta name → value
 	otherFrom := map[string]int32{}
-	var maxID uint32
 	minMax := func(dst **int64, v []byte, name string, p int32, takeMax bool) error {
 		if len(v) != 8 {
 			return fmt.Errorf("%w: partition %d: %s of %d bytes, want 8", ErrRefused, p, name, len(v))
@@ -111,30 +209,19 @@ func Build(src map[int32]map[string][]byte, n int, offsets []int64) (*Plan, erro
 		from       int32
 		group      string
 	}
+	// Pass 2: route every entry, rewriting ids.
 	out := make([][]routed, n)
 	for _, p := range parts {
 		for k, v := range src[p] {
-			key, err := changelog.DecodeKey([]byte(k))
-			if err != nil {
-				return nil, fmt.Errorf("%w: partition %d: changelog key %x: %w", ErrRefused, p, k, err)
-			}
+			key, _ := changelog.DecodeKey([]byte(k)) // checked in pass 1
 			var group []byte
+			nk := []byte(k)
 			switch key.Kind {
 			case changelog.KindMeta:
+				var err error
 				switch name := key.Name; {
-				case strings.HasPrefix(name, metaVarPrefix):
-					vi, _, err := shard.ParseVarInfo([]byte(k), v)
-					if err != nil {
-						return nil, fmt.Errorf("%w: partition %d: %w", ErrRefused, p, err)
-					}
-					if err := mergeVar(vars, varFrom, vi, p); err != nil {
-						return nil, err
-					}
-				case name == metaNextVarID:
-					if len(v) != 4 {
-						return nil, fmt.Errorf("%w: partition %d: %s of %d bytes, want 4", ErrRefused, p, name, len(v))
-					}
-					plan.NextVarID = max(plan.NextVarID, binary.BigEndian.Uint32(v))
+				case strings.HasPrefix(name, metaVarPrefix), name == metaNextVarID, name == engine.MetaInputOffset:
+					// Merged above; input offsets replaced by offsets.
 				case name == engine.MetaBatchID:
 					err = minMax(&plan.BatchID, v, name, p, true)
 				case name == engine.MetaWatermark:
@@ -143,8 +230,6 @@ func Build(src map[int32]map[string][]byte, n int, offsets []int64) (*Plan, erro
 					err = minMax(&plan.LateWatermark, v, name, p, false)
 				case name == engine.MetaInitialApplied:
 					plan.InitialStateApplied = true
-				case name == engine.MetaInputOffset:
-					// Replaced by offsets.
 				default:
 					if old, ok := other[name]; ok && !bytes.Equal(old, v) {
 						return nil, fmt.Errorf("%w: metadata %q is %q in partition %d and %q in partition %d: the partitions of the application ran with different settings",
@@ -158,46 +243,47 @@ func Build(src map[int32]map[string][]byte, n int, offsets []int64) (*Plan, erro
 				continue
 			case changelog.KindState:
 				group = key.GroupKey
-				maxID = max(maxID, key.VarID)
+				id, err := newID(p, key.VarID)
+				if err != nil {
+					return nil, err
+				}
+				if id != key.VarID {
+					nk = changelog.StateKey(id, key.GroupKey, key.Suffix)
+				}
 			case changelog.KindTimer, changelog.KindTimerKey:
 				group = key.GroupKey
 			case changelog.KindTTL:
-				sk, err := changelog.DecodeKey(key.StateKey)
-				if err != nil {
-					return nil, fmt.Errorf("%w: partition %d: TTL entry %x: %w", ErrRefused, p, k, err)
-				}
+				sk, _ := changelog.DecodeKey(key.StateKey)
 				group = sk.GroupKey
-				maxID = max(maxID, sk.VarID)
+				id, err := newID(p, sk.VarID)
+				if err != nil {
+					return nil, err
+				}
+				if id != sk.VarID {
+					nk = changelog.TTLKey(key.Expiry, changelog.StateKey(id, sk.GroupKey, sk.Suffix))
+				}
 			default:
 				return nil, fmt.Errorf("%w: partition %d: changelog key %x of unknown kind %v", ErrRefused, p, k, key.Kind)
 			}
 			to := murmur2.Partition(group, n)
-			out[to] = append(out[to], routed{key: []byte(k), value: v, from: p, group: string(group)})
+			out[to] = append(out[to], routed{key: nk, value: v, from: p, group: string(group)})
 		}
 	}
-	// One id, one variable.
-	names := make([]string, 0, len(vars))
-	for name := range vars {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		vi := vars[name]
-		if prev, ok := byID[vi.ID]; ok {
-			return nil, fmt.Errorf("%w: variables %q and %q both have id %d (in different partitions): the application's variable declarations changed between runs of its partitions; "+
-				"move the state with kstate state export and Config.InitialState instead", ErrRefused, prev, name, vi.ID)
-		}
-		byID[vi.ID] = name
-		maxID = max(maxID, vi.ID)
-		plan.Variables = append(plan.Variables, vi)
-	}
-	plan.NextVarID = max(plan.NextVarID, maxID+1)
 
 	// The metadata every partition gets.
 	var meta []Entry
 	for _, name := range names {
-		// The registry entry of the partition with the longest history.
-		meta = append(meta, Entry{changelog.MetaKey(metaVarPrefix + name), src[varFrom[name]][string(changelog.MetaKey(metaVarPrefix+name))]})
+		// The registry entry of the partition with the longest history,
+		// with the variable's id.
+		k := changelog.MetaKey(metaVarPrefix + name)
+		v := src[varFrom[name]][string(k)]
+		if regs[varFrom[name]][name].ID != assigned[name] {
+			var err error
+			if v, err = setID(v, assigned[name]); err != nil {
+				return nil, fmt.Errorf("rescale: variable %q: %w", name, err)
+			}
+		}
+		meta = append(meta, Entry{k, v})
 	}
 	if len(names) > 0 || plan.NextVarID > 1 {
 		meta = append(meta, Entry{changelog.MetaKey(metaNextVarID), binary.BigEndian.AppendUint32(nil, plan.NextVarID)})
@@ -261,10 +347,7 @@ func mergeVar(vars map[string]shard.VarInfo, from map[string]int32, vi shard.Var
 			"run the application until every partition has committed a batch with the current code, or move the state with kstate state export and Config.InitialState",
 			ErrRefused, vi.Name, what, a, from[vi.Name], b, p)
 	}
-	switch {
-	case old.ID != vi.ID:
-		return fail("id", old.ID, vi.ID)
-	case old.Kind != vi.Kind:
+	if old.Kind != vi.Kind {
 		return fail("kind", old.Kind, vi.Kind)
 	}
 	short, long := old.Schemas, vi.Schemas
@@ -289,4 +372,24 @@ func mergeVar(vars map[string]shard.VarInfo, from map[string]int32, vi shard.Var
 		}
 	}
 	return nil
+}
+
+// setID returns a registry entry (JSON) with its id replaced, every other
+// field kept as stored.
+func setID(entry []byte, id uint32) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(entry, &m); err != nil {
+		return nil, fmt.Errorf("registry entry %q: %w", entry, err)
+	}
+	m["id"] = json.RawMessage(strconv.FormatUint(uint64(id), 10))
+	return json.Marshal(m)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -103,15 +103,12 @@ func TestBuildRefuses(t *testing.T) {
 		change func(src map[int32]map[string][]byte)
 		want   string
 	}{
-		{"id differs", func(src map[int32]map[string][]byte) {
-			src[1][meta("var/count")] = []byte(`{"id":2,"kind":"value","schema":"int64","schemas":["int64"],"schemaId":1}`)
-		}, `variable "count" has id 1 in partition 0 and 2 in partition 1`},
 		{"history differs", func(src map[int32]map[string][]byte) {
 			src[1][meta("var/count")] = []byte(`{"id":1,"kind":"value","schema":"int32","schemas":["int32"],"schemaId":1}`)
 		}, `schema history`},
-		{"one id two names", func(src map[int32]map[string][]byte) {
-			src[1][meta("var/other")] = []byte(`{"id":1,"kind":"value","schema":"int64","schemas":["int64"],"schemaId":1}`)
-		}, `both have id 1`},
+		{"dropped variable's data under a taken id", func(src map[int32]map[string][]byte) {
+			delete(src[1], meta("var/count"))
+		}, `partition 1 holds data of variable id 1, which it does not declare, and variable "count" has that id`},
 		{"modes differ", func(src map[int32]map[string][]byte) {
 			src[1][meta(engine.MetaTimeMode)] = []byte("EventTime")
 		}, `metadata "engine/time_mode"`},
@@ -159,5 +156,85 @@ func TestBuildKeepsLongestHistory(t *testing.T) {
 	}
 	if len(plan.Variables) != 1 || plan.Variables[0].SchemaID != 2 {
 		t.Errorf("variables %+v", plan.Variables)
+	}
+}
+
+// Ids allocated differently per partition are unified: state and TTL keys
+// rewritten, registry entries carrying the new id, values untouched.
+func TestBuildRemapsIDs(t *testing.T) {
+	src := twoPartitions()
+	// Partition 1 declared "other" first: other=1, count=2.
+	src[1][meta("var/count")] = []byte(`{"id":2,"kind":"value","schema":"int64","schemas":["int64"],"schemaId":1}`)
+	src[1][meta("var/other")] = []byte(`{"id":1,"kind":"list","schema":"string","schemas":["string"],"schemaId":1}`)
+	src[1][meta("varid/next")] = u32(3)
+	want := map[string]uint32{} // "<var>/<key>" → value written, checked below
+	orig := map[string][]byte{}
+	for k, v := range src[1] {
+		orig[k] = v
+	}
+	for k, v := range orig {
+		key, _ := changelog.DecodeKey([]byte(k))
+		switch key.Kind {
+		case changelog.KindState:
+			// Partition 1's id-1 entries become "other" data, its id-2
+			// entries "count" data.
+			delete(src[1], k)
+			src[1][string(changelog.StateKey(2, key.GroupKey, nil))] = v
+			src[1][string(changelog.StateKey(1, key.GroupKey, []byte("\x00\x00\x00\x00\x00\x00\x00\x00")))] = val("o-" + string(key.GroupKey))
+			want["count/"+string(key.GroupKey)] = 1
+			want["other/"+string(key.GroupKey)] = 3
+		case changelog.KindTTL:
+			sk, _ := changelog.DecodeKey(key.StateKey)
+			delete(src[1], k)
+			src[1][string(changelog.TTLKey(key.Expiry, changelog.StateKey(2, sk.GroupKey, nil)))] = v
+		}
+	}
+	for k := range src[0] {
+		if key, _ := changelog.DecodeKey([]byte(k)); key.Kind == changelog.KindState {
+			want["count/"+string(key.GroupKey)] = 1
+		}
+	}
+	plan, err := Build(src, 3, []int64{0, 0, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.NextVarID != 4 || len(plan.Remapped) != 2 {
+		t.Fatalf("next id %d, remapped %q", plan.NextVarID, plan.Remapped)
+	}
+	got := map[string]uint32{}
+	for _, pp := range plan.Partitions {
+		for _, e := range pp.Records {
+			key, _ := changelog.DecodeKey(e.Key)
+			switch key.Kind {
+			case changelog.KindState:
+				_, payload, _ := changelog.DecodeValue(e.Value)
+				name := "count"
+				if strings.HasPrefix(string(payload), "o-") {
+					name = "other"
+				}
+				if key.VarID != map[string]uint32{"count": 1, "other": 3}[name] {
+					t.Errorf("%s entry of %q has id %d", name, key.GroupKey, key.VarID)
+				}
+				got[name+"/"+string(key.GroupKey)] = key.VarID
+			case changelog.KindTTL:
+				if sk, _ := changelog.DecodeKey(key.StateKey); sk.VarID != 1 {
+					t.Errorf("TTL entry of %q points at id %d, want 1", sk.GroupKey, sk.VarID)
+				}
+			case changelog.KindMeta:
+				switch key.Name {
+				case "var/count":
+					if !strings.Contains(string(e.Value), `"id":1`) {
+						t.Errorf("registry of count: %s", e.Value)
+					}
+				case "var/other":
+					if !strings.Contains(string(e.Value), `"id":3`) || !strings.Contains(string(e.Value), `"kind":"list"`) {
+						t.Errorf("registry of other: %s", e.Value)
+					}
+				}
+			}
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d state entries, want %d: %v", len(got), len(want), got)
 	}
 }
