@@ -239,6 +239,34 @@ func TestRescale(t *testing.T) {
 			t.Errorf("B's committed offset of partition %d: %d, want %d (A's: %v)", p, committedB[p], w, committedA)
 		}
 	}
+	// B's metadata: the largest batch id of A, A's modes, the input
+	// offsets just committed, in every partition.
+	readMeta := func(app string) statereader.Metadata {
+		t.Helper()
+		r, err := statereader.OpenChangelog(ctx, cluster.Brokers(), app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Metadata()
+	}
+	var maxBatch int64 = -1
+	mdA := readMeta(appA)
+	for _, pm := range mdA.Partitions {
+		if pm.BatchID != nil {
+			maxBatch = max(maxBatch, *pm.BatchID)
+		}
+	}
+	mdB := readMeta(appB)
+	for _, pm := range mdB.Partitions {
+		if pm.BatchID == nil || *pm.BatchID != maxBatch || pm.InputOffset == nil || *pm.InputOffset != committedB[pm.Partition] ||
+			pm.TimeMode != mdA.Partitions[0].TimeMode || pm.OutputMode != mdA.Partitions[0].OutputMode {
+			t.Errorf("B's partition %d metadata %+v: want batch id %d, input offset %d, modes of A %+v", pm.Partition, pm, maxBatch, committedB[pm.Partition], mdA.Partitions[0])
+		}
+	}
+	if len(mdB.Variables) != len(mdA.Variables) || len(mdB.Variables) != 4 {
+		t.Errorf("B's variables %+v, A's %+v", mdB.Variables, mdA.Variables)
+	}
+
 	// B exists now: refused.
 	if _, se, code := cli(t, "state", "rescale", "--brokers", brokers, "--app", appA, "--partitions", "5", "--to-app", appB); code != exitRefused || !strings.Contains(se, "already exists") {
 		t.Errorf("rescale to an existing application: code %d, stderr %s", code, se)

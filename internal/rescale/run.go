@@ -148,7 +148,14 @@ func Run(ctx context.Context, cc kafka.ClientConfig, opts Options) (*Result, err
 			ErrRefused, topic, in, n, topic, n)
 	}
 
-	// B's offsets: A's commits, the partition start elsewhere.
+	// B's offsets: A's commits, the partition start elsewhere. The
+	// commits are read stable (a transactional commit of a crashed
+	// instance still pending is waited for) before A's changelog is
+	// read, so the state read matches them.
+	stable, err := adm.CommittedOffsets(ctx, opts.From, topic)
+	if err != nil {
+		return nil, fmt.Errorf("rescale: %w", err)
+	}
 	starts, err := cl.ListStartOffsets(ctx, topic)
 	if err == nil {
 		err = starts.Error()
@@ -164,9 +171,9 @@ func Run(ctx context.Context, cc kafka.ClientConfig, opts Options) (*Result, err
 		if p >= int32(m) {
 			continue
 		}
-		if o, ok := committed.Lookup(topic, p); ok && o.Err == nil && o.At >= 0 {
-			res.Committed[p] = o.At
-			offsets[p] = o.At
+		if o, ok := stable[p]; ok {
+			res.Committed[p] = o
+			offsets[p] = o
 		}
 	}
 
