@@ -116,13 +116,13 @@ func Run(ctx context.Context, cc kafka.ClientConfig, opts Options) (*Result, err
 			}
 		})
 		if n > 0 {
-			return nil, fmt.Errorf("%w: application %q already exists (its group has committed offsets): choose a new application id, or remove it first with kstate reset --app %s (or delete the group)",
-				ErrRefused, opts.To, opts.To)
+			return nil, fmt.Errorf("%w: application %q already exists (its group has committed offsets): choose a new application id, or remove it first with kstate reset --app %s --input-topic %s",
+				ErrRefused, opts.To, opts.To, topic)
 		}
 	}
 	if _, err := adm.Partitions(ctx, dstLog); err == nil {
-		return nil, fmt.Errorf("%w: application %q already exists (topic %q exists): choose a new application id, or delete it first (kstate reset --app %s deletes it)",
-			ErrRefused, opts.To, dstLog, opts.To)
+		return nil, fmt.Errorf("%w: application %q already exists (topic %q exists): choose a new application id, or delete it first (kstate reset --app %s --input-topic %s deletes it)",
+			ErrRefused, opts.To, dstLog, opts.To, topic)
 	} else if !errors.Is(err, kafka.ErrTopicNotFound) {
 		return nil, fmt.Errorf("rescale: %w", err)
 	}
@@ -221,14 +221,26 @@ func Run(ctx context.Context, cc kafka.ClientConfig, opts Options) (*Result, err
 		}
 	}
 	if _, err := cc.WriteTransaction(ctx, opts.To+"-rescale", txnTimeout, recs); err != nil {
-		return nil, fmt.Errorf("rescale: write %q (nothing committed; delete the topic, e.g. kstate reset --app %s, and run the rescale again): %w", dstLog, opts.To, err)
+		// Nothing of it is visible (the transaction aborted): remove the
+		// topic created above, so that the rescale can simply be run
+		// again.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		resp, derr := cl.DeleteTopics(dctx, dstLog)
+		if derr == nil {
+			derr = resp.Error()
+		}
+		if derr != nil {
+			return nil, fmt.Errorf("rescale: write %q failed (nothing committed) and the topic could not be deleted (%v): delete it (kafka-topics.sh --delete --topic %s) and run the rescale again: %w", dstLog, derr, dstLog, err)
+		}
+		return nil, fmt.Errorf("rescale: write %q failed (nothing committed, topic deleted again): run the rescale again: %w", dstLog, err)
 	}
 	offs := make(map[int32]int64, n)
 	for p, o := range offsets {
 		offs[int32(p)] = o
 	}
 	if err := adm.CommitGroupOffsets(ctx, opts.To, topic, offs); err != nil {
-		return nil, fmt.Errorf("rescale: %q is written but group %q's offsets are not committed (B refuses to run): delete B (kstate reset --app %s) and run the rescale again: %w", dstLog, opts.To, opts.To, err)
+		return nil, fmt.Errorf("rescale: %q is written but group %q's offsets are not committed (B refuses to run): delete the topic (kafka-topics.sh --delete --topic %s) and run the rescale again: %w", dstLog, opts.To, dstLog, err)
 	}
 	res.Written = true
 	return res, nil
