@@ -230,6 +230,18 @@ func Run(ctx context.Context, cc kafka.ClientConfig, opts Options) (*Result, err
 		if derr == nil {
 			derr = resp.Error()
 		}
+		// Deletion is asynchronous: wait until it is gone, or a rerun
+		// would find B existing.
+		for derr == nil {
+			if _, perr := adm.Partitions(dctx, dstLog); errors.Is(perr, kafka.ErrTopicNotFound) {
+				break
+			}
+			select {
+			case <-dctx.Done():
+				derr = dctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
 		if derr != nil {
 			return nil, fmt.Errorf("rescale: write %q failed (nothing committed) and the topic could not be deleted (%v): delete it (kafka-topics.sh --delete --topic %s) and run the rescale again: %w", dstLog, derr, dstLog, err)
 		}
