@@ -45,7 +45,8 @@ partitions"):
     partition's input offset in the changelog).
 
 Refused (exit code 4, nothing written): A's group has members (stop A);
-B exists (its changelog topic or committed offsets); the input topic does
+B exists (committed offsets, or a changelog topic with records: the empty
+one a failed rescale leaves is reused); the input topic does
 not have exactly N partitions or N is not more than A's; the state of A's
 partitions disagrees (a variable with different kinds or schema histories,
 different time or output modes, one key in two partitions); variable ids

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/murmur2"
@@ -219,6 +221,38 @@ func TestRescale(t *testing.T) {
 	t.Logf("dry run:\n%s", so)
 	if _, err := adm.Partitions(ctx, appB+"-changelog"); err == nil {
 		t.Fatal("dry run created B's changelog")
+	}
+
+	// A write that fails (B's changelog inherits A's max.message.bytes,
+	// made too small for the batches here) commits nothing: the rescale
+	// can simply be run again, on the empty changelog it left.
+	alter := func(op kadm.IncrementalOp, v *string) {
+		t.Helper()
+		rs, err := adm.Kadm().AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: "max.message.bytes", Value: v}}, appA+"-changelog")
+		if err == nil {
+			for _, r := range rs {
+				err = r.Err
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	alter(kadm.SetConfig, kadm.StringPtr("300")) // above a transaction marker's size, below the batches
+	_, se, code = cli(t, "state", "rescale", "--brokers", brokers, "--app", appA, "--partitions", "5", "--to-app", appB)
+	if code != exitError || !strings.Contains(se, "failed (nothing committed): run the rescale again") {
+		t.Fatalf("rescale with a failing write: code %d, stderr %s", code, se)
+	}
+	if recs, err := kafka.ReadAll(ctx, cluster.Brokers(), appB+"-changelog"); err != nil || len(recs) > 0 {
+		t.Fatalf("failed rescale: B's changelog holds %d committed records (%v)", len(recs), err)
+	}
+	if g, err := adm.Kadm().FetchOffsets(ctx, appB); err == nil && len(g) > 0 {
+		t.Fatalf("failed rescale: B's offsets %v", g)
+	}
+	// B's changelog inherited the small limit: lift it there too.
+	alter(kadm.DeleteConfig, nil)
+	if _, err := adm.Kadm().AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "max.message.bytes"}}, appB+"-changelog"); err != nil {
+		t.Fatal(err)
 	}
 
 	so, se, code = cli(t, "state", "rescale", "--brokers", brokers, "--app", appA, "--partitions", "5", "--to-app", appB)

@@ -50,7 +50,8 @@ const maxMisrouted = 5
 // partition) and then commits B's group offsets.
 //
 // Preconditions (each refused with ErrRefused): A's group has no members;
-// B has no changelog topic and no committed offsets; the input topic has
+// B has no committed offsets and no changelog topic, or only the empty one
+// (N partitions, no committed record) a failed rescale left; the input topic has
 // exactly opts.Partitions partitions, more than A's changelog; and every
 // input record after A's committed offsets (and every record of the new
 // partitions) lies in the partition its key maps to among opts.Partitions.
@@ -120,9 +121,23 @@ func Run(ctx context.Context, cc kafka.ClientConfig, opts Options) (*Result, err
 				ErrRefused, opts.To, opts.To, topic)
 		}
 	}
-	if _, err := adm.Partitions(ctx, dstLog); err == nil {
-		return nil, fmt.Errorf("%w: application %q already exists (topic %q exists): choose a new application id, or delete it first (kstate reset --app %s --input-topic %s deletes it)",
-			ErrRefused, opts.To, dstLog, opts.To, topic)
+	if dn, err := adm.Partitions(ctx, dstLog); err == nil {
+		// A changelog without any committed record, of the right size, is
+		// what a failed rescale leaves (its transaction aborted): reuse
+		// it. Anything else is an existing application.
+		empty := dn == opts.Partitions
+		for p := range int32(dn) {
+			if !empty {
+				break
+			}
+			if empty, err = noRecords(ctx, cc, dstLog, p); err != nil {
+				return nil, err
+			}
+		}
+		if !empty {
+			return nil, fmt.Errorf("%w: application %q already exists (topic %q exists): choose a new application id, or delete it first (kstate reset --app %s --input-topic %s deletes it)",
+				ErrRefused, opts.To, dstLog, opts.To, topic)
+		}
 	} else if !errors.Is(err, kafka.ErrTopicNotFound) {
 		return nil, fmt.Errorf("rescale: %w", err)
 	}
@@ -221,31 +236,12 @@ func Run(ctx context.Context, cc kafka.ClientConfig, opts Options) (*Result, err
 		}
 	}
 	if _, err := cc.WriteTransaction(ctx, opts.To+"-rescale", txnTimeout, recs); err != nil {
-		// Nothing of it is visible (the transaction aborted): remove the
-		// topic created above, so that the rescale can simply be run
-		// again.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		resp, derr := cl.DeleteTopics(dctx, dstLog)
-		if derr == nil {
-			derr = resp.Error()
-		}
-		// Deletion is asynchronous: wait until it is gone, or a rerun
-		// would find B existing.
-		for derr == nil {
-			if _, perr := adm.Partitions(dctx, dstLog); errors.Is(perr, kafka.ErrTopicNotFound) {
-				break
-			}
-			select {
-			case <-dctx.Done():
-				derr = dctx.Err()
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-		if derr != nil {
-			return nil, fmt.Errorf("rescale: write %q failed (nothing committed) and the topic could not be deleted (%v): delete it (kafka-topics.sh --delete --topic %s) and run the rescale again: %w", dstLog, derr, dstLog, err)
-		}
-		return nil, fmt.Errorf("rescale: write %q failed (nothing committed, topic deleted again): run the rescale again: %w", dstLog, err)
+		// Nothing of it is visible (the transaction aborted). The topic
+		// stays: deleting it right after the abort can leave the abort's
+		// markers undeliverable and the next producer with this
+		// transactional id waiting; a rerun accepts a changelog of B
+		// with no committed record.
+		return nil, fmt.Errorf("rescale: write %q failed (nothing committed): run the rescale again: %w", dstLog, err)
 	}
 	offs := make(map[int32]int64, n)
 	for p, o := range offsets {
@@ -329,4 +325,21 @@ func checkRouting(ctx context.Context, cc kafka.ClientConfig, topic string, offs
 			ErrRefused, count, topic, n, strings.Join(bad, "; "))
 	}
 	return nil
+}
+
+// noRecords reports whether a partition holds no committed record.
+func noRecords(ctx context.Context, cc kafka.ClientConfig, topic string, p int32) (bool, error) {
+	r, err := cc.NewPartitionReader(ctx, topic, p, 0)
+	if err != nil {
+		return false, fmt.Errorf("rescale: %w", err)
+	}
+	defer r.Close()
+	_, err = r.Next(ctx)
+	if err == io.EOF {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("rescale: read %s partition %d: %w", topic, p, err)
+	}
+	return false, nil
 }
