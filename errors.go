@@ -136,8 +136,9 @@ func (e *ModeError) Error() string {
 // Kafka's default partitioner routes a key by murmur2(key) mod N, so keys
 // would move to partitions that do not hold their state; nothing is
 // committed on the new layout. The supported procedure (README: "Changing
-// the number of input partitions"): stop the application, export its
-// state, and start a new application id with it as Config.InitialState.
+// the number of input partitions"): stop the application and rebuild its
+// state for the new count as a new application id with kstate state
+// rescale (or export it as a new application's Config.InitialState).
 type PartitionsChangedError struct {
 	Topic     string // the input topic
 	Changelog string // the changelog topic, which keeps the old count

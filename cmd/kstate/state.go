@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kstate/kstate/internal/rescale"
 	"github.com/kstate/kstate/statereader"
 )
 
@@ -48,8 +49,10 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ce):
 		return ce.code
-	case errors.Is(err, statereader.ErrNoState), errors.Is(err, statereader.ErrVariableNotFound):
+	case errors.Is(err, statereader.ErrNoState), errors.Is(err, statereader.ErrVariableNotFound), errors.Is(err, rescale.ErrNoSource):
 		return exitNotFound
+	case errors.Is(err, rescale.ErrRefused):
+		return exitRefused
 	}
 	return exitError
 }
@@ -144,7 +147,7 @@ else base64 (marked "keyEncoding":"base64").
 
 ` + stateExitCodes,
 	}
-	cmd.AddCommand(newStateMetadataCmd(), newStateReadCmd(), newStateTimersCmd(), newStateExportCmd())
+	cmd.AddCommand(newStateMetadataCmd(), newStateReadCmd(), newStateTimersCmd(), newStateExportCmd(), newStateRescaleCmd())
 	return cmd
 }
 

@@ -188,7 +188,7 @@ type PartitionsChangedError struct {
 func (e *PartitionsChangedError) Error() string {
 	return fmt.Sprintf("the partition count of input topic %q changed from %d to %d (changelog %q has %d): "+
 		"keys now map to other partitions, so nothing is processed on the new layout; "+
-		"to continue, stop the application, export its state and start a new application id with it as Config.InitialState "+
+		"to continue, stop the application and rebuild its state for the new count as a new application id with kstate state rescale "+
 		"(README: \"Changing the number of input partitions\")",
 		e.Topic, e.Old, e.New, e.Changelog, e.Old)
 }

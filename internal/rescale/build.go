@@ -1,0 +1,395 @@
+package rescale
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/engine"
+	"github.com/kstate/kstate/internal/murmur2"
+	"github.com/kstate/kstate/internal/shard"
+)
+
+// Meta names merged specially (the rest must agree between partitions).
+const (
+	metaVarPrefix = "var/"
+	metaNextVarID = "varid/next"
+)
+
+// Entry is one shard entry of the new changelog.
+type Entry struct {
+	Key, Value []byte
+}
+
+// PartitionPlan is what one partition of B receives.
+type PartitionPlan struct {
+	Partition int32
+	// InputOffset is where B continues reading this input partition: A's
+	// committed offset for A's partitions, the partition's start for new
+	// ones. It is B's committed offset and the partition's
+	// engine/input_offset.
+	InputOffset int64
+	Keys        int // grouping keys held
+	KeysMoved   int // of which came from another partition of A
+	Entries     int // state, timer and TTL entries
+	Moved       int // of which came from another partition of A
+	// Records are the changelog entries to write, sorted by key: the merged
+	// metadata, then the state, timer and TTL entries, then the input
+	// offset.
+	Records []Entry
+}
+
+// Plan is a rescale's result.
+type Plan struct {
+	From, To  int // partition counts of A and B
+	Variables []shard.VarInfo
+	// Merged metadata (nil: no partition of A had it).
+	BatchID, Watermark, LateWatermark *int64
+	InitialStateApplied               bool
+	NextVarID                         uint32
+	// Remapped lists the variable ids rewritten in a partition's entries.
+	Remapped   []string
+	Partitions []PartitionPlan
+}
+
+// Build rebuilds A's entries (partition → shard key → stored value, the
+// compaction view of A's changelog, engine/input_offset included or not)
+// for n partitions; offsets gives B's input offset of each of its n
+// partitions.
+//
+// Merged metadata, the same in every partition of B:
+//   - var/<name>: the variable registry. A variable must have the same
+//     kind, key schema and TTL in every partition that declares it, and its
+//     value schema histories must be prefixes of one another (a partition
+//     that ran no batch since a schema change has the shorter one); the
+//     longest history is kept, so every value header keeps naming its
+//     schema. Anything else is refused. Ids are allocated per partition
+//     and may differ: each variable keeps the id of the lowest partition
+//     declaring it unless another variable took that id first (by name
+//     order), else it gets a new one; the state and TTL keys of partitions
+//     where the id differs are rewritten, so one id never stands for two
+//     variables. An entry whose id its partition does not declare (data of
+//     a dropped variable) keeps its id unless a variable now has it:
+//     refused.
+//   - varid/next: above every id in use and every partition's value.
+//   - engine/batch_id: the maximum (batch ids only grow).
+//   - engine/watermark and engine/late_watermark: the minimum, so that
+//     nothing that was on time in any partition of A is late in B.
+//   - engine/initial_state_applied: set when any partition of A applied
+//     the initial state (its rows were keyed, and move with their keys: B
+//     must not apply them again; B's partitions are not fresh either, as
+//     they hold the time mode).
+//   - engine/input_offset: offsets[p], never A's value.
+//   - any other metadata (time and output modes): must be equal wherever
+//     present, else refused.
+func Build(src map[int32]map[string][]byte, n int, offsets []int64) (*Plan, error) {
+	if len(offsets) != n {
+		return nil, fmt.Errorf("rescale: %d offsets for %d partitions", len(offsets), n)
+	}
+	if n <= len(src) {
+		return nil, fmt.Errorf("%w: %d partitions: the state has %d; rescale only grows the partition count", ErrRefused, n, len(src))
+	}
+	parts := make([]int32, 0, len(src))
+	for p := range src {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	plan := &Plan{From: len(src), To: n}
+
+	// Pass 1: registries, and every id in use.
+	regs := map[int32]map[string]shard.VarInfo{}
+	var maxSeen, next uint32
+	for _, p := range parts {
+		regs[p] = map[string]shard.VarInfo{}
+		for k, v := range src[p] {
+			key, err := changelog.DecodeKey([]byte(k))
+			if err != nil {
+				return nil, fmt.Errorf("%w: partition %d: changelog key %x: %w", ErrRefused, p, k, err)
+			}
+			switch {
+			case key.Kind == changelog.KindMeta && strings.HasPrefix(key.Name, metaVarPrefix):
+				vi, _, err := shard.ParseVarInfo([]byte(k), v)
+				if err != nil {
+					return nil, fmt.Errorf("%w: partition %d: %w", ErrRefused, p, err)
+				}
+				regs[p][vi.Name] = vi
+				maxSeen = max(maxSeen, vi.ID)
+			case key.Kind == changelog.KindMeta && key.Name == metaNextVarID:
+				if len(v) != 4 {
+					return nil, fmt.Errorf("%w: partition %d: %s of %d bytes, want 4", ErrRefused, p, key.Name, len(v))
+				}
+				next = max(next, binary.BigEndian.Uint32(v))
+			case key.Kind == changelog.KindState:
+				maxSeen = max(maxSeen, key.VarID)
+			case key.Kind == changelog.KindTTL:
+				sk, err := changelog.DecodeKey(key.StateKey)
+				if err != nil {
+					return nil, fmt.Errorf("%w: partition %d: TTL entry %x: %w", ErrRefused, p, k, err)
+				}
+				maxSeen = max(maxSeen, sk.VarID)
+			}
+		}
+	}
+	next = max(next, maxSeen+1)
+
+	// Merge the registries, then give every variable one id.
+	vars := map[string]shard.VarInfo{}
+	varFrom := map[string]int32{}  // the partition whose entry is kept
+	firstID := map[string]uint32{} // the id in the lowest partition declaring it
+	for _, p := range parts {
+		for _, name := range sortedKeys(regs[p]) {
+			vi := regs[p][name]
+			if _, ok := firstID[name]; !ok {
+				firstID[name] = vi.ID
+			}
+			if err := mergeVar(vars, varFrom, vi, p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	names := sortedKeys(vars)
+	assigned := map[string]uint32{}
+	owner := map[uint32]string{}
+	for _, name := range names {
+		id := firstID[name]
+		if _, taken := owner[id]; taken {
+			id = next
+			next++
+		}
+		assigned[name], owner[id] = id, name
+		vi := vars[name]
+		vi.ID = id
+		plan.Variables = append(plan.Variables, vi)
+	}
+	// remap[p][old id] = new id, for the variables p declares.
+	remap := map[int32]map[uint32]uint32{}
+	for _, p := range parts {
+		remap[p] = map[uint32]uint32{}
+		for _, name := range sortedKeys(regs[p]) {
+			old := regs[p][name].ID
+			remap[p][old] = assigned[name]
+			if old != assigned[name] {
+				plan.Remapped = append(plan.Remapped, fmt.Sprintf("variable %q: id %d in partition %d → %d", name, old, p, assigned[name]))
+			}
+		}
+	}
+	plan.NextVarID = next
+	newID := func(p int32, id uint32) (uint32, error) {
+		if to, ok := remap[p][id]; ok {
+			return to, nil
+		}
+		if name, taken := owner[id]; taken {
+			return 0, fmt.Errorf("%w: partition %d holds data of variable id %d, which it does not declare, and variable %q has that id: "+
+				"run the application until every partition has committed a batch with the current code, or move the state with kstate state export and Config.InitialState",
+				ErrRefused, p, id, name)
+		}
+		return id, nil
+	}
+
+	other := map[string][]byte{} // other meta name → value
+	otherFrom := map[string]int32{}
+	minMax := func(dst **int64, v []byte, name string, p int32, takeMax bool) error {
+		if len(v) != 8 {
+			return fmt.Errorf("%w: partition %d: %s of %d bytes, want 8", ErrRefused, p, name, len(v))
+		}
+		x := int64(binary.BigEndian.Uint64(v))
+		if *dst == nil || (takeMax && x > **dst) || (!takeMax && x < **dst) {
+			*dst = &x
+		}
+		return nil
+	}
+	type routed struct {
+		key, value []byte
+		from       int32
+		group      string
+	}
+	// Pass 2: route every entry, rewriting ids.
+	out := make([][]routed, n)
+	for _, p := range parts {
+		for k, v := range src[p] {
+			key, _ := changelog.DecodeKey([]byte(k)) // checked in pass 1
+			var group []byte
+			nk := []byte(k)
+			switch key.Kind {
+			case changelog.KindMeta:
+				var err error
+				switch name := key.Name; {
+				case strings.HasPrefix(name, metaVarPrefix), name == metaNextVarID, name == engine.MetaInputOffset:
+					// Merged above; input offsets replaced by offsets.
+				case name == engine.MetaBatchID:
+					err = minMax(&plan.BatchID, v, name, p, true)
+				case name == engine.MetaWatermark:
+					err = minMax(&plan.Watermark, v, name, p, false)
+				case name == engine.MetaLateWatermark:
+					err = minMax(&plan.LateWatermark, v, name, p, false)
+				case name == engine.MetaInitialApplied:
+					plan.InitialStateApplied = true
+				default:
+					if old, ok := other[name]; ok && !bytes.Equal(old, v) {
+						return nil, fmt.Errorf("%w: metadata %q is %q in partition %d and %q in partition %d: the partitions of the application ran with different settings",
+							ErrRefused, name, old, otherFrom[name], v, p)
+					}
+					other[name], otherFrom[name] = v, p
+				}
+				if err != nil {
+					return nil, err
+				}
+				continue
+			case changelog.KindState:
+				group = key.GroupKey
+				id, err := newID(p, key.VarID)
+				if err != nil {
+					return nil, err
+				}
+				if id != key.VarID {
+					nk = changelog.StateKey(id, key.GroupKey, key.Suffix)
+				}
+			case changelog.KindTimer, changelog.KindTimerKey:
+				group = key.GroupKey
+			case changelog.KindTTL:
+				sk, _ := changelog.DecodeKey(key.StateKey)
+				group = sk.GroupKey
+				id, err := newID(p, sk.VarID)
+				if err != nil {
+					return nil, err
+				}
+				if id != sk.VarID {
+					nk = changelog.TTLKey(key.Expiry, changelog.StateKey(id, sk.GroupKey, sk.Suffix))
+				}
+			default:
+				return nil, fmt.Errorf("%w: partition %d: changelog key %x of unknown kind %v", ErrRefused, p, k, key.Kind)
+			}
+			to := murmur2.Partition(group, n)
+			out[to] = append(out[to], routed{key: nk, value: v, from: p, group: string(group)})
+		}
+	}
+
+	// The metadata every partition gets.
+	var meta []Entry
+	for _, name := range names {
+		// The registry entry of the partition with the longest history,
+		// with the variable's id.
+		k := changelog.MetaKey(metaVarPrefix + name)
+		v := src[varFrom[name]][string(k)]
+		if regs[varFrom[name]][name].ID != assigned[name] {
+			var err error
+			if v, err = setID(v, assigned[name]); err != nil {
+				return nil, fmt.Errorf("rescale: variable %q: %w", name, err)
+			}
+		}
+		meta = append(meta, Entry{k, v})
+	}
+	if len(names) > 0 || plan.NextVarID > 1 {
+		meta = append(meta, Entry{changelog.MetaKey(metaNextVarID), binary.BigEndian.AppendUint32(nil, plan.NextVarID)})
+	}
+	putInt := func(name string, v *int64) {
+		if v != nil {
+			meta = append(meta, Entry{changelog.MetaKey(name), binary.BigEndian.AppendUint64(nil, uint64(*v))})
+		}
+	}
+	putInt(engine.MetaBatchID, plan.BatchID)
+	putInt(engine.MetaWatermark, plan.Watermark)
+	putInt(engine.MetaLateWatermark, plan.LateWatermark)
+	if plan.InitialStateApplied {
+		meta = append(meta, Entry{changelog.MetaKey(engine.MetaInitialApplied), []byte{1}})
+	}
+	for name, v := range other {
+		meta = append(meta, Entry{changelog.MetaKey(name), v})
+	}
+
+	for p := range out {
+		pp := PartitionPlan{Partition: int32(p), InputOffset: offsets[p]}
+		owner := map[string]int32{} // grouping key → the one A partition holding it
+		groups := map[string]bool{} // grouping keys
+		movedG := map[string]bool{} // grouping keys from elsewhere
+		for _, r := range out[p] {
+			// A key's entries must all come from one partition of A, or
+			// two partitions' state of one key would be mixed.
+			if from, dup := owner[r.group]; dup && from != r.from {
+				return nil, fmt.Errorf("%w: grouping key %q has state in partitions %d and %d of the application (its input was not partitioned by key): the entries cannot be merged",
+					ErrRefused, r.group, min(from, r.from), max(from, r.from))
+			}
+			owner[r.group] = r.from
+			pp.Records = append(pp.Records, Entry{r.key, r.value})
+			pp.Entries++
+			groups[r.group] = true
+			if r.from != int32(p) {
+				pp.Moved++
+				movedG[r.group] = true
+			}
+		}
+		pp.Keys, pp.KeysMoved = len(groups), len(movedG)
+		pp.Records = append(pp.Records, meta...)
+		k, v := engine.InputOffsetRecord(offsets[p])
+		pp.Records = append(pp.Records, Entry{k, v})
+		slices.SortFunc(pp.Records, func(a, b Entry) int { return bytes.Compare(a.Key, b.Key) })
+		plan.Partitions = append(plan.Partitions, pp)
+	}
+	return plan, nil
+}
+
+// mergeVar adds partition p's registry entry of a variable to vars,
+// keeping the longest schema history, or refuses entries that disagree.
+func mergeVar(vars map[string]shard.VarInfo, from map[string]int32, vi shard.VarInfo, p int32) error {
+	old, ok := vars[vi.Name]
+	if !ok {
+		vars[vi.Name], from[vi.Name] = vi, p
+		return nil
+	}
+	fail := func(what string, a, b any) error {
+		return fmt.Errorf("%w: variable %q has %s %v in partition %d and %v in partition %d: the partitions ran different declarations; "+
+			"run the application until every partition has committed a batch with the current code, or move the state with kstate state export and Config.InitialState",
+			ErrRefused, vi.Name, what, a, from[vi.Name], b, p)
+	}
+	if old.Kind != vi.Kind {
+		return fail("kind", old.Kind, vi.Kind)
+	}
+	short, long := old.Schemas, vi.Schemas
+	if len(short) > len(long) {
+		short, long = long, short
+	}
+	if !slices.Equal(short, long[:len(short)]) {
+		return fail("schema history", old.Schemas, vi.Schemas)
+	}
+	if len(vi.Schemas) > len(old.Schemas) {
+		vars[vi.Name], from[vi.Name] = vi, p
+		return nil
+	}
+	if len(vi.Schemas) == len(old.Schemas) {
+		switch {
+		case old.KeySchema != vi.KeySchema:
+			return fail("key schema", old.KeySchema, vi.KeySchema)
+		case old.TTL != vi.TTL:
+			return fail("TTL", old.TTL, vi.TTL)
+		case old.Schema != vi.Schema:
+			return fail("schema", old.Schema, vi.Schema)
+		}
+	}
+	return nil
+}
+
+// setID returns a registry entry (JSON) with its id replaced, every other
+// field kept as stored.
+func setID(entry []byte, id uint32) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(entry, &m); err != nil {
+		return nil, fmt.Errorf("registry entry %q: %w", entry, err)
+	}
+	m["id"] = json.RawMessage(strconv.FormatUint(uint64(id), 10))
+	return json.Marshal(m)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
