@@ -425,10 +425,8 @@ type pebbleIter struct {
 	it           *pebble.Iterator // nil for an empty range, or once destroyed
 	lower, upper []byte
 
-	empty, closed bool
-	valid         bool
-	key, value    []byte
-	err           error
+	empty bool
+	iterState
 }
 
 // destroy closes the Pebble iterator; callers hold s.mu.
@@ -519,20 +517,6 @@ func (i *pebbleIter) SeekLT(key []byte) bool {
 	})
 }
 
-func (i *pebbleIter) Valid() bool   { return i.valid }
-func (i *pebbleIter) Key() []byte   { return i.key }
-func (i *pebbleIter) Value() []byte { return i.value }
-
-func (i *pebbleIter) Error() error {
-	if i.err != nil {
-		return i.err
-	}
-	if i.closed {
-		return ErrIterClosed
-	}
-	return nil
-}
-
 // Close is idempotent and safe after the store's Close.
 func (i *pebbleIter) Close() error {
 	if i.closed {
@@ -545,11 +529,7 @@ func (i *pebbleIter) Close() error {
 	delete(i.s.iters.m, i)
 	i.s.iters.Unlock()
 	i.destroy()
-	i.valid, i.key, i.value = false, nil, nil
-	if i.err != nil && !errors.Is(i.err, ErrClosed) {
-		return i.err
-	}
-	return nil
+	return i.closeResult()
 }
 
 // Estimate returns the size of the store's tables plus its memtables;

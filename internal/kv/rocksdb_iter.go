@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"unsafe"
 
@@ -62,10 +61,8 @@ type rocksIter struct {
 	ro           *grocksdb.ReadOptions
 	lower, upper []byte // in C memory (cBytes), freed by destroy
 
-	empty, closed bool
-	valid         bool
-	key, value    []byte
-	err           error
+	empty bool
+	iterState
 }
 
 // destroy frees the C objects; callers hold s.mu (shared or exclusive).
@@ -185,20 +182,6 @@ func (i *rocksIter) SeekLT(key []byte) bool {
 	})
 }
 
-func (i *rocksIter) Valid() bool   { return i.valid }
-func (i *rocksIter) Key() []byte   { return i.key }
-func (i *rocksIter) Value() []byte { return i.value }
-
-func (i *rocksIter) Error() error {
-	if i.err != nil {
-		return i.err
-	}
-	if i.closed {
-		return ErrIterClosed
-	}
-	return nil
-}
-
 // Close is idempotent and safe after the store's Close.
 func (i *rocksIter) Close() error {
 	if i.closed {
@@ -211,9 +194,5 @@ func (i *rocksIter) Close() error {
 	delete(i.s.iters.m, i)
 	i.s.iters.Unlock()
 	i.destroy()
-	i.valid, i.key, i.value = false, nil, nil
-	if i.err != nil && !errors.Is(i.err, ErrClosed) {
-		return i.err
-	}
-	return nil
+	return i.closeResult()
 }
