@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,7 +29,8 @@ func OpenChangelog(ctx context.Context, brokers []string, appID string, opts ...
 		opt(&o)
 	}
 	topic := appID + "-changelog"
-	adm, err := kafka.NewAdminOpts(brokers, o.kafkaOpts...)
+	cc := kafka.ClientConfig{Brokers: brokers, Extra: o.kafkaOpts}
+	adm, err := cc.NewAdmin()
 	if err != nil {
 		return nil, fmt.Errorf("statereader: %w", err)
 	}
@@ -52,7 +52,7 @@ func OpenChangelog(ctx context.Context, brokers []string, appID string, opts ...
 	}()
 	var total int64
 	for p := range readers {
-		r, err := kafka.NewPartitionReaderOpts(ctx, brokers, topic, int32(p), 0, o.kafkaOpts...)
+		r, err := cc.NewPartitionReader(ctx, topic, int32(p), 0)
 		if err != nil {
 			return nil, fmt.Errorf("statereader: %w", err)
 		}
@@ -73,29 +73,12 @@ func OpenChangelog(ctx context.Context, brokers []string, appID string, opts ...
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			m := make(map[string][]byte)
-			maps[p] = m
-			for {
-				recs, err := r.Next(ctx)
-				if err == io.EOF {
-					return
-				}
-				if err != nil {
-					errs[p] = fmt.Errorf("statereader: read %s partition %d: %w", topic, p, err)
-					return
-				}
-				for _, rec := range recs {
-					if len(rec.Key) == 0 || rec.Key[0] == 0xff {
-						continue
-					}
-					if rec.Value == nil {
-						delete(m, string(rec.Key))
-					} else {
-						m[string(rec.Key)] = rec.Value
-					}
-				}
-				read.Add(int64(len(recs)))
+			m, err := r.ReadView(ctx, func(n int) { read.Add(int64(n)) })
+			if err != nil {
+				errs[p] = fmt.Errorf("statereader: read %s partition %d: %w", topic, p, err)
+				return
 			}
+			maps[p] = m
 		}()
 	}
 	done := make(chan struct{})

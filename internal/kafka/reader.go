@@ -135,3 +135,34 @@ func (r *PartitionReader) Close() {
 		r.cl.Close()
 	}
 }
+
+// ReadView reads r to its end into the compaction view of a changelog
+// partition: the last value of each key, a tombstone deleting its key.
+// Records without a key, or whose key starts with 0xff (outside the
+// changelog's key spaces), are skipped. read, if not nil, is called with
+// the number of records of every fetch (progress). An error is Next's.
+func (r *PartitionReader) ReadView(ctx context.Context, read func(n int)) (map[string][]byte, error) {
+	m := map[string][]byte{}
+	for {
+		recs, err := r.Next(ctx)
+		if err == io.EOF {
+			return m, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, rec := range recs {
+			if len(rec.Key) == 0 || rec.Key[0] == 0xff {
+				continue
+			}
+			if rec.Value == nil {
+				delete(m, string(rec.Key))
+			} else {
+				m[string(rec.Key)] = rec.Value
+			}
+		}
+		if read != nil {
+			read(len(recs))
+		}
+	}
+}

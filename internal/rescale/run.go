@@ -261,26 +261,11 @@ func readPartition(ctx context.Context, cc kafka.ClientConfig, topic string, p i
 		return nil, fmt.Errorf("rescale: %w", err)
 	}
 	defer r.Close()
-	m := map[string][]byte{}
-	for {
-		recs, err := r.Next(ctx)
-		if err == io.EOF {
-			return m, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("rescale: read %s partition %d: %w", topic, p, err)
-		}
-		for _, rec := range recs {
-			if len(rec.Key) == 0 || rec.Key[0] == 0xff {
-				continue
-			}
-			if rec.Value == nil {
-				delete(m, string(rec.Key))
-			} else {
-				m[string(rec.Key)] = rec.Value
-			}
-		}
+	m, err := r.ReadView(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("rescale: read %s partition %d: %w", topic, p, err)
 	}
+	return m, nil
 }
 
 // checkRouting reads every input partition from offsets[p] to its last
