@@ -162,12 +162,18 @@ func (a *App[K, I, O]) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { probe(w)(a.Live()) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { probe(w)(a.Ready()) })
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(a.Status())
+		writeJSON(w, http.StatusOK, a.Status())
 	})
 	return mux
+}
+
+// writeJSON writes v as indented JSON with status code.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }
 
 // probe writes a probe's answer: 200 or 503 with the reason as the body.

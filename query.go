@@ -3,7 +3,6 @@ package kstate
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -185,12 +184,8 @@ func (a *App[K, I, O]) keyOwner(ctx context.Context, key []byte) (KeyOwner, erro
 // serveQuery is GET /state/{variable}/{key} of Handler.
 func (a *App[K, I, O]) serveQuery(w http.ResponseWriter, r *http.Request) {
 	reply := func(code int, v any) {
-		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		w.WriteHeader(code)
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(v)
+		writeJSON(w, code, v)
 	}
 	type failure struct {
 		Error string    `json:"error"`
