@@ -48,6 +48,7 @@ type Server struct {
 	opts Options
 
 	requests atomic.Int64
+	down     atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -71,6 +72,10 @@ func Start(t testing.TB, opts Options) *Server {
 	mux.HandleFunc("GET /schemas/ids/{id}", s.byID)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.requests.Add(1)
+		if s.down.Load() {
+			writeError(w, http.StatusServiceUnavailable, 50003, "stand-in registry set down")
+			return
+		}
 		if !s.authorized(r) {
 			writeError(w, http.StatusUnauthorized, 401, "Unauthorized")
 			return
@@ -94,6 +99,9 @@ func (s *Server) HTTPServer() *httptest.Server { return s.srv }
 // Requests is the number of HTTP requests served so far, rejected ones
 // included.
 func (s *Server) Requests() int64 { return s.requests.Load() }
+
+// SetDown makes every request fail with HTTP 503 (down) or be served again.
+func (s *Server) SetDown(down bool) { s.down.Store(down) }
 
 // Register registers schema (of type typ: "AVRO", "JSON" or "PROTOBUF")
 // under subject, as a producer's CI would, and returns its id.

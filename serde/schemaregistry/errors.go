@@ -3,6 +3,8 @@ package schemaregistry
 import (
 	"errors"
 	"fmt"
+
+	"github.com/kstate/kstate/serde"
 )
 
 var (
@@ -56,11 +58,17 @@ func (e *Error) Error() string {
 	return s + ": " + kind + ": " + e.Err.Error()
 }
 
-// Unwrap gives the sentinel (Kind) and the cause.
+// Unwrap gives the sentinel (Kind) and the cause, and for ErrUnavailable
+// and ErrUnauthorized also serde.ErrUnavailable: the registry, not the
+// record, is at fault, so kstate stops Run instead of applying
+// OnDecodeError's Skip or DeadLetter to the record.
 func (e *Error) Unwrap() []error {
 	var errs []error
 	if e.Kind != nil {
 		errs = append(errs, e.Kind)
+	}
+	if e.Kind == ErrUnavailable || e.Kind == ErrUnauthorized {
+		errs = append(errs, serde.ErrUnavailable)
 	}
 	if e.Err != nil {
 		errs = append(errs, e.Err)
