@@ -63,6 +63,17 @@ type stored struct{ text, typ string }
 // Start starts a stand-in registry, closed at the end of the test.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
+	s := New(opts)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Close stops the server.
+func (s *Server) Close() { s.srv.Close() }
+
+// New starts a stand-in registry outside a test (an Example function); the
+// caller closes it.
+func New(opts Options) *Server {
 	s := &Server{opts: opts}
 	s.mu.subjects = make(map[string][]int)
 	s.mu.byText = make(map[stored]int)
@@ -88,7 +99,6 @@ func Start(t testing.TB, opts Options) *Server {
 		s.srv = httptest.NewServer(h)
 	}
 	s.URL = s.srv.URL
-	t.Cleanup(s.srv.Close)
 	return s
 }
 
