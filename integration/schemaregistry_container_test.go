@@ -3,8 +3,11 @@ package integration
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +20,7 @@ import (
 // registryImage is a real schema registry that needs no Kafka: Apicurio
 // Registry with its in-memory storage, serving Confluent's REST API under
 // /apis/ccompat/v7. KSTATE_SCHEMA_REGISTRY_IMAGE overrides it.
-const registryImage = "apicurio/apicurio-registry:3.0.6"
+const registryImage = "apicurio/apicurio-registry:3.3.0"
 
 // realRegistry returns the base URL of a real schema registry:
 // KSTATE_SCHEMA_REGISTRY_URL (one you run, e.g. Confluent's on :8081), or
@@ -119,6 +122,8 @@ func TestSchemaRegistryReal(t *testing.T) {
 	if got, err := r2.Deserialize(b); err != nil || got != (regOrderV2{ID: 7, Item: "tea", Currency: "EUR"}) {
 		t.Fatalf("v1 read as v2: %+v, %v", got, err)
 	}
+	// Confluent's default level is BACKWARD, Apicurio has none: set it.
+	setCompatibility(t, url, topic+"-value", "BACKWARD")
 	if _, err := schemaregistry.Avro[regOrderV1](ctx, c, bad, schemaregistry.Options{Topic: topic, AutoRegister: true}); !errors.Is(err, schemaregistry.ErrIncompatible) {
 		t.Fatalf("register an incompatible schema: %v, want ErrIncompatible", err)
 	}
@@ -143,5 +148,24 @@ func TestSchemaRegistryReal(t *testing.T) {
 	}
 	if got, err := js2.Deserialize(jb); err != nil || got != (regOrderV1{ID: 1, Item: "pen"}) {
 		t.Fatalf("JSON Schema round trip: %+v, %v", got, err)
+	}
+}
+
+// setCompatibility sets a subject's compatibility level (PUT /config/{subject}).
+func setCompatibility(t *testing.T, url, subject, level string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, url+"/config/"+subject, strings.NewReader(`{"compatibility":"`+level+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/vnd.schemaregistry.v1+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT /config/%s: %d %s", subject, resp.StatusCode, body)
 	}
 }
