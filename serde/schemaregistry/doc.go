@@ -1,18 +1,18 @@
 // Package schemaregistry holds record serdes for topics whose records are
 // in the Confluent wire format and whose schemas live in a schema registry
 // (Confluent Schema Registry, or a compatible one: Apicurio's ccompat API,
-// Redpanda, Karapace): Avro and JSON Schema. Kafka shops whose producers
-// use Confluent's KafkaAvroSerializer or KafkaJsonSchemaSerializer can feed
-// a kstate application, and read its output, with them.
+// Redpanda, Karapace): Avro, JSON Schema and Protobuf. Kafka shops whose
+// producers use Confluent's KafkaAvroSerializer, KafkaJsonSchemaSerializer
+// or KafkaProtobufSerializer can feed a kstate application, and read its
+// output, with them.
 //
 // # Wire format
 //
 //	byte 0      magic byte, always 0
 //	bytes 1-4   schema id, big-endian
-//	bytes 5-    payload: Avro binary encoding, or JSON text
-//
-// (Protobuf, which puts a list of message indexes after the id, is not
-// supported.)
+//	(Protobuf)  message indexes: the message's path in its .proto file,
+//	            zig-zag varints (count, then indexes; [0] is the single byte 0)
+//	then        payload: Avro binary encoding, JSON text, or Protobuf
 //
 // # Use
 //

@@ -83,6 +83,7 @@ type decoder func(payload []byte, v any) error
 // format is what differs between Avro and JSON Schema.
 type format struct {
 	typ    sr.SchemaType
+	index  []int // Protobuf: the message's path in its file, written after the id
 	encode func(v any) ([]byte, error)
 	// decoderFor returns the decoder of payloads written with schema s.
 	decoderFor func(s sr.Schema) (decoder, error)
@@ -103,7 +104,7 @@ func (s *Serde[T]) Serialize(v T) ([]byte, error) {
 	if err != nil {
 		return nil, &serde.Error{Serde: s.name, Op: "serialize", Err: err}
 	}
-	b, err := header.AppendEncode(make([]byte, 0, 5+len(payload)), s.id, nil)
+	b, err := header.AppendEncode(make([]byte, 0, 6+len(payload)), s.id, s.format.index)
 	if err != nil {
 		return nil, &serde.Error{Serde: s.name, Op: "serialize", Err: err}
 	}
@@ -137,6 +138,11 @@ func (s *Serde[T]) deserialize(b []byte, v *T) error {
 		}
 	}
 	if err := dec(payload, v); err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			e.Subject, e.ID = s.subject, id
+			return e
+		}
 		return &Error{Op: "decode", Subject: s.subject, ID: id, Err: err}
 	}
 	return nil
