@@ -40,9 +40,11 @@
 //
 // kstate stores state under the record key's bytes and needs
 // Serialize(Deserialize(key)) to give them back. A schema-registry serde
-// gives back its own schema id, so use one as Config.KeySerde only when
-// every producer writes keys with that same schema id; plain string keys
-// (serde.String) avoid the question.
+// writes its own schema id, so a key serde (Options.Key) reads only
+// records of that id and fails the others with ErrIncompatible, rather
+// than split a key's state between two byte forms: use one as
+// Config.KeySerde only when every producer writes keys with that schema
+// id. Plain string keys (serde.String) avoid the question.
 //
 // # Errors
 //

@@ -461,3 +461,45 @@ func FuzzAvroDeserialize(f *testing.F) {
 		_, _ = s.Deserialize(b)
 	})
 }
+
+// TestKeySerdeOwnIDOnly: a key serde reads only its own schema id, since
+// the same key under another id has other bytes (and state is kept under
+// the bytes); a value serde reads both.
+func TestKeySerdeOwnIDOnly(t *testing.T) {
+	srv := srtest.Start(t, srtest.Options{})
+	c := client(t, srv, schemaregistry.Config{})
+	const keyV1 = `{"type":"record","name":"Key","fields":[{"name":"id","type":"long"}]}`
+	const keyV2 = `{"type":"record","name":"Key","fields":[{"name":"id","type":"long"},{"name":"region","type":"string","default":""}]}`
+	type K struct {
+		ID int64 `avro:"id"`
+	}
+	o := schemaregistry.Options{Topic: "orders", Key: true, AutoRegister: true}
+	k1, err := schemaregistry.Avro[K](ctx, c, keyV1, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := schemaregistry.Avro[K](ctx, c, keyV2, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b1, _ := k1.Serialize(K{ID: 1})
+	if got, err := k1.Deserialize(b1); err != nil || got.ID != 1 {
+		t.Fatalf("own id: %+v, %v", got, err)
+	}
+	if b2, _ := k2.Serialize(K{ID: 1}); bytes.Equal(b1, b2) {
+		t.Fatal("the same key under two ids has the same bytes")
+	}
+	_, err = k2.Deserialize(b1)
+	if !errors.Is(err, schemaregistry.ErrIncompatible) || !strings.Contains(err.Error(), "split") {
+		t.Fatalf("key of another id: %v, want ErrIncompatible explaining the split", err)
+	}
+	o.Key = false
+	o.Subject = "orders-key"
+	v2, err := schemaregistry.Avro[K](ctx, c, keyV2, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := v2.Deserialize(b1); err != nil || got.ID != 1 {
+		t.Fatalf("value serde, other id: %+v, %v", got, err)
+	}
+}

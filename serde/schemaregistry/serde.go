@@ -23,7 +23,11 @@ type Options struct {
 	// when Key is set. Required unless Subject is set.
 	Topic string
 	// Key makes the default subject "<Topic>-key": the serde is for
-	// record keys. Default false: record values.
+	// record keys (Config.KeySerde). It also makes Deserialize accept only
+	// records of the serde's own schema id (ErrIncompatible otherwise):
+	// kstate keeps state under a key's bytes, and the same key written
+	// with another schema id has other bytes, so its state would be split
+	// in two without a word. Default false: record values.
 	Key bool
 	// Subject, when set, is the subject itself (RecordNameStrategy and
 	// others: give the name they would compute), and Topic and Key are
@@ -70,6 +74,7 @@ type Serde[T any] struct {
 	name    string // e.g. "Avro[main.Order]"
 	subject string
 	id      int
+	key     bool // Options.Key: only id is read
 	client  *Client
 	format  format
 
@@ -128,6 +133,10 @@ func (s *Serde[T]) deserialize(b []byte, v *T) error {
 	id, payload, err := header.DecodeID(b)
 	if err != nil {
 		return &Error{Op: "decode", Subject: s.subject, Kind: ErrWireFormat, Err: err}
+	}
+	if s.key && id != s.id {
+		return &Error{Op: "decode", Subject: s.subject, ID: id, Kind: ErrIncompatible,
+			Err: fmt.Errorf("a key serde reads only its own schema id %d: kstate keeps state under a key's bytes, and a key written with schema id %d has other bytes than the same key written with %d (its state would be split); have the producers write keys with schema id %d, or use plain keys (serde.String)", s.id, id, s.id, s.id)}
 	}
 	s.mu.RLock()
 	dec, ok := s.decoders[id]
@@ -197,6 +206,7 @@ func newSerde[T any](ctx context.Context, c *Client, kind, name, schema string, 
 		name:     kind + "[" + reflect.TypeFor[T]().String() + "]",
 		subject:  subject,
 		id:       id,
+		key:      o.Key,
 		client:   c,
 		format:   f,
 		decoders: map[int]decoder{id: ownDecoder},
