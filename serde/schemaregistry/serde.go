@@ -85,7 +85,7 @@ type Serde[T any] struct {
 // decoder decodes a payload written with one schema id into a *T.
 type decoder func(payload []byte, v any) error
 
-// format is what differs between Avro and JSON Schema.
+// format is what differs between Avro, JSON Schema and Protobuf.
 type format struct {
 	typ    sr.SchemaType
 	index  []int // Protobuf: the message's path in its file, written after the id
@@ -160,9 +160,8 @@ func (s *Serde[T]) deserialize(b []byte, v *T) error {
 // decoderFor fetches the writer schema id and builds (and caches) its
 // decoder.
 func (s *Serde[T]) decoderFor(id int) (decoder, error) {
-	ctx, cancel := context.WithCancel(context.Background()) // the client's Timeout bounds the call
-	defer cancel()
-	w, err := s.client.schemaByID(ctx, s.subject, id)
+	// Config.Timeout bounds the call; Deserialize has no context.
+	w, err := s.client.schemaByID(context.Background(), s.subject, id)
 	if err != nil {
 		return nil, err
 	}
