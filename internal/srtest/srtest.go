@@ -1,5 +1,5 @@
 // Package srtest is a stand-in for a Confluent-compatible schema registry,
-// for tests: an httptest server that implements only the REST calls that
+// for tests and examples: an httptest server that implements only the REST calls that
 // package serde/schemaregistry makes, over an in-memory store. It is not a
 // registry: it checks no compatibility, has no modes, contexts, references,
 // deletes or normalization, and gives ids in registration order. Tests that
