@@ -89,7 +89,8 @@ type Config[K, I, O any] struct {
 	// naming topic, partition and offset; nothing from that batch on is
 	// committed. DecodeErrorSkip drops it (Warn log, Counters.Skipped);
 	// DecodeErrorDeadLetter writes it to DeadLetterTopic in the batch's
-	// transaction.
+	// transaction. A serde error wrapping serde.ErrUnavailable (a schema
+	// registry down) stops Run under every policy.
 	OnDecodeError DecodeErrorPolicy
 	// OnKeyPartitionMismatch says what a record whose key does not hash
 	// (murmur2, Kafka's default partitioner) to the partition it was read

@@ -11,6 +11,14 @@ import (
 // its size, including nil or empty input (a null record key or value).
 var ErrSize = errors.New("serde: wrong number of bytes for a fixed-size serde")
 
+// ErrUnavailable is wrapped by a serde error whose cause is not the
+// record's bytes but a service the serde needs and cannot use: a schema
+// registry that is down or refuses the credentials. Such a record is not
+// undecodable: kstate stops Run with its DecodeError whatever
+// OnDecodeError says, so that an outage does not skip or dead-letter good
+// records; a restart once the service is back reads them again.
+var ErrUnavailable = errors.New("serde: a service the serde needs is unavailable")
+
 // Error reports a failed serialization or deserialization.
 type Error struct {
 	Serde string // serde name, e.g. "Int64" or "JSON[main.Order]"

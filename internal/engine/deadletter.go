@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/kstate/kstate/internal/shard"
+	"github.com/kstate/kstate/serde"
 )
 
 // Headers of a dead-letter record, appended to the original record's own
@@ -56,9 +58,15 @@ func (t *Task[K, I, O]) dlHeaders(stage string, cause error, nowMs int64) []Head
 }
 
 // badRecord applies OnDecodeError to an undecodable record: the
-// DecodeError under Fail, nil after skipping or dead-lettering it.
+// DecodeError under Fail, nil after skipping or dead-lettering it. A cause
+// wrapping serde.ErrUnavailable is the DecodeError under every policy.
 func (t *Task[K, I, O]) badRecord(r *Record, part string, cause error, nowMs int64, res *BatchResult) error {
 	de := &DecodeError{Topic: t.cfg.Topic, Partition: t.cfg.Partition, Offset: r.Offset, Part: part, Err: cause}
+	if errors.Is(cause, serde.ErrUnavailable) {
+		// Not the record's fault (a schema registry down): never skip or
+		// dead-letter it; the batch fails and a restart reads it again.
+		return de
+	}
 	c := &t.pend.counters
 	switch t.cfg.OnDecodeError {
 	case PolicySkip:
