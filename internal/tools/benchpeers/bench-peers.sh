@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# make bench-peers: kstate against its peers (Kafka Streams, Flink, a raw
+# franz-go pipe, ...) on the shared harness's "stateful count" workload, one
+# real Kafka broker, interleaved runs; prints a summary table with ratios to
+# Kafka Streams and to the raw pipe. See docs/BENCHMARKS.md ("Peers").
+#
+#   internal/tools/benchpeers/bench-peers.sh            # REPEATS=3 N=3000000, kstate kstreams-eos flink-eos rawpipe-eos
+#   PEERS="kstate kstreams-eos" REPEATS=1 N=1000000 internal/tools/benchpeers/bench-peers.sh
+#   RATE=5000 PEERS="kstate kstreams-eos" internal/tools/benchpeers/bench-peers.sh   # latency mode (N defaults to 150000)
+#   KSTATE_ARGS="-batch 20000 -backend pebble -set MaxBatchWait=50ms" ...           # kstate-count flags
+#   SUMMARY=results.tsv internal/tools/benchpeers/bench-peers.sh                      # only print the table of a past run
+#
+# The harness (HARNESS, default ../shared/bench-peers next to the repository)
+# is copied to CACHE (default ~/.cache/kstate/bench-peers/harness) and run
+# there; its Go binaries and the Kafka Streams / Flink jars (mvn, ~1 min once)
+# stay cached there, rebuilt when the harness's sources change. kstate's peer,
+# cmd/kstate-count, is rebuilt from the working tree on every call. Without
+# BROKERS, the harness's broker.sh starts Apache Kafka 4.1.1 (full JIT,
+# group.initial.rebalance.delay.ms=0) on 127.0.0.1:$BENCH_PORT (default 19092,
+# away from make kafka-up's 9092) from the jars the tests cache, and stops it
+# at the end. Results: $CACHE/results/<time>-<commit>.tsv (+ .load, logs/).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+HARNESS=${HARNESS:-$ROOT/../shared/bench-peers}
+CACHE=${CACHE:-${KSTATE_CACHE_DIR:-$HOME/.cache/kstate}/bench-peers}
+H=$CACHE/harness
+PEERS=${PEERS:-kstate kstreams-eos flink-eos rawpipe-eos}
+RATE=${RATE:-0}
+if [ "$RATE" != 0 ]; then N=${N:-150000}; REPEATS=${REPEATS:-2}; else N=${N:-3000000}; REPEATS=${REPEATS:-3}; fi
+KSTATE_ARGS=${KSTATE_ARGS:-}
+BENCH_PORT=${BENCH_PORT:-19092}
+GO=${GO:-go}
+
+log() { echo "[bench-peers $(date -u +%H:%M:%S)] $*" >&2; }
+
+summary() {  # $1 = results.tsv
+  (cd "$ROOT" && $GO run ./internal/tools/benchpeers -results "$1")
+}
+
+if [ -n "${SUMMARY:-}" ]; then summary "$SUMMARY"; exit 0; fi
+
+# 1. The harness, copied (it is read-only where it is mounted) and cached.
+[ -f "$HARNESS/run.sh" ] || { log "no harness at $HARNESS (set HARNESS=/path/to/bench-peers)"; exit 1; }
+src_sum=$(cd "$HARNESS" && find . -type f -not -path './results/*' -not -path '*/target/*' -not -path './bin/*' -print0 |
+  sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+if [ "$(cat "$H/.source-sum" 2>/dev/null)" != "$src_sum" ]; then
+  log "copying the harness from $HARNESS to $H"
+  rm -rf "$H"; mkdir -p "$(dirname "$H")"
+  cp -r "$HARNESS" "$H"; chmod -R u+w "$H"; rm -rf "$H/results" "$H/bin"
+  echo "$src_sum" >"$H/.source-sum"
+fi
+
+# 2. kstate's peer, from this working tree.
+commit=$(cd "$ROOT" && git rev-parse --short HEAD)
+dirty=$(cd "$ROOT" && git status --porcelain --untracked-files=no | grep -q . && echo "+dirty" || true)
+log "building cmd/kstate-count at $commit$dirty"
+mkdir -p "$H/bin"
+(cd "$ROOT" && $GO build -o "$H/bin/kstate-count" ./cmd/kstate-count)
+
+# 3. A real broker, unless BROKERS names one.
+started_broker=""
+if [ -z "${BROKERS:-}" ]; then
+  libs=${KAFKA_LIBS:-${KSTATE_CACHE_DIR:-$HOME/.cache/kstate}/kafka-4.1.1/libs}
+  if [ ! -f "$libs/kafka_2.13-4.1.1.jar" ]; then
+    log "no Kafka jars in $libs: fetching them (go run ./integration/cmd/kafkabroker up/down)"
+    (cd "$ROOT" && $GO run ./integration/cmd/kafkabroker -port "$BENCH_PORT" up && $GO run ./integration/cmd/kafkabroker down)
+  fi
+  export PORT=$BENCH_PORT CPORT=$((BENCH_PORT + 1)) BROKER_DIR=$CACHE/broker KAFKA_LIBS=$libs
+  "$H/broker.sh" up >&2
+  started_broker=1
+  BROKERS=127.0.0.1:$BENCH_PORT
+fi
+export BROKERS
+
+# 4. The runs, interleaved, with the load average sampled alongside.
+mkdir -p "$CACHE/results"
+stamp=$(date -u +%Y%m%d-%H%M%S)
+mode=backlog; [ "$RATE" != 0 ] && mode=live@$RATE
+results=$CACHE/results/$stamp-$commit$dirty-$mode.tsv
+{
+  echo "# commit $commit$dirty, $(date -u +%FT%TZ), PEERS=$PEERS REPEATS=$REPEATS N=$N RATE=$RATE KSTATE_ARGS=$KSTATE_ARGS"
+  echo "# $(nproc) CPUs, $(uname -r), broker $BROKERS"
+} >"$results.meta"
+(while sleep 5; do echo "$(date -u +%s) $(cut -d' ' -f1 /proc/loadavg)"; done) >"$results.load" &
+sampler=$!
+cleanup() {
+  kill "$sampler" 2>/dev/null || true
+  [ -n "$started_broker" ] && "$H/broker.sh" down >&2 || true
+}
+trap cleanup EXIT
+export PEER_CMD_kstate="$H/bin/kstate-count -brokers \$BROKERS -group \$APP_ID -state \$STATE_DIR $KSTATE_ARGS"
+export PEER_GUARANTEE_kstate=eos
+log "running: PEERS=\"$PEERS\" REPEATS=$REPEATS N=$N RATE=$RATE (results: $results)"
+# shellcheck disable=SC2086
+N=$N REPEATS=$REPEATS RATE=$RATE RESULTS=$results LOGDIR=$CACHE/results/logs "$H/run.sh" $PEERS || log "run.sh failed (rc $?)"
+
+echo
+
+summary "$results"
