@@ -9,6 +9,7 @@
 #   RATE=5000 PEERS="kstate kstreams-eos" internal/tools/benchpeers/bench-peers.sh   # latency mode (N defaults to 150000)
 #   KSTATE_ARGS="-batch 20000 -backend pebble -set MaxBatchWait=50ms" ...           # kstate-count flags
 #   SUMMARY=results.tsv internal/tools/benchpeers/bench-peers.sh                      # only print the table of a past run
+#   RESTORE=1 internal/tools/benchpeers/bench-peers.sh   # restore.sh kstate and kstreams: N=1000000 processed, local state deleted, time to restored
 #
 # The harness (HARNESS, default ../shared/bench-peers next to the repository)
 # is copied to CACHE (default ~/.cache/kstate/bench-peers/harness) and run
@@ -20,6 +21,9 @@
 # away from make kafka-up's 9092) from the jars the tests cache, and stops it
 # at the end. Results: $CACHE/results/<time>-<commit>.tsv (+ .load, logs/).
 set -euo pipefail
+# The whole script is one block, parsed before it runs: editing this file
+# during a run (bash otherwise reads a script as it goes) cannot break it.
+{
 
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 HARNESS=${HARNESS:-$ROOT/../shared/bench-peers}
@@ -69,9 +73,26 @@ if [ -z "${BROKERS:-}" ]; then
   export PORT=$BENCH_PORT CPORT=$((BENCH_PORT + 1)) BROKER_DIR=$CACHE/broker KAFKA_LIBS=$libs
   "$H/broker.sh" up >&2
   started_broker=1
+  trap '"$H/broker.sh" down >&2' EXIT
   BROKERS=127.0.0.1:$BENCH_PORT
 fi
 export BROKERS
+
+# Restore mode: the harness's restore.sh for kstate and Kafka Streams (whose
+# first run leaves the group on close, so that the restart measures the
+# restore and not the old member's session timeout).
+if [ -n "${RESTORE:-}" ]; then
+  [ -x "$H/bin/load" ] || (cd "$H/load" && $GO build -o "$H/bin/load" .)
+  [ -f "$H/kstreams/target/kstreams-bench.jar" ] || (cd "$H/kstreams" && mvn -q -B package -DskipTests)
+  out=$CACHE/results/$(date -u +%Y%m%d-%H%M%S)-$commit$dirty-restore.txt
+  echo "# commit $commit$dirty, $(date -u +%FT%TZ), restore.sh N=${N_RESTORE:-1000000}, load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out"
+  for peer in ${RESTORE_PEERS:-kstate kstreams}; do
+    N=${N_RESTORE:-1000000} KSTREAMS_ARGS="${KSTREAMS_ARGS:---X.internal.leave.group.on.close=true}" \
+      WORKDIR=$CACHE/work "$H/restore.sh" "$peer" 2>&1 | tee -a "$out"
+  done
+  echo "# load average at the end $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
+  exit 0
+fi
 
 # 4. The runs, interleaved, with the load average sampled alongside.
 mkdir -p "$CACHE/results"
@@ -86,7 +107,7 @@ results=$CACHE/results/$stamp-$commit$dirty-$mode.tsv
 sampler=$!
 cleanup() {
   kill "$sampler" 2>/dev/null || true
-  [ -n "$started_broker" ] && "$H/broker.sh" down >&2 || true
+  if [ -n "$started_broker" ]; then "$H/broker.sh" down >&2; fi
 }
 trap cleanup EXIT
 export PEER_CMD_kstate="$H/bin/kstate-count -brokers \$BROKERS -group \$APP_ID -state \$STATE_DIR $KSTATE_ARGS"
@@ -96,5 +117,6 @@ log "running: PEERS=\"$PEERS\" REPEATS=$REPEATS N=$N RATE=$RATE (results: $resul
 N=$N REPEATS=$REPEATS RATE=$RATE RESULTS=$results LOGDIR=$CACHE/results/logs "$H/run.sh" $PEERS || log "run.sh failed (rc $?)"
 
 echo
-
 summary "$results"
+exit 0
+}
