@@ -289,6 +289,20 @@ func summarize(rows []result, kstreams, raw string) string {
 			if o == nil || o == g {
 				continue
 			}
+			if strings.HasPrefix(g.mode, "live") {
+				// At a fixed rate every peer keeps up: compare latencies.
+				vis := func(gr *group, p99 bool) float64 {
+					return median(field(gr.ok, func(r result) float64 {
+						if p99 {
+							return r.visP99
+						}
+						return r.visP50
+					}))
+				}
+				fmt.Fprintf(&b, "- %s / %s (%s): visible latency p50 %s, p99 %s (ratio of the medians)\n", g.peer, ref, g.mode,
+					ratio(vis(g, false), vis(o, false)), ratio(vis(g, true), vis(o, true)))
+				continue
+			}
 			if w := withinRun(g, o); w > 0 {
 				fmt.Fprintf(&b, "- %s / %s (%s): median of the within-repeat ratios %.2f×\n", g.peer, ref, g.mode, w)
 			}

@@ -53,3 +53,22 @@ func TestNum(t *testing.T) {
 		}
 	}
 }
+
+// At a fixed rate every peer keeps up, so the comparison lines give the
+// visible latencies' ratios, not throughput.
+func TestSummarizeLive(t *testing.T) {
+	live := strings.ReplaceAll(sample, "\tbacklog\t", "\tlive@5000\t")
+	live = strings.Replace(live, "\t12.6\t5\t9\t", "\t12.6\t4\t18\t", 1) // kstate, repeat 1
+	rows, err := readResults(strings.NewReader(live))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kstate's visible p50/p99: 4/18 and 5/9, medians 4.5/13.5; Kafka Streams' verified run 5/9.
+	out := summarize(rows, "kstreams-eos", "rawpipe-eos")
+	if want := "- kstate / kstreams-eos (live@5000): visible latency p50 0.90×, p99 1.50× (ratio of the medians)"; !strings.Contains(out, want) {
+		t.Errorf("summary lacks %q:\n%s", want, out)
+	}
+	if strings.Contains(out, "within-repeat") {
+		t.Errorf("throughput ratios in a live-mode summary:\n%s", out)
+	}
+}
