@@ -8,7 +8,7 @@ APT_PACKAGES  := librocksdb-dev kcat g++ chromium-headless-shell postgresql
 TEST_TIMEOUT  ?= 20m
 PKGS          := ./...
 
-.PHONY: bench-peers bench-peers-latency test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down clean help
+.PHONY: bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down clean help
 
 all: build
 
@@ -18,7 +18,8 @@ help:
 	@echo "make bench      end-to-end benchmark on a real Kafka broker (BENCH_FLAGS=... for kstate bench flags)"
 	@echo "make bench-peers  kstate vs Kafka Streams, Flink and a raw franz-go pipe on the shared peer harness (~15 min;"
 	@echo "                 PEERS=, REPEATS=, N=, KSTATE_ARGS=; prints the table and the commit; docs/BENCHMARKS.md)"
-	@echo "make bench-peers-latency  the same at RATE=5000 records/s for kstate and Kafka Streams (~3 min)"
+	@echo "make bench-peers-latency  the same at RATE=5000 records/s for kstate and Kafka Streams (~4 min)"
+	@echo "make bench-peers-restore  restore after deleting local state (1M records), kstate and Kafka Streams (~2 min)"
 	@echo "make bench-micro  testing.B micro-benchmarks of state, kv and changelog restore"
 	@echo "make bench-kv   kv store micro-benchmarks, RocksDB and Pebble side by side"
 	@echo "make test-pebble  the engine, shard, state reader and some integration suites on Pebble"
@@ -102,6 +103,9 @@ bench-peers: deps
 
 bench-peers-latency: deps
 	RATE=$${RATE:-5000} PEERS="$${PEERS:-kstate kstreams-eos}" internal/tools/benchpeers/bench-peers.sh
+
+bench-peers-restore: deps
+	RESTORE=1 internal/tools/benchpeers/bench-peers.sh
 
 # The kv micro-benchmarks of both backends (sub-benchmarks backend=rocksdb|pebble).
 bench-kv: deps

@@ -8,6 +8,7 @@
 #   PEERS="kstate kstreams-eos" REPEATS=1 N=1000000 internal/tools/benchpeers/bench-peers.sh
 #   RATE=5000 PEERS="kstate kstreams-eos" internal/tools/benchpeers/bench-peers.sh   # latency mode (N defaults to 150000)
 #   KSTATE_ARGS="-batch 20000 -backend pebble -set MaxBatchWait=50ms" ...           # kstate-count flags
+#   PEERS="kstate kstate-pebble kstreams-eos" KSTATE_ARGS_pebble="-backend pebble" ... # kstate variants, interleaved
 #   SUMMARY=results.tsv internal/tools/benchpeers/bench-peers.sh                      # only print the table of a past run
 #   RESTORE=1 internal/tools/benchpeers/bench-peers.sh   # restore.sh kstate and kstreams: N=1000000 processed, local state deleted, time to restored
 #
@@ -101,6 +102,7 @@ mode=backlog; [ "$RATE" != 0 ] && mode=live@$RATE
 results=$CACHE/results/$stamp-$commit$dirty-$mode.tsv
 {
   echo "# commit $commit$dirty, $(date -u +%FT%TZ), PEERS=$PEERS REPEATS=$REPEATS N=$N RATE=$RATE KSTATE_ARGS=$KSTATE_ARGS"
+  env | grep '^KSTATE_ARGS_' | sed 's/^/# /' || true
   echo "# $(nproc) CPUs, $(uname -r), broker $BROKERS"
 } >"$results.meta"
 (while sleep 5; do echo "$(date -u +%s) $(cut -d' ' -f1 /proc/loadavg)"; done) >"$results.load" &
@@ -110,8 +112,20 @@ cleanup() {
   if [ -n "$started_broker" ]; then "$H/broker.sh" down >&2; fi
 }
 trap cleanup EXIT
-export PEER_CMD_kstate="$H/bin/kstate-count -brokers \$BROKERS -group \$APP_ID -state \$STATE_DIR $KSTATE_ARGS"
-export PEER_GUARANTEE_kstate=eos
+# kstate's peer, and any variant named kstate-<x> in PEERS with its own flags
+# in KSTATE_ARGS_<x> (dashes and dots as underscores), e.g.
+# PEERS="kstate kstate-pebble kstreams-eos" KSTATE_ARGS_pebble="-backend pebble".
+for peer in $PEERS; do
+  case $peer in
+    kstate) args=$KSTATE_ARGS ;;
+    kstate-*) v=${peer#kstate-}; v=${v//-/_}; v=${v//./_}; eval "args=\${KSTATE_ARGS_$v:-}"
+      [ -n "$args" ] || { log "peer $peer: set KSTATE_ARGS_$v to its kstate-count flags"; exit 1; } ;;
+    *) continue ;;
+  esac
+  v=${peer//-/_}; v=${v//./_}
+  export "PEER_CMD_$v=$H/bin/kstate-count -brokers \$BROKERS -group \$APP_ID -state \$STATE_DIR $args"
+  export "PEER_GUARANTEE_$v=eos"
+done
 log "running: PEERS=\"$PEERS\" REPEATS=$REPEATS N=$N RATE=$RATE (results: $results)"
 # shellcheck disable=SC2086
 N=$N REPEATS=$REPEATS RATE=$RATE RESULTS=$results LOGDIR=$CACHE/results/logs "$H/run.sh" $PEERS || log "run.sh failed (rc $?)"
