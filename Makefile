@@ -16,7 +16,7 @@ help:
 	@echo "make demo       run the end-to-end example on the embedded in-process Kafka"
 	@echo "make test       deps + vet + gofmt + staticcheck + go test -race (real Kafka broker included)"
 	@echo "make bench      end-to-end benchmark on a real Kafka broker (BENCH_FLAGS=... for kstate bench flags)"
-	@echo "make bench-peers  kstate vs Kafka Streams, Flink and a raw franz-go pipe on the shared peer harness (~15 min;"
+	@echo "make bench-peers  kstate vs Kafka Streams, Flink and a raw franz-go pipe on the shared peer harness (~9 min;"
 	@echo "                 PEERS=, REPEATS=, N=, KSTATE_ARGS=; prints the table and the commit; docs/BENCHMARKS.md)"
 	@echo "make bench-peers-latency  the same at RATE=5000 records/s for kstate and Kafka Streams (~4 min)"
 	@echo "make bench-peers-restore  restore after deleting local state (1M records), kstate and Kafka Streams (~2 min)"

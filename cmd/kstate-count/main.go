@@ -10,7 +10,7 @@
 // the first 8 bytes of the input value (the producer's send time).
 //
 //	kstate-count -brokers 127.0.0.1:9092 -group bench-x -state /tmp/st [-in bench-in] [-out bench-out]
-//	             [-batch 20000] [-backend pebble] [-set MaxBatchWait=50ms] [-set Field=value ...]
+//	             [-batch 20000] [-backend pebble] [-set MaxBatchWait=50ms] [-set Field=value ...] [-cpuprofile f]
 //
 // A new application reads its input from the earliest offset. SIGTERM or
 // SIGINT stop it gracefully (the batch in flight commits, as Run does on a
@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +58,7 @@ type options struct {
 	backend                        string
 	sets                           []string
 	logLevel                       string
+	cpuProfile                     string
 }
 
 func parseFlags(args []string) (options, error) {
@@ -74,6 +76,7 @@ func parseFlags(args []string) (options, error) {
 		return nil
 	})
 	fs.StringVar(&o.logLevel, "log", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -198,6 +201,17 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	start := time.Now()
 	done := make(chan struct{})
