@@ -10,7 +10,7 @@
 // the first 8 bytes of the input value (the producer's send time).
 //
 //	kstate-count -brokers 127.0.0.1:9092 -group bench-x -state /tmp/st [-in bench-in] [-out bench-out]
-//	             [-batch 20000] [-backend pebble] [-set MaxBatchWait=50ms] [-set Field=value ...] [-cpuprofile f]
+//	             [-batch 20000] [-backend pebble] [-set MaxBatchWait=50ms] [-set Field=value ...] [-compression none] [-cpuprofile f]
 //
 // A new application reads its input from the earliest offset. SIGTERM or
 // SIGINT stop it gracefully (the batch in flight commits, as Run does on a
@@ -38,6 +38,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
@@ -59,6 +61,7 @@ type options struct {
 	sets                           []string
 	logLevel                       string
 	cpuProfile                     string
+	compression                    string
 }
 
 func parseFlags(args []string) (options, error) {
@@ -76,6 +79,7 @@ func parseFlags(args []string) (options, error) {
 		return nil
 	})
 	fs.StringVar(&o.logLevel, "log", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.compression, "compression", "", "producer compression: none, snappy, lz4, zstd or gzip (empty: kstate's default, the Kafka client's snappy; the harness's other peers produce uncompressed)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -116,6 +120,14 @@ func config(o options, logger *slog.Logger) (kstate.Config[string, int64, countO
 		StateDir:        o.state,
 		StateBackend:    o.backend,
 		Logger:          logger,
+	}
+	if o.compression != "" {
+		c, ok := map[string]kgo.CompressionCodec{"none": kgo.NoCompression(), "snappy": kgo.SnappyCompression(),
+			"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(), "gzip": kgo.GzipCompression()}[o.compression]
+		if !ok {
+			return cfg, fmt.Errorf("-compression %q: want none, snappy, lz4, zstd or gzip", o.compression)
+		}
+		cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.ProducerBatchCompression(c))
 	}
 	for _, s := range o.sets {
 		if err := setField(&cfg, s); err != nil {

@@ -50,7 +50,7 @@ func TestCountPeerEmbedded(t *testing.T) {
 	}
 
 	o, err := parseFlags([]string{"-brokers", strings.Join(e.Brokers(), ","), "-group", "peer-test", "-state", t.TempDir(),
-		"-batch", "300", "-set", "MaxBatchWait=20ms", "-set", "ShutdownTimeout=5s"})
+		"-batch", "300", "-set", "MaxBatchWait=20ms", "-set", "ShutdownTimeout=5s", "-compression", "none"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +58,8 @@ func TestCountPeerEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.MaxBatchRecords != 300 || cfg.MaxBatchWait != 20*time.Millisecond || cfg.ShutdownTimeout != 5*time.Second {
-		t.Fatalf("flags not applied: batch %d, wait %v, shutdown %v", cfg.MaxBatchRecords, cfg.MaxBatchWait, cfg.ShutdownTimeout)
+	if cfg.MaxBatchRecords != 300 || cfg.MaxBatchWait != 20*time.Millisecond || cfg.ShutdownTimeout != 5*time.Second || len(cfg.KafkaOptions) != 1 {
+		t.Fatalf("flags not applied: batch %d, wait %v, shutdown %v, %d Kafka options", cfg.MaxBatchRecords, cfg.MaxBatchWait, cfg.ShutdownTimeout, len(cfg.KafkaOptions))
 	}
 	app, err := kstate.New(cfg)
 	if err != nil {
@@ -127,6 +127,16 @@ func TestSetField(t *testing.T) {
 		if err := setField(&cfg, bad); err == nil {
 			t.Errorf("-set %q accepted", bad)
 		}
+	}
+}
+
+func TestCompressionFlag(t *testing.T) {
+	o, err := parseFlags([]string{"-brokers", "b:1", "-group", "g", "-state", "s", "-compression", "brotli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config(o, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "-compression") {
+		t.Fatalf("unknown codec: %v", err)
 	}
 }
 
