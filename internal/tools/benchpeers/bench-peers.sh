@@ -9,6 +9,7 @@
 #   RATE=5000 PEERS="kstate kstreams-eos" internal/tools/benchpeers/bench-peers.sh   # latency mode (N defaults to 150000)
 #   KSTATE_ARGS="-batch 20000 -backend pebble -set MaxBatchWait=50ms" ...           # kstate-count flags
 #   PEERS="kstate kstate-pebble kstreams-eos" KSTATE_ARGS_pebble="-backend pebble" ... # kstate variants, interleaved
+#   PEERS="kstate kstate-before kstreams-eos" KSTATE_REV_before=0fa8b34 ...            # this tree against an older commit
 #   SUMMARY=results.tsv internal/tools/benchpeers/bench-peers.sh                      # only print the table of a past run
 #   RESTORE=1 internal/tools/benchpeers/bench-peers.sh   # restore.sh kstate and kstreams: N=1000000 processed, local state deleted, time to restored
 #
@@ -63,6 +64,24 @@ log "building cmd/kstate-count at $commit$dirty"
 mkdir -p "$H/bin"
 (cd "$ROOT" && $GO build -o "$H/bin/kstate-count" ./cmd/kstate-count)
 
+# build_at REV: kstate-count built against the library at commit REV (the
+# program's source is this tree's cmd/kstate-count, which uses only the public
+# API), for before/after comparisons in one interleaved run; prints its path.
+build_at() {
+  local c src out
+  c=$(cd "$ROOT" && git rev-parse --short "$1^{commit}") || { log "KSTATE_REV $1: no such commit"; exit 1; }
+  out=$H/bin/kstate-count-$c
+  if [ ! -x "$out" ]; then
+    src=$CACHE/src-$c; rm -rf "$src"; mkdir -p "$src"
+    (cd "$ROOT" && git archive "$c" | tar -x -C "$src")
+    rm -rf "$src/cmd/kstate-count"; cp -r "$ROOT/cmd/kstate-count" "$src/cmd/kstate-count"
+    log "building cmd/kstate-count against the library at $c"
+    (cd "$src" && $GO build -o "$out" ./cmd/kstate-count) >&2 || { log "build at $c failed"; exit 1; }
+    rm -rf "$src"
+  fi
+  echo "$out"
+}
+
 # 3. A real broker, unless BROKERS names one.
 started_broker=""
 if [ -z "${BROKERS:-}" ]; then
@@ -102,7 +121,7 @@ mode=backlog; [ "$RATE" != 0 ] && mode=live@$RATE
 results=$CACHE/results/$stamp-$commit$dirty-$mode.tsv
 {
   echo "# commit $commit$dirty, $(date -u +%FT%TZ), PEERS=$PEERS REPEATS=$REPEATS N=$N RATE=$RATE KSTATE_ARGS=$KSTATE_ARGS"
-  env | grep '^KSTATE_ARGS_' | sed 's/^/# /' || true
+  env | grep -E '^KSTATE_(ARGS|REV)_' | sed 's/^/# /' || true
   echo "# $(nproc) CPUs, $(uname -r), broker $BROKERS"
 } >"$results.meta"
 (while sleep 5; do echo "$(date -u +%s) $(cut -d' ' -f1 /proc/loadavg)"; done) >"$results.load" &
@@ -115,15 +134,18 @@ trap cleanup EXIT
 # kstate's peer, and any variant named kstate-<x> in PEERS with its own flags
 # in KSTATE_ARGS_<x> (dashes and dots as underscores), e.g.
 # PEERS="kstate kstate-pebble kstreams-eos" KSTATE_ARGS_pebble="-backend pebble".
+rev=""
 for peer in $PEERS; do
   case $peer in
     kstate) args=$KSTATE_ARGS ;;
-    kstate-*) v=${peer#kstate-}; v=${v//-/_}; v=${v//./_}; eval "args=\${KSTATE_ARGS_$v:-}"
-      [ -n "$args" ] || { log "peer $peer: set KSTATE_ARGS_$v to its kstate-count flags"; exit 1; } ;;
+    kstate-*) v=${peer#kstate-}; v=${v//-/_}; v=${v//./_}; eval "args=\${KSTATE_ARGS_$v:-}"; eval "rev=\${KSTATE_REV_$v:-}"
+      [ -n "$args$rev" ] || { log "peer $peer: set KSTATE_ARGS_$v (its kstate-count flags) and/or KSTATE_REV_$v (a commit)"; exit 1; } ;;
     *) continue ;;
   esac
+  bin=$H/bin/kstate-count
+  if [ "$peer" != kstate ] && [ -n "$rev" ]; then bin=$(build_at "$rev"); fi
   v=${peer//-/_}; v=${v//./_}
-  export "PEER_CMD_$v=$H/bin/kstate-count -brokers \$BROKERS -group \$APP_ID -state \$STATE_DIR $args"
+  export "PEER_CMD_$v=$bin -brokers \$BROKERS -group \$APP_ID -state \$STATE_DIR $args"
   export "PEER_GUARANTEE_$v=eos"
 done
 log "running: PEERS=\"$PEERS\" REPEATS=$REPEATS N=$N RATE=$RATE (results: $results)"
