@@ -59,7 +59,8 @@ fi
 
 # 2. kstate's peer, from this working tree.
 commit=$(cd "$ROOT" && git rev-parse --short HEAD)
-dirty=$(cd "$ROOT" && git status --porcelain --untracked-files=no | grep -q . && echo "+dirty" || true)
+dirty=""
+[ -z "$(cd "$ROOT" && git status --porcelain --untracked-files=no)" ] || dirty=+dirty
 log "building cmd/kstate-count at $commit$dirty"
 mkdir -p "$H/bin"
 (cd "$ROOT" && $GO build -o "$H/bin/kstate-count" ./cmd/kstate-count)
@@ -70,7 +71,7 @@ mkdir -p "$H/bin"
 build_at() {
   local c src out
   c=$(cd "$ROOT" && git rev-parse --short "$1^{commit}") || { log "KSTATE_REV $1: no such commit"; exit 1; }
-  out=$H/bin/kstate-count-$c
+  out=$H/bin/kstate-count-$c-$(cat "$ROOT"/cmd/kstate-count/*.go | sha256sum | cut -c1-8)  # the program's source too
   if [ ! -x "$out" ]; then
     src=$CACHE/src-$c; rm -rf "$src"; mkdir -p "$src"
     (cd "$ROOT" && git archive "$c" | tar -x -C "$src")
