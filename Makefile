@@ -8,7 +8,7 @@ APT_PACKAGES  := librocksdb-dev kcat g++ chromium-headless-shell postgresql
 TEST_TIMEOUT  ?= 20m
 PKGS          := ./...
 
-.PHONY: test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down clean help
+.PHONY: bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down clean help
 
 all: build
 
@@ -16,6 +16,11 @@ help:
 	@echo "make demo       run the end-to-end example on the embedded in-process Kafka"
 	@echo "make test       deps + vet + gofmt + staticcheck + go test -race (real Kafka broker included)"
 	@echo "make bench      end-to-end benchmark on a real Kafka broker (BENCH_FLAGS=... for kstate bench flags)"
+	@echo "make bench-peers  kstate vs Kafka Streams, Flink and a raw franz-go pipe on the shared peer harness (~9 min;"
+	@echo "                 PEERS=, REPEATS=, N=, KSTATE_ARGS=; prints the table and the commit; before/after in one run:"
+	@echo "                 PEERS=\"kstate kstate-before kstreams-eos\" KSTATE_REV_before=<commit>; docs/BENCHMARKS.md)"
+	@echo "make bench-peers-latency  the same at RATE=5000 records/s for kstate and Kafka Streams (~4 min)"
+	@echo "make bench-peers-restore  restore after deleting local state (1M records), kstate and Kafka Streams (~2 min)"
 	@echo "make bench-micro  testing.B micro-benchmarks of state, kv and changelog restore"
 	@echo "make bench-kv   kv store micro-benchmarks, RocksDB and Pebble side by side"
 	@echo "make test-pebble  the engine, shard, state reader and some integration suites on Pebble"
@@ -82,9 +87,26 @@ crash: deps
 demo: deps
 	$(GO) run ./cmd/kstate demo
 
-# ~3-4 minutes: starts a real broker, 3 runs of count and heavy; see docs/BENCHMARKS.md.
+# ~3-4 minutes: starts a real broker, 3 runs of count and heavy: throughput,
+# latency at 5,000 records/s (read_committed), restore after deleting the
+# local state; see docs/BENCHMARKS.md.
 bench: deps
 	$(GO) run ./cmd/kstate bench $(BENCH_FLAGS)
+
+# kstate against its peers on ../shared/bench-peers (copied and cached in
+# ~/.cache/kstate/bench-peers; Kafka Streams and Flink jars built there by
+# mvn once): one real broker, interleaved runs, a summary table with ratios
+# to Kafka Streams and the raw pipe. Defaults: PEERS="kstate kstreams-eos
+# flink-eos rawpipe-eos" REPEATS=3 N=3000000 (environment or make variables).
+# Not part of make test. See docs/BENCHMARKS.md ("Peers").
+bench-peers: deps
+	internal/tools/benchpeers/bench-peers.sh
+
+bench-peers-latency: deps
+	RATE=$${RATE:-5000} PEERS="$${PEERS:-kstate kstreams-eos}" internal/tools/benchpeers/bench-peers.sh
+
+bench-peers-restore: deps
+	RESTORE=1 internal/tools/benchpeers/bench-peers.sh
 
 # The kv micro-benchmarks of both backends (sub-benchmarks backend=rocksdb|pebble).
 bench-kv: deps

@@ -53,7 +53,7 @@ type benchOptions struct {
 func defaultBenchOptions() benchOptions {
 	return benchOptions{
 		Keys: 100_000, Records: 200_000, Partitions: 6, Processors: []string{"count", "heavy"},
-		Batch: 5000, Runs: 3, Rate: 2000, LatencyFor: 8 * time.Second, ValueBytes: 64, History: 5,
+		Batch: 5000, Runs: 3, Rate: 5000, LatencyFor: 8 * time.Second, ValueBytes: 64, History: 5,
 		Seed: 1, Warmup: true, Timeout: 30 * time.Minute,
 	}
 }

@@ -1,0 +1,317 @@
+// Command kstate-count is kstate's peer in the peer comparison harness
+// (the "stateful count" workload of ../shared/bench-peers, run by
+// `make bench-peers`; see docs/BENCHMARKS.md). It is a benchmark program,
+// not part of the product.
+//
+// It counts the records of every key of the input topic, exactly-once, in a
+// ValueState[int64] with kstate's defaults (RocksDB unless -backend says
+// otherwise), and emits for every input record the same key with a 16-byte
+// value: the key's count after the record (int64, big-endian) followed by
+// the first 8 bytes of the input value (the producer's send time).
+//
+//	kstate-count -brokers 127.0.0.1:9092 -group bench-x -state /tmp/st [-in bench-in] [-out bench-out]
+//	             [-batch 20000] [-backend pebble] [-set MaxBatchWait=50ms] [-set Field=value ...] [-compression none] [-cpuprofile f]
+//
+// A new application reads its input from the earliest offset. SIGTERM or
+// SIGINT stop it gracefully (the batch in flight commits, as Run does on a
+// cancelled context); it then prints its counters. Flags default to the
+// harness's environment ($BROKERS, $APP_ID, $STATE_DIR, $TOPIC_IN,
+// $TOPIC_OUT). Once a partition is restored it prints
+// "partition P ready in D", which the harness's restore.sh times.
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"iter"
+	"log/slog"
+	"os"
+	"os/signal"
+	"reflect"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
+	"github.com/kstate/kstate/state"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "kstate-count:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command's flags.
+type options struct {
+	brokers, group, state, in, out string
+	batch                          int
+	backend                        string
+	sets                           []string
+	logLevel                       string
+	cpuProfile                     string
+	compression                    string
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("kstate-count", flag.ContinueOnError)
+	fs.StringVar(&o.brokers, "brokers", os.Getenv("BROKERS"), "bootstrap brokers, comma-separated (default $BROKERS)")
+	fs.StringVar(&o.group, "group", os.Getenv("APP_ID"), "Config.ApplicationID: the consumer group and transactional id base (default $APP_ID)")
+	fs.StringVar(&o.state, "state", os.Getenv("STATE_DIR"), "Config.StateDir (default $STATE_DIR)")
+	fs.StringVar(&o.in, "in", envOr("TOPIC_IN", "bench-in"), "input topic ($TOPIC_IN if set)")
+	fs.StringVar(&o.out, "out", envOr("TOPIC_OUT", "bench-out"), "output topic ($TOPIC_OUT if set)")
+	fs.IntVar(&o.batch, "batch", 0, "Config.MaxBatchRecords (0: kstate's default)")
+	fs.StringVar(&o.backend, "backend", "", "Config.StateBackend: rocksdb or pebble (empty: kstate's default)")
+	fs.Func("set", "Field=value: set any Config field of kind string, bool, int, float or time.Duration (repeatable), e.g. -set MaxBatchWait=50ms", func(s string) error {
+		o.sets = append(o.sets, s)
+		return nil
+	})
+	fs.StringVar(&o.logLevel, "log", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.compression, "compression", "", "producer compression: none, snappy, lz4, zstd or gzip (empty: kstate's default, the Kafka client's snappy; the harness's other peers produce uncompressed)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	switch {
+	case o.brokers == "":
+		return o, errors.New("-brokers (or $BROKERS) is required")
+	case o.group == "":
+		return o, errors.New("-group (or $APP_ID) is required")
+	case o.state == "":
+		return o, errors.New("-state (or $STATE_DIR) is required")
+	}
+	return o, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// config builds the application's Config from the options.
+func config(o options, logger *slog.Logger) (kstate.Config[string, int64, countOut], error) {
+	cfg := kstate.Config[string, int64, countOut]{
+		ApplicationID:   o.group,
+		Brokers:         strings.Split(o.brokers, ","),
+		InputTopics:     []string{o.in},
+		KeySerde:        serde.String(),
+		ValueSerde:      sendTimeCodec{},
+		NewProcessor:    func() processor.StatefulProcessor[string, int64, countOut] { return &counter{} },
+		OutputTopic:     o.out,
+		OutputSerde:     outCodec{},
+		MaxBatchRecords: o.batch,
+		StateDir:        o.state,
+		StateBackend:    o.backend,
+		Logger:          logger,
+	}
+	if o.compression != "" {
+		c, ok := map[string]kgo.CompressionCodec{"none": kgo.NoCompression(), "snappy": kgo.SnappyCompression(),
+			"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(), "gzip": kgo.GzipCompression()}[o.compression]
+		if !ok {
+			return cfg, fmt.Errorf("-compression %q: want none, snappy, lz4, zstd or gzip", o.compression)
+		}
+		cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.ProducerBatchCompression(c))
+	}
+	for _, s := range o.sets {
+		if err := setField(&cfg, s); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// setField sets one Config field from "Name=value". Only fields of basic
+// kinds can be set, so that tuning knobs added to Config later need no
+// change here.
+func setField(cfg any, assignment string) error {
+	name, value, ok := strings.Cut(assignment, "=")
+	if !ok {
+		return fmt.Errorf("-set %q: want Field=value", assignment)
+	}
+	v := reflect.ValueOf(cfg).Elem()
+	f := v.FieldByName(name)
+	if !f.IsValid() || !f.CanSet() {
+		return fmt.Errorf("-set %q: Config has no settable field %s", assignment, name)
+	}
+	bad := func(err error) error { return fmt.Errorf("-set %q: %w", assignment, err) }
+	switch {
+	case f.Type() == reflect.TypeFor[time.Duration]():
+		d, err := time.ParseDuration(value)
+		if err != nil {
+			return bad(err)
+		}
+		f.SetInt(int64(d))
+	case f.Kind() == reflect.String:
+		f.SetString(value)
+	case f.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(value)
+		if err != nil {
+			return bad(err)
+		}
+		f.SetBool(b)
+	case f.CanInt():
+		n, err := strconv.ParseInt(value, 0, f.Type().Bits())
+		if err != nil {
+			return bad(err)
+		}
+		f.SetInt(n)
+	case f.CanUint():
+		n, err := strconv.ParseUint(value, 0, f.Type().Bits())
+		if err != nil {
+			return bad(err)
+		}
+		f.SetUint(n)
+	case f.CanFloat():
+		x, err := strconv.ParseFloat(value, f.Type().Bits())
+		if err != nil {
+			return bad(err)
+		}
+		f.SetFloat(x)
+	default:
+		return fmt.Errorf("-set %q: field %s has type %s, which -set cannot set", assignment, name, f.Type())
+	}
+	return nil
+}
+
+func run(args []string) error {
+	o, err := parseFlags(args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("-log %q: %w", o.logLevel, err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cfg, err := config(o, logger)
+	if err != nil {
+		return err
+	}
+	app, err := kstate.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	start := time.Now()
+	done := make(chan struct{})
+	go reportReady(app, start, done)
+	err = app.Run(ctx)
+	close(done)
+	m := app.Metrics().Total
+	fmt.Fprintf(os.Stderr, "kstate-count: stopped after %v: rows in %d, out %d, batches %d, commits %d, aborts %d, changelog records %d, restored %d\n",
+		time.Since(start).Round(time.Millisecond), m.RowsIn, m.RowsOut, m.Batches, m.Commits, m.Aborts, m.ChangelogRecords, m.RestoreRecords)
+	return err
+}
+
+// reportReady prints "partition P ready in D" once for every partition
+// that is assigned and no longer restoring, D counted from the start of
+// the process; the harness's restore.sh waits for these lines.
+func reportReady(app *kstate.App[string, int64, countOut], start time.Time, done <-chan struct{}) {
+	seen := map[int32]bool{}
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		m := app.Metrics()
+		for _, p := range m.Assigned {
+			c, ok := m.Partitions[p]
+			if seen[p] || !ok || slices.Contains(m.Restoring, p) {
+				continue
+			}
+			seen[p] = true
+			fmt.Fprintf(os.Stderr, "kstate-count: partition %d ready in %v (restored %d changelog records in %v)\n",
+				p, time.Since(start).Round(time.Millisecond), c.RestoreRecords, c.RestoreTime.Round(time.Millisecond))
+		}
+	}
+}
+
+// counter is the stateful count: one ValueState per key, one output per
+// input record.
+type counter struct {
+	processor.Defaults[string, countOut]
+
+	count state.ValueState[int64]
+}
+
+func (c *counter) Init(h processor.Handle) (err error) {
+	c.count, err = processor.NewValueState(h, "count", state.Int64())
+	return err
+}
+
+func (c *counter) HandleInputRows(_ string, rows iter.Seq[int64], _ processor.TimerValues, out processor.Emitter[countOut]) error {
+	n, _, err := c.count.Get()
+	if err != nil {
+		return err
+	}
+	for sent := range rows {
+		n++
+		if err := out.Emit(countOut{count: n, sentNs: sent}); err != nil {
+			return err
+		}
+	}
+	return c.count.Update(n)
+}
+
+// countOut is an output value: the key's count after the record and the
+// record's send time.
+type countOut struct {
+	count, sentNs int64
+}
+
+// sendTimeCodec decodes an input value to its first 8 bytes, the send time
+// (the rest is padding).
+type sendTimeCodec struct{}
+
+func (sendTimeCodec) Deserialize(b []byte) (int64, error) {
+	if len(b) < 8 {
+		return 0, fmt.Errorf("kstate-count: input value has %d bytes, want at least 8", len(b))
+	}
+	return int64(binary.BigEndian.Uint64(b)), nil
+}
+
+// outCodec writes the harness's 16-byte output value.
+type outCodec struct{}
+
+func (outCodec) Serialize(o countOut) ([]byte, error) {
+	b := make([]byte, 16)
+	binary.BigEndian.PutUint64(b, uint64(o.count))
+	binary.BigEndian.PutUint64(b[8:], uint64(o.sentNs))
+	return b, nil
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/kafka/embedded"
+)
+
+// The peer on the in-process Kafka: every input record gets one output
+// with the key's running count and the input's send time, each count
+// 1..n exactly once per key (what the harness's `load verify
+// -exactly-once` checks), and a cancelled Run stops cleanly.
+func TestCountPeerEmbedded(t *testing.T) {
+	e, err := embedded.Start(embedded.Options{Topics: map[string]int{"bench-in": 4, "bench-out": 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	const n, keys = 2000, 37
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers()...), kgo.DefaultProduceTopic("bench-in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	want := map[string]int64{}
+	sent := map[string][]int64{} // per key, the send times in order
+	var recs []*kgo.Record
+	for i := range n {
+		k := fmt.Sprintf("k%05d", (i*7919)%keys)
+		v := make([]byte, 100)
+		binary.BigEndian.PutUint64(v, uint64(1_000_000+i))
+		want[k]++
+		sent[k] = append(sent[k], int64(1_000_000+i))
+		recs = append(recs, &kgo.Record{Key: []byte(k), Value: v})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	o, err := parseFlags([]string{"-brokers", strings.Join(e.Brokers(), ","), "-group", "peer-test", "-state", t.TempDir(),
+		"-batch", "300", "-set", "MaxBatchWait=20ms", "-set", "ShutdownTimeout=5s", "-compression", "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config(o, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxBatchRecords != 300 || cfg.MaxBatchWait != 20*time.Millisecond || cfg.ShutdownTimeout != 5*time.Second || len(cfg.KafkaOptions) != 1 {
+		t.Fatalf("flags not applied: batch %d, wait %v, shutdown %v, %d Kafka options", cfg.MaxBatchRecords, cfg.MaxBatchWait, cfg.ShutdownTimeout, len(cfg.KafkaOptions))
+	}
+	app, err := kstate.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, stop := context.WithCancel(ctx)
+	runErr := make(chan error, 1)
+	go func() { runErr <- app.Run(actx) }()
+
+	rd, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers()...), kgo.ConsumeTopics("bench-out"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	seen := map[string][]int64{} // per key, the counts in arrival order
+	got := 0
+	for got < n {
+		fs := rd.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("%d of %d outputs: %v", got, n, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if len(r.Value) != 16 {
+				t.Fatalf("output value of %d bytes, want 16", len(r.Value))
+			}
+			k := string(r.Key)
+			c := int64(binary.BigEndian.Uint64(r.Value))
+			s := int64(binary.BigEndian.Uint64(r.Value[8:]))
+			if c < 1 || c > int64(len(sent[k])) || sent[k][c-1] != s {
+				t.Fatalf("key %s: count %d with send time %d does not match the input", k, c, s)
+			}
+			seen[k] = append(seen[k], c)
+			got++
+		})
+	}
+	for k, cs := range seen {
+		for i, c := range cs {
+			if c != int64(i+1) {
+				t.Fatalf("key %s: counts %v, want 1..%d once each in order", k, cs, want[k])
+			}
+		}
+		if int64(len(cs)) != want[k] {
+			t.Fatalf("key %s: %d outputs, want %d", k, len(cs), want[k])
+		}
+	}
+	stop()
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+}
+
+func TestSetField(t *testing.T) {
+	var cfg kstate.Config[string, int64, countOut]
+	for _, s := range []string{"MaxBatchRecords=20000", "MaxBatchWait=50ms", "StateBackend=pebble", "LeaveGroupOnShutdown=true", "StateMemory=0x1000"} {
+		if err := setField(&cfg, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cfg.MaxBatchRecords != 20000 || cfg.MaxBatchWait != 50*time.Millisecond || cfg.StateBackend != "pebble" ||
+		!cfg.LeaveGroupOnShutdown || cfg.StateMemory != 4096 {
+		t.Fatalf("fields not set: %+v", cfg)
+	}
+	for _, bad := range []string{"MaxBatchRecords", "NoSuchField=1", "MaxBatchRecords=x", "MaxBatchWait=5", "Brokers=a", "Logger=x"} {
+		if err := setField(&cfg, bad); err == nil {
+			t.Errorf("-set %q accepted", bad)
+		}
+	}
+}
+
+func TestCompressionFlag(t *testing.T) {
+	o, err := parseFlags([]string{"-brokers", "b:1", "-group", "g", "-state", "s", "-compression", "brotli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config(o, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "-compression") {
+		t.Fatalf("unknown codec: %v", err)
+	}
+}
+
+func TestParseFlagsRequired(t *testing.T) {
+	t.Setenv("BROKERS", "")
+	t.Setenv("APP_ID", "")
+	t.Setenv("STATE_DIR", "")
+	if _, err := parseFlags([]string{"-group", "g", "-state", "s"}); err == nil || !strings.Contains(err.Error(), "-brokers") {
+		t.Errorf("no brokers: %v", err)
+	}
+	t.Setenv("BROKERS", "b:1")
+	t.Setenv("APP_ID", "app")
+	t.Setenv("STATE_DIR", "/st")
+	t.Setenv("TOPIC_IN", "in2")
+	o, err := parseFlags(nil)
+	if err != nil || o.brokers != "b:1" || o.group != "app" || o.state != "/st" || o.in != "in2" || o.out != "bench-out" {
+		t.Errorf("from the harness's environment: %+v, %v", o, err)
+	}
+}

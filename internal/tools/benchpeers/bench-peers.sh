@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# make bench-peers: kstate against its peers (Kafka Streams, Flink, a raw
+# franz-go pipe, ...) on the shared harness's "stateful count" workload, one
+# real Kafka broker, interleaved runs; prints a summary table with ratios to
+# Kafka Streams and to the raw pipe. See docs/BENCHMARKS.md ("Peers").
+#
+#   internal/tools/benchpeers/bench-peers.sh            # REPEATS=3 N=3000000, kstate kstreams-eos flink-eos rawpipe-eos
+#   PEERS="kstate kstreams-eos" REPEATS=1 N=1000000 internal/tools/benchpeers/bench-peers.sh
+#   RATE=5000 PEERS="kstate kstreams-eos" internal/tools/benchpeers/bench-peers.sh   # latency mode (N defaults to 150000)
+#   KSTATE_ARGS="-batch 20000 -backend pebble -set MaxBatchWait=50ms" ...           # kstate-count flags
+#   PEERS="kstate kstate-pebble kstreams-eos" KSTATE_ARGS_pebble="-backend pebble" ... # kstate variants, interleaved
+#   PEERS="kstate kstate-before kstreams-eos" KSTATE_REV_before=0fa8b34 ...            # this tree against an older commit
+#   SUMMARY=results.tsv internal/tools/benchpeers/bench-peers.sh                      # only print the table of a past run
+#   RESTORE=1 internal/tools/benchpeers/bench-peers.sh   # restore.sh kstate and kstreams: N=1000000 processed, local state deleted, time to restored
+#
+# The harness (HARNESS, default ../shared/bench-peers next to the repository)
+# is copied to CACHE (default ~/.cache/kstate/bench-peers/harness) and run
+# there; its Go binaries and the Kafka Streams / Flink jars (mvn, ~1 min once)
+# stay cached there, rebuilt when the harness's sources change. kstate's peer,
+# cmd/kstate-count, is rebuilt from the working tree on every call. Without
+# BROKERS, the harness's broker.sh starts Apache Kafka 4.1.1 (full JIT,
+# group.initial.rebalance.delay.ms=0) on 127.0.0.1:$BENCH_PORT (default 19092,
+# away from make kafka-up's 9092) from the jars the tests cache, and stops it
+# at the end. Results: $CACHE/results/<time>-<commit>.tsv (+ .load, logs/).
+set -euo pipefail
+# The whole script is one block, parsed before it runs: editing this file
+# during a run (bash otherwise reads a script as it goes) cannot break it.
+{
+
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+HARNESS=${HARNESS:-$ROOT/../shared/bench-peers}
+CACHE=${CACHE:-${KSTATE_CACHE_DIR:-$HOME/.cache/kstate}/bench-peers}
+H=$CACHE/harness
+PEERS=${PEERS:-kstate kstreams-eos flink-eos rawpipe-eos}
+RATE=${RATE:-0}
+if [ "$RATE" != 0 ]; then N=${N:-150000}; REPEATS=${REPEATS:-2}; else N=${N:-3000000}; REPEATS=${REPEATS:-3}; fi
+KSTATE_ARGS=${KSTATE_ARGS:-}
+BENCH_PORT=${BENCH_PORT:-19092}
+GO=${GO:-go}
+
+log() { echo "[bench-peers $(date -u +%H:%M:%S)] $*" >&2; }
+
+summary() {  # $1 = results.tsv
+  (cd "$ROOT" && $GO run ./internal/tools/benchpeers -results "$1")
+}
+
+if [ -n "${SUMMARY:-}" ]; then summary "$SUMMARY"; exit 0; fi
+
+# 1. The harness, copied (it is read-only where it is mounted) and cached.
+[ -f "$HARNESS/run.sh" ] || { log "no harness at $HARNESS (set HARNESS=/path/to/bench-peers)"; exit 1; }
+src_sum=$(cd "$HARNESS" && find . -type f -not -path './results/*' -not -path '*/target/*' -not -path './bin/*' -print0 |
+  sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+if [ "$(cat "$H/.source-sum" 2>/dev/null)" != "$src_sum" ]; then
+  log "copying the harness from $HARNESS to $H"
+  rm -rf "$H"; mkdir -p "$(dirname "$H")"
+  cp -r "$HARNESS" "$H"; chmod -R u+w "$H"; rm -rf "$H/results" "$H/bin"
+  echo "$src_sum" >"$H/.source-sum"
+fi
+
+# 2. kstate's peer, from this working tree.
+commit=$(cd "$ROOT" && git rev-parse --short HEAD)
+dirty=""
+[ -z "$(cd "$ROOT" && git status --porcelain --untracked-files=no)" ] || dirty=+dirty
+log "building cmd/kstate-count at $commit$dirty"
+mkdir -p "$H/bin"
+(cd "$ROOT" && $GO build -o "$H/bin/kstate-count" ./cmd/kstate-count)
+
+# build_at REV: kstate-count built against the library at commit REV (the
+# program's source is this tree's cmd/kstate-count, which uses only the public
+# API), for before/after comparisons in one interleaved run; prints its path.
+build_at() {
+  local c src out
+  c=$(cd "$ROOT" && git rev-parse --short "$1^{commit}") || { log "KSTATE_REV $1: no such commit"; exit 1; }
+  out=$H/bin/kstate-count-$c-$(cat "$ROOT"/cmd/kstate-count/*.go | sha256sum | cut -c1-8)  # the program's source too
+  if [ ! -x "$out" ]; then
+    src=$CACHE/src-$c; rm -rf "$src"; mkdir -p "$src"
+    (cd "$ROOT" && git archive "$c" | tar -x -C "$src")
+    rm -rf "$src/cmd/kstate-count"; cp -r "$ROOT/cmd/kstate-count" "$src/cmd/kstate-count"
+    log "building cmd/kstate-count against the library at $c"
+    (cd "$src" && $GO build -o "$out" ./cmd/kstate-count) >&2 || { log "build at $c failed"; exit 1; }
+    rm -rf "$src"
+  fi
+  echo "$out"
+}
+
+# 3. A real broker, unless BROKERS names one.
+started_broker=""
+if [ -z "${BROKERS:-}" ]; then
+  libs=${KAFKA_LIBS:-${KSTATE_CACHE_DIR:-$HOME/.cache/kstate}/kafka-4.1.1/libs}
+  if [ ! -f "$libs/kafka_2.13-4.1.1.jar" ]; then
+    log "no Kafka jars in $libs: fetching them (go run ./integration/cmd/kafkabroker up/down)"
+    (cd "$ROOT" && $GO run ./integration/cmd/kafkabroker -port "$BENCH_PORT" up && $GO run ./integration/cmd/kafkabroker down)
+  fi
+  export PORT=$BENCH_PORT CPORT=$((BENCH_PORT + 1)) BROKER_DIR=$CACHE/broker KAFKA_LIBS=$libs
+  "$H/broker.sh" up >&2
+  started_broker=1
+  trap '"$H/broker.sh" down >&2' EXIT
+  BROKERS=127.0.0.1:$BENCH_PORT
+fi
+export BROKERS
+
+# Restore mode: the harness's restore.sh for kstate and Kafka Streams (whose
+# first run leaves the group on close, so that the restart measures the
+# restore and not the old member's session timeout).
+if [ -n "${RESTORE:-}" ]; then
+  [ -x "$H/bin/load" ] || (cd "$H/load" && $GO build -o "$H/bin/load" .)
+  [ -f "$H/kstreams/target/kstreams-bench.jar" ] || (cd "$H/kstreams" && mvn -q -B package -DskipTests)
+  out=$CACHE/results/$(date -u +%Y%m%d-%H%M%S)-$commit$dirty-restore.txt
+  echo "# commit $commit$dirty, $(date -u +%FT%TZ), restore.sh N=${N_RESTORE:-1000000}, load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out"
+  for peer in ${RESTORE_PEERS:-kstate kstreams}; do
+    N=${N_RESTORE:-1000000} KSTREAMS_ARGS="${KSTREAMS_ARGS:---X.internal.leave.group.on.close=true}" \
+      WORKDIR=$CACHE/work "$H/restore.sh" "$peer" 2>&1 | tee -a "$out"
+  done
+  echo "# load average at the end $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"
+  exit 0
+fi
+
+# 4. The runs, interleaved, with the load average sampled alongside.
+mkdir -p "$CACHE/results"
+stamp=$(date -u +%Y%m%d-%H%M%S)
+mode=backlog; [ "$RATE" != 0 ] && mode=live@$RATE
+results=$CACHE/results/$stamp-$commit$dirty-$mode.tsv
+{
+  echo "# commit $commit$dirty, $(date -u +%FT%TZ), PEERS=$PEERS REPEATS=$REPEATS N=$N RATE=$RATE KSTATE_ARGS=$KSTATE_ARGS"
+  env | grep -E '^KSTATE_(ARGS|REV)_' | sed 's/^/# /' || true
+  echo "# $(nproc) CPUs, $(uname -r), broker $BROKERS"
+} >"$results.meta"
+(while sleep 5; do echo "$(date -u +%s) $(cut -d' ' -f1 /proc/loadavg)"; done) >"$results.load" &
+sampler=$!
+cleanup() {
+  kill "$sampler" 2>/dev/null || true
+  if [ -n "$started_broker" ]; then "$H/broker.sh" down >&2; fi
+}
+trap cleanup EXIT
+# kstate's peer, and any variant named kstate-<x> in PEERS with its own flags
+# in KSTATE_ARGS_<x> (dashes and dots as underscores), e.g.
+# PEERS="kstate kstate-pebble kstreams-eos" KSTATE_ARGS_pebble="-backend pebble".
+rev=""
+for peer in $PEERS; do
+  case $peer in
+    kstate) args=$KSTATE_ARGS ;;
+    kstate-*) v=${peer#kstate-}; v=${v//-/_}; v=${v//./_}; eval "args=\${KSTATE_ARGS_$v:-}"; eval "rev=\${KSTATE_REV_$v:-}"
+      [ -n "$args$rev" ] || { log "peer $peer: set KSTATE_ARGS_$v (its kstate-count flags) and/or KSTATE_REV_$v (a commit)"; exit 1; } ;;
+    *) continue ;;
+  esac
+  bin=$H/bin/kstate-count
+  if [ "$peer" != kstate ] && [ -n "$rev" ]; then bin=$(build_at "$rev"); fi
+  v=${peer//-/_}; v=${v//./_}
+  export "PEER_CMD_$v=$bin -brokers \$BROKERS -group \$APP_ID -state \$STATE_DIR $args"
+  export "PEER_GUARANTEE_$v=eos"
+done
+log "running: PEERS=\"$PEERS\" REPEATS=$REPEATS N=$N RATE=$RATE (results: $results)"
+# shellcheck disable=SC2086
+N=$N REPEATS=$REPEATS RATE=$RATE RESULTS=$results LOGDIR=$CACHE/results/logs "$H/run.sh" $PEERS || log "run.sh failed (rc $?)"
+
+echo
+summary "$results"
+exit 0
+}
