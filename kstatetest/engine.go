@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"time"
 
 	"github.com/kstate/kstate"
@@ -33,7 +34,7 @@ type partition[K, I, O any] struct {
 	outputs *capture[O]        // typed outputs of the batch in progress
 	log     []changelog.Record // committed changelog records, offsets 0..len-1
 	queued  []engine.Record    // input of the next batch
-	offset  int64              // next input offset
+	offsets map[int]int64      // next input offset, per input topic
 }
 
 // capture wraps Config.OutputSerde so that the driver keeps the typed value
@@ -67,7 +68,9 @@ func engineConfig[K, I, O any](c kstate.Config[K, I, O], p int32, backend kv.Sto
 		MaxOutputBytes:    maxOut,
 		ApplicationID:     c.ApplicationID,
 		RunID:             runID,
-		Topic:             c.InputTopics[0],
+		Topic:             inputTopics(c)[0],
+		Topics:            inputTopics(c),
+		Inputs:            inputDecoders(c),
 		Partition:         p,
 		Backend:           backend,
 		TimeMode:          c.TimeMode,
@@ -200,6 +203,8 @@ func (d *Driver[K, I, O]) batch() error {
 			continue
 		}
 		p.outputs.vals = p.outputs.vals[:0]
+		// The coordinator's order: by input topic, then offset.
+		sort.SliceStable(p.queued, func(i, j int) bool { return p.queued[i].Input < p.queued[j].Input })
 		res, rerr := p.task.RunBatch(nowMs, p.queued)
 		runs = append(runs, ran{p, res})
 		if rerr != nil {
@@ -318,6 +323,35 @@ func procHeaders(hs []engine.Header) []processor.Header {
 	out := make([]processor.Header, len(hs))
 	for i, h := range hs {
 		out[i] = processor.Header{Key: h.Key, Value: h.Value}
+	}
+	return out
+}
+
+// inputTopics returns the input topics: Config.Inputs' or InputTopics.
+func inputTopics[K, I, O any](c kstate.Config[K, I, O]) []string {
+	if len(c.Inputs) == 0 {
+		return c.InputTopics
+	}
+	out := make([]string, len(c.Inputs))
+	for i, in := range c.Inputs {
+		out[i] = in.Topic
+	}
+	return out
+}
+
+// inputDecoders returns the value decoders of the input topics, as the
+// root package does.
+func inputDecoders[K, I, O any](c kstate.Config[K, I, O]) []engine.InputDecoder[I] {
+	if len(c.Inputs) == 0 {
+		out := make([]engine.InputDecoder[I], len(c.InputTopics))
+		for i := range out {
+			out[i] = engine.InputDecoder[I]{ValueSerde: c.ValueSerde, ValueFromRecord: c.ValueFromRecord}
+		}
+		return out
+	}
+	out := make([]engine.InputDecoder[I], len(c.Inputs))
+	for i, in := range c.Inputs {
+		out[i] = engine.InputDecoder[I]{ValueSerde: in.ValueSerde, ValueFromRecord: in.ValueFromRecord}
 	}
 	return out
 }

@@ -72,7 +72,7 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	if pl := t.Planned(); pl != nil || t.hasSink() {
 		// A batch with a sink executes exactly its committed plan; so
 		// does an outstanding plan of a run that had a sink.
-		if pl == nil || !pl.recsPresent || pl.TimeMs != nowMs || int64(len(recs)) != pl.Count {
+		if pl == nil || !pl.recsPresent || pl.TimeMs != nowMs || int64(len(recs)) != pl.Count() {
 			return nil, fmt.Errorf("partition %d: batch %d does not match its plan (internal error)", t.cfg.Partition, t.batchID)
 		}
 		t.sinkKeys, t.sinkValues = nil, nil
@@ -179,10 +179,8 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 			}
 		}
 	}
-	if len(recs) > 0 {
-		if err := t.shard.PutMeta(MetaInputOffset, putInt(recs[len(recs)-1].Offset+1)); err != nil {
-			return nil, t.metaErr(err)
-		}
+	if err := t.putInputOffsets(recs); err != nil {
+		return nil, err
 	}
 	if busy {
 		p.batchID = t.batchID + 1
@@ -211,7 +209,8 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 }
 
 // group decodes recs, drops late rows (EventTime) and groups the rest by
-// key: keys in order of first appearance, rows of a key in offset order.
+// key: keys in order of first appearance, rows of a key in record order
+// (by input, then offset: orderRecords).
 // It returns the max event time of the rows kept (noWatermark if none).
 // Undecodable records (and nil keys) meet OnDecodeError, misrouted ones
 // OnKeyPartition; skipped and dead-lettered records are not grouped.
@@ -409,11 +408,15 @@ func (t *Task[K, I, O]) invoke(method string, key K, withKey bool, fn func() err
 // decodeValue decodes r's value with ValueSerde, or from the whole record
 // with ValueFromRecord.
 func (t *Task[K, I, O]) decodeValue(r *Record) (I, error) {
-	if t.cfg.ValueFromRecord == nil {
-		return deserialize(t.cfg.ValueSerde.Deserialize, r.Value)
+	vs, vr := t.cfg.ValueSerde, t.cfg.ValueFromRecord
+	if r.Input < len(t.cfg.Inputs) {
+		vs, vr = t.cfg.Inputs[r.Input].ValueSerde, t.cfg.Inputs[r.Input].ValueFromRecord
+	}
+	if vr == nil {
+		return deserialize(vs.Deserialize, r.Value)
 	}
 	rec := processor.Record{
-		Topic: t.cfg.Topic, Partition: t.cfg.Partition, Offset: r.Offset,
+		Topic: t.topic(r.Input), Partition: t.cfg.Partition, Offset: r.Offset,
 		Timestamp: time.UnixMilli(r.TimestampMs), Key: r.Key, Value: r.Value,
 	}
 	if len(r.Headers) > 0 {
@@ -422,5 +425,5 @@ func (t *Task[K, I, O]) decodeValue(r *Record) (I, error) {
 			rec.Headers[i] = processor.Header{Key: h.Key, Value: h.Value}
 		}
 	}
-	return deserialize(func([]byte) (I, error) { return t.cfg.ValueFromRecord(rec) }, r.Value)
+	return deserialize(func([]byte) (I, error) { return vr(rec) }, r.Value)
 }
