@@ -156,4 +156,3 @@ func TestInputsPartitionMismatch(t *testing.T) {
 	}
 	t.Logf("start-up error: %v", err)
 }
-
