@@ -76,6 +76,10 @@ type Config[K, I, O any] struct {
 	// topics each with its own value decoder (Input), so topics with
 	// different formats feed one processor. Default: none (InputTopics).
 	Inputs []Input[I]
+	// GroupBy re-keys input topics whose grouping key is not the record
+	// key, through the internal topic "<ApplicationID>-repartition" (see
+	// GroupBy). Default: none (every input is grouped by its record key).
+	GroupBy []GroupBy[K, I]
 	// KeySerde (required) decodes record keys into grouping keys. Encoding
 	// a decoded key must give back the record's key bytes (state is stored
 	// under the key bytes).
@@ -389,6 +393,8 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		return bad("Brokers is empty")
 	case c.checkInputs() != "":
 		return bad("%s", c.checkInputs())
+	case c.checkGroupBy() != "":
+		return bad("%s", c.checkGroupBy())
 	case c.KeySerde == nil:
 		return bad("KeySerde is required")
 	case c.NewProcessor == nil:

@@ -22,6 +22,9 @@ type BatchResult struct {
 	// Empty is true when the batch changed nothing and emitted nothing: the
 	// owner may skip the transaction for this task.
 	Empty bool
+	// Repartition are the records forwarded to the repartition topic
+	// (GroupBy inputs, repartition.go), in the same transaction.
+	Repartition []Output
 	// Sink, set when the task has a sink and the batch emitted rows, hands
 	// them to it; the owner calls it before the transaction (sink.go). Its
 	// error is a *SinkError.
@@ -118,7 +121,13 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 		busy = true
 	}
 
-	groups, maxEvent, err := t.group(recs, nowMs, res)
+	// Records of GroupBy inputs go to the repartition topic; recs keeps
+	// all of them for the input offsets.
+	rest, err := t.forward(recs, nowMs, res)
+	if err != nil {
+		return nil, err
+	}
+	groups, maxEvent, err := t.group(rest, nowMs, res)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +210,7 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	res.Changelog = recsOut
 	p.counters.RowsOut = int64(len(res.Outputs))
 	p.counters.ChangelogRecords = int64(len(recsOut))
-	res.Empty = len(res.Outputs) == 0 && len(res.Changelog) == 0 && len(res.DeadLetters) == 0
+	res.Empty = len(res.Outputs) == 0 && len(res.Changelog) == 0 && len(res.DeadLetters) == 0 && len(res.Repartition) == 0
 	if t.hasSink() && len(t.sinkKeys) > 0 {
 		res.Sink = t.sinkCall(t.batchID, t.sinkKeys, t.sinkValues)
 	}
@@ -408,15 +417,23 @@ func (t *Task[K, I, O]) invoke(method string, key K, withKey bool, fn func() err
 // decodeValue decodes r's value with ValueSerde, or from the whole record
 // with ValueFromRecord.
 func (t *Task[K, I, O]) decodeValue(r *Record) (I, error) {
+	in := r.Input
+	if in != 0 && in == t.cfg.RepartitionInput {
+		var err error
+		if in, err = t.sourceInput(r); err != nil {
+			var zero I
+			return zero, err
+		}
+	}
 	vs, vr := t.cfg.ValueSerde, t.cfg.ValueFromRecord
-	if r.Input < len(t.cfg.Inputs) {
-		vs, vr = t.cfg.Inputs[r.Input].ValueSerde, t.cfg.Inputs[r.Input].ValueFromRecord
+	if in < len(t.cfg.Inputs) {
+		vs, vr = t.cfg.Inputs[in].ValueSerde, t.cfg.Inputs[in].ValueFromRecord
 	}
 	if vr == nil {
 		return deserialize(vs.Deserialize, r.Value)
 	}
 	rec := processor.Record{
-		Topic: t.topic(r.Input), Partition: t.cfg.Partition, Offset: r.Offset,
+		Topic: t.topic(in), Partition: t.cfg.Partition, Offset: r.Offset,
 		Timestamp: time.UnixMilli(r.TimestampMs), Key: r.Key, Value: r.Value,
 	}
 	if len(r.Headers) > 0 {

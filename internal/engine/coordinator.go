@@ -27,6 +27,10 @@ type CoordinatorConfig struct {
 	Topics         []string
 	OutputTopic    string
 	ChangelogTopic string
+	// RepartitionTopic is the GroupBy repartition topic (repartition.go),
+	// the last of Topics: created at start with the inputs' partition
+	// count (delete policy) if missing. Optional; "" = none.
+	RepartitionTopic string
 	// DeadLetterTopic receives the records the tasks dead-letter; it is
 	// created with the input's partition count if missing. Optional:
 	// empty when no policy dead-letters.
@@ -188,6 +192,10 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		return nil, errors.New("engine: CoordinatorConfig needs the input, output and changelog topics")
 	case hasDuplicate(cfg.Topics):
 		return nil, fmt.Errorf("engine: CoordinatorConfig.Topics %q names a topic twice", cfg.Topics)
+	case cfg.RepartitionTopic != "" && (len(cfg.Topics) < 2 || cfg.Topics[len(cfg.Topics)-1] != cfg.RepartitionTopic):
+		return nil, fmt.Errorf("engine: CoordinatorConfig.RepartitionTopic %q must be the last of Topics %q", cfg.RepartitionTopic, cfg.Topics)
+	case cfg.RepartitionTopic != "" && cfg.RunToEnd:
+		return nil, errors.New("engine: CoordinatorConfig.RunToEnd does not support a repartition topic")
 	case cfg.MaxBatchRecords <= 0 || cfg.RestoreTimeout <= 0 || cfg.ShutdownTimeout <= 0 ||
 		(cfg.ProcessingTime && cfg.TriggerInterval <= 0):
 		return nil, errors.New("engine: CoordinatorConfig needs positive MaxBatchRecords, RestoreTimeout, ShutdownTimeout and (ProcessingTime) TriggerInterval")
@@ -346,6 +354,9 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 	n, err := c.cfg.Admin.Partitions(ctx, c.cfg.Topic)
 	if err != nil {
 		return fmt.Errorf("kstate: input topic %q: %w", c.cfg.Topic, err)
+	}
+	if err := c.ensureRepartition(ctx, n); err != nil {
+		return err
 	}
 	for _, t := range c.cfg.Topics[1:] {
 		m, err := c.cfg.Admin.Partitions(ctx, t)

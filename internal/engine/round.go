@@ -194,6 +194,16 @@ func (c *Coordinator) records(parts []*slot, results []*BatchResult) ([]Message,
 				Key: o.Key, Value: o.Value, Timestamp: ts, Headers: o.Headers,
 			})
 		}
+		for _, r := range res.Repartition {
+			var ts time.Time
+			if r.TimestampMs >= 0 {
+				ts = time.UnixMilli(r.TimestampMs)
+			}
+			out = append(out, Message{
+				Topic: c.cfg.RepartitionTopic, Partition: PartitionFor(r.Key, c.partitions),
+				Key: r.Key, Value: r.Value, Timestamp: ts, Headers: r.Headers,
+			})
+		}
 		for _, d := range res.DeadLetters {
 			var ts time.Time
 			if d.TimestampMs >= 0 {

@@ -94,6 +94,13 @@ type Config[K, I, O any] struct {
 	// Inputs are the value decoders of Topics, in their order; nil = every
 	// input decodes with ValueSerde / ValueFromRecord.
 	Inputs []InputDecoder[I]
+	// GroupKeys, per input (as Topics), re-key that input's records
+	// through the repartition topic (repartition.go): the encoded grouping
+	// key of a record. nil entries (or a nil slice): not re-keyed.
+	GroupKeys []func(recordKey []byte, value I) ([]byte, error)
+	// RepartitionInput is the index of the repartition topic in Topics,
+	// whose records are decoded by the input their header names; 0: none.
+	RepartitionInput int
 
 	// Initial is the initial state shared by the Run's tasks; nil = none.
 	Initial *InitialCache[K]
@@ -246,7 +253,7 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 		return nil, fmt.Errorf("partition %d: %d input decoders for %d input topics", cfg.Partition, len(cfg.Inputs), len(cfg.Topics))
 	}
 	for i, in := range cfg.Inputs {
-		if in.ValueSerde == nil && in.ValueFromRecord == nil {
+		if in.ValueSerde == nil && in.ValueFromRecord == nil && (i != cfg.RepartitionInput || i == 0) {
 			return nil, fmt.Errorf("partition %d: input topic %q has no value decoder", cfg.Partition, cfg.Topics[i])
 		}
 	}
