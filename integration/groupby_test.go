@@ -17,19 +17,9 @@ import (
 
 // GroupBy through <app>-repartition on the real broker.
 
-// countryOf is the GroupBy key of the tests: the value is
-// "<country>:<unique id>", the record key a user id.
-func countryOf(_ []byte, v string) (string, error) {
-	c, _, ok := strings.Cut(v, ":")
-	if !ok || c == "" {
-		return "", fmt.Errorf("value %q has no country", v)
-	}
-	return c, nil
-}
-
 func groupByConfig(t *testing.T, e specEnv) kstate.Config[string, string, string] {
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.GroupBy = []kstate.GroupBy[string, string]{{Topic: e.in, Key: countryOf}}
+	cfg.GroupBy = []kstate.GroupBy[string, string]{{Topic: e.in, Key: testprocs.CountryOf}}
 	return cfg
 }
 

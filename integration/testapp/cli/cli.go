@@ -107,6 +107,11 @@ func Main(args []string) int {
 	switch *proc {
 	case "counter":
 		cfg.NewProcessor = testprocs.NewCounter
+	case "groupby":
+		// Records keyed by user, values "<country>:<id>": counted per
+		// country through the repartition topic.
+		cfg.NewProcessor = testprocs.NewCounter
+		cfg.GroupBy = []kstate.GroupBy[string, string]{{Topic: *in, Key: testprocs.CountryOf}}
 	case "sessions":
 		cfg.NewProcessor = testprocs.NewSessions
 	case "quiet":
