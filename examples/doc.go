@@ -10,6 +10,8 @@
 //   - chained: two applications, event time kept through Kafka;
 //   - foreachbatch: a foreachBatch sink writing per-key results to SQLite,
 //     exactly once by batch id;
+//   - groupby: records keyed by user counted per country, re-keyed through
+//     the repartition topic (Config.GroupBy);
 //   - readme: the README's counter, compiled and tested;
 //   - integrationtest: a service's integration test on a real Kafka
 //     (kafka/kafkatest), to copy into your own service.

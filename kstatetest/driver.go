@@ -219,7 +219,9 @@ func (d *Driver[K, I, O]) inputRecord(input int, key, value []byte, ts time.Time
 // shards. On error every task aborts (no output, no state change), the
 // queued input is dropped, and the error is what kstate.App.Run would
 // return: match kstate.UserError, kstate.DecodeError and kstate.ModeError
-// with errors.As.
+// with errors.As. With Config.GroupBy, a batch forwards the records of
+// GroupBy inputs to the repartition topic (to the partition of their new
+// key) and the NEXT batch processes them, as on Kafka: run two batches.
 func (d *Driver[K, I, O]) RunBatch() error {
 	if d.closed {
 		return fmt.Errorf("kstatetest: RunBatch on a closed Driver")

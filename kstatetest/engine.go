@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"time"
 
@@ -69,8 +70,10 @@ func engineConfig[K, I, O any](c kstate.Config[K, I, O], p int32, backend kv.Sto
 		ApplicationID:     c.ApplicationID,
 		RunID:             runID,
 		Topic:             inputTopics(c)[0],
-		Topics:            inputTopics(c),
-		Inputs:            inputDecoders(c),
+		Topics:            engineTopics(c),
+		Inputs:            engineDecoders(c),
+		GroupKeys:         groupKeys(c),
+		RepartitionInput:  repartitionInput(c),
 		Partition:         p,
 		Backend:           backend,
 		TimeMode:          c.TimeMode,
@@ -252,6 +255,15 @@ func (d *Driver[K, I, O]) batch() error {
 			}
 			d.dead = append(d.dead, DeadLetter{Key: dl.Key, Value: dl.Value, Timestamp: ts, Headers: h, Partition: r.p.id})
 		}
+		// GroupBy: forwarded records are "produced" to the repartition
+		// topic's partition murmur2(key) and processed by a later batch.
+		for _, o := range r.res.Repartition {
+			to := d.parts[engine.PartitionFor(o.Key, len(d.parts))]
+			in := repartitionInput(d.cfg)
+			to.queued = append(to.queued, engine.Record{Input: in, Offset: to.offsets[in], Key: o.Key, Value: o.Value, TimestampMs: o.TimestampMs, Headers: o.Headers})
+			to.offsets[in]++
+		}
+		commit = commit || len(r.res.Repartition) > 0
 		next := int64(-1)
 		for _, c := range r.res.Changelog {
 			r.p.log = append(r.p.log, changelog.Record{Key: c.Key, Value: c.Value, Offset: int64(len(r.p.log))})
@@ -352,6 +364,55 @@ func inputDecoders[K, I, O any](c kstate.Config[K, I, O]) []engine.InputDecoder[
 	out := make([]engine.InputDecoder[I], len(c.Inputs))
 	for i, in := range c.Inputs {
 		out[i] = engine.InputDecoder[I]{ValueSerde: in.ValueSerde, ValueFromRecord: in.ValueFromRecord}
+	}
+	return out
+}
+
+// The GroupBy wiring, as the root package does: the repartition topic is
+// the last input, its records decoded by the input their header names.
+
+func engineTopics[K, I, O any](c kstate.Config[K, I, O]) []string {
+	ts := inputTopics(c)
+	if len(c.GroupBy) > 0 {
+		ts = append(slices.Clone(ts), c.ApplicationID+"-repartition")
+	}
+	return ts
+}
+
+func engineDecoders[K, I, O any](c kstate.Config[K, I, O]) []engine.InputDecoder[I] {
+	ds := inputDecoders(c)
+	if len(c.GroupBy) > 0 {
+		ds = append(ds, engine.InputDecoder[I]{})
+	}
+	return ds
+}
+
+func repartitionInput[K, I, O any](c kstate.Config[K, I, O]) int {
+	if len(c.GroupBy) == 0 {
+		return 0
+	}
+	return len(inputTopics(c))
+}
+
+func groupKeys[K, I, O any](c kstate.Config[K, I, O]) []func([]byte, I) ([]byte, error) {
+	if len(c.GroupBy) == 0 {
+		return nil
+	}
+	topics := inputTopics(c)
+	out := make([]func([]byte, I) ([]byte, error), len(topics)+1)
+	for _, g := range c.GroupBy {
+		i := slices.Index(topics, g.Topic)
+		if i < 0 {
+			continue // refused by kstate.New
+		}
+		key, ks := g.Key, c.KeySerde
+		out[i] = func(recordKey []byte, v I) ([]byte, error) {
+			k, err := key(recordKey, v)
+			if err != nil {
+				return nil, err
+			}
+			return ks.Serialize(k)
+		}
 	}
 	return out
 }

@@ -229,3 +229,44 @@ func TestInputsConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupByOnDriver: records keyed by user, grouped by country through
+// the repartition topic: the first batch forwards them (no output), the
+// second processes them under their country; a value without a country
+// is a decode error of part "group key".
+func TestGroupByOnDriver(t *testing.T) {
+	cfg := counterConfig()
+	cfg.InputTopics = []string{"signins"}
+	cfg.GroupBy = []kstate.GroupBy[string, string]{{Topic: "signins", Key: func(_ []byte, v string) (string, error) {
+		if v == "" {
+			return "", errors.New("no country")
+		}
+		return v, nil
+	}}}
+	d := kstatetest.New(t, cfg, kstatetest.Partitions(4))
+	for _, kv := range [][2]string{{"alice", "de"}, {"bob", "fr"}, {"carol", "de"}, {"dave", "it"}} {
+		d.Input(kv[0], kv[1])
+	}
+	d.MustRunBatch()
+	if got := d.OutputValues(); len(got) != 0 {
+		t.Fatalf("first batch (forward only): outputs %q", got)
+	}
+	d.MustRunBatch()
+	got := d.OutputValues()
+	slices.Sort(got)
+	if want := []string{"de=2", "fr=1", "it=1"}; !slices.Equal(got, want) {
+		t.Fatalf("outputs %q, want %q", got, want)
+	}
+	d.Restart()
+	d.Input("erin", "de")
+	d.MustRunBatch()
+	d.MustRunBatch()
+	if got, want := d.OutputValues(), []string{"de=3"}; !slices.Equal(got, want) {
+		t.Fatalf("after restart: outputs %q, want %q", got, want)
+	}
+	d.Input("frank", "")
+	var de *kstate.DecodeError
+	if err := d.RunBatch(); !errors.As(err, &de) || de.Part != "group key" || de.Topic != "signins" {
+		t.Fatalf("value without a country: %v, want a DecodeError of part \"group key\"", err)
+	}
+}
