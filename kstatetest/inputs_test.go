@@ -1,6 +1,7 @@
 package kstatetest_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -268,5 +269,31 @@ func TestGroupByOnDriver(t *testing.T) {
 	var de *kstate.DecodeError
 	if err := d.RunBatch(); !errors.As(err, &de) || de.Part != "group key" || de.Topic != "signins" {
 		t.Fatalf("value without a country: %v, want a DecodeError of part \"group key\"", err)
+	}
+}
+
+// TestGroupByConfigErrors: GroupBy is validated by kstate.New.
+func TestGroupByConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		g    []kstate.GroupBy[string, string]
+		want string
+	}{
+		{"unknown topic", []kstate.GroupBy[string, string]{{Topic: "other", Key: func([]byte, string) (string, error) { return "", nil }}}, `GroupBy[0]: topic "other" is not an input topic`},
+		{"no key", []kstate.GroupBy[string, string]{{Topic: "in"}}, `GroupBy[0] (topic "in"): Key is required`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := counterConfig()
+			c.Brokers, c.OutputTopic, c.InputTopics, c.GroupBy = []string{"localhost:9092"}, "out", []string{"in"}, tc.g
+			if _, err := kstate.New(c); !errors.Is(err, kstate.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New: %v, want ErrConfig with %q", err, tc.want)
+			}
+		})
+	}
+	c := counterConfig()
+	c.Brokers, c.OutputTopic, c.InputTopics = []string{"localhost:9092"}, "out", []string{"a", "b"}
+	err := kstate.SetInputOffsets(context.Background(), c, map[int32]int64{0: 1})
+	if !errors.Is(err, kstate.ErrConfig) || !strings.Contains(err.Error(), "one input topic") {
+		t.Fatalf("SetInputOffsets with two input topics: %v, want ErrConfig", err)
 	}
 }

@@ -85,9 +85,15 @@ func (g groupEvents) Assigned(_ context.Context, parts []Partition) {
 		old := c.mu.slots[p.Partition]
 		if old != nil && !old.topics[in] {
 			// Another input topic's partition of a task assigned
-			// already (several inputs).
+			// already (several inputs). A ready task (the assignor gave
+			// the topics' partitions p apart) reads it at once, from the
+			// committed offset; otherwise promote resumes it.
 			old.topics[in] = true
+			ready := old.ready
 			c.mu.Unlock()
+			if ready {
+				c.session.Resume([]Partition{p})
+			}
 			continue
 		}
 		ctx, cancel := context.WithCancel(c.workCtx)

@@ -27,10 +27,12 @@ const (
 	App   = "app"
 	Input = "in"
 	// Input2 is the second input topic of "start ... inputs=2".
-	Input2          = "in2"
-	Output          = "out"
-	ChangelogTopic  = "app-changelog"
-	DeadLetterTopic = "app-dlq"
+	Input2 = "in2"
+	// RepartitionTopic is the GroupBy topic of "start ... groupby".
+	RepartitionTopic = "app-repartition"
+	Output           = "out"
+	ChangelogTopic   = "app-changelog"
+	DeadLetterTopic  = "app-dlq"
 )
 
 // Env runs coordinators over a Broker, one loop iteration at a time, for
@@ -485,6 +487,19 @@ func (e *Env) Exec(line string) (string, error) {
 		return "", nil
 	case "outputs":
 		return e.outputs(), nil
+	case "repartition":
+		// The committed repartition topic: "p1 de=alice.1 from=in".
+		var lines []string
+		for _, m := range e.B.ReadCommitted(RepartitionTopic) {
+			from := ""
+			for _, h := range m.Headers {
+				if h.Key == engine.HeaderRepartitionInput {
+					from = string(h.Value)
+				}
+			}
+			lines = append(lines, fmt.Sprintf("p%d %s=%s from=%s", m.Partition, m.Key, m.Value, from))
+		}
+		return strings.Join(lines, "\n"), nil
 	case "sink":
 		return e.sinkDB.show(), nil
 	case "sink-fail":
@@ -623,6 +638,7 @@ func (e *Env) start(args []string, old *Instance) error {
 	var maxBatch, shutdown time.Duration
 	traceWarn := false
 	topics := []string{Input}
+	groupBy := false
 	for _, a := range args[1:] {
 		k, v, _ := strings.Cut(a, "=")
 		switch k {
@@ -645,6 +661,10 @@ func (e *Env) start(args []string, old *Instance) error {
 				}
 				init = append(init, initialRow{key, c})
 			}
+		case "groupby":
+			// The first input is re-keyed by its value through
+			// RepartitionTopic.
+			groupBy = true
 		case "inputs":
 			switch v {
 			case "1":
@@ -730,12 +750,21 @@ func (e *Env) start(args []string, old *Instance) error {
 	if dlq {
 		policy, keyPolicy, dlqTopic = engine.PolicyDeadLetter, engine.PolicyDeadLetter, DeadLetterTopic
 	}
+	var groupKeys []func([]byte, string) ([]byte, error)
+	repartition, repartitionInput := "", 0
+	if groupBy {
+		repartition, repartitionInput = RepartitionTopic, len(topics)
+		groupKeys = make([]func([]byte, string) ([]byte, error), len(topics)+1)
+		groupKeys[0] = func(_ []byte, v string) ([]byte, error) { return []byte(v), nil }
+		topics = append(topics, RepartitionTopic)
+	}
 	e.B.SetInputs(topics...)
 	c, err := engine.NewCoordinator(engine.CoordinatorConfig{
 		ApplicationID:    App,
 		InstanceID:       name,
 		RunID:            "run",
 		Topics:           topics,
+		RepartitionTopic: repartition,
 		OutputTopic:      outTopic,
 		Sink:             sink,
 		ChangelogTopic:   ChangelogTopic,
@@ -764,6 +793,7 @@ func (e *Env) start(args []string, old *Instance) error {
 			i.mu.Unlock()
 			return engine.Open(engine.Config[string, string, string]{
 				ApplicationID: App, RunID: "run", Topic: Input, Topics: topics, Partition: p, Backend: d,
+				GroupKeys: groupKeys, RepartitionInput: repartitionInput,
 				TimeMode: mode, OutputMode: processor.Append,
 				KeySerde: serde.String(), ValueSerde: poisonSerde{}, OutputSerde: serde.String(),
 				NewProcessor: func() processor.StatefulProcessor[string, string, string] {
