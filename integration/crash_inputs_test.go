@@ -71,3 +71,10 @@ func TestCrashTwoInputs(t *testing.T) {
 	}
 	checkEOS(t, e, m, seed, args.stateDir)
 }
+
+// TestCrashTwoInputsFailover is TestCrashTwoInstancesFailover with two
+// input topics: two instances share the partitions through the range
+// assignor (partition p of both topics to one member, eager rebalances),
+// one of them is killed or frozen in every round, the survivor takes its
+// partitions over; outputs, changelog state and local shards are exact.
+func TestCrashTwoInputsFailover(t *testing.T) { crashTwoInstancesFailover(t, true) }
