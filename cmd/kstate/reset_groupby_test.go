@@ -26,7 +26,7 @@ func TestResetGroupBy(t *testing.T) {
 	brokers := strings.Join(cluster.Brokers(), ",")
 	cfg := kstate.Config[string, string, string]{
 		ApplicationID: appID, Brokers: cluster.Brokers(), InputTopics: []string{in},
-		GroupBy: []kstate.GroupBy[string, string]{{Topic: in, Key: func(_ []byte, v string) (string, error) { return v, nil }}},
+		GroupBy:  []kstate.GroupBy[string, string]{{Topic: in, Key: func(_ []byte, v string) (string, error) { return v, nil }}},
 		KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: out, OutputSerde: serde.String(),
 		NewProcessor:         func() processor.StatefulProcessor[string, string, string] { return &rowCounter{} },
 		StateDir:             dir,
