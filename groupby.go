@@ -26,7 +26,12 @@ import (
 //
 // Both stages are exactly-once: a record is forwarded once in committed
 // data, and processed once. Records of the input need not be keyed (a nil
-// record key is fine). RunToEnd does not support GroupBy (ErrConfig).
+// record key is fine). A ValueFromRecord decoder of the input sees, in
+// stage 2, the repartition record (its partition, offset and headers) with
+// Topic set to the input topic. With GroupBy the group uses the range
+// assignor, as with several inputs (see Input): stop every instance before
+// adding or removing one. RunToEnd does not support GroupBy
+// (ErrGroupByRunToEnd).
 type GroupBy[K, I any] struct {
 	// Topic (required) is the input topic to re-key: one of Inputs or
 	// InputTopics.
