@@ -13,6 +13,7 @@ import (
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/testprocs"
 	"github.com/kstate/kstate/serde"
+	"github.com/kstate/kstate/statereader"
 )
 
 // Several input topics (Config.Inputs) on the real broker.
@@ -124,10 +125,24 @@ func TestInputsTwoCodecsOneCounter(t *testing.T) {
 	}
 	got = testprocs.WaitOutputs(t, e.brokers, e.out, sent, waitOut)
 	checkCounts(t, got, sent, len(keys))
+	ends := map[string]map[int32]int64{}
 	for _, topic := range []string{e.in, e.in2} {
-		committed, ends := offsetsAtEnd(t, e.brokers, e.app, topic)
-		if !maps.Equal(committed, ends) || len(ends) != parts {
-			t.Fatalf("topic %s: committed offsets %v, end offsets %v", topic, committed, ends)
+		committed, end := offsetsAtEnd(t, e.brokers, e.app, topic)
+		if !maps.Equal(committed, end) || len(end) != parts {
+			t.Fatalf("topic %s: committed offsets %v, end offsets %v", topic, committed, end)
+		}
+		ends[topic] = end
+	}
+	// The state reader shows both topics' input offsets per partition:
+	// the first topic's in InputOffset, the second's in InputOffsets.
+	r, err := statereader.OpenChangelog(ctx, e.brokers, e.app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pm := range r.Metadata().Partitions {
+		if pm.InputOffset == nil || *pm.InputOffset != ends[e.in][pm.Partition] || pm.InputOffsets[e.in2] != ends[e.in2][pm.Partition] {
+			t.Fatalf("partition %d metadata: input offset %v, further %v; want %d and %s=%d",
+				pm.Partition, pm.InputOffset, pm.InputOffsets, ends[e.in][pm.Partition], e.in2, ends[e.in2][pm.Partition])
 		}
 	}
 	t.Logf("%d records of two topics (plain and JSON) counted exactly once over %d keys", sent, len(keys))
