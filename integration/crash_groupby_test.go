@@ -110,3 +110,88 @@ func TestCrashGroupBy(t *testing.T) {
 	checkRepartition(t, e.brokers, e.app+"-repartition", parts, sent)
 	t.Logf("seed %d: %d records keyed by user, counted per country exactly once through the repartition topic: %v", seed, sent, want)
 }
+
+// TestCrashGroupByTwoInstances runs two instances of the GroupBy
+// application; in every round one of them is SIGKILLed at a random moment
+// (or at a kill point) while the other keeps running, and every other
+// round the survivor takes all partitions over (session timeout, eager
+// range rebalance, restore) before the victim comes back. Per-country
+// outputs must be exactly 1..n and the repartition topic must hold every
+// input record once.
+func TestCrashGroupByTwoInstances(t *testing.T) {
+	seed, kills := crashParams(t, 6)
+	if env := os.Getenv("KSTATE_CRASH_KILLS"); env != "" {
+		kills = max(2, kills/4)
+	}
+	rng := rand.New(rand.NewPCG(seed, 5))
+	const parts = 4
+	e := newSpecEnv(t, parts)
+	base := eosChildArgs{brokers: e.brokers, app: e.app, in: e.in, out: e.out, maxBatch: 25, proc: "groupby", sessionTimeout: 6 * time.Second}
+	argsOf := map[string]eosChildArgs{}
+	for _, name := range []string{"a", "b"} {
+		a := base
+		a.instance, a.stateDir = name, t.TempDir()
+		argsOf[name] = a
+	}
+	want, next, sent := map[string]int{}, 0, 0
+	produce := func(n int) {
+		produceUsers(t, rng, e.brokers, e.in, n, &next, want)
+		sent += n
+	}
+	running := map[string]*eosChild{"a": startEOSChild(t, argsOf["a"]), "b": startEOSChild(t, argsOf["b"])}
+	produce(200)
+	waitFor(t, time.Minute, "both instances own partitions", func() bool {
+		ma, mb := running["a"].metrics(), running["b"].metrics()
+		return len(ma.assigned) > 0 && len(mb.assigned) > 0 && len(ma.restoring)+len(mb.restoring) == 0
+	}, running["a"], running["b"])
+
+	failovers, reached := 0, 0
+	for i := range kills {
+		victim, survivor := "a", "b"
+		if rng.IntN(2) == 1 {
+			victim, survivor = survivor, victim
+		}
+		v := running[victim]
+		produce(60 + rng.IntN(120))
+		if rng.IntN(2) == 0 {
+			time.Sleep(time.Duration(rng.IntN(800)) * time.Millisecond) // a random moment of its processing
+			v.failIfErrored(t)
+			v.kill()
+		} else {
+			// Killed at a kill point of its next incarnation.
+			v.failIfErrored(t)
+			v.kill()
+			a := argsOf[victim]
+			a.killPoint = fmt.Sprintf("%s@%d", []engine.KillPoint{engine.AfterProduce, engine.BeforeLocalCommit}[rng.IntN(2)], 1+rng.IntN(3))
+			v = startEOSChild(t, a)
+			produce(60 + rng.IntN(120))
+			if !v.wait(20 * time.Second) {
+				v.kill()
+				t.Logf("round %d: kill point %s not reached in 20s: killed", i, a.killPoint)
+			}
+			v.failIfErrored(t)
+			if _, ok := v.killPointReached(); ok {
+				reached++
+			}
+		}
+		if i%2 == 0 {
+			failovers++
+			sv := running[survivor]
+			t0 := time.Now()
+			waitFor(t, time.Minute, survivor+" owns every partition", func() bool {
+				m := sv.metrics()
+				return len(m.assigned) == parts && len(m.restoring) == 0
+			}, sv)
+			t.Logf("round %d: %s took over every partition in %v", i, survivor, time.Since(t0).Round(time.Millisecond))
+		}
+		running[victim] = startEOSChild(t, argsOf[victim])
+		produce(60 + rng.IntN(120))
+	}
+	got := testprocs.WaitOutputs(t, e.brokers, e.out, sent, 2*time.Minute)
+	for _, name := range []string{"a", "b"} {
+		running[name].stop(t, 30*time.Second)
+	}
+	checkPerCountry(t, got, want)
+	checkRepartition(t, e.brokers, e.app+"-repartition", parts, sent)
+	t.Logf("seed %d: %d kills (%d at a kill point), %d failovers; %d records counted per country exactly once: %v", seed, kills, reached, failovers, sent, want)
+}
