@@ -52,7 +52,8 @@ type slot struct {
 	endOffset []int64
 	// topics (loop-only) are the inputs whose partition is assigned: the
 	// task is promoted only when every input's is (inputs.go).
-	topics map[int]bool
+	topics           map[int]bool
+	warnedIncomplete bool // loop-only: the incomplete assignment was logged
 	// Under mu: the restore's progress (observe.go).
 	restore restoreProgress
 }
@@ -84,16 +85,11 @@ func (g groupEvents) Assigned(_ context.Context, parts []Partition) {
 		c.mu.Lock()
 		old := c.mu.slots[p.Partition]
 		if old != nil && !old.topics[in] {
-			// Another input topic's partition of a task assigned
-			// already (several inputs). A ready task (the assignor gave
-			// the topics' partitions p apart) reads it at once, from the
-			// committed offset; otherwise promote resumes it.
+			// Another input topic's partition p of a task assigned
+			// already (several inputs); the task cannot be ready yet
+			// (promote waits for every input), and promote resumes it.
 			old.topics[in] = true
-			ready := old.ready
 			c.mu.Unlock()
-			if ready {
-				c.session.Resume([]Partition{p})
-			}
 			continue
 		}
 		ctx, cancel := context.WithCancel(c.workCtx)
@@ -205,7 +201,13 @@ func (c *Coordinator) promote() {
 		if s.restored && !s.ready {
 			if len(s.topics) < len(c.cfg.Topics) {
 				// Not every input's partition p is assigned (yet):
-				// the group's assignment is not co-partitioned.
+				// the group's assignment is not co-partitioned. The
+				// task must not run on part of its input.
+				if !s.warnedIncomplete {
+					s.warnedIncomplete = true
+					c.log.Warn("partition p of some input topics is not assigned to this instance: the task waits (every instance must run the same input list; the group must use the range assignor)",
+						"partition", p, "assigned_inputs", len(s.topics), "inputs", len(c.cfg.Topics))
+				}
 				continue
 			}
 			s.ready = true
