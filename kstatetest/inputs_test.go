@@ -297,3 +297,26 @@ func TestGroupByConfigErrors(t *testing.T) {
 		t.Fatalf("SetInputOffsets with two input topics: %v, want ErrConfig", err)
 	}
 }
+
+// TestInputsDeadLetterNamesTopic: an undecodable record of the second
+// input topic is dead-lettered with that topic (and its own offset) in
+// its headers; the first topic's rows of the batch are processed.
+func TestInputsDeadLetterNamesTopic(t *testing.T) {
+	cfg := joinerConfig(
+		kstate.Input[event]{Topic: "clicks", ValueSerde: textEvent{"text"}},
+		kstate.Input[event]{Topic: "orders", ValueSerde: jsonEvent{}},
+	)
+	cfg.OnDecodeError = kstate.DecodeErrorDeadLetter
+	d := kstatetest.New(t, cfg)
+	d.InputTo("orders", "a", event{Value: "o1"})
+	d.InputRecordTo("orders", []byte("a"), []byte("not json"), d.Now())
+	d.InputTo("clicks", "a", event{Value: "c1"})
+	d.MustRunBatch()
+	if got, want := d.OutputValues(), []string{"a text:c1,json:o1 (2)"}; !slices.Equal(got, want) {
+		t.Fatalf("outputs %q, want %q", got, want)
+	}
+	dl := d.DeadLetters()
+	if len(dl) != 1 || dl[0].Headers[kstate.HeaderSourceTopic] != "orders" || dl[0].Headers[kstate.HeaderSourceOffset] != "1" || string(dl[0].Value) != "not json" {
+		t.Fatalf("dead letters %+v, want the record of orders offset 1", dl)
+	}
+}
