@@ -195,6 +195,9 @@ func (a *App[K, I, O]) RunToEnd(ctx context.Context) error { return a.start(ctx,
 
 // start is Run and RunToEnd.
 func (a *App[K, I, O]) start(ctx context.Context, bounded bool) error {
+	if bounded && len(a.cfg.GroupBy) > 0 {
+		return ErrGroupByRunToEnd
+	}
 	a.mu.Lock()
 	if a.mu.ran {
 		a.mu.Unlock()
@@ -283,7 +286,8 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		ApplicationID:        cfg.ApplicationID,
 		InstanceID:           cfg.InstanceID,
 		RunID:                runID,
-		Topic:                cfg.InputTopics[0],
+		Topics:               cfg.engineTopics(),
+		RepartitionTopic:     cfg.repartitionTopicOrNone(),
 		OutputTopic:          cfg.OutputTopic,
 		OutputTopics:         cfg.outputTopics(),
 		Sink:                 len(cfg.Sinks) > 0,
@@ -346,7 +350,11 @@ func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory) engine.Ne
 		return engine.Open(engine.Config[K, I, O]{
 			ApplicationID:     cfg.ApplicationID,
 			RunID:             runID,
-			Topic:             cfg.InputTopics[0],
+			Topic:             cfg.inputTopics()[0],
+			Topics:            cfg.engineTopics(),
+			Inputs:            cfg.engineDecoders(),
+			GroupKeys:         cfg.groupKeys(),
+			RepartitionInput:  cfg.repartitionInput(),
 			Partition:         p,
 			Dir:               filepath.Join(cfg.StateDir, cfg.ApplicationID, strconv.Itoa(int(p))),
 			Memory:            mem,

@@ -257,7 +257,7 @@ func TestConfigValidation(t *testing.T) {
 	for name, mut := range map[string]func(*kstate.Config[string, string, string]){
 		"no app id":       func(c *kstate.Config[string, string, string]) { c.ApplicationID = "" },
 		"bad app id":      func(c *kstate.Config[string, string, string]) { c.ApplicationID = "a b" },
-		"two topics":      func(c *kstate.Config[string, string, string]) { c.InputTopics = []string{"a", "b"} },
+		"topic twice":     func(c *kstate.Config[string, string, string]) { c.InputTopics = []string{"a", "a"} },
 		"no codec":        func(c *kstate.Config[string, string, string]) { c.KeySerde = nil },
 		"lateness no evt": func(c *kstate.Config[string, string, string]) { c.AllowedLateness = time.Second },
 		"bad mode":        func(c *kstate.Config[string, string, string]) { c.TimeMode = 7 },

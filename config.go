@@ -65,17 +65,27 @@ type Config[K, I, O any] struct {
 	// StateDirs anyway).
 	InstanceID string
 
-	// InputTopics (required) holds exactly one input topic for now; its
-	// records' keys are the grouping keys. If InitialState is used, the
-	// topic must be partitioned by Kafka's default partitioner (murmur2 of
-	// the key bytes), as every standard Kafka producer does.
+	// InputTopics (required) are the input topics, all decoded with
+	// ValueSerde (or ValueFromRecord), unless Inputs is set instead; their
+	// records' keys are the grouping keys. Several topics must be co-partitioned (see
+	// Input). If InitialState is used, the topics must be partitioned by
+	// Kafka's default partitioner (murmur2 of the key bytes), as every
+	// standard Kafka producer does.
 	InputTopics []string
+	// Inputs, instead of InputTopics and ValueSerde, lists the input
+	// topics each with its own value decoder (Input), so topics with
+	// different formats feed one processor. Default: none (InputTopics).
+	Inputs []Input[I]
+	// GroupBy re-keys input topics whose grouping key is not the record
+	// key, through the internal topic "<ApplicationID>-repartition" (see
+	// GroupBy). Default: none (every input is grouped by its record key).
+	GroupBy []GroupBy[K, I]
 	// KeySerde (required) decodes record keys into grouping keys. Encoding
 	// a decoded key must give back the record's key bytes (state is stored
 	// under the key bytes).
 	KeySerde serde.Serde[K]
 	// ValueSerde (required) decodes record values, unless ValueFromRecord
-	// is set instead.
+	// (or Inputs) is set instead.
 	ValueSerde serde.Deserializer[I]
 	// ValueFromRecord, instead of ValueSerde, decodes an input value from
 	// the whole record: topic, partition, offset, timestamp, key, value and
@@ -382,12 +392,12 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		return bad("ApplicationID %q: want letters, digits, '.', '_' or '-'", c.ApplicationID)
 	case len(c.Brokers) == 0:
 		return bad("Brokers is empty")
-	case len(c.InputTopics) != 1 || c.InputTopics[0] == "":
-		return bad("InputTopics %q: exactly one input topic is supported", c.InputTopics)
-	case c.KeySerde == nil || (c.ValueSerde == nil && c.ValueFromRecord == nil):
-		return bad("KeySerde and ValueSerde (or ValueFromRecord) are required")
-	case c.ValueSerde != nil && c.ValueFromRecord != nil:
-		return bad("set ValueSerde or ValueFromRecord, not both")
+	case c.checkInputs() != "":
+		return bad("%s", c.checkInputs())
+	case c.checkGroupBy() != "":
+		return bad("%s", c.checkGroupBy())
+	case c.KeySerde == nil:
+		return bad("KeySerde is required")
 	case c.NewProcessor == nil:
 		return bad("NewProcessor is required")
 	case c.OutputTopic == "" && len(c.Sinks) == 0:

@@ -169,7 +169,10 @@ type ChangelogLostError struct {
 	// HasCommitted is false when the group has none.
 	Committed    int64
 	HasCommitted bool
-	err          error
+	// Input is the input topic whose offsets disagree, with several input
+	// topics ("" with one).
+	Input string
+	err   error
 }
 
 func (e *ChangelogLostError) Error() string { return "kstate: " + e.err.Error() }
@@ -188,6 +191,7 @@ func publicError(err error) error {
 		se *engine.StuckError
 		pc *engine.PartitionsChangedError
 		cl *engine.ChangelogLostError
+		ip *engine.InputPartitionsError
 	)
 	if ae, ok := authError(err); ok {
 		return ae
@@ -200,6 +204,8 @@ func publicError(err error) error {
 		return &PartitionsChangedError{Topic: pc.Topic, Changelog: pc.Changelog, Old: pc.Old, New: pc.New}
 	case errors.As(err, &cl):
 		return newChangelogLostError(cl)
+	case errors.As(err, &ip):
+		return &InputPartitionsError{Topic: ip.Topic, Partitions: ip.Partitions, Other: ip.Other, OtherPartitions: ip.OtherPartitions}
 	case errors.Is(err, engine.ErrFenced):
 		return &fencedError{err}
 	case errors.As(err, &rt):
@@ -227,6 +233,6 @@ func (e *fencedError) Unwrap() []error { return []error{ErrFenced, e.err} }
 func newChangelogLostError(cl *engine.ChangelogLostError) *ChangelogLostError {
 	return &ChangelogLostError{
 		Changelog: cl.Changelog, Partition: cl.Partition, ShardDir: cl.ShardDir, ShardOffset: cl.ShardOffset,
-		StateOffset: cl.StateOffset, HasState: cl.HasState, Committed: cl.Committed, HasCommitted: cl.HasCommitted, err: cl,
+		StateOffset: cl.StateOffset, HasState: cl.HasState, Committed: cl.Committed, HasCommitted: cl.HasCommitted, Input: cl.Input, err: cl,
 	}
 }

@@ -47,7 +47,10 @@ func SetInputOffsets[K, I, O any](ctx context.Context, cfg Config[K, I, O], offs
 		return fmt.Errorf("kstate: %w", err)
 	}
 	defer adm.Close()
-	topic, changelog := c.InputTopics[0], c.ApplicationID+"-changelog"
+	if in := c.inputTopics(); len(in) > 1 {
+		return fmt.Errorf("%w: SetInputOffsets supports an application with one input topic, this one has %d (%q)", ErrConfig, len(in), in)
+	}
+	topic, changelog := c.inputTopics()[0], c.ApplicationID+"-changelog"
 	n, err := adm.Partitions(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("kstate: input topic %q: %w", topic, err)

@@ -171,7 +171,7 @@ func (a *App[K, I, O]) keyOwner(ctx context.Context, key []byte) (KeyOwner, erro
 	}
 	o := KeyOwner{Partition: p}
 	o.Local = c.Owns(p)
-	owners, err := adm.PartitionOwners(ctx, a.cfg.ApplicationID, a.cfg.InputTopics[0])
+	owners, err := adm.PartitionOwners(ctx, a.cfg.ApplicationID, a.cfg.inputTopics()[0])
 	if err != nil {
 		return o, fmt.Errorf("kstate: KeyOwner: %w", err)
 	}

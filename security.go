@@ -148,7 +148,7 @@ func (a *App[K, I, O]) neededPermission(err error) error {
 		return err
 	}
 	switch ae.Resource {
-	case a.cfg.InputTopics[0]:
+	case a.cfg.inputTopics()[0]:
 		ae.Operation = "Read"
 	case a.cfg.OutputTopic, a.deadLetterTopic():
 		ae.Operation = "Write"

@@ -276,7 +276,12 @@ func checkEOS(t *testing.T, e specEnv, m *eosModel, seed uint64, dirs ...string)
 // tail it missed); otherwise it is back at once (static membership: it
 // keeps its partitions without a rebalance). The freeze kind makes the
 // victim a zombie with an open transaction.
-func TestCrashTwoInstancesFailover(t *testing.T) {
+func TestCrashTwoInstancesFailover(t *testing.T) { crashTwoInstancesFailover(t, false) }
+
+// crashTwoInstancesFailover is TestCrashTwoInstancesFailover; with
+// secondInput, half the keys come from a second input topic
+// (TestCrashTwoInputsFailover).
+func crashTwoInstancesFailover(t *testing.T, secondInput bool) {
 	seed, kills := crashParams(t, 7)
 	if env := os.Getenv("KSTATE_CRASH_KILLS"); env != "" {
 		kills = max(2, kills/4)
@@ -286,6 +291,11 @@ func TestCrashTwoInstancesFailover(t *testing.T) {
 	e := newSpecEnv(t, parts)
 	in := newEOSInput(t, e, parts, 50)
 	base := eosChildArgs{brokers: e.brokers, app: e.app, in: e.in, out: e.out, maxBatch: 25, sessionTimeout: 6 * time.Second}
+	if secondInput {
+		base.in2 = e.app + "-in2"
+		newTopic(t, e.brokers, base.in2, parts)
+		in.withSecondInput(base.in2)
+	}
 	argsOf := map[string]eosChildArgs{}
 	for _, name := range []string{"a", "b"} {
 		a := base

@@ -51,6 +51,7 @@ type eosChildArgs struct {
 	app, instance  string
 	stateDir       string
 	in, out        string
+	in2            string // -in2: a second input topic (rows as JSON); "": none
 	maxBatch       int
 	sessionTimeout time.Duration
 	killPoint      string // cli.KillPointEnv value; "" for none
@@ -89,6 +90,9 @@ func startEOSChild(t *testing.T, a eosChildArgs) *eosChild {
 	}
 	if a.deadLetter {
 		args = append(args, "-dead-letter")
+	}
+	if a.in2 != "" {
+		args = append(args, "-in2", a.in2)
 	}
 	if a.pad > 0 {
 		args = append(args, "-pad", strconv.Itoa(a.pad))

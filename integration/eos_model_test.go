@@ -33,6 +33,7 @@ type eosRow struct {
 	key     string
 	seq, ev int64 // 0 for a poison record
 	part    int32
+	input   int    // 0: the input topic, 1: the second (withSecondInput)
 	offset  int64  // in the input partition
 	value   string // as produced
 	bad     string // "" for a good row, else the dead-letter stage: engine.StageDecode (poison) or StageProcess (fail row)
@@ -50,6 +51,12 @@ type eosInput struct {
 	rows    []eosRow
 	next    []int64 // next offset per input partition
 	prod    *kafka.Producer
+
+	// topic2 (withSecondInput) is a second input topic: the keys of odd
+	// index write to it (every row of a key to one topic, so a key's rows
+	// keep their order), as JSON (eos.Row2). next2 is its next offsets.
+	topic2 string
+	next2  []int64
 
 	// Bad rows (withBadRows): a poison value on a random key of keys, a
 	// fail row on a random key of failKeys (keys that get nothing else).
@@ -87,6 +94,26 @@ func (in *eosInput) withBadRows(poison, fail float64) *eosInput {
 		}
 	}
 	return in
+}
+
+// withSecondInput makes half the keys write to topic (same partition
+// count), for an application run with -in2.
+func (in *eosInput) withSecondInput(topic string) *eosInput {
+	in.topic2, in.next2 = topic, make([]int64, in.parts)
+	return in
+}
+
+// inputOf returns the input (0 or 1) key k writes to.
+func (in *eosInput) inputOf(k string) int {
+	if in.topic2 == "" {
+		return 0
+	}
+	for i, x := range in.keys {
+		if x == k {
+			return i % 2
+		}
+	}
+	return 0
 }
 
 // eosSpec is a row to produce: its key and kind ("" good, or the stage
@@ -145,9 +172,13 @@ func (in *eosInput) produceKeys(keys []eosSpec) error {
 	recs := make([]kafka.Record, len(keys))
 	for i, sp := range keys {
 		k := sp.key
-		r := eosRow{key: k, part: engine.PartitionFor([]byte(k), in.parts), bad: sp.bad}
-		r.offset = in.next[r.part]
-		in.next[r.part]++
+		r := eosRow{key: k, part: engine.PartitionFor([]byte(k), in.parts), bad: sp.bad, input: in.inputOf(k)}
+		next, topic := in.next, in.topic
+		if r.input == 1 {
+			next, topic = in.next2, in.topic2
+		}
+		r.offset = next[r.part]
+		next[r.part]++
 		if sp.bad == engine.StageDecode {
 			in.poisons++
 			r.value = eos.PoisonValue(in.poisons)
@@ -161,7 +192,11 @@ func (in *eosInput) produceKeys(keys []eosSpec) error {
 			}
 		}
 		in.rows = append(in.rows, r)
-		recs[i] = kafka.Record{Topic: in.topic, Partition: r.part, Key: []byte(k), Value: []byte(r.value)}
+		value := r.value
+		if r.input == 1 {
+			value = eos.Row2(value)
+		}
+		recs[i] = kafka.Record{Topic: topic, Partition: r.part, Key: []byte(k), Value: []byte(value)}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -183,7 +218,8 @@ type eosKeyState struct {
 
 type eosPartState struct {
 	rows  int64 // = the input partition's end offset (non-transactional producer)
-	maxEv int64 // = the final watermark (allowed lateness 0)
+	rows2 int64 // the same of the second input topic (withSecondInput)
+	maxEv int64 // = the final watermark + the allowed lateness (0, or eos.Lateness2 with two inputs)
 	keys  []string
 }
 
@@ -195,10 +231,24 @@ type eosModel struct {
 	parts   []eosPartState
 	// deadLetters are the bad rows, each to be dead-lettered exactly once.
 	deadLetters []eosRow
+	// lateness is the application's allowed lateness in ms (eos.Lateness2
+	// with two inputs): the watermark is the max event time minus it.
+	lateness int64
+	topic2   string // the second input topic; "": none
 }
 
 func (in *eosInput) model() *eosModel {
 	m := &eosModel{outputs: map[string][]string{}, keys: map[string]*eosKeyState{}, parts: make([]eosPartState, in.parts)}
+	if in.topic2 != "" {
+		m.lateness, m.topic2 = eos.Lateness2.Milliseconds(), in.topic2
+	}
+	count := func(r eosRow) {
+		if r.input == 1 {
+			m.parts[r.part].rows2++
+		} else {
+			m.parts[r.part].rows++
+		}
+	}
 	timersOf := map[string][]int64{}
 	for _, r := range in.rows {
 		if r.bad != "" {
@@ -208,7 +258,7 @@ func (in *eosInput) model() *eosModel {
 			// rows.
 			m.deadLetters = append(m.deadLetters, r)
 			p := &m.parts[r.part]
-			p.rows++
+			count(r)
 			if r.bad == engine.StageProcess {
 				p.maxEv = max(p.maxEv, r.ev)
 			}
@@ -232,11 +282,11 @@ func (in *eosInput) model() *eosModel {
 		}
 		m.outputs[r.key] = append(m.outputs[r.key], eos.Output(r.seq, ks.count, ks.last, ks.buckets[b]))
 		p := &m.parts[r.part]
-		p.rows++
+		count(r)
 		p.maxEv = max(p.maxEv, r.ev)
 	}
 	for k, ks := range m.keys {
-		wm := m.parts[ks.part].maxEv
+		wm := m.parts[ks.part].maxEv - m.lateness
 		for _, e := range timersOf[k] { // ascending: ev grows with seq
 			if e <= wm {
 				ks.fired++
@@ -379,11 +429,16 @@ func (m *eosModel) checkShard(sh *shard.Shard, p int32, dump map[string]string) 
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	pm := m.parts[p]
-	if wm, ok := metaInt(sh, engine.MetaWatermark); !ok || wm != pm.maxEv {
-		bad("watermark %d (present %v), want %d", wm, ok, pm.maxEv)
+	if wm, ok := metaInt(sh, engine.MetaWatermark); !ok || wm != pm.maxEv-m.lateness {
+		bad("watermark %d (present %v), want %d", wm, ok, pm.maxEv-m.lateness)
 	}
-	if off, ok := metaInt(sh, engine.MetaInputOffset); !ok || off != pm.rows {
+	if off, ok := metaInt(sh, engine.MetaInputOffset); ok != (pm.rows > 0) || off != pm.rows {
 		bad("input offset %d (present %v), want %d", off, ok, pm.rows)
+	}
+	if m.topic2 != "" {
+		if off, ok := metaInt(sh, engine.InputOffsetMeta(1, m.topic2)); ok != (pm.rows2 > 0) || off != pm.rows2 {
+			bad("input offset of %s %d (present %v), want %d", m.topic2, off, ok, pm.rows2)
+		}
 	}
 	// Every grouping key that has state or timers must be a key of the model.
 	present := map[string]bool{}

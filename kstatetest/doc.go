@@ -19,7 +19,14 @@
 // then RunBatch. Restart closes the processors and restores fresh shards
 // from the changelog the driver captured, as a restarted instance would.
 //
+// Several input topics: InputTo and InputRecordTo queue a record of a
+// given input topic (Config.Inputs); a batch hands a key's rows of every
+// topic to one HandleInputRows call, by topic then in queue order. With
+// Config.GroupBy a batch forwards the records of a GroupBy input to the
+// repartition partition of their new key, and the next RunBatch processes
+// them, as on Kafka.
+//
 // What the driver does not simulate: Kafka itself (rebalances, fencing,
 // transaction timeouts, the poll loop's batching of records: each RunBatch
-// is one batch of everything queued) and GroupBy repartitioning.
+// is one batch of everything queued).
 package kstatetest

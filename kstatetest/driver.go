@@ -117,7 +117,7 @@ func New[K, I, O any](t testing.TB, cfg kstate.Config[K, I, O], opts ...Option) 
 	if len(cfg.Brokers) == 0 {
 		cfg.Brokers = []string{"kstatetest:9092"}
 	}
-	if len(cfg.InputTopics) == 0 {
+	if len(cfg.InputTopics) == 0 && len(cfg.Inputs) == 0 {
 		cfg.InputTopics = []string{"input"}
 	}
 	if cfg.OutputTopic == "" {
@@ -132,9 +132,12 @@ func New[K, I, O any](t testing.TB, cfg kstate.Config[K, I, O], opts ...Option) 
 		d.log = slog.New(slog.NewTextHandler(t.Output(), nil))
 	}
 	d.valSer, _ = cfg.ValueSerde.(serde.Serializer[I])
+	if len(cfg.Inputs) > 0 {
+		d.valSer, _ = cfg.Inputs[0].ValueSerde.(serde.Serializer[I])
+	}
 	t.Cleanup(d.Close)
 	for i := range o.partitions {
-		d.parts = append(d.parts, &partition[K, I, O]{id: int32(i)})
+		d.parts = append(d.parts, &partition[K, I, O]{id: int32(i), offsets: map[int]int64{}})
 	}
 	if err := d.loadInitial(); err != nil {
 		t.Fatalf("%v", publicError(err))
@@ -192,6 +195,10 @@ func (d *Driver[K, I, O]) InputAt(key K, value I, ts time.Time) {
 // murmur2(key) selects, like Kafka's default partitioner; a nil key (which
 // Config.OnDecodeError handles) goes to partition 0.
 func (d *Driver[K, I, O]) InputRecord(key, value []byte, ts time.Time, headers ...processor.Header) {
+	d.inputRecord(0, key, value, ts, headers)
+}
+
+func (d *Driver[K, I, O]) inputRecord(input int, key, value []byte, ts time.Time, headers []processor.Header) {
 	p := d.parts[0]
 	if key != nil {
 		p = d.parts[engine.PartitionFor(key, len(d.parts))]
@@ -200,8 +207,8 @@ func (d *Driver[K, I, O]) InputRecord(key, value []byte, ts time.Time, headers .
 	for _, h := range headers {
 		hs = append(hs, engine.Header{Key: h.Key, Value: h.Value})
 	}
-	p.queued = append(p.queued, engine.Record{Offset: p.offset, Key: key, Value: value, TimestampMs: ts.UnixMilli(), Headers: hs})
-	p.offset++
+	p.queued = append(p.queued, engine.Record{Input: input, Offset: p.offsets[input], Key: key, Value: value, TimestampMs: ts.UnixMilli(), Headers: hs})
+	p.offsets[input]++
 }
 
 // RunBatch runs one micro-batch on every partition that has queued input or
@@ -212,7 +219,9 @@ func (d *Driver[K, I, O]) InputRecord(key, value []byte, ts time.Time, headers .
 // shards. On error every task aborts (no output, no state change), the
 // queued input is dropped, and the error is what kstate.App.Run would
 // return: match kstate.UserError, kstate.DecodeError and kstate.ModeError
-// with errors.As.
+// with errors.As. With Config.GroupBy, a batch forwards the records of
+// GroupBy inputs to the repartition topic (to the partition of their new
+// key) and the NEXT batch processes them, as on Kafka: run two batches.
 func (d *Driver[K, I, O]) RunBatch() error {
 	if d.closed {
 		return fmt.Errorf("kstatetest: RunBatch on a closed Driver")
@@ -382,4 +391,55 @@ func (d *Driver[K, I, O]) Close() {
 			d.t.Errorf("kstatetest: Close: %v", err)
 		}
 	}
+}
+
+// InputTo queues a record of input topic topic (one of Config.Inputs or
+// InputTopics) with the driver clock as its timestamp: the key is encoded
+// with Config.KeySerde and the value with the topic's ValueSerde, which
+// must then be a serde.Serde (use InputRecordTo otherwise). The records of
+// every input topic reach the processor together, as partition p of every
+// input topic feeds partition task p: in a batch, by topic (the order of
+// the inputs), then in the order they were queued.
+func (d *Driver[K, I, O]) InputTo(topic string, key K, value I) {
+	d.t.Helper()
+	i, in := d.input(topic)
+	kb, err := d.cfg.KeySerde.Serialize(key)
+	if err != nil {
+		d.t.Fatalf("kstatetest: InputTo(%q): serialize key %#v: %v", topic, key, err)
+	}
+	ser, ok := in.ValueSerde.(serde.Serializer[I])
+	if !ok {
+		d.t.Fatalf("kstatetest: InputTo(%q): the topic's ValueSerde (%T) cannot serialize; use InputRecordTo with the value's bytes", topic, in.ValueSerde)
+	}
+	vb, err := ser.Serialize(value)
+	if err != nil {
+		d.t.Fatalf("kstatetest: InputTo(%q): serialize value %#v: %v", topic, value, err)
+	}
+	d.inputRecord(i, kb, vb, d.now, nil)
+}
+
+// InputRecordTo queues a record of raw bytes of input topic topic, as
+// InputRecord does for the first input topic; the topic's decoder
+// (Input.ValueSerde or Input.ValueFromRecord) decodes it.
+func (d *Driver[K, I, O]) InputRecordTo(topic string, key, value []byte, ts time.Time, headers ...processor.Header) {
+	d.t.Helper()
+	i, _ := d.input(topic)
+	d.inputRecord(i, key, value, ts, headers)
+}
+
+// input returns the index and the decoders of an input topic; an unknown
+// topic fails the test.
+func (d *Driver[K, I, O]) input(topic string) (int, kstate.Input[I]) {
+	d.t.Helper()
+	for i, t := range inputTopics(d.cfg) {
+		if t != topic {
+			continue
+		}
+		if len(d.cfg.Inputs) > 0 {
+			return i, d.cfg.Inputs[i]
+		}
+		return i, kstate.Input[I]{Topic: t, ValueSerde: d.cfg.ValueSerde, ValueFromRecord: d.cfg.ValueFromRecord}
+	}
+	d.t.Fatalf("kstatetest: input topic %q is not one of the application's %q", topic, inputTopics(d.cfg))
+	return 0, kstate.Input[I]{}
 }

@@ -9,6 +9,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/kstate/kstate"
@@ -33,7 +35,7 @@ type partition[K, I, O any] struct {
 	outputs *capture[O]        // typed outputs of the batch in progress
 	log     []changelog.Record // committed changelog records, offsets 0..len-1
 	queued  []engine.Record    // input of the next batch
-	offset  int64              // next input offset
+	offsets map[int]int64      // next input offset, per input topic
 }
 
 // capture wraps Config.OutputSerde so that the driver keeps the typed value
@@ -67,7 +69,11 @@ func engineConfig[K, I, O any](c kstate.Config[K, I, O], p int32, backend kv.Sto
 		MaxOutputBytes:    maxOut,
 		ApplicationID:     c.ApplicationID,
 		RunID:             runID,
-		Topic:             c.InputTopics[0],
+		Topic:             inputTopics(c)[0],
+		Topics:            engineTopics(c),
+		Inputs:            engineDecoders(c),
+		GroupKeys:         groupKeys(c),
+		RepartitionInput:  repartitionInput(c),
 		Partition:         p,
 		Backend:           backend,
 		TimeMode:          c.TimeMode,
@@ -200,6 +206,8 @@ func (d *Driver[K, I, O]) batch() error {
 			continue
 		}
 		p.outputs.vals = p.outputs.vals[:0]
+		// The coordinator's order: by input topic, then offset.
+		sort.SliceStable(p.queued, func(i, j int) bool { return p.queued[i].Input < p.queued[j].Input })
 		res, rerr := p.task.RunBatch(nowMs, p.queued)
 		runs = append(runs, ran{p, res})
 		if rerr != nil {
@@ -247,6 +255,15 @@ func (d *Driver[K, I, O]) batch() error {
 			}
 			d.dead = append(d.dead, DeadLetter{Key: dl.Key, Value: dl.Value, Timestamp: ts, Headers: h, Partition: r.p.id})
 		}
+		// GroupBy: forwarded records are "produced" to the repartition
+		// topic's partition murmur2(key) and processed by a later batch.
+		for _, o := range r.res.Repartition {
+			to := d.parts[engine.PartitionFor(o.Key, len(d.parts))]
+			in := repartitionInput(d.cfg)
+			to.queued = append(to.queued, engine.Record{Input: in, Offset: to.offsets[in], Key: o.Key, Value: o.Value, TimestampMs: o.TimestampMs, Headers: o.Headers})
+			to.offsets[in]++
+		}
+		commit = commit || len(r.res.Repartition) > 0
 		next := int64(-1)
 		for _, c := range r.res.Changelog {
 			r.p.log = append(r.p.log, changelog.Record{Key: c.Key, Value: c.Value, Offset: int64(len(r.p.log))})
@@ -318,6 +335,84 @@ func procHeaders(hs []engine.Header) []processor.Header {
 	out := make([]processor.Header, len(hs))
 	for i, h := range hs {
 		out[i] = processor.Header{Key: h.Key, Value: h.Value}
+	}
+	return out
+}
+
+// inputTopics returns the input topics: Config.Inputs' or InputTopics.
+func inputTopics[K, I, O any](c kstate.Config[K, I, O]) []string {
+	if len(c.Inputs) == 0 {
+		return c.InputTopics
+	}
+	out := make([]string, len(c.Inputs))
+	for i, in := range c.Inputs {
+		out[i] = in.Topic
+	}
+	return out
+}
+
+// inputDecoders returns the value decoders of the input topics, as the
+// root package does.
+func inputDecoders[K, I, O any](c kstate.Config[K, I, O]) []engine.InputDecoder[I] {
+	if len(c.Inputs) == 0 {
+		out := make([]engine.InputDecoder[I], len(c.InputTopics))
+		for i := range out {
+			out[i] = engine.InputDecoder[I]{ValueSerde: c.ValueSerde, ValueFromRecord: c.ValueFromRecord}
+		}
+		return out
+	}
+	out := make([]engine.InputDecoder[I], len(c.Inputs))
+	for i, in := range c.Inputs {
+		out[i] = engine.InputDecoder[I]{ValueSerde: in.ValueSerde, ValueFromRecord: in.ValueFromRecord}
+	}
+	return out
+}
+
+// The GroupBy wiring, as the root package does: the repartition topic is
+// the last input, its records decoded by the input their header names.
+
+func engineTopics[K, I, O any](c kstate.Config[K, I, O]) []string {
+	ts := inputTopics(c)
+	if len(c.GroupBy) > 0 {
+		ts = append(slices.Clone(ts), c.ApplicationID+"-repartition")
+	}
+	return ts
+}
+
+func engineDecoders[K, I, O any](c kstate.Config[K, I, O]) []engine.InputDecoder[I] {
+	ds := inputDecoders(c)
+	if len(c.GroupBy) > 0 {
+		ds = append(ds, engine.InputDecoder[I]{})
+	}
+	return ds
+}
+
+func repartitionInput[K, I, O any](c kstate.Config[K, I, O]) int {
+	if len(c.GroupBy) == 0 {
+		return 0
+	}
+	return len(inputTopics(c))
+}
+
+func groupKeys[K, I, O any](c kstate.Config[K, I, O]) []func([]byte, I) ([]byte, error) {
+	if len(c.GroupBy) == 0 {
+		return nil
+	}
+	topics := inputTopics(c)
+	out := make([]func([]byte, I) ([]byte, error), len(topics)+1)
+	for _, g := range c.GroupBy {
+		i := slices.Index(topics, g.Topic)
+		if i < 0 {
+			continue // refused by kstate.New
+		}
+		key, ks := g.Key, c.KeySerde
+		out[i] = func(recordKey []byte, v I) ([]byte, error) {
+			k, err := key(recordKey, v)
+			if err != nil {
+				return nil, err
+			}
+			return ks.Serialize(k)
+		}
 	}
 	return out
 }

@@ -123,8 +123,11 @@ type PartitionMeta struct {
 	Watermark     *int64 `json:"watermarkMs,omitempty"`
 	LateWatermark *int64 `json:"lateWatermarkMs,omitempty"`
 	// InputOffset is the input offset after the last committed batch.
-	InputOffset         *int64 `json:"inputOffset,omitempty"`
-	InitialStateApplied bool   `json:"initialStateApplied,omitempty"`
+	// With several input topics it is the first topic's, and
+	// InputOffsets holds the others' by topic name.
+	InputOffset         *int64           `json:"inputOffset,omitempty"`
+	InputOffsets        map[string]int64 `json:"inputOffsets,omitempty"`
+	InitialStateApplied bool             `json:"initialStateApplied,omitempty"`
 	// Entries is the number of live keys (state, timers, metadata).
 	Entries int `json:"entries"`
 }
@@ -276,6 +279,7 @@ func (r *Reader) Metadata() Metadata {
 		pm.Watermark = p.metaInt("engine/watermark")
 		pm.LateWatermark = p.metaInt("engine/late_watermark")
 		pm.InputOffset = p.metaInt("engine/input_offset")
+		pm.InputOffsets = p.inputOffsets()
 		_, pm.InitialStateApplied = p.meta("engine/initial_state_applied")
 		md.Partitions = append(md.Partitions, pm)
 		for name, info := range p.vars {
@@ -494,4 +498,22 @@ func (r *Reader) decode(schema string, payload []byte) (json.RawMessage, string)
 	}
 	b, _ := json.Marshal(base64.StdEncoding.EncodeToString(payload))
 	return b, "base64"
+}
+
+// inputOffsets returns the input offsets of the further input topics
+// (metadata "engine/input_offset/<topic>"); nil with one input.
+func (p *part) inputOffsets() map[string]int64 {
+	const name = "engine/input_offset/"
+	var out map[string]int64
+	prefix := changelog.MetaKey(name)
+	for _, e := range p.rangeOf(prefix) {
+		if len(e.v) != 8 {
+			continue
+		}
+		if out == nil {
+			out = map[string]int64{}
+		}
+		out[e.k[len(prefix):]] = int64(binary.BigEndian.Uint64(e.v))
+	}
+	return out
 }

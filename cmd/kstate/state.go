@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -205,8 +207,14 @@ func printMetadata(w io.Writer, md statereader.Metadata) {
 		if p.InitialStateApplied {
 			init = "applied"
 		}
+		in := optInt(p.InputOffset)
+		// Several input topics: the first topic's offset, then the
+		// others' as topic=offset.
+		for _, t := range slices.Sorted(maps.Keys(p.InputOffsets)) {
+			in += fmt.Sprintf(" %s=%d", t, p.InputOffsets[t])
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", p.Partition, dash(p.TimeMode), dash(p.OutputMode),
-			optInt(p.BatchID), wm, optInt(p.InputOffset), init, p.Entries)
+			optInt(p.BatchID), wm, in, init, p.Entries)
 	}
 	tw.Flush()
 }

@@ -22,6 +22,9 @@ type BatchResult struct {
 	// Empty is true when the batch changed nothing and emitted nothing: the
 	// owner may skip the transaction for this task.
 	Empty bool
+	// Repartition are the records forwarded to the repartition topic
+	// (GroupBy inputs, repartition.go), in the same transaction.
+	Repartition []Output
 	// Sink, set when the task has a sink and the batch emitted rows, hands
 	// them to it; the owner calls it before the transaction (sink.go). Its
 	// error is a *SinkError.
@@ -72,7 +75,7 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	if pl := t.Planned(); pl != nil || t.hasSink() {
 		// A batch with a sink executes exactly its committed plan; so
 		// does an outstanding plan of a run that had a sink.
-		if pl == nil || !pl.recsPresent || pl.TimeMs != nowMs || int64(len(recs)) != pl.Count {
+		if pl == nil || !pl.recsPresent || pl.TimeMs != nowMs || int64(len(recs)) != pl.Count() {
 			return nil, fmt.Errorf("partition %d: batch %d does not match its plan (internal error)", t.cfg.Partition, t.batchID)
 		}
 		t.sinkKeys, t.sinkValues = nil, nil
@@ -118,7 +121,13 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 		busy = true
 	}
 
-	groups, maxEvent, err := t.group(recs, nowMs, res)
+	// Records of GroupBy inputs go to the repartition topic; recs keeps
+	// all of them for the input offsets.
+	rest, err := t.forward(recs, nowMs, res)
+	if err != nil {
+		return nil, err
+	}
+	groups, maxEvent, err := t.group(rest, nowMs, res)
 	if err != nil {
 		return nil, err
 	}
@@ -179,10 +188,8 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 			}
 		}
 	}
-	if len(recs) > 0 {
-		if err := t.shard.PutMeta(MetaInputOffset, putInt(recs[len(recs)-1].Offset+1)); err != nil {
-			return nil, t.metaErr(err)
-		}
+	if err := t.putInputOffsets(recs); err != nil {
+		return nil, err
 	}
 	if busy {
 		p.batchID = t.batchID + 1
@@ -203,7 +210,7 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	res.Changelog = recsOut
 	p.counters.RowsOut = int64(len(res.Outputs))
 	p.counters.ChangelogRecords = int64(len(recsOut))
-	res.Empty = len(res.Outputs) == 0 && len(res.Changelog) == 0 && len(res.DeadLetters) == 0
+	res.Empty = len(res.Outputs) == 0 && len(res.Changelog) == 0 && len(res.DeadLetters) == 0 && len(res.Repartition) == 0
 	if t.hasSink() && len(t.sinkKeys) > 0 {
 		res.Sink = t.sinkCall(t.batchID, t.sinkKeys, t.sinkValues)
 	}
@@ -211,7 +218,8 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 }
 
 // group decodes recs, drops late rows (EventTime) and groups the rest by
-// key: keys in order of first appearance, rows of a key in offset order.
+// key: keys in order of first appearance, rows of a key in record order
+// (by input, then offset: orderRecords).
 // It returns the max event time of the rows kept (noWatermark if none).
 // Undecodable records (and nil keys) meet OnDecodeError, misrouted ones
 // OnKeyPartition; skipped and dead-lettered records are not grouped.
@@ -409,11 +417,23 @@ func (t *Task[K, I, O]) invoke(method string, key K, withKey bool, fn func() err
 // decodeValue decodes r's value with ValueSerde, or from the whole record
 // with ValueFromRecord.
 func (t *Task[K, I, O]) decodeValue(r *Record) (I, error) {
-	if t.cfg.ValueFromRecord == nil {
-		return deserialize(t.cfg.ValueSerde.Deserialize, r.Value)
+	in := r.Input
+	if in != 0 && in == t.cfg.RepartitionInput {
+		var err error
+		if in, err = t.sourceInput(r); err != nil {
+			var zero I
+			return zero, err
+		}
+	}
+	vs, vr := t.cfg.ValueSerde, t.cfg.ValueFromRecord
+	if in < len(t.cfg.Inputs) {
+		vs, vr = t.cfg.Inputs[in].ValueSerde, t.cfg.Inputs[in].ValueFromRecord
+	}
+	if vr == nil {
+		return deserialize(vs.Deserialize, r.Value)
 	}
 	rec := processor.Record{
-		Topic: t.cfg.Topic, Partition: t.cfg.Partition, Offset: r.Offset,
+		Topic: t.topic(in), Partition: t.cfg.Partition, Offset: r.Offset,
 		Timestamp: time.UnixMilli(r.TimestampMs), Key: r.Key, Value: r.Value,
 	}
 	if len(r.Headers) > 0 {
@@ -422,5 +442,5 @@ func (t *Task[K, I, O]) decodeValue(r *Record) (I, error) {
 			rec.Headers[i] = processor.Header{Key: h.Key, Value: h.Value}
 		}
 	}
-	return deserialize(func([]byte) (I, error) { return t.cfg.ValueFromRecord(rec) }, r.Value)
+	return deserialize(func([]byte) (I, error) { return vr(rec) }, r.Value)
 }

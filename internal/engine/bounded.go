@@ -64,24 +64,31 @@ type StableOffsetter interface {
 
 // bounded is the state of a bounded run; loop-only.
 type bounded struct {
-	ends     map[int32]int64 // captured at start
-	last     map[int32]int64 // committed offsets at the previous check; -1: none
-	probed   map[int32]int64 // a committed offset a probe found nothing after (before the end)
-	pending  map[int32]int64 // a committed offset a probe found a record after (before the end)
-	pos      map[int32]int64 // per partition, the offset after the last record polled
-	assigned bool            // the first assignment was delivered
-	lastBusy time.Duration   // Clock.Elapsed of the last check while records flow
-	ended    bool            // the end was reached: Run returns nil, a graceful shutdown
+	// Per input topic partition:
+	ends     map[Partition]int64 // captured at start
+	last     map[Partition]int64 // committed offsets at the previous check; -1: none
+	probed   map[Partition]int64 // a committed offset a probe found nothing after (before the end)
+	pending  map[Partition]int64 // a committed offset a probe found a record after (before the end)
+	pos      map[Partition]int64 // the offset after the last record polled
+	assigned bool                // the first assignment was delivered
+	lastBusy time.Duration       // Clock.Elapsed of the last check while records flow
+	ended    bool                // the end was reached: Run returns nil, a graceful shutdown
 }
 
 // captureEnds reads the input's end offsets (bounded runs only).
 func (c *Coordinator) captureEnds(ctx context.Context) error {
 	eo := c.cfg.Admin.(StableOffsetter) // checked by NewCoordinator
-	ends, err := eo.StableOffsets(ctx, c.cfg.Topic)
-	if err != nil {
-		return fmt.Errorf("kstate: end offsets of input topic %q: %w", c.cfg.Topic, err)
+	c.bnd = &bounded{ends: map[Partition]int64{}, last: map[Partition]int64{}, probed: map[Partition]int64{},
+		pending: map[Partition]int64{}, pos: map[Partition]int64{}}
+	for _, topic := range c.cfg.Topics {
+		ends, err := eo.StableOffsets(ctx, topic)
+		if err != nil {
+			return fmt.Errorf("kstate: end offsets of input topic %q: %w", topic, err)
+		}
+		for p, o := range ends {
+			c.bnd.ends[Partition{Topic: topic, Partition: p}] = o
+		}
 	}
-	c.bnd = &bounded{ends: ends, last: map[int32]int64{}, probed: map[int32]int64{}, pending: map[int32]int64{}, pos: map[int32]int64{}}
 	return nil
 }
 
@@ -97,8 +104,9 @@ const busyCheckEvery = 200 * time.Millisecond
 func (c *Coordinator) shouldCheck(recs []Message) bool {
 	b := c.bnd
 	for i := range recs {
-		if r := &recs[i]; r.Offset+1 > b.pos[r.Partition] {
-			b.pos[r.Partition] = r.Offset + 1
+		r := &recs[i]
+		if tp := (Partition{Topic: r.Topic, Partition: r.Partition}); r.Offset+1 > b.pos[tp] {
+			b.pos[tp] = r.Offset + 1
 		}
 	}
 	if len(recs) == 0 {
@@ -106,9 +114,11 @@ func (c *Coordinator) shouldCheck(recs []Message) bool {
 	}
 	c.mu.Lock()
 	for p := range c.mu.slots {
-		if end := b.ends[p]; end > 0 && b.pos[p] < end {
-			c.mu.Unlock()
-			return false
+		for _, tp := range c.inputPartitions(p) {
+			if end := b.ends[tp]; end > 0 && b.pos[tp] < end {
+				c.mu.Unlock()
+				return false
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -145,15 +155,26 @@ func (c *Coordinator) reachedEnd(ctx context.Context, probeAll bool) (bool, erro
 		}
 		c.mu.Unlock()
 	}
-	committed, err := c.cfg.Admin.(StableOffsetter).GroupOffsets(ctx, c.cfg.ApplicationID, c.cfg.Topic)
-	if err != nil {
-		return false, fmt.Errorf("kstate: committed offsets of group %q: %w", c.cfg.ApplicationID, err)
+	committed := map[Partition]int64{}
+	for _, topic := range c.cfg.Topics {
+		offs, err := c.cfg.Admin.(StableOffsetter).GroupOffsets(ctx, c.cfg.ApplicationID, topic)
+		if err != nil {
+			return false, fmt.Errorf("kstate: committed offsets of group %q: %w", c.cfg.ApplicationID, err)
+		}
+		for p, o := range offs {
+			committed[Partition{Topic: topic, Partition: p}] = o
+		}
 	}
-	parts := make([]int32, 0, len(b.ends))
-	for p := range b.ends {
-		parts = append(parts, p)
+	parts := make([]Partition, 0, len(b.ends))
+	for tp := range b.ends {
+		parts = append(parts, tp)
 	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	sort.Slice(parts, func(i, j int) bool {
+		if parts[i].Topic != parts[j].Topic {
+			return parts[i].Topic < parts[j].Topic
+		}
+		return parts[i].Partition < parts[j].Partition
+	})
 	done := true
 	for _, p := range parts {
 		end := b.ends[p]
@@ -173,11 +194,11 @@ func (c *Coordinator) reachedEnd(ctx context.Context, probeAll bool) (bool, erro
 			done = false // probed at this offset already: records are left
 			continue
 		}
-		if restoring[p] || (!probeAll && (!seen || prev != at)) {
+		if restoring[p.Partition] || (!probeAll && (!seen || prev != at)) {
 			done = false // moving (or first seen): being processed
 			continue
 		}
-		empty, err := c.nothingBefore(ctx, p, max(at, 0), end)
+		empty, err := c.nothingBefore(ctx, p.Topic, p.Partition, max(at, 0), end)
 		if err != nil {
 			return false, err
 		}
@@ -191,16 +212,16 @@ func (c *Coordinator) reachedEnd(ctx context.Context, probeAll bool) (bool, erro
 	return done, nil
 }
 
-// nothingBefore reports whether partition p of the input has no record a
+// nothingBefore reports whether partition p of input topic has no record a
 // read_committed consumer would get between from and end.
-func (c *Coordinator) nothingBefore(ctx context.Context, p int32, from, end int64) (bool, error) {
-	rd, err := c.cfg.Changelog.Open(ctx, c.cfg.Topic, p, from)
+func (c *Coordinator) nothingBefore(ctx context.Context, topic string, p int32, from, end int64) (bool, error) {
+	rd, err := c.cfg.Changelog.Open(ctx, topic, p, from)
 	if errors.Is(err, ErrOffsetOutOfRange) {
 		// Below the log start (retention): the consumer resets too.
-		rd, err = c.cfg.Changelog.Open(ctx, c.cfg.Topic, p, 0)
+		rd, err = c.cfg.Changelog.Open(ctx, topic, p, 0)
 	}
 	if err != nil {
-		return false, fmt.Errorf("kstate: reading input topic %q partition %d from offset %d (bounded run's end check): %w", c.cfg.Topic, p, from, err)
+		return false, fmt.Errorf("kstate: reading input topic %q partition %d from offset %d (bounded run's end check): %w", topic, p, from, err)
 	}
 	defer rd.Close()
 	if rd.End() <= from {
@@ -211,7 +232,7 @@ func (c *Coordinator) nothingBefore(ctx context.Context, p int32, from, end int6
 		return true, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("kstate: reading input topic %q partition %d from offset %d (bounded run's end check): %w", c.cfg.Topic, p, from, err)
+		return false, fmt.Errorf("kstate: reading input topic %q partition %d from offset %d (bounded run's end check): %w", topic, p, from, err)
 	}
 	return len(msgs) == 0 || msgs[0].Offset >= end, nil
 }

@@ -18,12 +18,19 @@ type CoordinatorConfig struct {
 	// (sink.go) and OutputTopic is optional. Optional.
 	Sink bool
 
-	ApplicationID  string // consumer group id
-	InstanceID     string // for messages
-	RunID          string // for messages
-	Topic          string // the input topic
+	ApplicationID string // consumer group id
+	InstanceID    string // for messages
+	RunID         string // for messages
+	Topic         string // the input topic (the first one with Topics)
+	// Topics are the input topics, co-partitioned (inputs.go); Topics[0]
+	// is Topic. Optional: nil = []string{Topic}.
+	Topics         []string
 	OutputTopic    string
 	ChangelogTopic string
+	// RepartitionTopic is the GroupBy repartition topic (repartition.go),
+	// the last of Topics: created at start with the inputs' partition
+	// count (delete policy) if missing. Optional; "" = none.
+	RepartitionTopic string
 	// DeadLetterTopic receives the records the tasks dead-letter; it is
 	// created with the input's partition count if missing. Optional:
 	// empty when no policy dead-letters.
@@ -174,8 +181,21 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 	switch {
 	case cfg.Admin == nil || cfg.NewSession == nil || cfg.Changelog == nil || cfg.NewTask == nil || cfg.Clock == nil:
 		return nil, errors.New("engine: CoordinatorConfig needs Admin, NewSession, Changelog, NewTask and Clock")
+	case len(cfg.Topics) == 0 && cfg.Topic != "":
+		cfg.Topics = []string{cfg.Topic}
+	}
+	if len(cfg.Topics) > 0 {
+		cfg.Topic = cfg.Topics[0]
+	}
+	switch {
 	case cfg.Topic == "" || (cfg.OutputTopic == "" && !cfg.Sink) || cfg.ChangelogTopic == "":
 		return nil, errors.New("engine: CoordinatorConfig needs the input, output and changelog topics")
+	case hasDuplicate(cfg.Topics):
+		return nil, fmt.Errorf("engine: CoordinatorConfig.Topics %q names a topic twice", cfg.Topics)
+	case cfg.RepartitionTopic != "" && (len(cfg.Topics) < 2 || cfg.Topics[len(cfg.Topics)-1] != cfg.RepartitionTopic):
+		return nil, fmt.Errorf("engine: CoordinatorConfig.RepartitionTopic %q must be the last of Topics %q", cfg.RepartitionTopic, cfg.Topics)
+	case cfg.RepartitionTopic != "" && cfg.RunToEnd:
+		return nil, errors.New("engine: CoordinatorConfig.RunToEnd does not support a repartition topic")
 	case cfg.MaxBatchRecords <= 0 || cfg.RestoreTimeout <= 0 || cfg.ShutdownTimeout <= 0 ||
 		(cfg.ProcessingTime && cfg.TriggerInterval <= 0):
 		return nil, errors.New("engine: CoordinatorConfig needs positive MaxBatchRecords, RestoreTimeout, ShutdownTimeout and (ProcessingTime) TriggerInterval")
@@ -261,7 +281,7 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 		return nil // a bounded run with nothing to do: never joined
 	}
 	c.log.Info("started", "instance", c.cfg.InstanceID, "transactional_id", c.session.TransactionalID(), "run", c.cfg.RunID,
-		"input", c.cfg.Topic, "partitions", c.partitions, "output", c.cfg.OutputTopic, "changelog", c.cfg.ChangelogTopic)
+		"input", c.cfg.Topics, "partitions", c.partitions, "output", c.cfg.OutputTopic, "changelog", c.cfg.ChangelogTopic)
 	events := groupEvents{c}
 	for {
 		if err := c.failed(); err != nil {
@@ -334,6 +354,18 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 	n, err := c.cfg.Admin.Partitions(ctx, c.cfg.Topic)
 	if err != nil {
 		return fmt.Errorf("kstate: input topic %q: %w", c.cfg.Topic, err)
+	}
+	if err := c.ensureRepartition(ctx, n); err != nil {
+		return err
+	}
+	for _, t := range c.cfg.Topics[1:] {
+		m, err := c.cfg.Admin.Partitions(ctx, t)
+		if err != nil {
+			return fmt.Errorf("kstate: input topic %q: %w", t, err)
+		}
+		if m != n {
+			return fmt.Errorf("kstate: %w", &InputPartitionsError{Topic: c.cfg.Topic, Partitions: n, Other: t, OtherPartitions: m})
+		}
 	}
 	c.partitions = n
 	c.mu.Lock()

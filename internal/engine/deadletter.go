@@ -33,7 +33,7 @@ const (
 func (t *Task[K, I, O]) deadLetter(r *Record, stage string, cause error, nowMs int64) DeadLetter {
 	h := make([]Header, 0, len(r.Headers)+7)
 	h = append(h, r.Headers...)
-	h = append(h, t.dlHeaders(stage, cause, nowMs)...)
+	h = append(h, t.dlHeaders(stage, cause, nowMs, r.Input)...)
 	h = append(h, Header{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))})
 	return DeadLetter{Key: r.Key, Value: r.Value, TimestampMs: r.TimestampMs, Headers: h}
 }
@@ -41,18 +41,18 @@ func (t *Task[K, I, O]) deadLetter(r *Record, stage string, cause error, nowMs i
 // timerDeadLetter describes a failed timer: the key is the timer's grouping
 // key, the value is empty (nil), the timestamp is the timer's expiry.
 func (t *Task[K, I, O]) timerDeadLetter(key []byte, expiry int64, cause error, nowMs int64) DeadLetter {
-	h := t.dlHeaders(StageProcess, cause, nowMs)
+	h := t.dlHeaders(StageProcess, cause, nowMs, 0)
 	h = append(h, Header{Key: HeaderTimerExpiry, Value: []byte(strconv.FormatInt(expiry, 10))})
 	return DeadLetter{Key: key, TimestampMs: expiry, Headers: h}
 }
 
-func (t *Task[K, I, O]) dlHeaders(stage string, cause error, nowMs int64) []Header {
+func (t *Task[K, I, O]) dlHeaders(stage string, cause error, nowMs int64, input int) []Header {
 	return []Header{
 		{Key: HeaderStage, Value: []byte(stage)},
 		{Key: HeaderError, Value: []byte(cause.Error())},
 		{Key: HeaderApplication, Value: []byte(t.cfg.ApplicationID)},
 		{Key: HeaderTime, Value: []byte(strconv.FormatInt(nowMs, 10))},
-		{Key: HeaderSourceTopic, Value: []byte(t.cfg.Topic)},
+		{Key: HeaderSourceTopic, Value: []byte(t.topic(input))},
 		{Key: HeaderSourcePartition, Value: []byte(strconv.FormatInt(int64(t.cfg.Partition), 10))},
 	}
 }
@@ -61,7 +61,7 @@ func (t *Task[K, I, O]) dlHeaders(stage string, cause error, nowMs int64) []Head
 // DecodeError under Fail, nil after skipping or dead-lettering it. A cause
 // wrapping serde.ErrUnavailable is the DecodeError under every policy.
 func (t *Task[K, I, O]) badRecord(r *Record, part string, cause error, nowMs int64, res *BatchResult) error {
-	de := &DecodeError{Topic: t.cfg.Topic, Partition: t.cfg.Partition, Offset: r.Offset, Part: part, Err: cause}
+	de := &DecodeError{Topic: t.topic(r.Input), Partition: t.cfg.Partition, Offset: r.Offset, Part: part, Err: cause}
 	if errors.Is(cause, serde.ErrUnavailable) {
 		// Not the record's fault (a schema registry down): never skip or
 		// dead-letter it; the batch fails and a restart reads it again.
@@ -72,12 +72,12 @@ func (t *Task[K, I, O]) badRecord(r *Record, part string, cause error, nowMs int
 	case PolicySkip:
 		c.DecodeErrors++
 		c.Skipped++
-		t.log.Warn("skipping an undecodable record", "topic", t.cfg.Topic, "offset", r.Offset, "part", part, "err", cause)
+		t.log.Warn("skipping an undecodable record", "topic", t.topic(r.Input), "offset", r.Offset, "part", part, "err", cause)
 	case PolicyDeadLetter:
 		c.DecodeErrors++
 		c.DeadLettered++
 		res.DeadLetters = append(res.DeadLetters, t.deadLetter(r, StageDecode, de, nowMs))
-		t.log.Warn("undecodable record sent to the dead-letter topic", "topic", t.cfg.Topic, "offset", r.Offset, "part", part, "err", cause)
+		t.log.Warn("undecodable record sent to the dead-letter topic", "topic", t.topic(r.Input), "offset", r.Offset, "part", part, "err", cause)
 	default:
 		return de
 	}
@@ -97,16 +97,16 @@ func (t *Task[K, I, O]) misrouted(r *Record, nowMs int64, res *BatchResult) (han
 			t.warnedMismatch = true
 			t.log.Warn("input record keys do not hash to their partition: state and timers of such a key live on the partition it arrived on; "+
 				"initial state, and records of the key on other partitions, do not meet it (logged once per partition; see the KeyPartitionMismatches counter)",
-				"topic", t.cfg.Topic, "offset", r.Offset, "key_partition", r.KeyPartition)
+				"topic", t.topic(r.Input), "offset", r.Offset, "key_partition", r.KeyPartition)
 		}
 		return false, nil
 	case PolicyDeadLetter:
 		t.pend.counters.DeadLettered++
 		res.DeadLetters = append(res.DeadLetters, t.deadLetter(r, StagePartition, cause, nowMs))
-		t.log.Warn("record whose key hashes to another partition sent to the dead-letter topic", "topic", t.cfg.Topic, "offset", r.Offset, "key_partition", r.KeyPartition)
+		t.log.Warn("record whose key hashes to another partition sent to the dead-letter topic", "topic", t.topic(r.Input), "offset", r.Offset, "key_partition", r.KeyPartition)
 		return true, nil
 	default:
-		return false, &DecodeError{Topic: t.cfg.Topic, Partition: t.cfg.Partition, Offset: r.Offset, Part: "key", Err: cause}
+		return false, &DecodeError{Topic: t.topic(r.Input), Partition: t.cfg.Partition, Offset: r.Offset, Part: "key", Err: cause}
 	}
 }
 

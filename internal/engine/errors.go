@@ -209,6 +209,9 @@ type ChangelogLostError struct {
 	HasState     bool
 	Committed    int64 // the group's committed input offset
 	HasCommitted bool
+	// Input is the input topic whose offsets disagree, with several input
+	// topics ("" with one).
+	Input string
 }
 
 func (e *ChangelogLostError) Error() string {
@@ -218,6 +221,10 @@ func (e *ChangelogLostError) Error() string {
 	}
 	if e.HasCommitted {
 		committed = fmt.Sprintf("committed input offset %d", e.Committed)
+	}
+	if e.Input != "" {
+		state += fmt.Sprintf(" of input topic %q", e.Input)
+		committed += fmt.Sprintf(" of input topic %q", e.Input)
 	}
 	dir := e.ShardDir
 	if dir == "" {

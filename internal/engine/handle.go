@@ -21,7 +21,8 @@ type TaskHandle interface {
 	// Restore hooks (see restore.go): the shard to replay the changelog
 	// into, and the input offset the restored state was built up to.
 	Shard() *shard.Shard
-	StoredInputOffset() (int64, bool, error)
+	// StoredInputOffset is input i's (InputOffsetMeta).
+	StoredInputOffset(input int) (int64, bool, error)
 	// Start checks modes and runs the processor's Init, after restore.
 	Start() error
 	// InitialStatePending reports, after Start, whether the task has an

@@ -83,15 +83,17 @@ func (c *Coordinator) noteEndOffset(ctx context.Context, s *slot) {
 	if !ok {
 		return
 	}
-	ends, err := eo.EndOffsets(ctx, c.cfg.Topic)
-	if err != nil {
-		c.log.Debug("end offsets for the lag: unavailable", "partition", s.part, "err", err)
-		return
-	}
-	if end, ok := ends[s.part]; ok {
-		c.mu.Lock()
-		s.endOffset = end
-		c.mu.Unlock()
+	for i, topic := range c.cfg.Topics {
+		ends, err := eo.EndOffsets(ctx, topic)
+		if err != nil {
+			c.log.Debug("end offsets for the lag: unavailable", "partition", s.part, "topic", topic, "err", err)
+			return
+		}
+		if end, ok := ends[s.part]; ok {
+			c.mu.Lock()
+			s.endOffset[i] = end
+			c.mu.Unlock()
+		}
 	}
 }
 
@@ -101,8 +103,10 @@ func (c *Coordinator) noteEndOffset(ctx context.Context, s *slot) {
 func (c *Coordinator) observeCommit(parts []*slot, byPart map[int32][]Record, results []*BatchResult, start, latency time.Duration) {
 	c.mu.Lock()
 	for _, s := range parts {
-		if recs := byPart[s.part]; len(recs) > 0 {
-			s.position = recs[len(recs)-1].Offset + 1
+		for i, o := range lastOffsets(byPart[s.part], len(c.cfg.Topics)) {
+			if o >= 0 {
+				s.position[i] = o
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -147,22 +151,28 @@ func (c *Coordinator) noteLag() {
 		if !s.ready {
 			continue
 		}
-		h, start, ok := hw.HighWatermark(c.cfg.Topic, p)
-		if !ok {
-			h, start = -1, -1
+		var lag int64
+		for i, topic := range c.cfg.Topics {
+			h, start, ok := hw.HighWatermark(topic, p)
+			if !ok {
+				h, start = -1, -1
+			}
+			// The end offset read by the restore stands in until a fetch
+			// returns the partition (high watermarks only grow).
+			h = max(h, s.endOffset[i])
+			pos := s.position[i]
+			if pos < 0 {
+				// Nothing committed yet: consumption starts at the log
+				// start (the sessions reset to the earliest offset).
+				pos = start
+			}
+			if h < 0 || pos < 0 {
+				lag = -1
+				break
+			}
+			lag += max(0, h-pos)
 		}
-		// The end offset read by the restore stands in until a fetch
-		// returns the partition (high watermarks only grow).
-		h = max(h, s.endOffset)
-		pos := s.position
-		if pos < 0 {
-			// Nothing committed yet: consumption starts at the log start
-			// (the sessions reset to the earliest offset).
-			pos = start
-		}
-		if h >= 0 && pos >= 0 {
-			s.lag = max(0, h-pos)
-		}
+		s.lag = lag
 	}
 }
 

@@ -27,7 +27,7 @@ func TestRestoreProgress(t *testing.T) {
 	var buf bytes.Buffer
 	c := &Coordinator{clock: clk, log: slog.New(slog.NewTextHandler(&buf, nil))}
 	c.mu.slots = map[int32]*slot{}
-	s := &slot{part: 3, watermark: -1, position: -1, lag: -1}
+	s := &slot{part: 3, watermark: -1, position: []int64{-1}, lag: -1}
 	c.mu.slots[3] = s
 	s.restore.start, s.restore.lastLog = clk.el, clk.el
 	status := func() PartitionStatus { return c.Snapshot().Status[3] }

@@ -62,17 +62,20 @@ func (c *Coordinator) openTask(ctx context.Context, s *slot) (_ TaskHandle, err 
 	// The committed offset is fetched stable: it waits for a previous
 	// owner's transaction to finish, so the changelog read below normally
 	// sees that transaction's records too.
-	offs, err := c.cfg.Admin.CommittedOffsets(ctx, c.cfg.ApplicationID, c.cfg.Topic)
-	if err != nil {
-		return nil, fmt.Errorf("kstate: partition %d: %w", p, err)
+	ci := committedInputs{off: make([]int64, len(c.cfg.Topics)), has: make([]bool, len(c.cfg.Topics))}
+	for i, topic := range c.cfg.Topics {
+		offs, err := c.cfg.Admin.CommittedOffsets(ctx, c.cfg.ApplicationID, topic)
+		if err != nil {
+			return nil, fmt.Errorf("kstate: partition %d: %w", p, err)
+		}
+		ci.off[i], ci.has[i] = offs[p]
+		if ci.has[i] {
+			c.mu.Lock()
+			s.position[i] = ci.off[i]
+			c.mu.Unlock()
+		}
 	}
-	committed, hasCommitted := offs[p]
-	if hasCommitted {
-		c.mu.Lock()
-		s.position = committed
-		c.mu.Unlock()
-	}
-	n, err := c.restore(ctx, t, s, committed, hasCommitted)
+	n, err := c.restore(ctx, t, s, ci)
 	if err != nil {
 		return nil, err
 	}
@@ -90,13 +93,18 @@ func (c *Coordinator) openTask(ctx context.Context, s *slot) (_ TaskHandle, err 
 		// another's input) come with the same input offset recorded in the
 		// changelog: then the committed offset is a start position, not
 		// the sign of a previous run.
-		stored, ok, serr := t.StoredInputOffset()
+		stored, ok, serr := storedInputs(t, len(c.cfg.Topics))
 		if serr != nil {
 			return nil, fmt.Errorf("kstate: %w", serr)
 		}
-		preset := hasCommitted && ok && stored == committed
-		if hasCommitted && !preset {
-			c.log.Warn("changelog is empty but the group committed an offset: not applying the initial state (not a first run)", "partition", p, "committed_offset", committed)
+		preset := ci.any()
+		for i := range ci.has {
+			if ci.has[i] && (!ok[i] || stored[i] != ci.off[i]) {
+				preset = false
+			}
+		}
+		if ci.any() && !preset {
+			c.log.Warn("changelog is empty but the group committed an offset: not applying the initial state (not a first run)", "partition", p, "committed_offsets", ci.off)
 		} else {
 			rows, err := t.LoadInitialState(ctx, c.partitions)
 			if err != nil {
@@ -123,40 +131,51 @@ func (c *Coordinator) openTask(ctx context.Context, s *slot) (_ TaskHandle, err 
 // again until the shard has caught up with the committed offset. If it
 // never does (the changelog lost records, or the group's offsets were moved
 // forward by hand), Run fails after RestoreTimeout.
-func (c *Coordinator) restore(ctx context.Context, t TaskHandle, s *slot, committed int64, hasCommitted bool) (int64, error) {
+func (c *Coordinator) restore(ctx context.Context, t TaskHandle, s *slot, ci committedInputs) (int64, error) {
 	p := s.part
 	deadline := c.clock.Elapsed() + c.cfg.RestoreTimeout
 	var total int64
 	for {
-		n, err := c.restoreOnce(ctx, t, s, total, committed, hasCommitted)
+		n, err := c.restoreOnce(ctx, t, s, total, ci)
 		total += n
 		if err != nil {
 			return total, err
 		}
-		stored, ok, err := t.StoredInputOffset()
+		stored, ok, err := storedInputs(t, len(c.cfg.Topics))
 		if err != nil {
 			return total, fmt.Errorf("kstate: %w", err)
 		}
-		switch {
-		case !hasCommitted:
-			if ok {
-				c.log.Warn("the group has no committed offset but the state was built up to an input offset (offsets expired or deleted?): input is consumed from the reset position", "partition", p, "state_input_offset", stored)
+		behind := -1 // the first input the state is behind on
+		for i, topic := range c.cfg.Topics {
+			switch {
+			case !ci.has[i]:
+				if ok[i] {
+					c.log.Warn("the group has no committed offset but the state was built up to an input offset (offsets expired or deleted?): input is consumed from the reset position", "partition", p, "topic", topic, "state_input_offset", stored[i])
+				}
+			case ok[i] && stored[i] >= ci.off[i]:
+				if stored[i] > ci.off[i] {
+					c.log.Warn("state was built past the group's committed offset (moved back by hand?): records from the committed offset on are processed again", "partition", p, "topic", topic, "state_input_offset", stored[i], "committed_offset", ci.off[i])
+				}
+			default:
+				if behind < 0 {
+					behind = i
+				}
 			}
-			return total, nil
-		case ok && stored >= committed:
-			if stored > committed {
-				c.log.Warn("state was built past the group's committed offset (moved back by hand?): records from the committed offset on are processed again", "partition", p, "state_input_offset", stored, "committed_offset", committed)
-			}
+		}
+		if behind < 0 {
 			return total, nil
 		}
 		if c.clock.Elapsed() > deadline {
 			have := "no committed batch"
-			if ok {
-				have = fmt.Sprintf("input offset %d", stored)
+			if ok[behind] {
+				have = fmt.Sprintf("input offset %d", stored[behind])
+			}
+			if len(c.cfg.Topics) > 1 {
+				have += fmt.Sprintf(" of input topic %q", c.cfg.Topics[behind])
 			}
 			return total, fmt.Errorf("kstate: partition %d: the changelog %q restores state up to %s, but the group committed input offset %d: "+
 				"the changelog is missing records (deleted or truncated topic) or the group's offsets were moved forward; "+
-				"refusing to process on inconsistent state", p, c.cfg.ChangelogTopic, have, committed)
+				"refusing to process on inconsistent state", p, c.cfg.ChangelogTopic, have, ci.off[behind])
 		}
 		if err := c.clock.Sleep(ctx, c.cfg.RestoreRetry); err != nil {
 			return total, err
@@ -168,7 +187,7 @@ func (c *Coordinator) restore(ctx context.Context, t TaskHandle, s *slot, commit
 // last stable offset captured now. When the shard's offset is not in the
 // changelog any more, it re-seeds the changelog from the shard or refuses
 // (reseedOrRefuse); it never wipes the shard.
-func (c *Coordinator) restoreOnce(ctx context.Context, t TaskHandle, s *slot, base, committed int64, hasCommitted bool) (int64, error) {
+func (c *Coordinator) restoreOnce(ctx context.Context, t TaskHandle, s *slot, base int64, ci committedInputs) (int64, error) {
 	p := s.part
 	sh := t.Shard()
 	pending, err := sh.ReseedPending()
@@ -181,13 +200,13 @@ func (c *Coordinator) restoreOnce(ctx context.Context, t TaskHandle, s *slot, ba
 		// read_committed restore would skip and call caught up. Decide
 		// again, without reading.
 		c.log.Warn("a re-seed of the changelog from the shard was interrupted: deciding again", "partition", p)
-		if err := c.reseedOrRefuse(ctx, t, p, committed, hasCommitted, nil); err != nil {
+		if err := c.reseedOrRefuse(ctx, t, p, ci, nil); err != nil {
 			return 0, err
 		}
 	}
 	rd, err := c.cfg.Changelog.Open(ctx, c.cfg.ChangelogTopic, p, sh.ChangelogOffset())
 	if errors.Is(err, ErrOffsetOutOfRange) {
-		if err := c.reseedOrRefuse(ctx, t, p, committed, hasCommitted, err); err != nil {
+		if err := c.reseedOrRefuse(ctx, t, p, ci, err); err != nil {
 			return 0, err
 		}
 		rd, err = c.cfg.Changelog.Open(ctx, c.cfg.ChangelogTopic, p, sh.ChangelogOffset())
@@ -225,20 +244,25 @@ func (c *Coordinator) restoreOnce(ctx context.Context, t TaskHandle, s *slot, ba
 // restore would skip) and re-seeds again. A crash after the commit and
 // before the local write re-seeds a second time: the same values again,
 // which is idempotent.
-func (c *Coordinator) reseedOrRefuse(ctx context.Context, t TaskHandle, p int32, committed int64, hasCommitted bool, cause error) error {
+func (c *Coordinator) reseedOrRefuse(ctx context.Context, t TaskHandle, p int32, ci committedInputs, cause error) error {
 	sh := t.Shard()
-	stored, ok, err := t.StoredInputOffset()
+	stored, ok, err := storedInputs(t, len(c.cfg.Topics))
 	if err != nil {
 		return fmt.Errorf("kstate: partition %d: %w", p, err)
 	}
-	consistent := (hasCommitted && ok && stored == committed) || (!hasCommitted && !ok)
-	if !consistent {
+	for i, topic := range c.cfg.Topics {
+		if consistent := (ci.has[i] && ok[i] && stored[i] == ci.off[i]) || (!ci.has[i] && !ok[i]); consistent {
+			continue
+		}
 		lost := &ChangelogLostError{
 			Changelog: c.cfg.ChangelogTopic, Partition: p, ShardDir: t.ShardDir(), ShardOffset: sh.ChangelogOffset(),
-			StateOffset: stored, HasState: ok, Committed: committed, HasCommitted: hasCommitted,
+			StateOffset: stored[i], HasState: ok[i], Committed: ci.off[i], HasCommitted: ci.has[i],
+		}
+		if len(c.cfg.Topics) > 1 {
+			lost.Input = topic
 		}
 		c.log.Error("changelog lost and the shard is not consistent with the group's committed offset: refusing; the shard is left untouched",
-			"partition", p, "shard_offset", sh.ChangelogOffset(), "state_input_offset", stored, "committed_offset", committed, "cause", cause)
+			"partition", p, "topic", topic, "shard_offset", sh.ChangelogOffset(), "state_input_offset", stored[i], "committed_offset", ci.off[i], "cause", cause)
 		return fmt.Errorf("kstate: %w", lost)
 	}
 	recs, err := sh.Records()
@@ -246,7 +270,7 @@ func (c *Coordinator) reseedOrRefuse(ctx context.Context, t TaskHandle, p int32,
 		return fmt.Errorf("kstate: partition %d: %w", p, err)
 	}
 	c.log.Warn("shard offset is outside the changelog (deleted, recreated or truncated): re-seeding the changelog from the shard, which is consistent with the group's committed offset",
-		"partition", p, "shard_offset", sh.ChangelogOffset(), "committed_offset", committed, "records", len(recs), "cause", cause)
+		"partition", p, "shard_offset", sh.ChangelogOffset(), "committed_offsets", ci.off, "records", len(recs), "cause", cause)
 	if err := sh.BeginReseed(); err != nil {
 		return fmt.Errorf("kstate: partition %d: %w", p, err)
 	}

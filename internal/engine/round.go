@@ -17,7 +17,7 @@ func (c *Coordinator) batch(recs []Message) error {
 	var unready []int32
 	for i := range recs {
 		rec := &recs[i]
-		if rec.Topic != c.cfg.Topic || ready[rec.Partition] == nil {
+		if _, ok := c.inputIndex(rec.Topic); !ok || ready[rec.Partition] == nil {
 			unready = append(unready, rec.Partition)
 			continue
 		}
@@ -29,15 +29,12 @@ func (c *Coordinator) batch(recs []Message) error {
 			unready = append(unready, rec.Partition)
 			continue
 		}
-		r := Record{
-			Offset: rec.Offset, Key: rec.Key, Value: rec.Value, TimestampMs: rec.Timestamp.UnixMilli(), Headers: rec.Headers,
+		byPart[rec.Partition] = append(byPart[rec.Partition], c.toRecord(*rec))
+	}
+	if len(c.cfg.Topics) > 1 {
+		for _, rs := range byPart {
+			orderRecords(rs)
 		}
-		if rec.Key != nil {
-			if kp := PartitionFor(rec.Key, c.partitions); kp != rec.Partition {
-				r.Misrouted, r.KeyPartition = true, kp
-			}
-		}
-		byPart[rec.Partition] = append(byPart[rec.Partition], r)
 	}
 	if len(unready) > 0 {
 		return c.rewind(unready)
@@ -195,6 +192,16 @@ func (c *Coordinator) records(parts []*slot, results []*BatchResult) ([]Message,
 			out = append(out, Message{
 				Topic: topic, Partition: outputPartition(o.Key, s.part, n),
 				Key: o.Key, Value: o.Value, Timestamp: ts, Headers: o.Headers,
+			})
+		}
+		for _, r := range res.Repartition {
+			var ts time.Time
+			if r.TimestampMs >= 0 {
+				ts = time.UnixMilli(r.TimestampMs)
+			}
+			out = append(out, Message{
+				Topic: c.cfg.RepartitionTopic, Partition: PartitionFor(r.Key, c.partitions),
+				Key: r.Key, Value: r.Value, Timestamp: ts, Headers: r.Headers,
 			})
 		}
 		for _, d := range res.DeadLetters {

@@ -32,13 +32,13 @@ import (
 // MetaPlan is the shard metadata holding the partition's last batch plan.
 const MetaPlan = "engine/batch_plan"
 
-// Plan is a partition's planned batch: its id, its input records (offsets
-// First..End−1 as read_committed, Count of them; First = End = −1 when the
-// batch has no input) and its processing time.
+// Plan is a partition's planned batch: its id, its input records (per
+// input topic, offsets First..End−1 as read_committed, Count of them;
+// First = End = −1 when the input has none in the batch) and its
+// processing time.
 type Plan struct {
 	BatchID     int64
-	First, End  int64
-	Count       int64
+	Ranges      []InputRange // one per input topic
 	TimeMs      int64
 	Done        bool // the batch committed
 	FirstBatch  bool // planned on a fresh shard: initial state is still due
@@ -46,11 +46,35 @@ type Plan struct {
 	Recs        []Record
 }
 
-const planLen = 5*8 + 1
+// InputRange is a plan's records of one input topic.
+type InputRange struct {
+	First, End, Count int64
+}
+
+// Count is the plan's number of records over every input.
+func (p *Plan) Count() int64 {
+	var n int64
+	for _, r := range p.Ranges {
+		n += r.Count
+	}
+	return n
+}
+
+// The encoding: batch id, the first input's range, time, flags (the
+// one-input format of earlier releases), then the range of every further
+// input.
+const (
+	planLen      = 5*8 + 1
+	planRangeLen = 3 * 8
+)
 
 func (p Plan) encode() []byte {
-	b := make([]byte, 0, planLen)
-	for _, v := range []int64{p.BatchID, p.First, p.End, p.Count, p.TimeMs} {
+	r0 := InputRange{First: -1, End: -1}
+	if len(p.Ranges) > 0 {
+		r0 = p.Ranges[0]
+	}
+	b := make([]byte, 0, planLen+planRangeLen*max(len(p.Ranges)-1, 0))
+	for _, v := range []int64{p.BatchID, r0.First, r0.End, r0.Count, p.TimeMs} {
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
 	var f byte
@@ -60,15 +84,41 @@ func (p Plan) encode() []byte {
 	if p.FirstBatch {
 		f |= 2
 	}
-	return append(b, f)
+	b = append(b, f)
+	for i := 1; i < len(p.Ranges); i++ {
+		for _, v := range []int64{p.Ranges[i].First, p.Ranges[i].End, p.Ranges[i].Count} {
+			b = binary.BigEndian.AppendUint64(b, uint64(v))
+		}
+	}
+	return b
 }
 
-func decodePlan(b []byte) (Plan, error) {
-	if len(b) != planLen {
-		return Plan{}, fmt.Errorf("metadata %q has %d bytes, want %d", MetaPlan, len(b), planLen)
+// decodePlan decodes a plan of inputs input topics; a plan with fewer
+// ranges (written with fewer inputs) has no records of the others.
+func decodePlan(b []byte, inputs int) (Plan, error) {
+	if len(b) < planLen || (len(b)-planLen)%planRangeLen != 0 {
+		return Plan{}, fmt.Errorf("metadata %q has %d bytes, want %d + a multiple of %d", MetaPlan, len(b), planLen, planRangeLen)
 	}
 	v := func(i int) int64 { return int64(binary.BigEndian.Uint64(b[8*i:])) }
-	return Plan{BatchID: v(0), First: v(1), End: v(2), Count: v(3), TimeMs: v(4), Done: b[40]&1 != 0, FirstBatch: b[40]&2 != 0}, nil
+	p := Plan{BatchID: v(0), TimeMs: v(4), Done: b[40]&1 != 0, FirstBatch: b[40]&2 != 0}
+	p.Ranges = []InputRange{{First: v(1), End: v(2), Count: v(3)}}
+	for rest := b[planLen:]; len(rest) > 0; rest = rest[planRangeLen:] {
+		w := func(i int) int64 { return int64(binary.BigEndian.Uint64(rest[8*i:])) }
+		p.Ranges = append(p.Ranges, InputRange{First: w(0), End: w(1), Count: w(2)})
+	}
+	if len(p.Ranges) > inputs {
+		for _, r := range p.Ranges[inputs:] {
+			if r.Count > 0 && !p.Done {
+				return Plan{}, fmt.Errorf("metadata %q plans records of %d input topics, the application has %d: "+
+					"run the previous configuration until the planned batch committed", MetaPlan, len(p.Ranges), inputs)
+			}
+		}
+		p.Ranges = p.Ranges[:inputs]
+	}
+	for len(p.Ranges) < inputs {
+		p.Ranges = append(p.Ranges, InputRange{First: -1, End: -1})
+	}
+	return p, nil
 }
 
 // SinkError is a sink's error: the batch (partition, id) was not committed
@@ -113,7 +163,7 @@ func (t *Task[K, I, O]) loadPlan() error {
 	if !ok {
 		return nil
 	}
-	p, err := decodePlan(b)
+	p, err := decodePlan(b, t.inputs())
 	if err != nil {
 		return fmt.Errorf("partition %d: %w", t.cfg.Partition, err)
 	}
@@ -148,20 +198,26 @@ func (t *Task[K, I, O]) PlanBatch(nowMs int64, recs []Record) ([]changelog.Recor
 	if t.inBatch {
 		return nil, ErrInBatch
 	}
-	p := Plan{BatchID: t.batchID, First: -1, End: -1, Count: int64(len(recs)), TimeMs: nowMs, FirstBatch: t.fresh,
-		Recs: recs, recsPresent: true}
-	if len(recs) > 0 {
-		p.First, p.End = recs[0].Offset, recs[len(recs)-1].Offset+1
+	p := Plan{BatchID: t.batchID, TimeMs: nowMs, FirstBatch: t.fresh, Recs: recs, recsPresent: true,
+		Ranges: make([]InputRange, t.inputs())}
+	for i := range p.Ranges {
+		p.Ranges[i] = InputRange{First: -1, End: -1}
+	}
+	for i := range recs {
+		r := &p.Ranges[recs[i].Input]
+		if r.Count == 0 {
+			r.First = recs[i].Offset
+		}
+		r.End = recs[i].Offset + 1
+		r.Count++
 	}
 	t.shard.Begin(-1)
 	t.inBatch = true
 	if err := t.shard.PutMeta(MetaPlan, p.encode()); err != nil {
 		return nil, t.metaErr(err)
 	}
-	if len(recs) > 0 {
-		if err := t.shard.PutMeta(MetaInputOffset, putInt(p.End)); err != nil {
-			return nil, t.metaErr(err)
-		}
+	if err := t.putInputOffsets(recs); err != nil {
+		return nil, err
 	}
 	cl, err := t.shard.Finish()
 	if err != nil {
@@ -206,21 +262,38 @@ func (t *Task[K, I, O]) markPlanDone() error {
 }
 
 // readPlanned re-reads the records of t's outstanding plan from the input
-// topic (after a restore: the group's committed offset is already the
-// plan's end, so the session will not deliver them again).
+// topics (after a restore: the group's committed offsets are already the
+// plan's ends, so the session will not deliver them again), input by
+// input, in the order the batch had them (orderRecords).
 func (c *Coordinator) readPlanned(ctx context.Context, t TaskHandle) error {
 	p := t.Planned()
 	if p == nil || p.recsPresent {
 		return nil
 	}
-	if p.Count == 0 {
-		t.SetPlanRecords(nil)
-		return nil
+	var recs []Record
+	for i, r := range p.Ranges {
+		if r.Count == 0 {
+			continue
+		}
+		got, err := c.readRange(ctx, t.Partition(), i, p.BatchID, r)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, got...)
 	}
-	part := t.Partition()
-	rd, err := c.cfg.Changelog.Open(ctx, c.cfg.Topic, part, p.First)
+	t.SetPlanRecords(recs)
+	if len(recs) > 0 {
+		c.log.Info("re-executing a planned batch", "partition", t.Partition(), "batch", p.BatchID, "records", len(recs), "batch_time_ms", p.TimeMs)
+	}
+	return nil
+}
+
+// readRange reads a plan's records of input i, partition part.
+func (c *Coordinator) readRange(ctx context.Context, part int32, i int, batch int64, p InputRange) ([]Record, error) {
+	topic := c.cfg.Topics[i]
+	rd, err := c.cfg.Changelog.Open(ctx, topic, part, p.First)
 	if err != nil {
-		return fmt.Errorf("kstate: partition %d: re-read planned batch %d (input offsets %d..%d): %w", part, p.BatchID, p.First, p.End-1, err)
+		return nil, fmt.Errorf("kstate: partition %d: re-read planned batch %d (input topic %q offsets %d..%d): %w", part, batch, topic, p.First, p.End-1, err)
 	}
 	defer rd.Close()
 	var recs []Record
@@ -230,7 +303,7 @@ func (c *Coordinator) readPlanned(ctx context.Context, t TaskHandle) error {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("kstate: partition %d: re-read planned batch %d: %w", part, p.BatchID, err)
+			return nil, fmt.Errorf("kstate: partition %d: re-read planned batch %d from input topic %q: %w", part, batch, topic, err)
 		}
 		done := false
 		for _, m := range ms {
@@ -245,17 +318,16 @@ func (c *Coordinator) readPlanned(ctx context.Context, t TaskHandle) error {
 		}
 	}
 	if int64(len(recs)) != p.Count || (len(recs) > 0 && (recs[0].Offset != p.First || recs[len(recs)-1].Offset != p.End-1)) {
-		return fmt.Errorf("kstate: partition %d: %w: batch %d planned %d records at input offsets %d..%d, read %d back",
-			part, ErrPlanMismatch, p.BatchID, p.Count, p.First, p.End-1, len(recs))
+		return nil, fmt.Errorf("kstate: partition %d: %w: batch %d planned %d records of input topic %q at offsets %d..%d, read %d back",
+			part, ErrPlanMismatch, batch, p.Count, topic, p.First, p.End-1, len(recs))
 	}
-	t.SetPlanRecords(recs)
-	c.log.Info("re-executing a planned batch", "partition", part, "batch", p.BatchID, "records", len(recs), "batch_time_ms", p.TimeMs)
-	return nil
+	return recs, nil
 }
 
 // toRecord is a polled input message as a task record.
 func (c *Coordinator) toRecord(m Message) Record {
-	r := Record{Offset: m.Offset, Key: m.Key, Value: m.Value, TimestampMs: m.Timestamp.UnixMilli(), Headers: m.Headers}
+	in, _ := c.inputIndex(m.Topic)
+	r := Record{Input: in, Offset: m.Offset, Key: m.Key, Value: m.Value, TimestampMs: m.Timestamp.UnixMilli(), Headers: m.Headers}
 	if m.Key != nil {
 		if kp := PartitionFor(m.Key, c.partitions); kp != m.Partition {
 			r.Misrouted, r.KeyPartition = true, kp
@@ -371,7 +443,7 @@ func (t *Task[K, I, O]) sinkCall(batchID int64, keys []K, values []O) func(conte
 func (c *Coordinator) pauseForPlan(s *slot) {
 	if !s.planPaused {
 		s.planPaused = true
-		c.session.Pause([]Partition{{Topic: c.cfg.Topic, Partition: s.part}})
+		c.session.Pause(c.inputPartitions(s.part))
 	}
 }
 
@@ -380,7 +452,7 @@ func (c *Coordinator) resumeAfterPlan(parts []*slot) {
 	for _, s := range parts {
 		if s.planPaused && s.task.Planned() == nil {
 			s.planPaused = false
-			ps = append(ps, Partition{Topic: c.cfg.Topic, Partition: s.part})
+			ps = append(ps, c.inputPartitions(s.part)...)
 		}
 	}
 	if len(ps) > 0 {

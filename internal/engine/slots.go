@@ -40,14 +40,20 @@ type slot struct {
 	running, orphaned bool
 	// Under mu, written by the loop (noteStatus) for Snapshot.
 	watermark, batchID int64
-	// Under mu: the consumed input position as of the last commit (the
-	// committed offset at restore, then after each commit; -1 unknown)
-	// and the lag computed from it (noteLag; -1 unknown).
-	position, lag int64
-	// Under mu: the input partition's end offset read by the restore
-	// (EndOffsetter; -1 unknown), the lag's high watermark until a fetch
-	// returns one.
-	endOffset int64
+	// Under mu: per input topic, the consumed input position as of the
+	// last commit (the committed offset at restore, then after each
+	// commit; -1 unknown); the lag computed from them (noteLag, summed
+	// over the inputs; -1 unknown).
+	position []int64
+	lag      int64
+	// Under mu: per input topic, the input partition's end offset read by
+	// the restore (EndOffsetter; -1 unknown), the lag's high watermark
+	// until a fetch returns one.
+	endOffset []int64
+	// topics (loop-only) are the inputs whose partition is assigned: the
+	// task is promoted only when every input's is (inputs.go).
+	topics           map[int]bool
+	warnedIncomplete bool // loop-only: the incomplete assignment was logged
 	// Under mu: the restore's progress (observe.go).
 	restore restoreProgress
 }
@@ -59,7 +65,7 @@ func (g groupEvents) Assigned(_ context.Context, parts []Partition) {
 	c := g.c
 	var ps []Partition
 	for _, p := range parts {
-		if p.Topic == c.cfg.Topic {
+		if _, ok := c.inputIndex(p.Topic); ok {
 			ps = append(ps, p)
 		}
 	}
@@ -72,13 +78,23 @@ func (g groupEvents) Assigned(_ context.Context, parts []Partition) {
 		c.bnd.assigned = true
 	}
 	for _, p := range ps {
+		in, _ := c.inputIndex(p.Topic)
 		if !c.noteAssigned(p.Partition) {
 			continue // no task: checkLayout stops Run before the next batch
 		}
-		ctx, cancel := context.WithCancel(c.workCtx)
-		s := &slot{part: p.Partition, cancel: cancel, done: make(chan struct{}), watermark: -1, position: -1, lag: -1, endOffset: -1}
 		c.mu.Lock()
 		old := c.mu.slots[p.Partition]
+		if old != nil && !old.topics[in] {
+			// Another input topic's partition p of a task assigned
+			// already (several inputs); the task cannot be ready yet
+			// (promote waits for every input), and promote resumes it.
+			old.topics[in] = true
+			c.mu.Unlock()
+			continue
+		}
+		ctx, cancel := context.WithCancel(c.workCtx)
+		s := &slot{part: p.Partition, cancel: cancel, done: make(chan struct{}), watermark: -1, lag: -1,
+			position: minusOnes(len(c.cfg.Topics)), endOffset: minusOnes(len(c.cfg.Topics)), topics: map[int]bool{in: true}}
 		c.mu.slots[p.Partition] = s
 		c.mu.Unlock()
 		if old != nil {
@@ -118,11 +134,11 @@ func (g groupEvents) Lost(_ context.Context, parts []Partition) {
 func (c *Coordinator) inputParts(parts []Partition) []int32 {
 	var out []int32
 	for _, p := range parts {
-		if p.Topic == c.cfg.Topic {
+		if _, ok := c.inputIndex(p.Topic); ok {
 			out = append(out, p.Partition)
 		}
 	}
-	return out
+	return uniq(out)
 }
 
 // closeTasks removes and closes the tasks of parts; it returns the first
@@ -183,8 +199,19 @@ func (c *Coordinator) promote() {
 	c.mu.Lock()
 	for p, s := range c.mu.slots {
 		if s.restored && !s.ready {
+			if len(s.topics) < len(c.cfg.Topics) {
+				// Not every input's partition p is assigned (yet):
+				// the group's assignment is not co-partitioned. The
+				// task must not run on part of its input.
+				if !s.warnedIncomplete {
+					s.warnedIncomplete = true
+					c.log.Warn("partition p of some input topics is not assigned to this instance: the task waits (every instance must run the same input list; the group must use the range assignor)",
+						"partition", p, "assigned_inputs", len(s.topics), "inputs", len(c.cfg.Topics))
+				}
+				continue
+			}
 			s.ready = true
-			ps = append(ps, Partition{Topic: c.cfg.Topic, Partition: p})
+			ps = append(ps, c.inputPartitions(p)...)
 			promoted = append(promoted, s)
 		}
 	}

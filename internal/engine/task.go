@@ -56,10 +56,12 @@ const noWatermark = math.MinInt64
 type Config[K, I, O any] struct {
 	ApplicationID string
 	RunID         string
-	Topic         string // input topic, for error messages
-	Partition     int32
-	Dir           string   // shard directory
-	Backend       kv.Store // optional shard backend (tests); nil = RocksDB at Dir
+	Topic         string // input topic, for error messages (the first one with Topics)
+	// Topics are the input topics (inputs.go); nil = []string{Topic}.
+	Topics    []string
+	Partition int32
+	Dir       string   // shard directory
+	Backend   kv.Store // optional shard backend (tests); nil = RocksDB at Dir
 	// Memory is the RocksDB memory budget shared by the Run's shards; nil =
 	// a block cache and memtable per shard. Unused with Backend.
 	Memory *kv.SharedMemory
@@ -89,6 +91,16 @@ type Config[K, I, O any] struct {
 	// ValueFromRecord, when set, decodes input values from the whole
 	// record (metadata and headers) instead of ValueSerde.
 	ValueFromRecord func(processor.Record) (I, error)
+	// Inputs are the value decoders of Topics, in their order; nil = every
+	// input decodes with ValueSerde / ValueFromRecord.
+	Inputs []InputDecoder[I]
+	// GroupKeys, per input (as Topics), re-key that input's records
+	// through the repartition topic (repartition.go): the encoded grouping
+	// key of a record. nil entries (or a nil slice): not re-keyed.
+	GroupKeys []func(recordKey []byte, value I) ([]byte, error)
+	// RepartitionInput is the index of the repartition topic in Topics,
+	// whose records are decoded by the input their header names; 0: none.
+	RepartitionInput int
 
 	// Initial is the initial state shared by the Run's tasks; nil = none.
 	Initial *InitialCache[K]
@@ -116,8 +128,17 @@ type Config[K, I, O any] struct {
 	Sink func(ctx context.Context, partition int32, batchID int64, keys []K, values []O) error
 }
 
+// InputDecoder decodes the values of one input topic: ValueFromRecord
+// when set, else ValueSerde.
+type InputDecoder[I any] struct {
+	ValueSerde      serde.Deserializer[I]
+	ValueFromRecord func(processor.Record) (I, error)
+}
+
 // Record is one polled input record of the task's partition.
 type Record struct {
+	// Input is the index of the record's topic in the input topics.
+	Input       int
 	Offset      int64
 	Key, Value  []byte
 	TimestampMs int64
@@ -222,8 +243,19 @@ type pending struct {
 // Open opens the task's shard. The caller restores the changelog tail into
 // Shard() (from Shard().ChangelogOffset()) and then calls Start.
 func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
-	if cfg.KeySerde == nil || (cfg.ValueSerde == nil && cfg.ValueFromRecord == nil) || cfg.OutputSerde == nil || cfg.NewProcessor == nil {
+	if cfg.KeySerde == nil || (cfg.ValueSerde == nil && cfg.ValueFromRecord == nil && len(cfg.Inputs) == 0) || cfg.OutputSerde == nil || cfg.NewProcessor == nil {
 		return nil, fmt.Errorf("partition %d: key, value and output codecs and NewProcessor are required", cfg.Partition)
+	}
+	if len(cfg.Topics) == 0 {
+		cfg.Topics = []string{cfg.Topic}
+	}
+	if len(cfg.Inputs) > 0 && len(cfg.Inputs) != len(cfg.Topics) {
+		return nil, fmt.Errorf("partition %d: %d input decoders for %d input topics", cfg.Partition, len(cfg.Inputs), len(cfg.Topics))
+	}
+	for i, in := range cfg.Inputs {
+		if in.ValueSerde == nil && in.ValueFromRecord == nil && (i != cfg.RepartitionInput || i == 0) {
+			return nil, fmt.Errorf("partition %d: input topic %q has no value decoder", cfg.Partition, cfg.Topics[i])
+		}
 	}
 	sh, err := shard.OpenShard(shard.ShardOptions{
 		Dir:          cfg.Dir,
@@ -368,7 +400,20 @@ func (t *Task[K, I, O]) metaInt(name string) (int64, bool, error) {
 
 // StoredInputOffset returns MetaInputOffset as restored so far (it may be
 // called before Start, between restore rounds).
-func (t *Task[K, I, O]) StoredInputOffset() (int64, bool, error) { return t.metaInt(MetaInputOffset) }
+func (t *Task[K, I, O]) StoredInputOffset(input int) (int64, bool, error) {
+	return t.metaInt(InputOffsetMeta(input, t.topic(input)))
+}
+
+// topic returns the name of input i.
+func (t *Task[K, I, O]) topic(i int) string {
+	if i < len(t.cfg.Topics) {
+		return t.cfg.Topics[i]
+	}
+	return t.cfg.Topic
+}
+
+// inputs returns the number of input topics.
+func (t *Task[K, I, O]) inputs() int { return max(len(t.cfg.Topics), 1) }
 
 func putInt(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
 

@@ -76,6 +76,16 @@ func (c *Coordinator) checkLayout(ctx context.Context) error {
 	if n != c.partitions {
 		return fmt.Errorf("kstate: %w", &PartitionsChangedError{Topic: c.cfg.Topic, Changelog: c.cfg.ChangelogTopic, Old: c.partitions, New: n})
 	}
+	for _, t := range c.cfg.Topics[1:] {
+		m, err := c.cfg.Admin.Partitions(ctx, t)
+		if err != nil {
+			c.log.Warn("reading an input topic's partition count failed", "topic", t, "err", err)
+			continue
+		}
+		if m != c.partitions {
+			return fmt.Errorf("kstate: %w", &PartitionsChangedError{Topic: t, Changelog: c.cfg.ChangelogTopic, Old: c.partitions, New: m})
+		}
+	}
 	return nil
 }
 

@@ -21,6 +21,12 @@ type SessionConfig struct {
 	GroupID string   // required; the application id
 	Topics  []string // required; the input topics
 
+	// CoPartitioned makes the group give partition p of every topic of
+	// Topics to the same member (several input topics of one task): the
+	// range balancer instead of the cooperative-sticky one, so a
+	// rebalance revokes every partition (eager). Default false.
+	CoPartitioned bool
+
 	// InstanceID enables static group membership (KIP-345): a member that
 	// restarts within SessionTimeout keeps its partitions without a
 	// rebalance, and Close does not leave the group (Leave does). Empty:
@@ -241,7 +247,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		// franz-go version; RequireStableFetchOffsets is a no-op. Auto
 		// commit is off for any transactional client.)
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.Balancers(balancer(cfg.CoPartitioned)),
 		kgo.RecordPartitioner(newPartitioner()),
 		kgo.MetadataMinAge(clientMetadataMinAge),
 		// Produce hands over a whole batch and waits for it: lingering
@@ -563,4 +569,14 @@ func (s *Session) noteHighWatermarks(fetches kgo.Fetches) {
 func (s *Session) HighWatermark(topic string, partition int32) (hwm, logStart int64, ok bool) {
 	h, ok := s.hwm[Partition{topic, partition}]
 	return h[0], h[1], ok
+}
+
+// balancer is the group balancer: cooperative-sticky (partitions move one
+// by one), or range when partition p of every topic must go to one member
+// (range maps each topic's partitions alike over the sorted members).
+func balancer(coPartitioned bool) kgo.GroupBalancer {
+	if coPartitioned {
+		return kgo.RangeBalancer()
+	}
+	return kgo.CooperativeStickyBalancer()
 }

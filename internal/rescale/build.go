@@ -220,6 +220,9 @@ func Build(src map[int32]map[string][]byte, n int, offsets []int64) (*Plan, erro
 			case changelog.KindMeta:
 				var err error
 				switch name := key.Name; {
+				case strings.HasPrefix(name, engine.MetaInputOffset+"/"):
+					err = fmt.Errorf("%w: partition %d has metadata %q: the application reads several input topics, which rescale does not support yet",
+						ErrRefused, p, name)
 				case strings.HasPrefix(name, metaVarPrefix), name == metaNextVarID, name == engine.MetaInputOffset:
 					// Merged above; input offsets replaced by offsets.
 				case name == engine.MetaBatchID:

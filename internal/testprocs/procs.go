@@ -313,3 +313,13 @@ func (e *Expiring) HandleExpiredTimer(string, processor.TimerValues, processor.E
 }
 
 func (e *Expiring) Close() error { return nil }
+
+// CountryOf is a GroupBy key: the country of a value "<country>:<id>"
+// (the record key, a user id, is ignored).
+func CountryOf(_ []byte, v string) (string, error) {
+	c, _, ok := strings.Cut(v, ":")
+	if !ok || c == "" {
+		return "", fmt.Errorf("value %q has no country", v)
+	}
+	return c, nil
+}

@@ -59,6 +59,7 @@ func Main(args []string) int {
 		instance = fs.String("instance", "", "instance id (default: kstate's default)")
 		dir      = fs.String("state", "", "state directory (required)")
 		in       = fs.String("in", "", "input topic (required)")
+		in2      = fs.String("in2", "", "second input topic, rows as JSON (-proc eos only; optional)")
 		out      = fs.String("out", "", "output topic (required)")
 		proc     = fs.String("proc", "counter", "processor: counter, sessions, quiet, deadline, expiring, eos")
 		batch    = fs.Int("max-batch", 0, "MaxBatchRecords (0: default)")
@@ -106,6 +107,11 @@ func Main(args []string) int {
 	switch *proc {
 	case "counter":
 		cfg.NewProcessor = testprocs.NewCounter
+	case "groupby":
+		// Records keyed by user, values "<country>:<id>": counted per
+		// country through the repartition topic.
+		cfg.NewProcessor = testprocs.NewCounter
+		cfg.GroupBy = []kstate.GroupBy[string, string]{{Topic: *in, Key: testprocs.CountryOf}}
 	case "sessions":
 		cfg.NewProcessor = testprocs.NewSessions
 	case "quiet":
@@ -118,7 +124,7 @@ func Main(args []string) int {
 	case "eos":
 		cfg = eos.Config(eos.Options{
 			Brokers: cfg.Brokers, ApplicationID: *app, InstanceID: *instance, StateDir: *dir,
-			Input: *in, Output: *out, MaxBatchRecords: *batch, SessionTimeout: *session, Pad: *pad, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+			Input: *in, Input2: *in2, Output: *out, MaxBatchRecords: *batch, SessionTimeout: *session, Pad: *pad, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 			DeadLetter: *dlq, BadRows: bad,
 		})
 	default:

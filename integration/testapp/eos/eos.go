@@ -33,6 +33,7 @@
 package eos
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -334,11 +335,16 @@ func OutputKey(key, out string) []byte {
 
 // Options are the settings of one instance of the application.
 type Options struct {
-	Brokers         []string
-	ApplicationID   string
-	InstanceID      string
-	StateDir        string
-	Input, Output   string
+	Brokers       []string
+	ApplicationID string
+	InstanceID    string
+	StateDir      string
+	Input, Output string
+	// Input2, when set, is a second input topic (Config.Inputs) whose
+	// values are the rows as JSON ({"row": "<row>"}, Row2); the event time
+	// then has AllowedLateness Lateness2, so that rows of one topic
+	// consumed after later rows of the other are not late. "": one input.
+	Input2          string
 	MaxBatchRecords int           // 0: kstate's default
 	SessionTimeout  time.Duration // 0: kstate's default
 	Pad             int           // bytes of a pad variable per key (NewPadded); 0: none
@@ -379,6 +385,14 @@ func Config(o Options) kstate.Config[string, string, string] {
 		ShutdownTimeout: 10 * time.Second,
 		Logger:          o.Logger,
 	}
+	if o.Input2 != "" {
+		cfg.InputTopics, cfg.ValueSerde = nil, nil
+		cfg.Inputs = []kstate.Input[string]{
+			{Topic: o.Input, ValueSerde: serde.String()},
+			{Topic: o.Input2, ValueSerde: row2Serde{}},
+		}
+		cfg.AllowedLateness = Lateness2
+	}
 	if o.DeadLetter {
 		cfg.ValueSerde = Deserializer{bad: o.BadRows}
 		cfg.NewProcessor = NewCounting(o.BadRows)
@@ -386,4 +400,27 @@ func Config(o Options) kstate.Config[string, string, string] {
 		cfg.OnProcessingError = kstate.ProcessingErrorDeadLetter
 	}
 	return cfg
+}
+
+// Lateness2 is the AllowedLateness with two input topics: far more event
+// time than the test's rows span, so no row is late whichever topic is
+// consumed first, and timers fire at the watermark max event time −
+// Lateness2.
+const Lateness2 = 100 * time.Second
+
+// Row2 is a row as written to the second input topic: JSON.
+func Row2(row string) string {
+	b, _ := json.Marshal(map[string]string{"row": row})
+	return string(b)
+}
+
+// row2Serde decodes Row2 values.
+type row2Serde struct{}
+
+func (row2Serde) Deserialize(b []byte) (string, error) {
+	var m struct{ Row *string }
+	if err := json.Unmarshal(b, &m); err != nil || m.Row == nil {
+		return "", fmt.Errorf("eos: not a {\"row\": ...} value: %q", b)
+	}
+	return *m.Row, nil
 }

@@ -20,11 +20,14 @@ import (
 
 // Broker is the in-memory cluster. All methods are safe for concurrent use.
 type Broker struct {
-	mu          sync.Mutex
-	topics      map[string][]*plog
-	group       string
-	committed   map[int32]int64 // the group's committed offsets of the input topic
-	input       string
+	mu        sync.Mutex
+	topics    map[string][]*plog
+	group     string
+	committed map[string]map[int32]int64 // the group's committed offsets per input topic
+	input     string
+	// inputs are the input topics the members consume (input first);
+	// SetInputs changes them.
+	inputs      []string
 	hideMarkers bool
 	hidden      []*txn // committed transactions whose markers are not visible yet
 	failReseed  bool   // the next Reseed produces, aborts and fails (a crash mid-transaction)
@@ -70,7 +73,7 @@ func (l *plog) lso() int64 {
 // NewBroker returns a cluster with the given topics (name → partitions);
 // group is the consumer group of the input topic.
 func NewBroker(group, input string, topics map[string]int) *Broker {
-	b := &Broker{topics: map[string][]*plog{}, group: group, input: input, committed: map[int32]int64{}}
+	b := &Broker{topics: map[string][]*plog{}, group: group, input: input, inputs: []string{input}, committed: map[string]map[int32]int64{}}
 	for t, n := range topics {
 		b.topics[t] = newLogs(n)
 	}
@@ -111,15 +114,42 @@ func (b *Broker) Append(topic string, p int32, msgs ...engine.Message) error {
 	return nil
 }
 
-// Committed returns the group's committed offsets.
-func (b *Broker) Committed() map[int32]int64 {
+// Committed returns the group's committed offsets of the (first) input
+// topic.
+func (b *Broker) Committed() map[int32]int64 { return b.CommittedOf(b.input) }
+
+// CommittedOf returns the group's committed offsets of an input topic.
+func (b *Broker) CommittedOf(topic string) map[int32]int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make(map[int32]int64, len(b.committed))
-	for p, o := range b.committed {
+	out := make(map[int32]int64, len(b.committed[topic]))
+	for p, o := range b.committed[topic] {
 		out[p] = o
 	}
 	return out
+}
+
+// SetInputs makes the members consume topics (the first is the broker's
+// input topic), partition p of each assigned together as by Kafka's range
+// assignor.
+func (b *Broker) SetInputs(topics ...string) {
+	b.mu.Lock()
+	b.inputs = append([]string(nil), topics...)
+	b.mu.Unlock()
+}
+
+// Inputs returns the input topics.
+func (b *Broker) Inputs() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.inputs...)
+}
+
+// CreateTopic (re)creates topic with n empty partitions.
+func (b *Broker) CreateTopic(topic string, n int) {
+	b.mu.Lock()
+	b.topics[topic] = newLogs(n)
+	b.mu.Unlock()
 }
 
 // ReadCommitted returns topic's records of committed transactions (and
@@ -279,10 +309,10 @@ func (a Admin) EnsureChangelog(_ context.Context, topic string, n int) error {
 }
 
 func (a Admin) CommittedOffsets(_ context.Context, group, topic string) (map[int32]int64, error) {
-	if group != a.B.group || topic != a.B.input {
+	if group != a.B.group {
 		return map[int32]int64{}, nil
 	}
-	return a.B.Committed(), nil
+	return a.B.CommittedOf(topic), nil
 }
 
 // EndOffsets implements engine.EndOffsetter: the log end of every

@@ -24,11 +24,15 @@ import (
 
 // Topic names of an Env.
 const (
-	App             = "app"
-	Input           = "in"
-	Output          = "out"
-	ChangelogTopic  = "app-changelog"
-	DeadLetterTopic = "app-dlq"
+	App   = "app"
+	Input = "in"
+	// Input2 is the second input topic of "start ... inputs=2".
+	Input2 = "in2"
+	// RepartitionTopic is the GroupBy topic of "start ... groupby".
+	RepartitionTopic = "app-repartition"
+	Output           = "out"
+	ChangelogTopic   = "app-changelog"
+	DeadLetterTopic  = "app-dlq"
 )
 
 // Env runs coordinators over a Broker, one loop iteration at a time, for
@@ -134,7 +138,7 @@ func NewEnv(n int, log *slog.Logger) *Env {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Env{
-		B:          NewBroker(App, Input, map[string]int{Input: n, Output: n}),
+		B:          NewBroker(App, Input, map[string]int{Input: n, Input2: n, Output: n}),
 		Clock:      NewClock(time.UnixMilli(1_000_000)),
 		Partitions: n,
 		Log:        log,
@@ -452,14 +456,21 @@ func (e *Env) Exec(line string) (string, error) {
 		}
 		var pc *engine.PartitionsChangedError
 		var cl *engine.ChangelogLostError
+		var ip *engine.InputPartitionsError
 		switch {
 		case !i.exited():
 			return "running", nil
+		case errors.As(i.err, &ip):
+			return fmt.Sprintf("input partitions: %s=%d %s=%d", ip.Topic, ip.Partitions, ip.Other, ip.OtherPartitions), nil
 		case errors.As(i.err, &pc):
 			return fmt.Sprintf("partitions changed: topic=%s old=%d new=%d", pc.Topic, pc.Old, pc.New), nil
 		case errors.As(i.err, &cl):
-			return fmt.Sprintf("changelog lost: partition=%d shard_offset=%d state=%d/%v committed=%d/%v",
-				cl.Partition, cl.ShardOffset, cl.StateOffset, cl.HasState, cl.Committed, cl.HasCommitted), nil
+			s := fmt.Sprintf("changelog lost: partition=%d shard_offset=%d state=%d/%v committed=%d/%v",
+				cl.Partition, cl.ShardOffset, cl.StateOffset, cl.HasState, cl.Committed, cl.HasCommitted)
+			if cl.Input != "" {
+				s += " input=" + cl.Input
+			}
+			return s, nil
 		}
 		return fmt.Sprintf("other: %v", i.err), nil
 	case "recreate-changelog":
@@ -476,6 +487,19 @@ func (e *Env) Exec(line string) (string, error) {
 		return "", nil
 	case "outputs":
 		return e.outputs(), nil
+	case "repartition":
+		// The committed repartition topic: "p1 de=alice.1 from=in".
+		var lines []string
+		for _, m := range e.B.ReadCommitted(RepartitionTopic) {
+			from := ""
+			for _, h := range m.Headers {
+				if h.Key == engine.HeaderRepartitionInput {
+					from = string(h.Value)
+				}
+			}
+			lines = append(lines, fmt.Sprintf("p%d %s=%s from=%s", m.Partition, m.Key, m.Value, from))
+		}
+		return strings.Join(lines, "\n"), nil
 	case "sink":
 		return e.sinkDB.show(), nil
 	case "sink-fail":
@@ -486,12 +510,28 @@ func (e *Env) Exec(line string) (string, error) {
 	case "dead-letters":
 		return e.deadLetters(), nil
 	case "committed":
-		c := e.B.Committed()
 		var s []string
-		for _, p := range sortedParts(keys(c)) {
-			s = append(s, fmt.Sprintf("p%d=%d", p, c[p]))
+		for _, topic := range e.B.Inputs() {
+			c := e.B.CommittedOf(topic)
+			prefix := ""
+			if topic != Input {
+				prefix = topic + "/"
+			}
+			for _, p := range sortedParts(keys(c)) {
+				s = append(s, fmt.Sprintf("%sp%d=%d", prefix, p, c[p]))
+			}
 		}
 		return strings.Join(s, " "), nil
+	case "create-topic":
+		if len(args) != 2 {
+			return "", errors.New("create-topic <topic> <partitions>")
+		}
+		n, err := strconv.Atoi(args[1])
+		if err != nil {
+			return "", err
+		}
+		e.B.CreateTopic(args[0], n)
+		return "", nil
 	case "state":
 		i, err := inst()
 		if err != nil {
@@ -597,6 +637,8 @@ func (e *Env) start(args []string, old *Instance) error {
 	sink, noOutput := false, false
 	var maxBatch, shutdown time.Duration
 	traceWarn := false
+	topics := []string{Input}
+	groupBy := false
 	for _, a := range args[1:] {
 		k, v, _ := strings.Cut(a, "=")
 		switch k {
@@ -618,6 +660,18 @@ func (e *Env) start(args []string, old *Instance) error {
 					return fmt.Errorf("start: initial row %q: want key:count", kv)
 				}
 				init = append(init, initialRow{key, c})
+			}
+		case "groupby":
+			// The first input is re-keyed by its value through
+			// RepartitionTopic.
+			groupBy = true
+		case "inputs":
+			switch v {
+			case "1":
+			case "2":
+				topics = []string{Input, Input2}
+			default:
+				return fmt.Errorf("start: inputs=%q: want 1 or 2", v)
 			}
 		case "dlq":
 			dlq = true
@@ -696,11 +750,21 @@ func (e *Env) start(args []string, old *Instance) error {
 	if dlq {
 		policy, keyPolicy, dlqTopic = engine.PolicyDeadLetter, engine.PolicyDeadLetter, DeadLetterTopic
 	}
+	var groupKeys []func([]byte, string) ([]byte, error)
+	repartition, repartitionInput := "", 0
+	if groupBy {
+		repartition, repartitionInput = RepartitionTopic, len(topics)
+		groupKeys = make([]func([]byte, string) ([]byte, error), len(topics)+1)
+		groupKeys[0] = func(_ []byte, v string) ([]byte, error) { return []byte(v), nil }
+		topics = append(topics, RepartitionTopic)
+	}
+	e.B.SetInputs(topics...)
 	c, err := engine.NewCoordinator(engine.CoordinatorConfig{
 		ApplicationID:    App,
 		InstanceID:       name,
 		RunID:            "run",
-		Topic:            Input,
+		Topics:           topics,
+		RepartitionTopic: repartition,
 		OutputTopic:      outTopic,
 		Sink:             sink,
 		ChangelogTopic:   ChangelogTopic,
@@ -728,11 +792,12 @@ func (e *Env) start(args []string, old *Instance) error {
 			}
 			i.mu.Unlock()
 			return engine.Open(engine.Config[string, string, string]{
-				ApplicationID: App, RunID: "run", Topic: Input, Partition: p, Backend: d,
+				ApplicationID: App, RunID: "run", Topic: Input, Topics: topics, Partition: p, Backend: d,
+				GroupKeys: groupKeys, RepartitionInput: repartitionInput,
 				TimeMode: mode, OutputMode: processor.Append,
 				KeySerde: serde.String(), ValueSerde: poisonSerde{}, OutputSerde: serde.String(),
 				NewProcessor: func() processor.StatefulProcessor[string, string, string] {
-					return &Counter{mode: mode, block: i.blocks.wait, trace: func(f string, args ...any) {
+					return &Counter{mode: mode, block: i.blocks.wait, traceRows: len(topics) > 1, trace: func(f string, args ...any) {
 						e.traceBg("%s: p%d: "+f, append([]any{name, p}, args...)...)
 					}}
 				},
@@ -793,10 +858,16 @@ func copyDisk(d *Disk) *Disk {
 }
 
 // input appends records: "input p0 a b=x c" (to p0) or "input a b" (routed
+// by Kafka's partitioner on the key), to the first input topic, or to the
+// second with "input in2 ...";
 // by Kafka's partitioner on the key); a token is key or key=value (value
 // "x" when omitted; "x@ms" sets the record timestamp to ms).
 func (e *Env) input(args []string) error {
 	part := int32(-1)
+	topic := Input
+	if len(args) > 0 && args[0] == Input2 {
+		topic, args = Input2, args[1:]
+	}
 	if len(args) > 0 && strings.HasPrefix(args[0], "p") {
 		p, err := parsePart(args[0])
 		if err != nil {
@@ -814,7 +885,7 @@ func (e *Env) input(args []string) error {
 			p = engine.PartitionFor([]byte(k), e.Partitions)
 		}
 		ts := time.UnixMilli(EventTime(v, e.Clock.Now().UnixMilli()))
-		if err := e.B.Append(Input, p, engine.Message{Key: []byte(k), Value: []byte(v), Timestamp: ts}); err != nil {
+		if err := e.B.Append(topic, p, engine.Message{Key: []byte(k), Value: []byte(v), Timestamp: ts}); err != nil {
 			return err
 		}
 	}

@@ -25,6 +25,9 @@ type Counter struct {
 	// calls.
 	block func(key string) bool
 	trace func(format string, args ...any)
+	// traceRows makes every HandleInputRows call trace its key and rows
+	// (the scenarios with several input topics).
+	traceRows bool
 
 	h     processor.Handle
 	count state.ValueState[int64]
@@ -61,7 +64,14 @@ func (c *Counter) HandleInputRows(key string, rows iter.Seq[string], tv processo
 	if err != nil {
 		return err
 	}
+	var seen []string
+	defer func() {
+		if c.traceRows && c.trace != nil {
+			c.trace("HandleInputRows(%q) rows %v", key, seen)
+		}
+	}()
 	for v := range rows {
+		seen = append(seen, v)
 		if v == "boom" {
 			return errors.New("boom")
 		}

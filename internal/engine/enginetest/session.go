@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 
 	"github.com/kstate/kstate/internal/engine"
@@ -35,9 +36,9 @@ type Member struct {
 		leak      map[int32]bool // fetched in the Poll delivering the assignment
 		owned     map[int32]bool // reported to the coordinator
 		paused    map[int32]bool
-		pos       map[int32]int64
-		hwm       map[int32][2]int64 // high watermark and log start as of the last fetch
-		consumed  map[int32]bool     // polled since the last End
+		pos       map[engine.Partition]int64
+		hwm       map[engine.Partition][2]int64 // high watermark and log start as of the last fetch
+		consumed  map[engine.Partition]bool     // polled since the last End
 		txn       *txn
 		txnLogs   map[*plog]bool
 		mustAbort bool // a rebalance hit the open transaction
@@ -59,8 +60,8 @@ type event struct {
 func NewMember(b *Broker, name string, trace func(format string, args ...any)) *Member {
 	m := &Member{b: b, name: name, trace: trace, step: make(chan struct{})}
 	m.mu.fetchable, m.mu.leak, m.mu.owned = map[int32]bool{}, map[int32]bool{}, map[int32]bool{}
-	m.mu.paused, m.mu.pos, m.mu.consumed = map[int32]bool{}, map[int32]int64{}, map[int32]bool{}
-	m.mu.hwm = map[int32][2]int64{}
+	m.mu.paused, m.mu.pos, m.mu.consumed = map[int32]bool{}, map[engine.Partition]int64{}, map[engine.Partition]bool{}
+	m.mu.hwm = map[engine.Partition][2]int64{}
 	m.mu.failNext = map[string]bool{}
 	return m
 }
@@ -81,14 +82,16 @@ func (m *Member) Step(done <-chan struct{}) bool {
 func (m *Member) Assign(leak bool, parts ...int32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	committed := m.b.Committed()
 	for _, p := range parts {
 		m.mu.fetchable[p] = true
 		m.mu.leak[p] = leak
-		if o, ok := committed[p]; ok {
-			m.mu.pos[p] = o
-		} else {
-			m.mu.pos[p] = m.b.logStart(p)
+		for _, topic := range m.b.Inputs() {
+			tp := engine.Partition{Topic: topic, Partition: p}
+			if o, ok := m.b.CommittedOf(topic)[p]; ok {
+				m.mu.pos[tp] = o
+			} else {
+				m.mu.pos[tp] = m.b.logStart(topic, p)
+			}
 		}
 	}
 	m.mu.queued = append(m.mu.queued, event{"assigned", parts})
@@ -197,14 +200,18 @@ func (m *Member) Poll(ctx context.Context, max int, ev engine.GroupEvents) ([]en
 		}
 	}
 	var recs []engine.Message
+	inputs := m.b.Inputs()
 	for _, p := range sortedParts(fetch) {
-		if end, start, ok := m.b.offsets(m.b.input, p); ok {
-			m.mu.hwm[p] = [2]int64{end, start}
-		}
-		for _, r := range m.b.fetch(m.b.input, p, m.mu.pos[p], max-len(recs)) {
-			recs = append(recs, r)
-			m.mu.pos[p] = r.Offset + 1
-			m.mu.consumed[p] = true
+		for _, topic := range inputs {
+			tp := engine.Partition{Topic: topic, Partition: p}
+			if end, start, ok := m.b.offsets(topic, p); ok {
+				m.mu.hwm[tp] = [2]int64{end, start}
+			}
+			for _, r := range m.b.fetch(topic, p, m.mu.pos[tp], max-len(recs)) {
+				recs = append(recs, r)
+				m.mu.pos[tp] = r.Offset + 1
+				m.mu.consumed[tp] = true
+			}
 		}
 	}
 	events := m.mu.queued
@@ -223,9 +230,11 @@ func (m *Member) Poll(ctx context.Context, max int, ev engine.GroupEvents) ([]en
 		}
 		m.mu.Unlock()
 		m.trace("%s: %s %v", m.name, e.kind, e.parts)
-		ps := make([]engine.Partition, len(e.parts))
-		for i, p := range e.parts {
-			ps[i] = engine.Partition{Topic: m.b.input, Partition: p}
+		var ps []engine.Partition
+		for _, p := range e.parts {
+			for _, topic := range inputs {
+				ps = append(ps, engine.Partition{Topic: topic, Partition: p})
+			}
 		}
 		switch e.kind {
 		case "assigned":
@@ -350,12 +359,19 @@ func (m *Member) End(_ context.Context, commit bool) (bool, error) {
 	m.b.mu.Lock()
 	m.b.endTxn(m.mu.txn, m.mu.txnLogs, true)
 	var offs []string
-	for _, p := range sortedParts(m.mu.consumed) {
-		m.b.committed[p] = m.mu.pos[p]
-		offs = append(offs, fmt.Sprintf("p%d=%d", p, m.mu.pos[p]))
+	for _, tp := range sortedTopicParts(m.mu.consumed) {
+		if m.b.committed[tp.Topic] == nil {
+			m.b.committed[tp.Topic] = map[int32]int64{}
+		}
+		m.b.committed[tp.Topic][tp.Partition] = m.mu.pos[tp]
+		name := fmt.Sprintf("p%d", tp.Partition)
+		if tp.Topic != m.b.input {
+			name = tp.Topic + "/" + name
+		}
+		offs = append(offs, fmt.Sprintf("%s=%d", name, m.mu.pos[tp]))
 	}
 	m.b.mu.Unlock()
-	m.mu.txn, m.mu.consumed = nil, map[int32]bool{}
+	m.mu.txn, m.mu.consumed = nil, map[engine.Partition]bool{}
 	m.trace("%s: commit offsets %v", m.name, offs)
 	return true, nil
 }
@@ -369,15 +385,16 @@ func (m *Member) abortLocked() {
 		m.b.mu.Unlock()
 		m.mu.txn = nil
 	}
-	committed := m.b.Committed()
-	for p := range m.mu.pos {
-		if o, ok := committed[p]; ok {
-			m.mu.pos[p] = o
+	m.b.mu.Lock()
+	for tp := range m.mu.pos {
+		if o, ok := m.b.committed[tp.Topic][tp.Partition]; ok {
+			m.mu.pos[tp] = o
 		} else {
-			m.mu.pos[p] = m.b.logStart(p)
+			m.mu.pos[tp] = m.b.logStartLocked(tp.Topic, tp.Partition)
 		}
 	}
-	m.mu.consumed = map[int32]bool{}
+	m.b.mu.Unlock()
+	m.mu.consumed = map[engine.Partition]bool{}
 }
 
 func (m *Member) TransactionalID() string { return "app-" + m.name }
@@ -392,13 +409,33 @@ func (m *Member) Close() error {
 	return nil
 }
 
-func (b *Broker) logStart(p int32) int64 {
+func (b *Broker) logStart(topic string, p int32) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if l, err := b.log(b.input, p); err == nil {
+	return b.logStartLocked(topic, p)
+}
+
+func (b *Broker) logStartLocked(topic string, p int32) int64 {
+	if l, err := b.log(topic, p); err == nil {
 		return l.start
 	}
 	return 0
+}
+
+func sortedTopicParts(m map[engine.Partition]bool) []engine.Partition {
+	out := make([]engine.Partition, 0, len(m))
+	for tp, ok := range m {
+		if ok {
+			out = append(out, tp)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
 }
 
 // fetch returns up to max committed records of topic/p from offset from.
@@ -407,10 +444,7 @@ func (b *Broker) logStart(p int32) int64 {
 func (m *Member) HighWatermark(topic string, p int32) (hwm, logStart int64, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if topic != m.b.input {
-		return 0, 0, false
-	}
-	h, ok := m.mu.hwm[p]
+	h, ok := m.mu.hwm[engine.Partition{Topic: topic, Partition: p}]
 	return h[0], h[1], ok
 }
 
@@ -488,11 +522,14 @@ func describe(recs []engine.Message) string {
 	s := ""
 	for i := 0; i < len(recs); {
 		j := i
-		for j+1 < len(recs) && recs[j+1].Partition == recs[i].Partition {
+		for j+1 < len(recs) && recs[j+1].Partition == recs[i].Partition && recs[j+1].Topic == recs[i].Topic {
 			j++
 		}
 		if s != "" {
 			s += " "
+		}
+		if recs[i].Topic != Input {
+			s += recs[i].Topic + "/"
 		}
 		if i == j {
 			s += fmt.Sprintf("p%d@%d", recs[i].Partition, recs[i].Offset)
