@@ -16,21 +16,28 @@ import (
 	"github.com/kstate/kstate/internal/kafka"
 )
 
-// newSession joins the group (engine.CoordinatorConfig.NewSession).
-func (a *App[K, I, O]) newSession() (engine.Session, error) {
+// newSession returns the engine.CoordinatorConfig.NewSession of the
+// pipeline with static instance id instance: it joins the group.
+func (a *App[K, I, O]) newSession(instance string) func() (engine.Session, error) {
+	return func() (engine.Session, error) { return a.joinGroup(instance) }
+}
+
+// joinGroup joins the group as instance.
+func (a *App[K, I, O]) joinGroup(instance string) (engine.Session, error) {
 	cfg := &a.cfg
 	s := &kafkaSession{}
 	ks, err := kafka.NewSession(kafka.SessionConfig{
 		Brokers:            cfg.Brokers,
 		Client:             cfg.clientConfig(),
 		GroupID:            cfg.ApplicationID,
-		InstanceID:         cfg.InstanceID,
+		InstanceID:         instance,
 		Topics:             []string{cfg.InputTopics[0]},
 		TransactionTimeout: cfg.TransactionTimeout,
 		SessionTimeout:     cfg.SessionTimeout,
 		FetchMaxWait:       cfg.MaxBatchWait,
 		MaxRecordBytes:     cfg.MaxRecordBytes,
 		StartupTimeout:     cfg.StartupTimeout,
+		PauseAssigned:      true, // the coordinator resumes a partition once restored
 		OnAssigned:         func(ctx context.Context, ps []kafka.Partition) { s.ev.Assigned(ctx, toParts(ps)) },
 		OnRevoked:          func(ctx context.Context, ps []kafka.Partition) { s.ev.Revoked(ctx, toParts(ps)) },
 		OnLost:             func(ctx context.Context, ps []kafka.Partition) { s.ev.Lost(ctx, toParts(ps)) },
