@@ -355,12 +355,12 @@ type benchRun struct {
 	o       benchOptions
 	proc    benchProc
 	backend string // Config.StateBackend; "" = the default
-	// pipelines is Config.Pipelines; 0 = the default
-	pipelines int
-	run       int
-	id        string
-	dir       string
-	logf      func(string, ...any)
+	run     int
+	id      string
+	dir     string
+	logf    func(string, ...any)
+
+	pipelines int // Config.Pipelines; 0 = the default
 }
 
 func (b *benchRun) config(appID, in, out string) kstate.Config[string, benchRow, benchOut] {
