@@ -129,6 +129,11 @@ type runResult struct {
 	FirstTxn      time.Duration `json:"first_commit_latency_ns"` // End(commit) of the app's first transaction
 	CommitMean    time.Duration `json:"throughput_commit_mean_ns"`
 	RowsPerCommit float64       `json:"throughput_rows_per_commit"`
+	// ThroughputCPU is this process's CPU time (user + system) from the
+	// app's start to its last throughput output: the app, plus the output
+	// reader; not the broker. CPUBusy is it over that wall time, in cores.
+	ThroughputCPU time.Duration `json:"throughput_cpu_ns"`
+	CPUBusy       float64       `json:"throughput_cpu_cores"`
 
 	LatencyRate          int           `json:"latency_rate_rps"`
 	LatencyRecords       int           `json:"latency_records"`
@@ -341,8 +346,8 @@ func runBench(ctx context.Context, progress io.Writer, o benchOptions) (*benchRe
 				rep.Summary = summarize(o.Processors, rep.Runs)
 				return rep, fmt.Errorf("bench: run %d, processor %s: %w", run, name, err)
 			}
-			logf("run %d %-5s: %.0f records/s, latency p50 %v p99 %v, commit mean %v, restore %.0f records/s, first commit after restart %v",
-				run, name, r.Throughput, r.LatencyP50.Round(time.Millisecond), r.LatencyP99.Round(time.Millisecond),
+			logf("run %d %-5s: %.0f records/s (CPU %.2f cores), latency p50 %v p99 %v, commit mean %v, restore %.0f records/s, first commit after restart %v",
+				run, name, r.Throughput, r.CPUBusy, r.LatencyP50.Round(time.Millisecond), r.LatencyP99.Round(time.Millisecond),
 				r.CommitMean.Round(100*time.Microsecond), r.RestoreRate, r.FirstCommit.Round(time.Millisecond))
 		}
 	}
@@ -496,6 +501,7 @@ func (b *benchRun) do(ctx context.Context) (*runResult, error) {
 
 	// 1. Throughput: the input is all there; time first → last output.
 	cfg := b.config(appID, in, out)
+	cpu0, wall0 := processCPU(), time.Now() // bench_pipelines.go
 	a, err := startApp(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -506,6 +512,8 @@ func (b *benchRun) do(ctx context.Context) (*runResult, error) {
 		sampler.stop()
 		return nil, fmt.Errorf("throughput phase: %w", err)
 	}
+	r.ThroughputCPU = processCPU() - cpu0
+	r.CPUBusy = r.ThroughputCPU.Seconds() / time.Since(wall0).Seconds()
 	n, first, span := col.throughputSpan()
 	r.Startup = first.Sub(a.start)
 	if n > 0 && span > 0 {

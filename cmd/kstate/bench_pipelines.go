@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // --pipelines: each processor variant (count, count.pebble, ...) runs once
@@ -43,4 +45,13 @@ func cutPipelines(name string) (string, int) {
 func pipelinesOf(name string) int {
 	_, n := cutPipelines(name)
 	return max(n, 0)
+}
+
+// processCPU is the CPU time (user + system) this process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
