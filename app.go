@@ -300,6 +300,7 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		StartupTimeout:       cfg.StartupTimeout,
 		RunToEnd:             bounded,
 		BoundedNeedsTasks:    cfg.TimeMode != processor.NoTime || cfg.InitialState != nil,
+		DeferFirstBatch:      true,
 		Admin:                kadm,
 		CheckTopics:          kadm.checkRecordLimit(a.producedTopics()...),
 		NewSession:           a.newSession(cfg.InstanceID),

@@ -80,6 +80,10 @@ type CoordinatorConfig struct {
 	// committed offsets reached them. Admin must implement StableOffsetter.
 	// Optional.
 	RunToEnd bool
+	// DeferFirstBatch makes a partition's first batch without input wait
+	// for the poll after the one that resumed it (round.go, deferFirst).
+	// Optional.
+	DeferFirstBatch bool
 	// BoundedNeedsTasks (RunToEnd): the processor has timers or initial
 	// state, so the end also needs this instance's partitions restored
 	// with nothing due, and the run joins the group even when the ends

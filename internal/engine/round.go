@@ -45,9 +45,10 @@ func (c *Coordinator) batch(recs []Message) error {
 	trigger := c.cfg.ProcessingTime && (c.forceTrigger || now.Sub(c.lastTrigger) >= c.cfg.TriggerInterval)
 	var parts []*slot
 	for p, s := range ready {
-		if len(byPart[p]) > 0 || trigger || s.task.NeedsBatch() {
+		if len(byPart[p]) > 0 || trigger || (s.task.NeedsBatch() && !c.deferFirst(s)) {
 			parts = append(parts, s)
 		}
+		s.resumed = false
 	}
 	if len(parts) == 0 {
 		return nil
@@ -167,6 +168,22 @@ func (c *Coordinator) batch(recs []Message) error {
 	c.noteStatus(parts, true)
 	c.observeCommit(parts, byPart, results, batchStart, latency)
 	return nil
+}
+
+// deferFirst reports whether a task that wants a batch without input (its
+// first: metadata, Init's declarations, initial state) waits for the next
+// poll: it was resumed just before this batch, so this poll could not
+// bring its records. Batched with its first input (RunBatch applies the
+// initial state before it), the transaction commits consumed offsets; a
+// new application's offset-less first transaction would cost 500 ms in
+// franz-go's GroupTransactSession.End (without a TxnOffsetCommit response
+// it cannot tell that the broker supports KIP-447, and sleeps before
+// releasing its lock: docs/ARCHITECTURE.md, "Start-up"). Without input the
+// batch runs one poll later. A planned batch (sink.go) never waits: its
+// records must not arrive first.
+// Off unless CoordinatorConfig.DeferFirstBatch.
+func (c *Coordinator) deferFirst(s *slot) bool {
+	return c.cfg.DeferFirstBatch && s.resumed && s.task.Planned() == nil
 }
 
 // records builds the transaction's records: per task its outputs, its

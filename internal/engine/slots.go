@@ -34,6 +34,9 @@ type slot struct {
 	ready bool
 	// planPaused (loop-only): paused until its planned batch committed.
 	planPaused bool
+	// resumed (loop-only): promote resumed it in this loop iteration; its
+	// first batch waits for the next poll (see batch).
+	resumed bool
 	// running: a batch goroutine runs the task (set by the loop, cleared
 	// by that goroutine; under mu). orphaned: the loop gave the batch up
 	// and closeSlot left the task to that goroutine (watchdog.go).
@@ -183,7 +186,7 @@ func (c *Coordinator) promote() {
 	c.mu.Lock()
 	for p, s := range c.mu.slots {
 		if s.restored && !s.ready {
-			s.ready = true
+			s.ready, s.resumed = true, true
 			ps = append(ps, Partition{Topic: c.cfg.Topic, Partition: p})
 			promoted = append(promoted, s)
 		}
