@@ -107,7 +107,7 @@ the within-run ratio of each processor to the first one.`,
 	fl.BoolVar(&o.Warmup, "warmup", o.Warmup, "run a small unreported pass first, so that run 1 does not meet a cold broker (JIT) alone")
 	fl.Int64Var(&o.StateMemory, "state-memory", 0, "Config.StateMemory in bytes (0, the default: a 64 MiB cache and memtable per shard; positive: one shared budget)")
 	fl.StringSliceVar(&o.Backends, "backend", nil, "Config.StateBackend values to compare (rocksdb, pebble): every processor runs once per backend in each run, interleaved, named processor.backend (e.g. count.pebble); default: the build's default backend only")
-	fl.IntSliceVar(&o.Pipelines, "pipelines", nil, "Config.Pipelines values to compare: every processor runs once per value in each run, interleaved, named processor/pN (e.g. count/p2); default: Config's default (1) only")
+	fl.IntSliceVar(&o.Pipelines, "pipelines", nil, "Config.Pipelines values to compare: every processor runs once per value in each run, interleaved, named processor-pN (e.g. count-p2); default: Config's default (1) only")
 	fl.StringVar(&o.JSON, "json", "", "also write every run and the summary as JSON to this file")
 	fl.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole benchmark process (go tool pprof)")
 	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "show the applications' logs")
@@ -203,7 +203,7 @@ func (o *benchOptions) validate() error {
 	for _, p := range o.Processors {
 		name, pipes := cutPipelines(p) // bench_pipelines.go
 		if pipes < 0 {
-			return fmt.Errorf("bench: processor %q: want /p<N> with N >= 1", p)
+			return fmt.Errorf("bench: processor %q: want -p<N> with N >= 1", p)
 		}
 		base, backend, _ := strings.Cut(name, ".")
 		if _, ok := procs[base]; !ok {

@@ -9,11 +9,11 @@ import (
 )
 
 // --pipelines: each processor variant (count, count.pebble, ...) runs once
-// per Config.Pipelines value in every run, named variant/p<N>, so that the
+// per Config.Pipelines value in every run, named variant-p<N>, so that the
 // pipeline counts are measured interleaved on the same broker.
 
 // expandPipelines turns the variants × --pipelines into the variants run,
-// in order: count/p1, count/p2, heavy/p1, ...
+// in order: count-p1, count-p2, heavy-p1, ...
 func (o *benchOptions) expandPipelines() {
 	if len(o.Pipelines) == 0 {
 		return
@@ -21,16 +21,16 @@ func (o *benchOptions) expandPipelines() {
 	var vs []string
 	for _, p := range o.Processors {
 		for _, n := range o.Pipelines {
-			vs = append(vs, fmt.Sprintf("%s/p%d", p, n))
+			vs = append(vs, fmt.Sprintf("%s-p%d", p, n))
 		}
 	}
 	o.Processors = vs
 }
 
-// cutPipelines splits a variant name into the name without its /p<N>
+// cutPipelines splits a variant name into the name without its -p<N>
 // suffix and N: 0 without a suffix, -1 for a malformed one.
 func cutPipelines(name string) (string, int) {
-	base, suffix, ok := strings.Cut(name, "/p")
+	base, suffix, ok := strings.Cut(name, "-p")
 	if !ok {
 		return name, 0
 	}
