@@ -62,6 +62,23 @@ func TestEmbeddedPipelinesSplitPartitions(t *testing.T) {
 		return st.Total.RowsIn == int64(in.Sent) && st.Total.RowsOut == int64(in.Sent)
 	})
 	t.Logf("partitions by pipeline: %v; totals %+v", pipelinesOf(app.Status()), app.Status().Total)
+	// Queries and KeyOwner answer for the keys of both pipelines.
+	got := testprocs.WaitOutputs(t, brokers, "out", in.Sent, 30*time.Second)
+	owners := map[string]bool{}
+	for k, vs := range got {
+		res, err := app.Query(t.Context(), "count", k)
+		if err != nil || len(res.Entries) != 1 || string(res.Entries[0].Value) != strconv.Itoa(len(vs)) {
+			t.Fatalf("Query(count, %q) = %+v, %v; want %d", k, res, err, len(vs))
+		}
+		o, err := app.KeyOwner(t.Context(), k)
+		if err != nil || !o.Local || !o.Assigned {
+			t.Fatalf("KeyOwner(%q) = %+v, %v", k, o, err)
+		}
+		owners[o.InstanceID] = true
+	}
+	if !owners["i1"] || !owners["i1-p1"] || len(owners) != 2 {
+		t.Fatalf("key owners %v, want the members i1 and i1-p1", owners)
+	}
 	if m := app.Metrics(); len(m.Assigned) != 4 || len(m.Restoring) != 0 {
 		t.Fatalf("metrics: assigned %v, restoring %v", m.Assigned, m.Restoring)
 	}
