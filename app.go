@@ -303,7 +303,7 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		DeferFirstBatch:      true,
 		Admin:                kadm,
 		CheckTopics:          kadm.checkRecordLimit(a.producedTopics()...),
-		NewSession:           a.newSession(cfg.InstanceID),
+		NewSession:           a.newSession(cfg.InstanceID, nil),
 		Changelog:            kafkaChangelog{client: cfg.clientConfig(), admin: adm, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
 		Clock:                clock{now: cfg.Clock, start: time.Now()},
 		NewTask:              a.taskFactory(runID, mem),

@@ -17,15 +17,18 @@ import (
 )
 
 // newSession returns the engine.CoordinatorConfig.NewSession of the
-// pipeline with static instance id instance: it joins the group.
-func (a *App[K, I, O]) newSession(instance string) func() (engine.Session, error) {
-	return func() (engine.Session, error) { return a.joinGroup(instance) }
+// pipeline with static instance id instance: it joins the group. The
+// session does not leave the group (LeaveGroupOnShutdown) once stayIn
+// (if not nil) returns true: another pipeline failed, and Run, returning
+// an error, never leaves the group.
+func (a *App[K, I, O]) newSession(instance string, stayIn func() bool) func() (engine.Session, error) {
+	return func() (engine.Session, error) { return a.joinGroup(instance, stayIn) }
 }
 
 // joinGroup joins the group as instance.
-func (a *App[K, I, O]) joinGroup(instance string) (engine.Session, error) {
+func (a *App[K, I, O]) joinGroup(instance string, stayIn func() bool) (engine.Session, error) {
 	cfg := &a.cfg
-	s := &kafkaSession{}
+	s := &kafkaSession{stayIn: stayIn}
 	ks, err := kafka.NewSession(kafka.SessionConfig{
 		Brokers:            cfg.Brokers,
 		Client:             cfg.clientConfig(),
@@ -54,8 +57,9 @@ func (a *App[K, I, O]) joinGroup(instance string) (engine.Session, error) {
 // session calls its group callbacks inside Poll, so ev is set for exactly
 // that call (all on the coordinator's loop goroutine).
 type kafkaSession struct {
-	s  *kafka.Session
-	ev engine.GroupEvents
+	s      *kafka.Session
+	ev     engine.GroupEvents
+	stayIn func() bool // see newSession; nil: always leave when asked
 }
 
 func (k *kafkaSession) Poll(ctx context.Context, max int, ev engine.GroupEvents) ([]engine.Message, error) {
@@ -111,7 +115,13 @@ func (k *kafkaSession) TransactionalID() string { return k.s.TransactionalID() }
 func (k *kafkaSession) Close() error            { return k.s.Close() }
 
 // Leave makes the session an engine.GroupLeaver (LeaveGroupOnShutdown).
-func (k *kafkaSession) Leave(ctx context.Context) error { return k.s.Leave(ctx) }
+func (k *kafkaSession) Leave(ctx context.Context) error {
+	if k.stayIn != nil && k.stayIn() {
+		k.s.Close()
+		return errors.New("kstate: another pipeline of this instance failed: Run returns its error and does not leave the group")
+	}
+	return k.s.Leave(ctx)
+}
 
 // sessionErr marks fencing with engine.ErrFenced (keeping the kafka error).
 func sessionErr(err error) error {

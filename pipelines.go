@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kstate/kstate/internal/engine"
@@ -56,15 +57,16 @@ func (a *App[K, I, O]) pipelineCount(ctx context.Context, adm *kafka.Admin) int 
 
 // runPipelines builds one coordinator per pipeline from base, publishes
 // them (a.mu.coord) and runs them until all returned. The first error
-// stops the others (their ctx is cancelled: they shut down gracefully) and
-// is returned.
+// stops the others (their ctx is cancelled: they shut down gracefully,
+// without leaving the group) and is returned.
 func (a *App[K, I, O]) runPipelines(ctx context.Context, adm *kafka.Admin, base engine.CoordinatorConfig) error {
 	n := a.pipelineCount(ctx, adm)
 	set := &pipelineSet{coords: make([]*engine.Coordinator, n)}
+	var failed atomic.Bool // a pipeline failed: the others stay in the group
 	for i := range n {
 		cc := base
 		cc.InstanceID = pipelineInstanceID(a.cfg.InstanceID, i)
-		cc.NewSession = a.newSession(cc.InstanceID)
+		cc.NewSession = a.newSession(cc.InstanceID, failed.Load)
 		if n > 1 {
 			cc.Logger = base.Logger.With("pipeline", i)
 		}
@@ -93,6 +95,7 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, adm *kafka.Admin, base 
 			if err == nil {
 				return
 			}
+			failed.Store(true)
 			mu.Lock()
 			if first == nil {
 				first = err

@@ -1,12 +1,14 @@
 package kstate_test
 
 import (
+	"errors"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/testprocs"
+	"github.com/kstate/kstate/processor"
 )
 
 // checkExact fails unless got holds exactly 1..n per key, sent outputs in
@@ -139,4 +141,31 @@ func TestEmbeddedPipelinesRebalanceTwoInstances(t *testing.T) {
 	m1, m2 := app1.Metrics().Total, app2.Metrics().Total
 	t.Logf("instance 1: %d commits, %d aborts; instance 2: %d commits, %d aborts, %d records restored",
 		m1.Commits, m1.Aborts, m2.Commits, m2.Aborts, m2.RestoreRecords)
+}
+
+// A processor error in one pipeline stops the other too: Run returns that
+// error (and the App is Failed).
+func TestEmbeddedPipelinesFirstErrorStopsAll(t *testing.T) {
+	brokers := startEmbedded(t, 4)
+	cfg := config(brokers, t.TempDir(), func() processor.StatefulProcessor[string, string, string] { return &failing{} })
+	cfg.Pipelines = 2
+	cfg.LeaveGroupOnShutdown = true // not used: Run fails
+	app := newApp(t, cfg)
+	_, done := testprocs.StartWatch(t, app)
+	testprocs.Eventually(t, 30*time.Second, "both pipelines own partitions", func() bool {
+		return len(pipelinesOf(app.Status())) == 2 && app.State() == kstate.Running
+	})
+	testprocs.Produce(t, brokers, "in", "a=1", "k=boom")
+	select {
+	case err := <-done:
+		var ue *kstate.UserError
+		if !errors.As(err, &ue) || ue.Method != "HandleInputRows" || ue.Key != `"k"` {
+			t.Fatalf("Run: %v", err)
+		}
+		if app.State() != kstate.Failed {
+			t.Fatalf("state %v after a pipeline failed", app.State())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not fail")
+	}
 }
