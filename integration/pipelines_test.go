@@ -9,6 +9,7 @@ import (
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/testprocs"
+	"github.com/kstate/kstate/processor"
 )
 
 // Config.Pipelines and the start-up pause on the real broker.
@@ -125,17 +126,23 @@ func TestPipelinesRunToEnd(t *testing.T) {
 // A fresh start no longer fetches a partition before its state is ready:
 // the sessions pause it inside the assignment callback, so the engine's
 // rewind (an aborted empty transaction) does not happen, with one pipeline
-// and with two; and the first transaction carries input, so it does not
-// pay franz-go's 500 ms. The outputs are exact.
+// and with two; and the first transaction carries input (also when a
+// ProcessingTime trigger is due at once), so it does not pay franz-go's
+// 500 ms. The outputs are exact.
 func TestFreshStartDoesNotRewind(t *testing.T) {
-	for _, pipes := range []int{1, 2} {
-		t.Run(map[int]string{1: "one-pipeline", 2: "two-pipelines"}[pipes], func(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pipes int
+		mode  processor.TimeMode
+	}{{"one-pipeline", 1, processor.NoTime}, {"two-pipelines", 2, processor.NoTime}, {"processing-time", 1, processor.ProcessingTime}} {
+		pipes := tc.pipes
+		t.Run(tc.name, func(t *testing.T) {
 			e := newSpecEnv(t, 4)
 			const keys = 20
 			in := &testprocs.KeyCycler{T: t, Brokers: e.brokers, Topic: e.in, Keys: keys}
 			in.Produce(400) // a backlog waiting at the start: every partition has records
 			cfg := e.config(t, testprocs.NewCounter)
-			cfg.Pipelines = pipes
+			cfg.Pipelines, cfg.TimeMode = pipes, tc.mode
 			var logs syncBuffer
 			cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), nil))
 			app := newSpecApp(t, cfg)

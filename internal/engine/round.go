@@ -45,7 +45,7 @@ func (c *Coordinator) batch(recs []Message) error {
 	trigger := c.cfg.ProcessingTime && (c.forceTrigger || now.Sub(c.lastTrigger) >= c.cfg.TriggerInterval)
 	var parts []*slot
 	for p, s := range ready {
-		if len(byPart[p]) > 0 || trigger || (s.task.NeedsBatch() && !c.deferFirst(s)) {
+		if len(byPart[p]) > 0 || ((trigger || s.task.NeedsBatch()) && !c.deferFirst(s)) {
 			parts = append(parts, s)
 		}
 		s.resumed = false
@@ -171,9 +171,9 @@ func (c *Coordinator) batch(recs []Message) error {
 }
 
 // deferFirst reports whether a task that wants a batch without input (its
-// first: metadata, Init's declarations, initial state) waits for the next
-// poll: it was resumed just before this batch, so this poll could not
-// bring its records. Batched with its first input (RunBatch applies the
+// first: metadata, Init's declarations, initial state; or a ProcessingTime
+// trigger) waits for the next poll: it was resumed just before this batch,
+// so this poll could not bring its records. Batched with its first input (RunBatch applies the
 // initial state before it), the transaction commits consumed offsets; a
 // new application's offset-less first transaction would cost 500 ms in
 // franz-go's GroupTransactSession.End (without a TxnOffsetCommit response
