@@ -169,3 +169,17 @@ func TestEmbeddedPipelinesFirstErrorStopsAll(t *testing.T) {
 		t.Fatal("Run did not fail")
 	}
 }
+
+func TestPipelinesConfig(t *testing.T) {
+	cfg := config([]string{"x:1"}, t.TempDir(), testprocs.NewCounter)
+	cfg.Pipelines = -1
+	if _, err := kstate.New(cfg); !errors.Is(err, kstate.ErrConfig) {
+		t.Fatalf("Pipelines -1: %v", err)
+	}
+	for _, n := range []int{0, 1, 4} {
+		cfg.Pipelines = n
+		if _, err := kstate.New(cfg); err != nil {
+			t.Fatalf("Pipelines %d: %v", n, err)
+		}
+	}
+}
