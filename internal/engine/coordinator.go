@@ -80,9 +80,9 @@ type CoordinatorConfig struct {
 	// committed offsets reached them. Admin must implement StableOffsetter.
 	// Optional.
 	RunToEnd bool
-	// DeferFirstBatch makes a partition's first batch without input wait
-	// for the poll after the one that resumed it (round.go, deferFirst).
-	// Optional.
+	// DeferFirstBatch makes a resumed partition's first batch without
+	// input wait (at most a second) for its first records (round.go,
+	// deferFirst). Optional.
 	DeferFirstBatch bool
 	// BoundedNeedsTasks (RunToEnd): the processor has timers or initial
 	// state, so the end also needs this instance's partitions restored

@@ -47,8 +47,8 @@ func (c *Coordinator) batch(recs []Message) error {
 	for p, s := range ready {
 		if len(byPart[p]) > 0 || ((trigger || s.task.NeedsBatch()) && !c.deferFirst(s)) {
 			parts = append(parts, s)
+			s.waitFirst = false
 		}
-		s.resumed = false
 	}
 	if len(parts) == 0 {
 		return nil
@@ -172,19 +172,25 @@ func (c *Coordinator) batch(recs []Message) error {
 
 // deferFirst reports whether a task that wants a batch without input (its
 // first: metadata, Init's declarations, initial state; or a ProcessingTime
-// trigger) waits for the next poll: it was resumed just before this batch,
-// so this poll could not bring its records. Batched with its first input (RunBatch applies the
-// initial state before it), the transaction commits consumed offsets; a
-// new application's offset-less first transaction would cost 500 ms in
-// franz-go's GroupTransactSession.End (without a TxnOffsetCommit response
-// it cannot tell that the broker supports KIP-447, and sleeps before
-// releasing its lock: docs/ARCHITECTURE.md, "Start-up"). Without input the
-// batch runs one poll later. A planned batch (sink.go) never waits: its
-// records must not arrive first.
-// Off unless CoordinatorConfig.DeferFirstBatch.
+// trigger) waits for its first records instead: it was resumed a moment
+// ago and no poll has brought its records yet (a resumed partition is
+// fetched with the next fetch to its broker, possibly a poll or two
+// later). Batched with its first input (RunBatch applies the initial state
+// before it), the transaction commits consumed offsets; a new group's
+// offset-less transaction would cost 500 ms in franz-go's
+// GroupTransactSession.End (without a TxnOffsetCommit response it cannot
+// tell that the broker supports KIP-447, and sleeps before releasing its
+// lock: docs/ARCHITECTURE.md, assignment step 7). Without input the batch
+// runs firstBatchWait after the resume. A planned batch (sink.go) never
+// waits: its records must not arrive first. Only with
+// CoordinatorConfig.DeferFirstBatch.
 func (c *Coordinator) deferFirst(s *slot) bool {
-	return c.cfg.DeferFirstBatch && s.resumed && s.task.Planned() == nil
+	return s.waitFirst && s.task.Planned() == nil && c.clock.Elapsed()-s.resumedAt < firstBatchWait
 }
+
+// firstBatchWait bounds deferFirst's wait for a resumed partition's first
+// records.
+const firstBatchWait = time.Second
 
 // records builds the transaction's records: per task its outputs, its
 // dead-letter records (dead-letter partition = input partition modulo the

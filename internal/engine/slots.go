@@ -34,9 +34,11 @@ type slot struct {
 	ready bool
 	// planPaused (loop-only): paused until its planned batch committed.
 	planPaused bool
-	// resumed (loop-only): promote resumed it in this loop iteration; its
-	// first batch waits for the next poll (see batch).
-	resumed bool
+	// waitFirst (loop-only): promote resumed it at resumedAt (Clock.Elapsed)
+	// and no poll has brought its records yet; its first batch without
+	// input waits for them (round.go, deferFirst).
+	waitFirst bool
+	resumedAt time.Duration
 	// running: a batch goroutine runs the task (set by the loop, cleared
 	// by that goroutine; under mu). orphaned: the loop gave the batch up
 	// and closeSlot left the task to that goroutine (watchdog.go).
@@ -186,7 +188,7 @@ func (c *Coordinator) promote() {
 	c.mu.Lock()
 	for p, s := range c.mu.slots {
 		if s.restored && !s.ready {
-			s.ready, s.resumed = true, true
+			s.ready, s.waitFirst, s.resumedAt = true, c.cfg.DeferFirstBatch, c.clock.Elapsed()
 			ps = append(ps, Partition{Topic: c.cfg.Topic, Partition: p})
 			promoted = append(promoted, s)
 		}
