@@ -182,10 +182,11 @@ func (c *Coordinator) batch(recs []Message) error {
 // tell that the broker supports KIP-447, and sleeps before releasing its
 // lock: docs/ARCHITECTURE.md, assignment step 7). Without input the batch
 // runs firstBatchWait after the resume. A planned batch (sink.go) never
-// waits: its records must not arrive first. Only with
+// waits: its records must not arrive first; nor does a bounded run's last
+// batch (forceTrigger: timers due at the end must fire). Only with
 // CoordinatorConfig.DeferFirstBatch.
 func (c *Coordinator) deferFirst(s *slot) bool {
-	return s.waitFirst && s.task.Planned() == nil && c.clock.Elapsed()-s.resumedAt < firstBatchWait
+	return s.waitFirst && s.task.Planned() == nil && !c.forceTrigger && c.clock.Elapsed()-s.resumedAt < firstBatchWait
 }
 
 // firstBatchWait bounds deferFirst's wait for a resumed partition's first
