@@ -44,10 +44,14 @@ func (c *Coordinator) batch(recs []Message) error {
 	}
 	trigger := c.cfg.ProcessingTime && (c.forceTrigger || now.Sub(c.lastTrigger) >= c.cfg.TriggerInterval)
 	var parts []*slot
+	deferred := false // a slot sits this trigger out (deferFirst): keep it due
 	for p, s := range ready {
-		if len(byPart[p]) > 0 || ((trigger || s.task.NeedsBatch()) && !c.deferFirst(s)) {
+		switch {
+		case len(byPart[p]) > 0 || ((trigger || s.task.NeedsBatch()) && !c.deferFirst(s)):
 			parts = append(parts, s)
 			s.waitFirst = false
+		case trigger:
+			deferred = true
 		}
 	}
 	if len(parts) == 0 {
@@ -55,7 +59,10 @@ func (c *Coordinator) batch(recs []Message) error {
 	}
 	c.retire(Counters{Rounds: 1})
 	batchStart := c.clock.Elapsed()
-	if trigger {
+	if trigger && !deferred {
+		// (With a slot deferred, the trigger stays due and the slot
+		// joins it once its wait ends: its timers must not wait for the
+		// next TriggerInterval.)
 		c.lastTrigger = now
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i].part < parts[j].part })
