@@ -30,9 +30,9 @@ type App[K, I, O any] struct {
 	mu struct {
 		sync.Mutex
 		ran   bool
-		coord *engine.Coordinator // of the Run in progress or finished; nil before
-		admin *kafka.Admin        // of the Run in progress; nil otherwise (KeyOwner)
-		err   error               // Run's error, once it returned
+		coord *pipelineSet // of the Run in progress or finished; nil before
+		admin *kafka.Admin // of the Run in progress; nil otherwise (KeyOwner)
+		err   error        // Run's error, once it returned
 	}
 }
 
@@ -282,7 +282,7 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		defer mem.Close()
 	}
 	kadm := kafkaAdmin{a: adm, maxRecordBytes: cfg.MaxRecordBytes, log: cfg.Logger.With("app", cfg.ApplicationID)}
-	c, err := engine.NewCoordinator(engine.CoordinatorConfig{
+	base := engine.CoordinatorConfig{
 		ApplicationID:        cfg.ApplicationID,
 		InstanceID:           cfg.InstanceID,
 		RunID:                runID,
@@ -304,9 +304,10 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		StartupTimeout:       cfg.StartupTimeout,
 		RunToEnd:             bounded,
 		BoundedNeedsTasks:    cfg.TimeMode != processor.NoTime || cfg.InitialState != nil,
+		DeferFirstBatch:      true,
 		Admin:                kadm,
 		CheckTopics:          kadm.checkRecordLimit(a.producedTopics()...),
-		NewSession:           a.newSession,
+		NewSession:           a.newSession(cfg.InstanceID, nil),
 		Changelog:            kafkaChangelog{client: cfg.clientConfig(), admin: adm, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
 		Clock:                clock{now: cfg.Clock, start: time.Now()},
 		NewTask:              a.taskFactory(runID, mem),
@@ -314,14 +315,8 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		Logger:               cfg.Logger,
 		OnPhase:              func() { a.followPhase() },
 		Observer:             a.metrics,
-	})
-	if err != nil {
-		return err
 	}
-	a.mu.Lock()
-	a.mu.coord = c
-	a.mu.Unlock()
-	return a.neededPermission(publicError(c.Run(ctx)))
+	return a.neededPermission(publicError(a.runPipelines(ctx, adm, base))) // pipelines.go
 }
 
 // followPhase is the coordinator's OnPhase hook.

@@ -207,6 +207,16 @@ type Config[K, I, O any] struct {
 	// (CGO_ENABLED=0, or the kstate_nocgo tag) RocksDB is not compiled in
 	// and the default is pebble.
 	StateBackend string
+	// Pipelines is the number of independent pipelines Run runs in this
+	// instance, like Kafka Streams' num.stream.threads: each is its own
+	// member of the consumer group, with its own transactional producer
+	// and its own share of the input partitions, and runs its own batch
+	// loop, so one pipeline's commit overlaps another's processing. They
+	// share StateDir, StateMemory, the initial state, the HTTP handler and
+	// the metrics. Pipeline 0 uses InstanceID; pipeline i > 0 uses
+	// "<InstanceID>-p<i>" (static member and transactional id suffix).
+	// More pipelines than input partitions are not started. Default 1.
+	Pipelines int
 	// Clock gives the batch processing time. Default time.Now. Tests inject
 	// a fake clock to drive timers and TTL without sleeping.
 	Clock func() time.Time
@@ -430,6 +440,8 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		return bad("StateMemory %d bytes is under 1 MiB (0 turns the shared budget off)", c.StateMemory)
 	case c.StateBackend != "" && kv.Backend(c.StateBackend).Check() != nil:
 		return bad("StateBackend: %v", kv.Backend(c.StateBackend).Check())
+	case c.Pipelines < 0:
+		return bad("Pipelines %d is negative", c.Pipelines)
 	case c.InstanceID != "" && !validID.MatchString(c.InstanceID):
 		return bad("InstanceID %q: want letters, digits, '.', '_' or '-'", c.InstanceID)
 	}
@@ -458,6 +470,9 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	}
 	if c.MaxBatchRecords == 0 {
 		c.MaxBatchRecords = defaultMaxBatchRecords
+	}
+	if c.Pipelines == 0 {
+		c.Pipelines = 1
 	}
 	if c.MaxBatchWait == 0 {
 		c.MaxBatchWait = defaultMaxBatchWait

@@ -46,6 +46,10 @@ type Status struct {
 // PartitionStatus is one assigned partition of a Status.
 type PartitionStatus struct {
 	Partition int32 `json:"partition"`
+	// Pipeline is the index of the pipeline that owns it (Config.Pipelines;
+	// its group member is "<InstanceID>-p<Pipeline>", pipeline 0 is
+	// InstanceID itself).
+	Pipeline int `json:"pipeline"`
 	// Restoring: its state is being restored from the changelog; it does
 	// not process yet.
 	Restoring bool `json:"restoring"`
@@ -87,7 +91,7 @@ func (a *App[K, I, O]) Status() Status {
 	if c == nil {
 		return st
 	}
-	s := c.Snapshot()
+	s, owner := c.snapshot()
 	st.BatchInFlight, st.SinceCommit, st.FirstCommit = s.BatchInFlight, s.SinceCommit, s.FirstCommit
 	st.Total = Counters(s.Total)
 	st.LastError, st.LastErrorAt, st.LastCommitAt = a.metrics.last()
@@ -95,7 +99,7 @@ func (a *App[K, I, O]) Status() Status {
 	for _, p := range s.Assigned {
 		ps, ct := s.Status[p], Counters(s.Partitions[p])
 		st.Partitions = append(st.Partitions, PartitionStatus{
-			Partition: p, Restoring: !ps.Ready, RestoredRecords: ps.RestoredRecords, RestoreTotal: ps.RestoreTotal,
+			Partition: p, Pipeline: owner[p], Restoring: !ps.Ready, RestoredRecords: ps.RestoredRecords, RestoreTotal: ps.RestoreTotal,
 			RestoreRate: ps.RestoreRate, RestoreETA: ps.RestoreETA, Lag: ps.Lag,
 			Watermark: ps.Watermark, BatchID: ps.BatchID, Counters: ct,
 		})

@@ -16,15 +16,24 @@ import (
 	"github.com/kstate/kstate/internal/kafka"
 )
 
-// newSession joins the group (engine.CoordinatorConfig.NewSession).
-func (a *App[K, I, O]) newSession() (engine.Session, error) {
+// newSession returns the engine.CoordinatorConfig.NewSession of the
+// pipeline with static instance id instance: it joins the group. The
+// session does not leave the group (LeaveGroupOnShutdown) once stayIn
+// (if not nil) returns true: another pipeline failed, and Run, returning
+// an error, never leaves the group.
+func (a *App[K, I, O]) newSession(instance string, stayIn func() bool) func() (engine.Session, error) {
+	return func() (engine.Session, error) { return a.joinGroup(instance, stayIn) }
+}
+
+// joinGroup joins the group as instance.
+func (a *App[K, I, O]) joinGroup(instance string, stayIn func() bool) (engine.Session, error) {
 	cfg := &a.cfg
-	s := &kafkaSession{}
+	s := &kafkaSession{stayIn: stayIn}
 	ks, err := kafka.NewSession(kafka.SessionConfig{
 		Brokers:            cfg.Brokers,
 		Client:             cfg.clientConfig(),
 		GroupID:            cfg.ApplicationID,
-		InstanceID:         cfg.InstanceID,
+		InstanceID:         instance,
 		Topics:             cfg.engineTopics(),
 		CoPartitioned:      len(cfg.engineTopics()) > 1,
 		TransactionTimeout: cfg.TransactionTimeout,
@@ -32,6 +41,7 @@ func (a *App[K, I, O]) newSession() (engine.Session, error) {
 		FetchMaxWait:       cfg.MaxBatchWait,
 		MaxRecordBytes:     cfg.MaxRecordBytes,
 		StartupTimeout:     cfg.StartupTimeout,
+		PauseAssigned:      true, // the coordinator resumes a partition once restored
 		OnAssigned:         func(ctx context.Context, ps []kafka.Partition) { s.ev.Assigned(ctx, toParts(ps)) },
 		OnRevoked:          func(ctx context.Context, ps []kafka.Partition) { s.ev.Revoked(ctx, toParts(ps)) },
 		OnLost:             func(ctx context.Context, ps []kafka.Partition) { s.ev.Lost(ctx, toParts(ps)) },
@@ -48,8 +58,9 @@ func (a *App[K, I, O]) newSession() (engine.Session, error) {
 // session calls its group callbacks inside Poll, so ev is set for exactly
 // that call (all on the coordinator's loop goroutine).
 type kafkaSession struct {
-	s  *kafka.Session
-	ev engine.GroupEvents
+	s      *kafka.Session
+	ev     engine.GroupEvents
+	stayIn func() bool // see newSession; nil: always leave when asked
 }
 
 func (k *kafkaSession) Poll(ctx context.Context, max int, ev engine.GroupEvents) ([]engine.Message, error) {
@@ -105,7 +116,13 @@ func (k *kafkaSession) TransactionalID() string { return k.s.TransactionalID() }
 func (k *kafkaSession) Close() error            { return k.s.Close() }
 
 // Leave makes the session an engine.GroupLeaver (LeaveGroupOnShutdown).
-func (k *kafkaSession) Leave(ctx context.Context) error { return k.s.Leave(ctx) }
+func (k *kafkaSession) Leave(ctx context.Context) error {
+	if k.stayIn != nil && k.stayIn() {
+		k.s.Close()
+		return errors.New("kstate: another pipeline of this instance failed: Run returns its error and does not leave the group")
+	}
+	return k.s.Leave(ctx)
+}
 
 // sessionErr marks fencing with engine.ErrFenced (keeping the kafka error).
 func sessionErr(err error) error {

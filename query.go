@@ -76,7 +76,7 @@ func (a *App[K, I, O]) Query(ctx context.Context, variable string, key K) (Query
 	return a.queryBytes(ctx, variable, kb)
 }
 
-func (a *App[K, I, O]) coordinator() *engine.Coordinator {
+func (a *App[K, I, O]) coordinator() *pipelineSet {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.mu.coord

@@ -103,7 +103,7 @@ func (m *stateMachine) setLocked(s State) {
 // follow maps the coordinator's phase to the State; called by its OnPhase
 // hook. Reading the phase under m.mu orders concurrent calls: the last
 // one reads the latest phase. (Lock order: m.mu, then the coordinator's.)
-func (m *stateMachine) follow(c *engine.Coordinator) {
+func (m *stateMachine) follow(c interface{ Phase() engine.Phase }) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.setLocked([...]State{Starting, Restoring, Running, Stopping}[c.Phase()])

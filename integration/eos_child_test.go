@@ -60,6 +60,7 @@ type eosChildArgs struct {
 	proc           string // -proc; "" for eos
 	toEnd          bool   // -to-end: App.RunToEnd, the child exits 0 at the end
 	sinkDB         string // -sink-db: rows to a SQLite foreachBatch sink; "": none
+	pipelines      int    // -pipelines: Config.Pipelines; 0: default
 }
 
 // startEOSChild starts an instance of the eos application. The child dies
@@ -96,6 +97,9 @@ func startEOSChild(t *testing.T, a eosChildArgs) *eosChild {
 	}
 	if a.pad > 0 {
 		args = append(args, "-pad", strconv.Itoa(a.pad))
+	}
+	if a.pipelines > 0 {
+		args = append(args, "-pipelines", strconv.Itoa(a.pipelines))
 	}
 	c := &eosChild{name: a.instance, cmd: exec.Command(exe, args...), done: make(chan struct{})}
 	var env []string

@@ -43,6 +43,7 @@ type benchOptions struct {
 	Warmup      bool          `json:"warmup"`
 	StateMemory int64         `json:"state_memory"`
 	Backends    []string      `json:"backends,omitempty"`
+	Pipelines   []int         `json:"pipelines,omitempty"`
 	JSON        string        `json:"-"`
 	CPUProfile  string        `json:"-"`
 	Verbose     bool          `json:"-"`
@@ -106,6 +107,7 @@ the within-run ratio of each processor to the first one.`,
 	fl.BoolVar(&o.Warmup, "warmup", o.Warmup, "run a small unreported pass first, so that run 1 does not meet a cold broker (JIT) alone")
 	fl.Int64Var(&o.StateMemory, "state-memory", 0, "Config.StateMemory in bytes (0, the default: a 64 MiB cache and memtable per shard; positive: one shared budget)")
 	fl.StringSliceVar(&o.Backends, "backend", nil, "Config.StateBackend values to compare (rocksdb, pebble): every processor runs once per backend in each run, interleaved, named processor.backend (e.g. count.pebble); default: the build's default backend only")
+	fl.IntSliceVar(&o.Pipelines, "pipelines", nil, "Config.Pipelines values to compare: every processor runs once per value in each run, interleaved, named processor-pN (e.g. count-p2); default: Config's default (1) only")
 	fl.StringVar(&o.JSON, "json", "", "also write every run and the summary as JSON to this file")
 	fl.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole benchmark process (go tool pprof)")
 	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "show the applications' logs")
@@ -127,6 +129,11 @@ type runResult struct {
 	FirstTxn      time.Duration `json:"first_commit_latency_ns"` // End(commit) of the app's first transaction
 	CommitMean    time.Duration `json:"throughput_commit_mean_ns"`
 	RowsPerCommit float64       `json:"throughput_rows_per_commit"`
+	// ThroughputCPU is this process's CPU time (user + system) from the
+	// app's start to its last throughput output: the app, plus the output
+	// reader; not the broker. CPUBusy is it over that wall time, in cores.
+	ThroughputCPU time.Duration `json:"throughput_cpu_ns"`
+	CPUBusy       float64       `json:"throughput_cpu_cores"`
 
 	LatencyRate          int           `json:"latency_rate_rps"`
 	LatencyRecords       int           `json:"latency_records"`
@@ -194,7 +201,11 @@ func (o *benchOptions) validate() error {
 		return errors.New("bench: no --processor")
 	}
 	for _, p := range o.Processors {
-		base, backend, _ := strings.Cut(p, ".")
+		name, pipes := cutPipelines(p) // bench_pipelines.go
+		if pipes < 0 {
+			return fmt.Errorf("bench: processor %q: want -p<N> with N >= 1", p)
+		}
+		base, backend, _ := strings.Cut(name, ".")
 		if _, ok := procs[base]; !ok {
 			return fmt.Errorf("bench: unknown processor %q (want count or heavy, optionally .rocksdb or .pebble)", p)
 		}
@@ -225,7 +236,8 @@ func (o *benchOptions) expandBackends() {
 // variant returns the processor of a variant name (count or count.pebble)
 // named after the variant, and the backend ("" = the default).
 func variant(procs map[string]benchProc, name string) (benchProc, string) {
-	base, backend, _ := strings.Cut(name, ".")
+	bare, _ := cutPipelines(name)
+	base, backend, _ := strings.Cut(bare, ".")
 	p := procs[base]
 	p.name = name
 	return p, backend
@@ -266,6 +278,7 @@ func runBenchCmd(ctx context.Context, stdout, stderr io.Writer, o benchOptions) 
 // runBench runs every run and returns the report (partial on error).
 func runBench(ctx context.Context, progress io.Writer, o benchOptions) (*benchReport, error) {
 	o.expandBackends()
+	o.expandPipelines()
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
@@ -311,7 +324,7 @@ func runBench(ctx context.Context, progress io.Writer, o benchOptions) (*benchRe
 		wo.Records, wo.Rate = min(o.Records, 20_000), 0
 		t0 := time.Now()
 		proc, backend := variant(procs, o.Processors[0])
-		b := &benchRun{o: wo, proc: proc, backend: backend, run: 0, id: id, dir: dir, logf: logf}
+		b := &benchRun{o: wo, proc: proc, backend: backend, pipelines: pipelinesOf(o.Processors[0]), run: 0, id: id, dir: dir, logf: logf}
 		if _, err := b.do(ctx); err != nil {
 			return rep, fmt.Errorf("bench: warm-up: %w", err)
 		}
@@ -324,7 +337,7 @@ func runBench(ctx context.Context, progress io.Writer, o benchOptions) (*benchRe
 		}
 		for _, name := range order {
 			proc, backend := variant(procs, name)
-			b := &benchRun{o: o, proc: proc, backend: backend, run: run, id: id, dir: dir, logf: logf}
+			b := &benchRun{o: o, proc: proc, backend: backend, pipelines: pipelinesOf(name), run: run, id: id, dir: dir, logf: logf}
 			r, err := b.do(ctx)
 			if r != nil {
 				rep.Runs = append(rep.Runs, r)
@@ -333,8 +346,8 @@ func runBench(ctx context.Context, progress io.Writer, o benchOptions) (*benchRe
 				rep.Summary = summarize(o.Processors, rep.Runs)
 				return rep, fmt.Errorf("bench: run %d, processor %s: %w", run, name, err)
 			}
-			logf("run %d %-5s: %.0f records/s, latency p50 %v p99 %v, commit mean %v, restore %.0f records/s, first commit after restart %v",
-				run, name, r.Throughput, r.LatencyP50.Round(time.Millisecond), r.LatencyP99.Round(time.Millisecond),
+			logf("run %d %-5s: %.0f records/s (CPU %.2f cores), latency p50 %v p99 %v, commit mean %v, restore %.0f records/s, first commit after restart %v",
+				run, name, r.Throughput, r.CPUBusy, r.LatencyP50.Round(time.Millisecond), r.LatencyP99.Round(time.Millisecond),
 				r.CommitMean.Round(100*time.Microsecond), r.RestoreRate, r.FirstCommit.Round(time.Millisecond))
 		}
 	}
@@ -351,6 +364,8 @@ type benchRun struct {
 	id      string
 	dir     string
 	logf    func(string, ...any)
+
+	pipelines int // Config.Pipelines; 0 = the default
 }
 
 func (b *benchRun) config(appID, in, out string) kstate.Config[string, benchRow, benchOut] {
@@ -372,6 +387,7 @@ func (b *benchRun) config(appID, in, out string) kstate.Config[string, benchRow,
 		MaxBatchRecords: b.o.Batch,
 		StateMemory:     b.o.StateMemory,
 		StateBackend:    b.backend,
+		Pipelines:       b.pipelines,
 		StateDir:        filepath.Join(b.dir, appID),
 		ShutdownTimeout: 20 * time.Second,
 		Logger:          logger,
@@ -485,6 +501,7 @@ func (b *benchRun) do(ctx context.Context) (*runResult, error) {
 
 	// 1. Throughput: the input is all there; time first → last output.
 	cfg := b.config(appID, in, out)
+	cpu0, wall0 := processCPU(), time.Now() // bench_pipelines.go
 	a, err := startApp(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -495,6 +512,8 @@ func (b *benchRun) do(ctx context.Context) (*runResult, error) {
 		sampler.stop()
 		return nil, fmt.Errorf("throughput phase: %w", err)
 	}
+	r.ThroughputCPU = processCPU() - cpu0
+	r.CPUBusy = r.ThroughputCPU.Seconds() / time.Since(wall0).Seconds()
 	n, first, span := col.throughputSpan()
 	r.Startup = first.Sub(a.start)
 	if n > 0 && span > 0 {

@@ -87,6 +87,10 @@ type CoordinatorConfig struct {
 	// committed offsets reached them. Admin must implement StableOffsetter.
 	// Optional.
 	RunToEnd bool
+	// DeferFirstBatch makes a resumed partition's first batch without
+	// input wait (at most a second) for its first records (round.go,
+	// deferFirst). Optional.
+	DeferFirstBatch bool
 	// BoundedNeedsTasks (RunToEnd): the processor has timers or initial
 	// state, so the end also needs this instance's partitions restored
 	// with nothing due, and the run joins the group even when the ends

@@ -49,7 +49,7 @@ func (c *Coordinator) openTask(ctx context.Context, s *slot) (_ TaskHandle, err 
 	c.mu.Lock()
 	s.restore.start, s.restore.lastLog = start, start
 	c.mu.Unlock()
-	t, err := c.cfg.NewTask(p)
+	t, err := c.newTask(ctx, p) // handover.go
 	if err != nil {
 		return nil, fmt.Errorf("kstate: %w", err)
 	}

@@ -41,9 +41,14 @@ func (c *Coordinator) batch(recs []Message) error {
 	}
 	trigger := c.cfg.ProcessingTime && (c.forceTrigger || now.Sub(c.lastTrigger) >= c.cfg.TriggerInterval)
 	var parts []*slot
+	deferred := false // a slot sits this trigger out (deferFirst): keep it due
 	for p, s := range ready {
-		if len(byPart[p]) > 0 || trigger || s.task.NeedsBatch() {
+		switch {
+		case len(byPart[p]) > 0 || ((trigger || s.task.NeedsBatch()) && !c.deferFirst(s)):
 			parts = append(parts, s)
+			s.waitFirst = false
+		case trigger:
+			deferred = true
 		}
 	}
 	if len(parts) == 0 {
@@ -51,7 +56,10 @@ func (c *Coordinator) batch(recs []Message) error {
 	}
 	c.retire(Counters{Rounds: 1})
 	batchStart := c.clock.Elapsed()
-	if trigger {
+	if trigger && !deferred {
+		// (With a slot deferred, the trigger stays due and the slot
+		// joins it once its wait ends: its timers must not wait for the
+		// next TriggerInterval.)
 		c.lastTrigger = now
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i].part < parts[j].part })
@@ -165,6 +173,29 @@ func (c *Coordinator) batch(recs []Message) error {
 	c.observeCommit(parts, byPart, results, batchStart, latency)
 	return nil
 }
+
+// deferFirst reports whether a task that wants a batch without input (its
+// first: metadata, Init's declarations, initial state; or a ProcessingTime
+// trigger) waits for its first records instead: it was resumed a moment
+// ago and no poll has brought its records yet (a resumed partition is
+// fetched with the next fetch to its broker, possibly a poll or two
+// later). Batched with its first input (RunBatch applies the initial state
+// before it), the transaction commits consumed offsets; a new group's
+// offset-less transaction would cost 500 ms in franz-go's
+// GroupTransactSession.End (without a TxnOffsetCommit response it cannot
+// tell that the broker supports KIP-447, and sleeps before releasing its
+// lock: docs/ARCHITECTURE.md, assignment step 7). Without input the batch
+// runs firstBatchWait after the resume. A planned batch (sink.go) never
+// waits: its records must not arrive first; nor does a bounded run's last
+// batch (forceTrigger: timers due at the end must fire). Only with
+// CoordinatorConfig.DeferFirstBatch.
+func (c *Coordinator) deferFirst(s *slot) bool {
+	return s.waitFirst && s.task.Planned() == nil && !c.forceTrigger && c.clock.Elapsed()-s.resumedAt < firstBatchWait
+}
+
+// firstBatchWait bounds deferFirst's wait for a resumed partition's first
+// records.
+const firstBatchWait = time.Second
 
 // records builds the transaction's records: per task its outputs, its
 // dead-letter records (dead-letter partition = input partition modulo the

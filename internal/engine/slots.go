@@ -34,6 +34,11 @@ type slot struct {
 	ready bool
 	// planPaused (loop-only): paused until its planned batch committed.
 	planPaused bool
+	// waitFirst (loop-only): promote resumed it at resumedAt (Clock.Elapsed)
+	// and no poll has brought its records yet; its first batch without
+	// input waits for them (round.go, deferFirst).
+	waitFirst bool
+	resumedAt time.Duration
 	// running: a batch goroutine runs the task (set by the loop, cleared
 	// by that goroutine; under mu). orphaned: the loop gave the batch up
 	// and closeSlot left the task to that goroutine (watchdog.go).
@@ -210,7 +215,7 @@ func (c *Coordinator) promote() {
 				}
 				continue
 			}
-			s.ready = true
+			s.ready, s.waitFirst, s.resumedAt = true, c.cfg.DeferFirstBatch, c.clock.Elapsed()
 			ps = append(ps, c.inputPartitions(p)...)
 			promoted = append(promoted, s)
 		}

@@ -78,6 +78,14 @@ type SessionConfig struct {
 	// waiting for us. OnLost nil: OnRevoked is called instead.
 	OnAssigned, OnRevoked, OnLost func(ctx context.Context, parts []Partition)
 
+	// PauseAssigned pauses every newly assigned partition inside
+	// franz-go's assignment callback, which runs before the partition's
+	// committed offset is fetched and so before any fetch for it: Poll
+	// returns none of its records until the caller Resumes it (once its
+	// state is ready). Without it, the Poll that reports a partition
+	// assigned may already return records of it. Default false.
+	PauseAssigned bool
+
 	// MaxRecordBytes, overriding DefaultMaxRecordBytes, bounds the size of
 	// one produced record as RecordBatchBytes measures it. Produce fails a
 	// larger record with a *RecordTooLargeError before sending anything. It
@@ -259,7 +267,15 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		// (1,000,012 bytes) would cap records below what the topic allows.
 		kgo.ProducerBatchMaxBytes(int32(cfg.MaxRecordBytes+kgoBatchExtra)),
 		kgo.BrokerMaxWriteBytes(int32(max(defaultBrokerMaxWriteBytes, cfg.MaxRecordBytes+kgoBatchExtra+requestSlack))),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evAssigned, m) }),
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+			if cfg.PauseAssigned {
+				// Only a lock of the consumer's pause set: safe on the
+				// group goroutine, and done before franz-go fetches the
+				// partitions' offsets and starts fetching them.
+				cl.PauseFetchPartitions(m)
+			}
+			s.enqueue(evAssigned, m)
+		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evRevoked, m) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evLost, m) }),
 		kgo.OnOffsetsFetched(s.fence.onFetched),

@@ -69,6 +69,7 @@ func Main(args []string) int {
 		pad      = fs.Int("pad", 0, "eos: bytes of a pad state variable per key (0: none)")
 		toEnd    = fs.Bool("to-end", false, "App.RunToEnd instead of Run: exit 0 once the input's end offsets at start are committed")
 		sinkDB   = fs.String("sink-db", "", "SQLite file: the rows go to a foreachBatch sink (examples/foreachbatch/sqlsink, calls recorded) instead of -out")
+		pipes    = fs.Int("pipelines", 0, "Config.Pipelines (0: default)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -141,6 +142,7 @@ func Main(args []string) int {
 		cfg.OutputTopic, cfg.OutputSerde = "", nil
 		cfg.Sinks = []kstate.Sink[string, string]{sink}
 	}
+	cfg.Pipelines = *pipes
 	a, err := kstate.New(cfg)
 	if err != nil {
 		logger.Printf("testapp: %v", err)

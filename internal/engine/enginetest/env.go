@@ -623,10 +623,11 @@ func (i *Instance) exited() bool {
 }
 
 // start runs a coordinator: start <name> [mode=none|proc|event]
-// [initial=k:n,...] [kill=<point>@<n>] [dlq] [bounded]. With old (restart), the disks
+// [initial=k:n,...] [kill=<point>@<n>] [dlq] [bounded] [defer-first]. With old (restart), the disks
 // carry over as they were when old stopped. dlq dead-letters undecodable
 // records (value "poison"), misrouted records and failing keys to
-// DeadLetterTopic. bounded makes it a bounded run (RunToEnd).
+// DeadLetterTopic. bounded makes it a bounded run (RunToEnd). defer-first
+// sets CoordinatorConfig.DeferFirstBatch.
 func (e *Env) start(args []string, old *Instance) error {
 	name := args[0]
 	mode := processor.NoTime
@@ -634,6 +635,7 @@ func (e *Env) start(args []string, old *Instance) error {
 	var kill engine.KillPoint
 	killN := 0
 	dlq, bounded := false, false
+	deferFirst := false
 	sink, noOutput := false, false
 	var maxBatch, shutdown time.Duration
 	traceWarn := false
@@ -677,6 +679,8 @@ func (e *Env) start(args []string, old *Instance) error {
 			dlq = true
 		case "bounded":
 			bounded = true
+		case "defer-first":
+			deferFirst = true
 		case "sink":
 			sink = true
 		case "no-output":
@@ -779,6 +783,7 @@ func (e *Env) start(args []string, old *Instance) error {
 		RunToEnd:         bounded,
 		// The scenarios' Counter has timers in the time modes.
 		BoundedNeedsTasks: bounded && mode != processor.NoTime,
+		DeferFirstBatch:   deferFirst,
 		Admin:             gatedAdmin{Admin{e.B}, e},
 		NewSession:        func() (engine.Session, error) { return i.m, nil },
 		Changelog:         tracedChangelog{Changelog{e.B}, e, name},

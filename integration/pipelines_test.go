@@ -1,0 +1,170 @@
+package integration
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/testprocs"
+	"github.com/kstate/kstate/processor"
+)
+
+// Config.Pipelines and the start-up pause on the real broker.
+
+// byPipeline returns the partitions of st by owning pipeline.
+func byPipeline(st kstate.Status) map[int][]int32 {
+	out := map[int][]int32{}
+	for _, p := range st.Partitions {
+		out[p.Pipeline] = append(out[p.Pipeline], p.Partition)
+	}
+	return out
+}
+
+// Two pipelines in one instance split the four partitions (Status shows
+// both), counts are exact, and the App is Running once both are.
+func TestPipelinesSplitExactlyOnce(t *testing.T) {
+	e := newSpecEnv(t, 4)
+	cfg := e.config(t, testprocs.NewCounter)
+	cfg.Pipelines = 2
+	app := newSpecApp(t, cfg)
+	stop := testprocs.Start(t, app)
+	const keys = 40
+	in := &testprocs.KeyCycler{T: t, Brokers: e.brokers, Topic: e.in, Keys: keys}
+	in.Produce(2000)
+	checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut), in.Sent, keys)
+	testprocs.Eventually(t, waitOut, "both pipelines own two partitions and every row is counted", func() bool {
+		st := app.Status()
+		by := byPipeline(st)
+		return len(by[0]) == 2 && len(by[1]) == 2 && st.State == "Running" && st.Total.RowsIn == int64(in.Sent)
+	})
+	st := app.Status()
+	t.Logf("partitions by pipeline %v; %d commits, %d aborts", byPipeline(st), st.Total.Commits, st.Total.Aborts)
+	in.Produce(400)
+	checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut), in.Sent, keys)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Two instances with two pipelines each: the second joins while input
+// flows (partitions move from the first instance's pipelines to the
+// second's), then the first stops (its static members' partitions move
+// after the session timeout): counts stay exact throughout.
+func TestPipelinesRebalanceTwoInstances(t *testing.T) {
+	e := newSpecEnv(t, 4)
+	cfg1 := e.config(t, testprocs.NewCounter)
+	cfg1.SessionTimeout = 6 * time.Second // the broker's minimum
+	cfg1.Pipelines = 2
+	cfg2 := cfg1
+	cfg2.InstanceID, cfg2.StateDir = "i2", t.TempDir()
+	app1 := newSpecApp(t, cfg1)
+	stop1 := testprocs.Start(t, app1)
+	const keys = 20
+	in := &testprocs.KeyCycler{T: t, Brokers: e.brokers, Topic: e.in, Keys: keys}
+	in.Produce(200)
+	testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut)
+
+	app2 := newSpecApp(t, cfg2)
+	stop2 := testprocs.Start(t, app2)
+	testprocs.Eventually(t, waitOut, "each of the four pipelines owns a partition", func() bool {
+		in.Produce(10)
+		time.Sleep(100 * time.Millisecond)
+		return len(byPipeline(app1.Status())) == 2 && len(byPipeline(app2.Status())) == 2 &&
+			app1.State() == kstate.Running && app2.State() == kstate.Running
+	})
+	checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut), in.Sent, keys)
+	if err := stop1(); err != nil {
+		t.Fatal(err)
+	}
+	testprocs.Eventually(t, waitOut, "instance 2 owns all partitions", func() bool {
+		in.Produce(5)
+		time.Sleep(100 * time.Millisecond)
+		m := app2.Metrics()
+		return len(m.Assigned) == 4 && len(m.Restoring) == 0
+	})
+	in.Produce(100)
+	checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut), in.Sent, keys)
+	if err := stop2(); err != nil {
+		t.Fatal(err)
+	}
+	m1, m2 := app1.Metrics().Total, app2.Metrics().Total
+	t.Logf("instance 1: %d commits, %d aborts; instance 2: %d commits, %d aborts, %d changelog records restored",
+		m1.Commits, m1.Aborts, m2.Commits, m2.Aborts, m2.RestoreRecords)
+}
+
+// RunToEnd with two pipelines returns once the group's committed offsets
+// reached the ends, with exact counts.
+func TestPipelinesRunToEnd(t *testing.T) {
+	const parts, keys, perKey = 4, 50, 40
+	e := newSpecEnv(t, parts)
+	n := produceBacklog(t, e.brokers, e.in, keys, perKey)
+	cfg := e.config(t, testprocs.NewCounter)
+	cfg.Pipelines = 2
+	app := newSpecApp(t, cfg)
+	done := make(chan error, 1)
+	go func() { done <- app.RunToEnd(t.Context()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * waitOut):
+		t.Fatal("RunToEnd did not return")
+	}
+	committed, ends := offsetsAtEnd(t, e.brokers, e.app, e.in)
+	for p, end := range ends {
+		if committed[p] != end {
+			t.Fatalf("partition %d: committed %d, end %d", p, committed[p], end)
+		}
+	}
+	checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, n, waitOut), n, keys)
+}
+
+// A fresh start no longer fetches a partition before its state is ready:
+// the sessions pause it inside the assignment callback, so the engine's
+// rewind (an aborted empty transaction) does not happen, with one pipeline
+// and with two; and the first transaction carries input (also when a
+// ProcessingTime trigger is due at once), so it does not pay franz-go's
+// 500 ms. The outputs are exact.
+func TestFreshStartDoesNotRewind(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pipes int
+		mode  processor.TimeMode
+	}{{"one-pipeline", 1, processor.NoTime}, {"two-pipelines", 2, processor.NoTime}, {"processing-time", 1, processor.ProcessingTime}} {
+		pipes := tc.pipes
+		t.Run(tc.name, func(t *testing.T) {
+			e := newSpecEnv(t, 4)
+			const keys = 20
+			in := &testprocs.KeyCycler{T: t, Brokers: e.brokers, Topic: e.in, Keys: keys}
+			in.Produce(400) // a backlog waiting at the start: every partition has records
+			cfg := e.config(t, testprocs.NewCounter)
+			cfg.Pipelines, cfg.TimeMode = pipes, tc.mode
+			var logs syncBuffer
+			cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), nil))
+			app := newSpecApp(t, cfg)
+			stop := testprocs.Start(t, app)
+			checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut), in.Sent, keys)
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			m := app.Metrics()
+			t.Logf("first commit %v after start; %d commits (%v in all), %d aborts", m.FirstCommit, m.Total.Commits, m.Total.CommitLatency, m.Total.Aborts)
+			if strings.Contains(logs.String(), "rewinding to the committed offsets") {
+				t.Fatal("a fresh start rewound: records of a partition not restored yet were fetched")
+			}
+			if pipes == 1 && m.Total.Aborts != 0 {
+				t.Fatalf("%d aborted transactions on a fresh start", m.Total.Aborts)
+			}
+			// The first transaction rides with input (consumed offsets),
+			// so franz-go's 500 ms wait of an offset-less first commit
+			// is not paid: every commit is a few ms.
+			if m.Total.CommitLatency >= 500*time.Millisecond {
+				t.Errorf("%d commits took %v in all: the first transaction paid franz-go's 500 ms", m.Total.Commits, m.Total.CommitLatency)
+			}
+		})
+	}
+}

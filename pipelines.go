@@ -1,0 +1,240 @@
+package kstate
+
+// Several pipelines per instance (Config.Pipelines), like Kafka Streams'
+// stream threads: each pipeline is an engine.Coordinator of its own — its
+// own group member (static instance id), transactional producer, batch
+// loop and share of the input partitions. They run side by side in one
+// Run and share what is per process: the state directory (each partition's
+// shard is flock'ed, so two pipelines never open one at once; see the
+// engine's handover wait), the shared RocksDB memory, the initial-state
+// cache, the HTTP handler and the metrics. The App reads them through
+// pipelineSet, which merges their views as one coordinator's.
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kstate/kstate/internal/engine"
+	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/kv"
+)
+
+// pipelineInstanceID is the static instance id of pipeline i: InstanceID
+// for pipeline 0 (an App with one pipeline is exactly what it was before
+// pipelines existed: same group member, same transactional id), and
+// "<InstanceID>-p<i>" for the others. The "p" keeps the ids apart from
+// ordinal instance names such as StatefulSet pods' "app-1".
+func pipelineInstanceID(instance string, i int) string {
+	if i == 0 {
+		return instance
+	}
+	return fmt.Sprintf("%s-p%d", instance, i)
+}
+
+// pipelineCount is Config.Pipelines, capped at the input topic's partition
+// count: a pipeline beyond it would never be assigned a partition (and a
+// bounded run with timers or initial state waits for each pipeline's first
+// assignment). If the count cannot be read yet (Kafka unreachable at
+// start), Config.Pipelines is used; the coordinators' start-up retries
+// then report the problem.
+func (a *App[K, I, O]) pipelineCount(ctx context.Context, adm *kafka.Admin) int {
+	n := a.cfg.Pipelines
+	if n <= 1 {
+		return 1
+	}
+	parts, err := adm.Partitions(ctx, a.cfg.engineTopics()[0])
+	if err == nil && parts > 0 && parts < n {
+		a.cfg.Logger.Info("fewer input partitions than Pipelines: running one pipeline per partition",
+			"app", a.cfg.ApplicationID, "pipelines", n, "partitions", parts)
+		n = parts
+	}
+	return n
+}
+
+// runPipelines builds one coordinator per pipeline from base, publishes
+// them (a.mu.coord) and runs them until all returned. The first error
+// stops the others (their ctx is cancelled: they shut down gracefully,
+// without leaving the group) and is returned.
+func (a *App[K, I, O]) runPipelines(ctx context.Context, adm *kafka.Admin, base engine.CoordinatorConfig) error {
+	n := a.pipelineCount(ctx, adm)
+	set := &pipelineSet{coords: make([]*engine.Coordinator, n)}
+	var failed atomic.Bool // a pipeline failed: the others stay in the group
+	for i := range n {
+		cc := base
+		cc.InstanceID = pipelineInstanceID(a.cfg.InstanceID, i)
+		cc.NewSession = a.newSession(cc.InstanceID, failed.Load)
+		if n > 1 {
+			cc.Logger = base.Logger.With("pipeline", i)
+		}
+		c, err := engine.NewCoordinator(cc)
+		if err != nil {
+			return err
+		}
+		set.coords[i] = c
+	}
+	a.mu.Lock()
+	a.mu.coord = set
+	a.mu.Unlock()
+	if n == 1 {
+		return set.coords[0].Run(ctx)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	for i, c := range set.coords {
+		wg.Go(func() {
+			err := c.Run(rctx)
+			if err == nil {
+				return
+			}
+			failed.Store(true)
+			mu.Lock()
+			if first == nil {
+				first = err
+				a.cfg.Logger.Error("pipeline failed: stopping the other pipelines", "app", a.cfg.ApplicationID, "pipeline", i, "err", err)
+			}
+			mu.Unlock()
+			cancel()
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// pipelineSet is the coordinators of one Run, seen as one: the App's
+// status, metrics, queries and lifecycle read it.
+type pipelineSet struct {
+	coords []*engine.Coordinator // fixed once published
+}
+
+// Phase is the App's phase over its pipelines: Stopping once any stops,
+// otherwise the earliest of theirs (Running only when every pipeline is).
+func (ps *pipelineSet) Phase() engine.Phase {
+	ph := engine.PhaseRunning
+	for _, c := range ps.coords {
+		p := c.Phase()
+		if p == engine.PhaseStopping {
+			return p
+		}
+		ph = min(ph, p)
+	}
+	return ph
+}
+
+// Snapshot merges the pipelines' snapshots (see snapshot).
+func (ps *pipelineSet) Snapshot() engine.Snapshot {
+	s, _ := ps.snapshot()
+	return s
+}
+
+// snapshot merges the pipelines' snapshots; owner maps each assigned
+// partition to its pipeline. A partition that two pipelines list at once
+// (handed over, the new owner restoring while the old one has not yet seen
+// its revoke) is shown from the one that has it ready, else the first.
+func (ps *pipelineSet) snapshot() (engine.Snapshot, map[int32]int) {
+	if len(ps.coords) == 1 {
+		s := ps.coords[0].Snapshot()
+		owner := make(map[int32]int, len(s.Assigned))
+		for _, p := range s.Assigned {
+			owner[p] = 0
+		}
+		return s, owner
+	}
+	m := engine.Snapshot{Partitions: map[int32]engine.Counters{}, Status: map[int32]engine.PartitionStatus{}, Phase: ps.Phase()}
+	owner := map[int32]int{}
+	for i, c := range ps.coords {
+		s := c.Snapshot()
+		m.Total.Add(s.Total)
+		m.FirstCommit = minPositive(m.FirstCommit, s.FirstCommit)
+		m.SinceCommit = minPositive(m.SinceCommit, s.SinceCommit)
+		m.BatchInFlight = max(m.BatchInFlight, s.BatchInFlight)
+		for _, p := range s.Assigned {
+			st := s.Status[p]
+			if _, seen := owner[p]; seen && (m.Status[p].Ready || !st.Ready) {
+				continue
+			}
+			owner[p] = i
+			m.Status[p] = st
+			if ct, ok := s.Partitions[p]; ok {
+				m.Partitions[p] = ct
+			} else {
+				delete(m.Partitions, p)
+			}
+		}
+	}
+	for p, st := range m.Status {
+		m.Assigned = append(m.Assigned, p)
+		if !st.Ready {
+			m.Restoring = append(m.Restoring, p)
+		}
+	}
+	sort.Slice(m.Assigned, func(i, j int) bool { return m.Assigned[i] < m.Assigned[j] })
+	sort.Slice(m.Restoring, func(i, j int) bool { return m.Restoring[i] < m.Restoring[j] })
+	return m, owner
+}
+
+// minPositive is the smaller of two durations where 0 means none.
+func minPositive(a, b time.Duration) time.Duration {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// StateSizes merges the pipelines' shard estimates.
+func (ps *pipelineSet) StateSizes() map[int32]kv.Estimate {
+	out := map[int32]kv.Estimate{}
+	for _, c := range ps.coords {
+		for p, e := range c.StateSizes() {
+			out[p] = e
+		}
+	}
+	return out
+}
+
+// KeyPartition is the partition of key (every pipeline knows the input's
+// partition count once it started).
+func (ps *pipelineSet) KeyPartition(key []byte) (int32, error) {
+	var err error
+	for _, c := range ps.coords {
+		var p int32
+		if p, err = c.KeyPartition(key); err == nil {
+			return p, nil
+		}
+	}
+	return 0, err
+}
+
+// owning returns the pipeline that owns partition p, restored; nil if none.
+func (ps *pipelineSet) owning(p int32) *engine.Coordinator {
+	for _, c := range ps.coords {
+		if c.Owns(p) {
+			return c
+		}
+	}
+	return nil
+}
+
+// Owns reports whether a pipeline of this instance owns p, restored.
+func (ps *pipelineSet) Owns(p int32) bool { return ps.owning(p) != nil }
+
+// ReadCommitted reads partition p's committed state from the pipeline that
+// owns it (engine.Coordinator.ReadCommitted).
+func (ps *pipelineSet) ReadCommitted(p int32, lower, upper []byte, each func(key, value []byte) bool) error {
+	c := ps.owning(p)
+	if c == nil {
+		c = ps.coords[0] // answers ErrNotOwned
+	}
+	return c.ReadCommitted(p, lower, upper, each)
+}
