@@ -187,6 +187,14 @@ type Config[K, I, O any] struct {
 	// partitions; the shared budget is opt-in until it has been measured
 	// on large states (docs/BENCHMARKS.md).
 	StateMemory int64
+	// StateCacheBytes bounds the committed-state cache of all of Run's
+	// shards together: point reads of hot keys (ValueState, MapState
+	// entries) are answered from memory instead of the store. It holds
+	// committed values only (a batch's own writes are read from its
+	// staging layer), is filled on reads and updated on commit, and a
+	// shard's entries are dropped on revoke and restore. It is Go heap,
+	// outside StateMemory. Default 16 MiB; negative turns the cache off.
+	StateCacheBytes int64
 	// StateBackend is the store of every shard: StateBackendRocksDB
 	// (RocksDB through cgo, as the design names it) or StateBackendPebble
 	// (Pebble, pure Go; StateMemory then shares only its block cache).
@@ -360,6 +368,7 @@ const (
 	defaultMaxRecordBytes     = kafka.DefaultMaxRecordBytes
 	defaultMetadataRefresh    = 30 * time.Second
 	minStateMemory            = 1 << 20
+	defaultStateCacheBytes    = 16 << 20
 )
 
 // maxMaxRecordBytes keeps a produce request of one record under Kafka's
@@ -447,6 +456,9 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	}
 	if c.MaxBatchRecords == 0 {
 		c.MaxBatchRecords = defaultMaxBatchRecords
+	}
+	if c.StateCacheBytes == 0 {
+		c.StateCacheBytes = defaultStateCacheBytes
 	}
 	if c.MaxBatchWait == 0 {
 		c.MaxBatchWait = defaultMaxBatchWait

@@ -137,7 +137,18 @@ func (s *Shard) get(key []byte) ([]byte, bool, error) {
 	if e := s.stage.get(key); e != nil {
 		return e.val, !e.deleted, nil
 	}
-	return s.store.Get(key)
+	if s.cache == nil {
+		return s.store.Get(key)
+	}
+	if v, ok, hit := s.cache.lookup(key); hit {
+		return v, ok, nil
+	}
+	v, ok, err := s.store.Get(key)
+	if err == nil {
+		// The store does not change during a batch: this is committed state.
+		s.cache.fill(key, v, ok)
+	}
+	return v, ok, err
 }
 
 // scan calls fn for every live key in [lower, upper) of the merged view, in
