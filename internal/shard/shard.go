@@ -416,8 +416,9 @@ func (s *Shard) InBatch() bool { return s.inBatch }
 
 // Finish runs TTL cleanup and returns every staged change as a changelog
 // record (nil Value for a tombstone), sorted by key; keys and values are
-// copies. After Finish the batch takes no more mutations. Calling it again
-// returns the same records.
+// the staging layer's own slices, which are never modified (callers must
+// not modify them either). After Finish the batch takes no more mutations.
+// Calling it again returns the same records.
 func (s *Shard) Finish() ([]changelog.Record, error) {
 	switch {
 	case s.closed:
@@ -435,7 +436,7 @@ func (s *Shard) Finish() ([]changelog.Record, error) {
 	}
 	recs := make([]changelog.Record, 0, s.stage.len())
 	for e := s.stage.first(); e != nil; e = e.next[0] {
-		recs = append(recs, changelog.Record{Key: cloneBytes(e.key), Value: cloneBytes(e.val)})
+		recs = append(recs, changelog.Record{Key: e.key, Value: e.val})
 	}
 	return recs, nil
 }
