@@ -3,6 +3,8 @@ package shard
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/kstate/kstate/changelog"
 )
 
 // Cache is the committed-state cache: point reads of the store (Shard.get
@@ -10,6 +12,9 @@ import (
 // they do not cross cgo into RocksDB. One Cache is shared by the shards of
 // a Run and bounded in bytes; eviction is least recently used over all of
 // them.
+//
+// Only metadata and state entries (key kinds 0x00 and 0x01) are cached:
+// timer keys are point read once, by Register, never again.
 //
 // It holds committed data only, so the batch protocol is unchanged:
 //   - it is filled on a read miss with the store's value (or its absence):
@@ -169,6 +174,9 @@ func (sc *shardCache) commit(st *staging) {
 		return
 	}
 	for e := st.first(); e != nil; e = e.next[0] {
+		if e.key[0] > byte(changelog.KindState) {
+			break // staged keys are sorted: timer and TTL keys are never cached
+		}
 		ce := sc.m[string(e.key)]
 		if ce == nil {
 			continue

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"unsafe"
 
+	"github.com/kstate/kstate/changelog"
+
 	"github.com/kstate/kstate/internal/kv"
 )
 
@@ -147,7 +149,9 @@ func (s *Shard) get(key []byte) ([]byte, bool, error) {
 	if e := s.stage.get(key); e != nil {
 		return e.val, !e.deleted, nil
 	}
-	if s.cache == nil {
+	if s.cache == nil || len(key) == 0 || key[0] > byte(changelog.KindState) {
+		// Only metadata and state entries are cached: timer keys are point
+		// read once (Register checks for a duplicate), never again.
 		return s.store.Get(key)
 	}
 	if v, ok, hit := s.cache.lookup(key); hit {
