@@ -16,6 +16,7 @@ import (
 	"github.com/kstate/kstate/internal/initial"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
 )
@@ -281,6 +282,7 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		// task closed when its call returns) keeps the cache alive.
 		defer mem.Close()
 	}
+	cache := shard.NewCache(cfg.StateCacheBytes) // nil (off) when 0
 	kadm := kafkaAdmin{a: adm, maxRecordBytes: cfg.MaxRecordBytes, log: cfg.Logger.With("app", cfg.ApplicationID)}
 	base := engine.CoordinatorConfig{
 		ApplicationID:        cfg.ApplicationID,
@@ -310,7 +312,7 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		NewSession:           a.newSession(cfg.InstanceID, nil),
 		Changelog:            kafkaChangelog{client: cfg.clientConfig(), admin: adm, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
 		Clock:                clock{now: cfg.Clock, start: time.Now()},
-		NewTask:              a.taskFactory(runID, mem),
+		NewTask:              a.taskFactory(runID, mem, cache),
 		KillHook:             engine.KillHookFrom(ctx),
 		Logger:               cfg.Logger,
 		OnPhase:              func() { a.followPhase() },
@@ -331,7 +333,7 @@ func (a *App[K, I, O]) followPhase() {
 
 // taskFactory builds the generic partition tasks for the non-generic
 // coordinator; the tasks of one Run share the initial state.
-func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory) engine.NewTask {
+func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory, cache *shard.Cache) engine.NewTask {
 	cfg := &a.cfg
 	var init *engine.InitialCache[K]
 	if cfg.InitialState != nil {
@@ -353,6 +355,7 @@ func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory) engine.Ne
 			Partition:         p,
 			Dir:               filepath.Join(cfg.StateDir, cfg.ApplicationID, strconv.Itoa(int(p))),
 			Memory:            mem,
+			StateCache:        cache,
 			StoreBackend:      kv.Backend(cfg.StateBackend),
 			TimeMode:          cfg.TimeMode,
 			OutputMode:        cfg.OutputMode,

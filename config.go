@@ -198,6 +198,17 @@ type Config[K, I, O any] struct {
 	// partitions; the shared budget is opt-in until it has been measured
 	// on large states (docs/BENCHMARKS.md).
 	StateMemory int64
+	// StateCacheBytes bounds the committed-state cache of all of Run's
+	// shards together: point reads of hot keys (ValueState, MapState
+	// entries) are answered from memory instead of the store. It holds
+	// committed values only (a batch's own writes are read from its
+	// staging layer), is filled on reads and updated on commit, and a
+	// shard's entries are dropped on revoke and restore. It is Go heap,
+	// outside StateMemory. At least 64 KiB when positive. Default 0 (off):
+	// opt-in until it pays end to end (measured in docs/BENCHMARKS.md: it
+	// removes most store reads of hot keys, but its pointer-dense entries
+	// cost garbage-collector time of the same order).
+	StateCacheBytes int64
 	// StateBackend is the store of every shard: StateBackendRocksDB
 	// (RocksDB through cgo, as the design names it) or StateBackendPebble
 	// (Pebble, pure Go; StateMemory then shares only its block cache).
@@ -381,6 +392,7 @@ const (
 	defaultMaxRecordBytes     = kafka.DefaultMaxRecordBytes
 	defaultMetadataRefresh    = 30 * time.Second
 	minStateMemory            = 1 << 20
+	minStateCacheBytes        = 64 << 10
 )
 
 // maxMaxRecordBytes keeps a produce request of one record under Kafka's
@@ -438,6 +450,8 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		return bad("MaxRecordBytes %d is over %d bytes", c.MaxRecordBytes, maxMaxRecordBytes)
 	case c.StateMemory > 0 && c.StateMemory < minStateMemory:
 		return bad("StateMemory %d bytes is under 1 MiB (0 turns the shared budget off)", c.StateMemory)
+	case c.StateCacheBytes < 0 || (c.StateCacheBytes > 0 && c.StateCacheBytes < minStateCacheBytes):
+		return bad("StateCacheBytes %d bytes: want 0 (off) or at least 64 KiB", c.StateCacheBytes)
 	case c.StateBackend != "" && kv.Backend(c.StateBackend).Check() != nil:
 		return bad("StateBackend: %v", kv.Backend(c.StateBackend).Check())
 	case c.Pipelines < 0:

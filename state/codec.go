@@ -10,6 +10,9 @@ import (
 
 // Codec turns values of T into bytes and back. Encode must be deterministic:
 // MapState compares encoded keys, so equal keys must encode to equal bytes.
+// Decode must not modify its argument: the bytes may be shared with the
+// batch's staged state and the committed-state cache (returning a value
+// that aliases them is fine as long as nobody modifies it).
 type Codec[T any] interface {
 	Encode(T) ([]byte, error)
 	Decode([]byte) (T, error)

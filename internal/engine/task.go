@@ -65,6 +65,9 @@ type Config[K, I, O any] struct {
 	// Memory is the RocksDB memory budget shared by the Run's shards; nil =
 	// a block cache and memtable per shard. Unused with Backend.
 	Memory *kv.SharedMemory
+	// StateCache is the committed-state cache shared by the Run's shards;
+	// nil = none.
+	StateCache *shard.Cache
 	// StoreBackend selects the store at Dir; "" = kv.DefaultBackend().
 	StoreBackend kv.Backend
 
@@ -261,6 +264,7 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 		Dir:          cfg.Dir,
 		Backend:      cfg.Backend,
 		Memory:       cfg.Memory,
+		Cache:        cfg.StateCache,
 		StoreBackend: cfg.StoreBackend,
 		AllowTTL:     cfg.TimeMode == processor.ProcessingTime,
 	})

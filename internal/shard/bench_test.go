@@ -12,14 +12,18 @@ import (
 	"github.com/kstate/kstate/state"
 )
 
-// Benchmarks run every hot path on both backends. Batches commit every
+// Benchmarks run every hot path on both backends (RocksDB also with the
+// committed-state cache). Batches commit every
 // 1,000 operations (Finish + Commit included in the time), over 1,000
 // grouping keys, so reads hit both staging and the store.
 
 func benchBackends(b *testing.B, fn func(b *testing.B, s *shard.Shard)) {
-	for _, backend := range []string{"memory", "rocksdb"} {
+	for _, backend := range []string{"memory", "rocksdb", "rocksdb-cache"} {
 		b.Run(backend, func(b *testing.B) {
 			o := shard.ShardOptions{AllowTTL: true}
+			if backend == "rocksdb-cache" { // the committed-state cache at its default size
+				o.Cache = shard.NewCache(16 << 20)
+			}
 			if backend == "memory" {
 				o.Backend = kv.NewMemory()
 			} else {

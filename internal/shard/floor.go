@@ -49,9 +49,14 @@ func floorKey(k changelog.Kind, e int64) []byte {
 	return b
 }
 
-// set stages key=val (val nil: tombstone) and keeps the floors true.
-func (s *Shard) set(key, val []byte) {
-	s.stage.set(key, val)
+// set stages key=val (val nil: tombstone; both copied) and keeps the
+// floors true.
+func (s *Shard) set(key, val []byte) { s.setOwned(key, cloneBytes(val)) }
+
+// setOwned is set handing val over to the staging layer (not copied; the
+// caller must not modify it afterwards).
+func (s *Shard) setOwned(key, val []byte) {
+	s.stage.setOwned(key, val)
 	if len(key) < 9 {
 		return
 	}

@@ -37,7 +37,7 @@ func (m *mapState[K, V]) entryKey(k K) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode map key: %w", err)
 	}
-	return changelog.StateKey(m.id, m.s.key, ek), nil
+	return m.stateKey(ek), nil // valid until the next entryKey or stateKey call
 }
 
 // Exists reports whether the current key's map has a (non-expired) entry.

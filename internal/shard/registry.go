@@ -82,6 +82,20 @@ type varBase struct {
 	// header; schemas the history a decoder resolves older values with.
 	schemaID uint32
 	schemas  []string
+	// kbuf is reused by stateKey: building a state key allocates nothing.
+	kbuf []byte
+}
+
+// stateKey returns changelog.StateKey(b.id, current grouping key, suffix)
+// in a buffer reused by the next call: it is valid until then, and the
+// shard copies what it keeps (staging, cache, TTL index keys).
+func (b *varBase) stateKey(suffix []byte) []byte {
+	k := append(b.kbuf[:0], byte(changelog.KindState), 0, 0, 0, 0, 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(k[1:], b.id)
+	binary.BigEndian.PutUint32(k[5:], uint32(len(b.s.key)))
+	k = append(append(k, b.s.key...), suffix...)
+	b.kbuf = k
+	return k
 }
 
 // declare validates a declaration and records it in the registry.

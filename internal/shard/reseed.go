@@ -35,6 +35,7 @@ func (s *Shard) BeginReseed() error {
 	if err := s.checkRestore("BeginReseed"); err != nil {
 		return err
 	}
+	s.cache.clear()
 	var b kv.Batch
 	b.Put([]byte(reseedKey), []byte{1})
 	if err := s.store.Write(&b, kv.WriteOptions{Sync: true}); err != nil {
@@ -77,6 +78,7 @@ func (s *Shard) EndReseed(nextOffset int64) error {
 	if err := s.checkRestore("EndReseed"); err != nil {
 		return err
 	}
+	s.cache.clear()
 	var b kv.Batch
 	b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(nextOffset)))
 	b.Delete([]byte(reseedKey))

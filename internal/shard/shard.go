@@ -37,6 +37,10 @@ type ShardOptions struct {
 	// AllowTTL permits variables with a TTL. Set it only in ProcessingTime
 	// mode, overriding the default of false (TTL declared → state.ErrTTLNotAllowed).
 	AllowTTL bool
+	// Cache is the committed-state cache shared with the process's other
+	// shards (see Cache), overriding the default of nil (no cache: every
+	// point read goes to the store).
+	Cache *Cache
 }
 
 // lockFile is the name of the flock'ed file inside a shard directory.
@@ -64,6 +68,7 @@ var (
 type Shard struct {
 	opts   ShardOptions
 	store  kv.Store
+	cache  *shardCache // nil: no committed-state cache
 	lock   *os.File
 	closed bool
 	offset int64 // next changelog offset to read
@@ -121,7 +126,7 @@ type Stats struct {
 
 // OpenShard opens (creating if needed) the shard described by o.
 func OpenShard(o ShardOptions) (*Shard, error) {
-	s := &Shard{opts: o, stage: newStaging(), batchTime: -1,
+	s := &Shard{opts: o, stage: newStaging(), batchTime: -1, cache: o.Cache.forShard(),
 		timerFloor: newFloor(changelog.KindTimer), ttlFloor: newFloor(changelog.KindTTL)}
 	if o.Dir == "" && o.Backend == nil {
 		return nil, errors.New("state: OpenShard: ShardOptions needs a Dir or a Backend")
@@ -263,6 +268,7 @@ func (s *Shard) Close() error {
 	s.inBatch = false
 	s.stage = newStaging()
 	s.pending = nil
+	s.cache.clear()
 	s.readers.Lock()
 	s.readClosed = true
 	s.readers.Unlock()
@@ -305,6 +311,7 @@ func (s *Shard) ApplyChangelog(recs []changelog.Record, nextOffset int64) error 
 	if err := s.checkRestore("ApplyChangelog"); err != nil {
 		return err
 	}
+	s.cache.clear() // the records overwrite the store under the cache
 	var b kv.Batch
 	for _, r := range recs {
 		if len(r.Key) == 0 || r.Key[0] == offsetKey[0] {
@@ -333,6 +340,7 @@ func (s *Shard) Wipe() error {
 	if err := s.checkRestore("Wipe"); err != nil {
 		return err
 	}
+	s.cache.clear()
 	var b kv.Batch
 	b.DeleteRange(everythingLower, everythingUpper)
 	b.Delete([]byte(offsetKey))
@@ -408,8 +416,9 @@ func (s *Shard) InBatch() bool { return s.inBatch }
 
 // Finish runs TTL cleanup and returns every staged change as a changelog
 // record (nil Value for a tombstone), sorted by key; keys and values are
-// copies. After Finish the batch takes no more mutations. Calling it again
-// returns the same records.
+// the staging layer's own slices, which are never modified (callers must
+// not modify them either). After Finish the batch takes no more mutations.
+// Calling it again returns the same records.
 func (s *Shard) Finish() ([]changelog.Record, error) {
 	switch {
 	case s.closed:
@@ -427,7 +436,7 @@ func (s *Shard) Finish() ([]changelog.Record, error) {
 	}
 	recs := make([]changelog.Record, 0, s.stage.len())
 	for e := s.stage.first(); e != nil; e = e.next[0] {
-		recs = append(recs, changelog.Record{Key: cloneBytes(e.key), Value: cloneBytes(e.val)})
+		recs = append(recs, changelog.Record{Key: e.key, Value: e.val})
 	}
 	return recs, nil
 }
@@ -462,6 +471,9 @@ func (s *Shard) Commit(nextChangelogOffset int64) error {
 	}
 	s.offset = nextChangelogOffset
 	s.timerFloor.committed, s.ttlFloor.committed = timerFloor, ttlFloor
+	if s.cache != nil {
+		s.cache.commit(s.stage) // after the write: the cache holds committed values only
+	}
 	s.stage = newStaging()
 	s.pending = nil
 	st := &s.batchStats

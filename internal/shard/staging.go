@@ -2,6 +2,9 @@ package shard
 
 import (
 	"bytes"
+	"unsafe"
+
+	"github.com/kstate/kstate/changelog"
 
 	"github.com/kstate/kstate/internal/kv"
 )
@@ -51,12 +54,18 @@ func (s *staging) get(key []byte) *stagedEntry { return s.index[string(key)] }
 
 // set stages a value (val != nil) or a tombstone (val == nil). It copies key
 // and value.
-func (s *staging) set(key, val []byte) {
+func (s *staging) set(key, val []byte) { s.setOwned(key, cloneBytes(val)) }
+
+// setOwned is set without copying val: the staging layer takes it over,
+// and the caller must not modify it afterwards. Staged keys and values are
+// never modified in place (a new value replaces the slice), so Finish, the
+// store batch and the committed-state cache may keep them.
+func (s *staging) setOwned(key, val []byte) {
 	if e := s.index[string(key)]; e != nil {
 		if s.logUndo {
 			s.undo = append(s.undo, undoEntry{e: e, existed: true, val: e.val, deleted: e.deleted})
 		}
-		e.val, e.deleted = cloneBytes(val), val == nil
+		e.val, e.deleted = val, val == nil
 		return
 	}
 	var prev [stagingMaxLevel]*stagedEntry
@@ -74,12 +83,15 @@ func (s *staging) set(key, val []byte) {
 	if h > s.level {
 		s.level = h
 	}
-	e := &stagedEntry{key: cloneBytes(key), val: cloneBytes(val), deleted: val == nil, next: make([]*stagedEntry, h)}
+	// One allocation holds the key bytes; the index shares them (the key of
+	// an entry is never modified).
+	ks := string(key)
+	e := &stagedEntry{key: unsafe.Slice(unsafe.StringData(ks), len(ks)), val: val, deleted: val == nil, next: make([]*stagedEntry, h)}
 	for i := 0; i < h; i++ {
 		e.next[i] = prev[i].next[i]
 		prev[i].next[i] = e
 	}
-	s.index[string(e.key)] = e
+	s.index[ks] = e
 	if s.logUndo {
 		s.undo = append(s.undo, undoEntry{e: e})
 	}
@@ -137,7 +149,20 @@ func (s *Shard) get(key []byte) ([]byte, bool, error) {
 	if e := s.stage.get(key); e != nil {
 		return e.val, !e.deleted, nil
 	}
-	return s.store.Get(key)
+	if s.cache == nil || len(key) == 0 || key[0] > byte(changelog.KindState) {
+		// Only metadata and state entries are cached: timer keys are point
+		// read once (Register checks for a duplicate), never again.
+		return s.store.Get(key)
+	}
+	if v, ok, hit := s.cache.lookup(key); hit {
+		return v, ok, nil
+	}
+	v, ok, err := s.store.Get(key)
+	if err == nil {
+		// The store does not change during a batch: this is committed state.
+		s.cache.fill(key, v, ok)
+	}
+	return v, ok, err
 }
 
 // scan calls fn for every live key in [lower, upper) of the merged view, in

@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/state"
 )
 
@@ -22,7 +21,8 @@ func NewValueState[T any](s *Shard, name string, c state.Codec[T], opts ...state
 	return &valueState[T]{varBase: b, c: c, dec: newDecoder(name, c, b.schemas, b.schemaID), nilable: nilable[T]()}, nil
 }
 
-func (v *valueState[T]) key() []byte { return changelog.StateKey(v.id, v.s.key, nil) }
+// key is the current grouping key's entry (in v's reused key buffer).
+func (v *valueState[T]) key() []byte { return v.stateKey(nil) }
 
 // Exists reports whether the current key has a (non-expired) value.
 func (v *valueState[T]) Exists() (bool, error) {

@@ -383,6 +383,9 @@ func Config(o Options) kstate.Config[string, string, string] {
 		MaxBatchWait:    100 * time.Millisecond,
 		SessionTimeout:  o.SessionTimeout,
 		ShutdownTimeout: 10 * time.Second,
+		// A small committed-state cache, so that every crash test also
+		// proves the cache exact under kills (evicting all the time).
+		StateCacheBytes: 256 << 10,
 		Logger:          o.Logger,
 	}
 	if o.Input2 != "" {
