@@ -129,3 +129,44 @@ func TestGroupByCountry(t *testing.T) {
 	}
 	t.Logf("%d records keyed by user, counted per country exactly once: %v", sent, want)
 }
+
+// GroupBy with two pipelines in one instance: the source and the
+// repartition topic are two inputs, so both pipelines join with the range
+// balancer and each owns partition p of both topics. Per-country counts
+// exact, every record forwarded once; then a restart with one pipeline
+// continues from the same state directory.
+func TestGroupByPipelines(t *testing.T) {
+	const parts = 4
+	e := newSpecEnv(t, parts)
+	cfg := groupByConfig(t, e)
+	cfg.Pipelines = 2
+	rng := rand.New(rand.NewPCG(3, 4))
+	want, next, sent := map[string]int{}, 0, 0
+
+	app := newSpecApp(t, cfg)
+	stop := testprocs.Start(t, app)
+	produceUsers(t, rng, e.brokers, e.in, 400, &next, want)
+	sent += 400
+	checkPerCountry(t, testprocs.WaitOutputs(t, e.brokers, e.out, sent, waitOut), want)
+	testprocs.Eventually(t, waitOut, "both pipelines own partitions", func() bool {
+		by := map[int]int{}
+		for _, p := range app.Status().Partitions {
+			by[p.Pipeline]++
+		}
+		return by[0] > 0 && by[1] > 0
+	})
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	cfg.Pipelines = 1
+	app = newSpecApp(t, cfg)
+	stop = testprocs.Start(t, app)
+	produceUsers(t, rng, e.brokers, e.in, 100, &next, want)
+	sent += 100
+	checkPerCountry(t, testprocs.WaitOutputs(t, e.brokers, e.out, sent, waitOut), want)
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	checkRepartition(t, e.brokers, app.RepartitionTopic(), parts, sent)
+}

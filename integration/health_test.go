@@ -52,6 +52,20 @@ func TestHealthReadyzDuringRestore(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() { done <- app2.Run(ctx) }()
+	// Run must have returned before the state directory (a TempDir made
+	// above, so cleaned up after this) is removed and the test's logger
+	// closes: t.Context is cancelled before the cleanups run.
+	t.Cleanup(func() {
+		once.Do(func() { close(release) })
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(2 * waitOut):
+			t.Error("Run did not return after the test's context was cancelled")
+		}
+	})
 	select {
 	case <-held:
 	case <-time.After(waitOut):
