@@ -43,6 +43,12 @@ func TestCrashExactlyOncePipelines(t *testing.T) {
 	final := startEOSChild(t, args)
 	waitEOSOutputs(t, e, m, seed, time.Minute, final)
 	fc, _ := final.firstCommit()
+	// The outputs may all be there before the child logged anything (the
+	// last kill round's run can have caught up): wait for pipeline 1's
+	// first line.
+	for deadline := time.Now().Add(30 * time.Second); final.find(secondPipelineRe) == nil && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	if final.find(secondPipelineRe) == nil {
 		final.dump(t)
 		t.Fatal("the instance did not run a second pipeline")
