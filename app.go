@@ -166,7 +166,8 @@ func (a *App[K, I, O]) Run(ctx context.Context) error { return a.start(ctx, fals
 // RunToEnd is a bounded Run (Spark's availableNow, a backfill, a test): it
 // captures the input topic's end offsets at start (the last stable
 // offsets, what read_committed consumers can read), processes everything
-// before them in micro-batches of at most MaxBatchRecords with the same
+// before them in micro-batches (of at most MaxBatchRecords records when it
+// is set; adaptive, large while the backlog lasts, by default) with the same
 // exactly-once protocol as Run, and returns nil once the consumer group's
 // committed offsets reached them, after a graceful shutdown (the group is
 // left if LeaveGroupOnShutdown is set). Records written after the start are
@@ -284,6 +285,7 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 	}
 	cache := shard.NewCache(cfg.StateCacheBytes) // nil (off) when 0
 	kadm := kafkaAdmin{a: adm, maxRecordBytes: cfg.MaxRecordBytes, log: cfg.Logger.With("app", cfg.ApplicationID)}
+	batchBase, batchCap := cfg.batchLimits()
 	base := engine.CoordinatorConfig{
 		ApplicationID:        cfg.ApplicationID,
 		InstanceID:           cfg.InstanceID,
@@ -297,7 +299,8 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		DeadLetterTopic:      a.deadLetterTopic(),
 		ProcessingTime:       cfg.TimeMode == processor.ProcessingTime,
 		TriggerInterval:      cfg.TriggerInterval,
-		MaxBatchRecords:      cfg.MaxBatchRecords,
+		MaxBatchRecords:      batchBase,
+		MaxBatchRecordsCap:   batchCap,
 		RestoreTimeout:       cfg.TransactionTimeout,
 		ShutdownTimeout:      cfg.ShutdownTimeout,
 		LeaveGroupOnShutdown: cfg.LeaveGroupOnShutdown,

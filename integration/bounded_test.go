@@ -50,8 +50,8 @@ func offsetsAtEnd(t *testing.T, brokers []string, group, topic string) (committe
 	return committed, ends
 }
 
-// A 100k-record backlog: RunToEnd processes it in batches of at most
-// MaxBatchRecords and returns nil; the group's committed offsets equal the
+// A 100k-record backlog: RunToEnd processes it in batches of at most the
+// adaptive cap (20000 records) and returns nil; the group's committed offsets equal the
 // end offsets, every key's counts are exactly 1..n (read_committed), the
 // group is left (LeaveGroupOnShutdown). A second run with no new input
 // returns at once.
@@ -74,8 +74,8 @@ func TestBoundedBacklog(t *testing.T) {
 	if m.Total.RowsIn != int64(sent) {
 		t.Fatalf("RowsIn %d, want %d", m.Total.RowsIn, sent)
 	}
-	if min := int64(sent / 5000); m.Total.Batches < min {
-		t.Fatalf("%d batches for %d records: batches of more than MaxBatchRecords 5000", m.Total.Batches, sent)
+	if min := int64(sent / 20000); m.Total.Batches < min { // adaptive batches: at most 20000 records
+		t.Fatalf("%d batches for %d records: batches of more than the adaptive cap 20000", m.Total.Batches, sent)
 	}
 	if st := app.State(); st != kstate.Stopped {
 		t.Fatalf("state after RunToEnd %v, want Stopped", st)

@@ -55,7 +55,7 @@ type benchOptions struct {
 func defaultBenchOptions() benchOptions {
 	return benchOptions{
 		Keys: 100_000, Records: 200_000, Partitions: 6, Processors: []string{"count", "heavy"},
-		Batch: 5000, Runs: 3, Rate: 5000, LatencyFor: 8 * time.Second, ValueBytes: 64, History: 5,
+		Batch: 0, Runs: 3, Rate: 5000, LatencyFor: 8 * time.Second, ValueBytes: 64, History: 5,
 		Seed: 1, Warmup: true, Timeout: 30 * time.Minute,
 	}
 }
@@ -98,7 +98,7 @@ the within-run ratio of each processor to the first one.`,
 	fl.IntVar(&o.Records, "records", o.Records, "input rows of the throughput phase, per processor and run")
 	fl.IntVar(&o.Partitions, "partitions", o.Partitions, "partitions of the input, output and changelog topics")
 	fl.StringSliceVar(&o.Processors, "processor", o.Processors, "processors to compare: count, heavy (the first one is the base of the ratios)")
-	fl.IntVar(&o.Batch, "batch", o.Batch, "Config.MaxBatchRecords")
+	fl.IntVar(&o.Batch, "batch", o.Batch, "Config.MaxBatchRecords (0: the default, adaptive batches)")
 	fl.IntVar(&o.Runs, "runs", o.Runs, "repetitions (medians and min/max are reported)")
 	fl.IntVar(&o.Rate, "rate", o.Rate, "records/s of the latency phase (keep it below the slowest processor's throughput)")
 	fl.DurationVar(&o.LatencyFor, "latency-for", o.LatencyFor, "duration of the latency phase")
@@ -191,8 +191,8 @@ type benchReport struct {
 func (o *benchOptions) validate() error {
 	procs := benchProcs(o.History)
 	switch {
-	case o.Keys <= 0 || o.Records <= 0 || o.Partitions <= 0 || o.Runs <= 0 || o.Batch <= 0:
-		return errors.New("bench: --keys, --records, --partitions, --runs and --batch must be positive")
+	case o.Keys <= 0 || o.Records <= 0 || o.Partitions <= 0 || o.Runs <= 0 || o.Batch < 0:
+		return errors.New("bench: --keys, --records, --partitions and --runs must be positive, --batch not negative")
 	case o.Rate < 0 || o.LatencyFor < 0:
 		return errors.New("bench: --rate and --latency-for must not be negative")
 	case o.ValueBytes < minValueBytes:
@@ -259,7 +259,7 @@ func runBenchCmd(ctx context.Context, stdout, stderr io.Writer, o benchOptions) 
 	}
 	rep, err := runBench(ctx, stderr, o)
 	if rep != nil && len(rep.Runs) > 0 {
-		fmt.Fprintf(stdout, "\nkstate bench: %d keys, %d records, %d partitions, batch %d, latency at %d records/s for %v, %d run(s), broker %s, %d CPUs\n",
+		fmt.Fprintf(stdout, "\nkstate bench: %d keys, %d records, %d partitions, batch %d (0: adaptive), latency at %d records/s for %v, %d run(s), broker %s, %d CPUs\n",
 			o.Keys, o.Records, o.Partitions, o.Batch, o.Rate, o.LatencyFor, o.Runs, rep.Options.BrokerLabel, runtime.NumCPU())
 		printTable(stdout, rep.Summary)
 		rep.PeakRSS = peakRSS()

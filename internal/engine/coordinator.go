@@ -43,7 +43,15 @@ type CoordinatorConfig struct {
 	// input (TimeMode ProcessingTime).
 	ProcessingTime  bool
 	TriggerInterval time.Duration
+	// MaxBatchRecords bounds the records of one poll, and so of one batch.
+	// With MaxBatchRecordsCap above it, it is the base of adaptive
+	// batches (adaptive.go): the limit doubles, up to the cap, while polls
+	// come back full and batches stay short, and halves back toward
+	// MaxBatchRecords once polls return less than half of it.
 	MaxBatchRecords int
+	// MaxBatchRecordsCap, when above MaxBatchRecords, makes batch sizes
+	// adaptive up to it. Optional; 0: the limit is MaxBatchRecords, fixed.
+	MaxBatchRecordsCap int
 	// RestoreTimeout bounds the wait for a changelog that lags the group's
 	// committed offset (the transaction timeout: a commit marker is
 	// visible by then).
@@ -132,6 +140,7 @@ type Coordinator struct {
 	cfg   CoordinatorConfig
 	clock Clock
 	log   *slog.Logger
+	sizer *batchSizer // the next poll's record limit (the loop's own)
 
 	partitions    int // of the input (and changelog) topic
 	outPartitions int
@@ -219,7 +228,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 	if cfg.MetadataRefresh <= 0 {
 		cfg.MetadataRefresh = defaultMetadataRefresh
 	}
-	c := &Coordinator{cfg: cfg, clock: cfg.Clock}
+	c := &Coordinator{cfg: cfg, clock: cfg.Clock, sizer: newBatchSizer(cfg.MaxBatchRecords, cfg.MaxBatchRecordsCap, cfg.MaxBatchDuration)}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -291,7 +300,7 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 		if err := c.failed(); err != nil {
 			return err
 		}
-		recs, err := c.session.Poll(ctx, c.cfg.MaxBatchRecords, events)
+		recs, err := c.session.Poll(ctx, c.sizer.next(), events)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -303,9 +312,11 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 		}
 		c.promote()
 		c.updatePhase()
+		polled := c.clock.Elapsed()
 		if err := c.batch(recs); err != nil {
 			return err
 		}
+		c.sizer.observe(len(recs), c.clock.Elapsed()-polled)
 		c.noteLag()
 		if ctx.Err() != nil {
 			return nil
