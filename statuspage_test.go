@@ -206,6 +206,10 @@ func TestStatusPageChromium(t *testing.T) {
 		if state != st.State || !slices.Equal(rows, want) {
 			t.Fatalf("page shows state %q, rows %+v; App.Status: state %q, rows %+v", state, rows, st.State, want)
 		}
+		// One pipeline: no pipeline column.
+		if hidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("pipeline-col").hidden && document.querySelectorAll("#partition-rows td.pipeline").length === 0`)); err != nil || !hidden {
+			t.Errorf("page shows a pipeline column with one pipeline (%v)", err)
+		}
 	}
 
 	// Every field of Status filled (restore progress, lag, last error),
@@ -234,6 +238,10 @@ func TestStatusPageChromium(t *testing.T) {
 	cell, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#partition-1 .restore span")))
 	if err != nil || cell != "2,500 / 10,000 · 1,000 rec/s · ETA 7.5 s" {
 		t.Errorf("fake status: restore cell of partition 1: %q (%v)", cell, err)
+	}
+	pipes, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#partition-rows td.pipeline")].map(td => td.textContent)`))
+	if err != nil || !slices.Equal(pipes, []string{"0", "0", "1"}) {
+		t.Errorf("fake status: pipeline column: %q (%v), want 0, 0, 1", pipes, err)
 	}
 	screenshot("0-every-field.png")
 	seen := cons.check(t, 0, nil)
@@ -442,7 +450,7 @@ func fakeStatus(page http.Handler) http.Handler {
 			Partitions: []kstate.PartitionStatus{
 				{Partition: 0, Lag: 1000, BatchID: 17, Watermark: -1, Counters: kstate.Counters{RowsIn: 60 * i * i, RowsOut: 55 * i * i}},
 				{Partition: 1, Restoring: true, RestoredRecords: 2500, RestoreTotal: 10000, RestoreRate: 1000, RestoreETA: 7500 * time.Millisecond, Lag: -1, Watermark: -1},
-				{Partition: 2, Lag: 234, BatchID: 12, Watermark: 1764518400000, Counters: kstate.Counters{RowsIn: 40 * i * i, RowsOut: 35 * i * i}},
+				{Partition: 2, Pipeline: 1, Lag: 234, BatchID: 12, Watermark: 1764518400000, Counters: kstate.Counters{RowsIn: 40 * i * i, RowsOut: 35 * i * i}},
 			},
 		}
 		w.Header().Set("Content-Type", "application/json")

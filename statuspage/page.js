@@ -171,6 +171,10 @@
     text("partition-count", "(" + parts.length + ")");
     $("no-partitions").hidden = parts.length > 0;
     $("partitions").hidden = parts.length === 0;
+    // The pipeline column only when partitions are spread over several
+    // pipelines (Config.Pipelines > 1).
+    const pipelines = parts.some((p) => (p.pipeline || 0) > 0);
+    $("pipeline-col").hidden = !pipelines;
     const rows = parts.map((p) => {
       const tr = el("tr");
       tr.id = "partition-" + p.partition;
@@ -187,6 +191,9 @@
       tr.append(watermarkCell(p.watermark));
       const c = p.counters || {};
       tr.append(el("td", "num", int(c.RowsIn || 0)), el("td", "num", int(c.RowsOut || 0)));
+      if (pipelines) {
+        tr.append(el("td", "num pipeline", String(p.pipeline || 0)));
+      }
       return tr;
     });
     $("partition-rows").replaceChildren(...rows);
