@@ -2,11 +2,14 @@ package state
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/hamba/avro/v2"
 )
@@ -94,6 +97,12 @@ const avroMaxElems = 1 << 20
 // avroAPI is the frozen (immutable, concurrency-safe) hamba configuration
 // every Avro codec uses.
 var avroAPI = avro.Config{TagKey: "avro", MaxByteSliceSize: avroMaxBytes, MaxSliceAllocSize: avroMaxElems}.Freeze()
+
+// avroReaders pools the readers decode uses instead of avroAPI.Unmarshal,
+// which reports a value cut short inside a number as success (hamba
+// treats io.EOF as the end of input): a truncated stored value must be an
+// error, not a zero field.
+var avroReaders = sync.Pool{New: func() any { return avro.NewReader(nil, 0, avro.WithReaderConfig(avroAPI)) }}
 
 type avroCodec[T any] struct {
 	schema     avro.Schema
@@ -214,8 +223,19 @@ func (c *avroCodec[T]) decode(s avro.Schema, b []byte) (T, error) {
 	if c.err != nil {
 		return v, c.err
 	}
-	if err := avroAPI.Unmarshal(s, b, &v); err != nil {
+	r := avroReaders.Get().(*avro.Reader)
+	defer avroReaders.Put(r.Reset(nil))
+	r.Reset(b)
+	r.Error = nil
+	r.ReadVal(s, &v)
+	if err := r.Error; err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return v, fmt.Errorf("state: avro codec: decode %s: value of %d bytes is truncated: %w", reflect.TypeFor[T](), len(b), err)
+		}
 		return v, fmt.Errorf("state: avro codec: decode %s: %w", reflect.TypeFor[T](), err)
+	}
+	if r.Peek(); r.Error == nil {
+		return v, fmt.Errorf("state: avro codec: decode %s: bytes left over after the value (%d bytes in all): not a value of this schema", reflect.TypeFor[T](), len(b))
 	}
 	return v, nil
 }

@@ -233,3 +233,35 @@ func TestAvroTooManyElements(t *testing.T) {
 	}
 	avroRoundTrip(t, big{L: make([]int32, 1<<20)})
 }
+
+// A stored value cut short anywhere, or followed by stray bytes, is a
+// decode error naming the type, never a value with zero fields (hamba's
+// Unmarshal reports a value cut inside a number as success).
+func TestAvroTruncatedOrTrailing(t *testing.T) {
+	c := state.Avro[address]()
+	b, err := c.Encode(address{City: "Paris", Zip: 75002})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n < len(b); n++ {
+		if v, err := c.Decode(b[:n]); err == nil || !strings.Contains(err.Error(), "truncated") || !strings.Contains(err.Error(), "address") {
+			t.Errorf("Decode of %d of %d bytes: %+v, %v; want a truncation error naming the type", n, len(b), v, err)
+		}
+	}
+	if v, err := c.Decode(append(b[:len(b):len(b)], 1)); err == nil || !strings.Contains(err.Error(), "left over") {
+		t.Errorf("Decode with a trailing byte: %+v, %v; want an error", v, err)
+	}
+	if v, err := c.Decode(b); err != nil || v != (address{City: "Paris", Zip: 75002}) {
+		t.Errorf("Decode of the whole value: %+v, %v", v, err)
+	}
+	// A schema without fields encodes to nothing and decodes from nothing.
+	type empty struct{}
+	e := state.Avro[empty]()
+	eb, err := e.Encode(empty{})
+	if err != nil || len(eb) != 0 {
+		t.Fatalf("Encode(empty{}) = %v, %v", eb, err)
+	}
+	if _, err := e.Decode(eb); err != nil {
+		t.Errorf("Decode of an empty record: %v", err)
+	}
+}
