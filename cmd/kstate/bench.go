@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/engine"
@@ -159,6 +160,20 @@ type runResult struct {
 	LatencyCommitP50    time.Duration  `json:"latency_commit_p50_ns"`
 	LatencyCommitP99    time.Duration  `json:"latency_commit_p99_ns"`
 	CommitSamples       []commitSample `json:"commit_samples"`
+
+	// The same rows inside the application (latencyProbe): input produced
+	// → fetched by the app's consumer, → returned by the engine's Poll; and
+	// the round trips of the transactions' requests.
+	FetchedP50         time.Duration `json:"latency_fetched_p50_ns"`
+	FetchedP99         time.Duration `json:"latency_fetched_p99_ns"`
+	PolledP50          time.Duration `json:"latency_polled_p50_ns"`
+	PolledP99          time.Duration `json:"latency_polled_p99_ns"`
+	ProduceReqP50      time.Duration `json:"latency_produce_request_p50_ns"`
+	ProduceReqP99      time.Duration `json:"latency_produce_request_p99_ns"`
+	OffsetCommitReqP50 time.Duration `json:"latency_txn_offset_commit_p50_ns"`
+	OffsetCommitReqP99 time.Duration `json:"latency_txn_offset_commit_p99_ns"`
+	EndTxnReqP50       time.Duration `json:"latency_end_txn_p50_ns"`
+	EndTxnReqP99       time.Duration `json:"latency_end_txn_p99_ns"`
 
 	Batches         int64   `json:"batches"`
 	Rounds          int64   `json:"rounds"`
@@ -504,6 +519,8 @@ func (b *benchRun) do(ctx context.Context) (*runResult, error) {
 
 	// 1. Throughput: the input is all there; time first → last output.
 	cfg := b.config(appID, in, out)
+	probe := newLatencyProbe(in)
+	cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.WithHooks(probe))
 	cpu0, wall0 := processCPU(), time.Now() // bench_pipelines.go
 	a, err := startApp(ctx, cfg)
 	if err != nil {
@@ -540,6 +557,7 @@ func (b *benchRun) do(ctx context.Context) (*runResult, error) {
 	if o.Rate > 0 && o.LatencyFor > 0 {
 		from := time.Now()
 		col.window(from, from.Add(24*time.Hour))
+		probe.on.Store(true)
 		sent, acks, err := paced(ctx, o.Brokers, in, o.Rate, o.LatencyFor, o.Keys, o.ValueBytes, seed, perKey)
 		if err != nil {
 			sampler.stop()
@@ -552,7 +570,14 @@ func (b *benchRun) do(ctx context.Context) (*runResult, error) {
 			sampler.stop()
 			return nil, fmt.Errorf("latency phase: %w", err)
 		}
+		probe.on.Store(false)
 		lat, toOut, toVis := col.latencySamples()
+		ps := probe.samples()
+		r.FetchedP50, r.FetchedP99 = quantile(ps.fetched, 0.5), quantile(ps.fetched, 0.99)
+		r.PolledP50, r.PolledP99 = quantile(ps.polled, 0.5), quantile(ps.polled, 0.99)
+		r.ProduceReqP50, r.ProduceReqP99 = quantile(ps.produce, 0.5), quantile(ps.produce, 0.99)
+		r.OffsetCommitReqP50, r.OffsetCommitReqP99 = quantile(ps.offsetCommit, 0.5), quantile(ps.offsetCommit, 0.99)
+		r.EndTxnReqP50, r.EndTxnReqP99 = quantile(ps.endTxns, 0.5), quantile(ps.endTxns, 0.99)
 		r.LatencySamples = len(lat)
 		r.LatencyP50, r.LatencyP90 = quantile(lat, 0.50), quantile(lat, 0.90)
 		r.LatencyP99, r.LatencyMax = quantile(lat, 0.99), quantile(lat, 1)

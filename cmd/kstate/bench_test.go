@@ -61,6 +61,11 @@ func TestBenchEmbedded(t *testing.T) {
 			t.Errorf("%s: %d latency samples for %d paced records", r.Processor, r.LatencySamples, r.LatencyRecords)
 		case r.LatencyP50 <= 0 || r.LatencyP99 < r.LatencyP50:
 			t.Errorf("%s: latency p50 %v p99 %v", r.Processor, r.LatencyP50, r.LatencyP99)
+		case r.FetchedP50 <= 0 || r.PolledP50 < r.FetchedP50 || r.ProduceReqP50 <= 0 || r.EndTxnReqP50 <= 0:
+			// Every paced row is fetched, then polled (no earlier); each
+			// batch produces and ends a transaction.
+			t.Errorf("%s: inside the app: fetched p50 %v, polled p50 %v, Produce p50 %v, EndTxn p50 %v",
+				r.Processor, r.FetchedP50, r.PolledP50, r.ProduceReqP50, r.EndTxnReqP50)
 		case r.RestoreRecords == 0 || r.FirstCommit <= 0:
 			t.Errorf("%s: restore of %d records, first commit after %v", r.Processor, r.RestoreRecords, r.FirstCommit)
 		case r.Commits == 0 || len(r.CommitSamples) == 0:
