@@ -368,6 +368,10 @@ func (s *Session) deliver(ctx context.Context) {
 // are logged and retried by franz-go; only fatal errors are returned: ctx's
 // error, ErrClosed, ErrFenced, authorization and other non-retryable errors.
 //
+// When the first poll only drained an already-buffered fetch (stale by
+// up to one loop iteration) and returned fewer than maxRecords, Poll waits
+// up to freshPollWait more for the fetch that drain sent (pollFresh, poll.go).
+//
 // Every record Poll returns counts as consumed: the next End(commit) commits
 // its offset. Process all of them in the transaction, or End(abort) to get
 // them again. (Records a failed Poll consumed but did not return make the
@@ -388,9 +392,7 @@ func (s *Session) Poll(ctx context.Context, maxRecords int) ([]Record, error) {
 		}
 		s.producerReady.Store(true)
 	}
-	pctx, cancel := context.WithTimeout(ctx, s.cfg.FetchMaxWait)
-	fetches := s.gts.PollRecords(pctx, maxRecords)
-	cancel()
+	fetches := s.pollFresh(ctx, maxRecords, freshPollWait)
 
 	s.deliver(ctx)
 	fail := func(err error) ([]Record, error) {
