@@ -15,6 +15,12 @@ import (
 // its own entry, keyed by a sequence number: Put writes 0..n-1, appends
 // continue after the greatest sequence present (expired or not), so key
 // order is insertion order and appending never rewrites existing elements.
+//
+// Finding "the greatest sequence present" costs a store read, so the shard
+// remembers each list's next sequence for the rest of the batch once a Get,
+// Put, append or Clear of that list has established it (Shard.listTail):
+// the common read-then-append reads the store once. The stored format is
+// unchanged; nothing of the tail is persisted.
 type listState[T any] struct {
 	varBase
 	c       state.Codec[T]
@@ -65,7 +71,11 @@ func (l *listState[T]) Get() (iter.Seq[T], error) {
 	var out []T
 	var derr error
 	prefix := l.prefix()
+	// The greatest element seen, expired or not (k is only valid during fn).
+	seen, lastSeq, lastValid := false, uint64(0), false
 	err := l.s.scan(prefix, keys.PrefixEnd(prefix), func(k, v []byte) bool {
+		seen = true
+		lastSeq, lastValid = listSeq(prefix, k)
 		h, p, err := changelog.DecodeValue(v)
 		if err != nil {
 			derr = fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, k, err)
@@ -87,6 +97,14 @@ func (l *listState[T]) Get() (iter.Seq[T], error) {
 	}
 	if err != nil {
 		return nil, l.err("Get", err)
+	}
+	// The scan saw the whole list: remember where an append goes, so that
+	// the common read-then-append does no second store read.
+	switch {
+	case !seen:
+		l.s.setListTail(prefix, 0)
+	case lastValid:
+		l.s.setListTail(prefix, lastSeq+1)
 	}
 	return slices.Values(out), nil
 }
@@ -147,6 +165,7 @@ func (l *listState[T]) Put(vs []T) error {
 		l.s.batchStats.RowsRemoved++
 	}
 	l.write(prefix, 0, ps, exp)
+	l.s.setListTail(prefix, uint64(len(ps)))
 	return nil
 }
 
@@ -169,19 +188,22 @@ func (l *listState[T]) append(op string, vs []T) error {
 		return l.err(op, err)
 	}
 	prefix := l.prefix()
-	last, ok, err := l.s.last(prefix, keys.PrefixEnd(prefix))
-	if err != nil {
-		return l.err(op, err)
-	}
-	next := uint64(0)
-	if ok {
-		seq, valid := listSeq(prefix, last)
-		if !valid {
-			return l.err(op, fmt.Errorf("%w: list element key %x", state.ErrCorrupt, last))
+	next, known := l.s.listTail(prefix)
+	if !known {
+		last, ok, err := l.s.last(prefix, keys.PrefixEnd(prefix))
+		if err != nil {
+			return l.err(op, err)
 		}
-		next = seq + 1
+		if ok {
+			seq, valid := listSeq(prefix, last)
+			if !valid {
+				return l.err(op, fmt.Errorf("%w: list element key %x", state.ErrCorrupt, last))
+			}
+			next = seq + 1
+		}
 	}
 	l.write(prefix, next, ps, exp)
+	l.s.setListTail(prefix, next+uint64(len(ps)))
 	return nil
 }
 
@@ -203,7 +225,11 @@ func (l *listState[T]) Clear() error {
 		return err
 	}
 	prefix := l.prefix()
-	return l.err("Clear", l.s.deleteRange(prefix, keys.PrefixEnd(prefix)))
+	if err := l.s.deleteRange(prefix, keys.PrefixEnd(prefix)); err != nil {
+		return l.err("Clear", err)
+	}
+	l.s.setListTail(prefix, 0)
+	return nil
 }
 
 func listSeq(prefix, key []byte) (uint64, bool) {

@@ -171,15 +171,15 @@ func (s *Shard) get(key []byte) ([]byte, bool, error) {
 // and the store does not change during a batch), but keys it stages inside
 // the range may or may not be visited.
 func (s *Shard) scan(lower, upper []byte, fn func(key, value []byte) bool) error {
-	it := s.store.NewIter(lower, upper)
-	defer it.Close()
-	ok := it.First()
+	it, release := s.storeIter(lower, upper)
+	defer release()
+	ok := seekGE(it, lower, upper)
 	if lower == nil {
 		lower = []byte{}
 	}
 	e := s.stage.seekGE(lower)
 	inRange := func(e *stagedEntry) bool {
-		return e != nil && (upper == nil || bytes.Compare(e.key, upper) < 0)
+		return e != nil && below(e.key, upper)
 	}
 	for {
 		stagedOK := inRange(e)
@@ -199,12 +199,12 @@ func (s *Shard) scan(lower, upper []byte, fn func(key, value []byte) bool) error
 			if !fn(it.Key(), it.Value()) {
 				return it.Error()
 			}
-			ok = it.Next()
+			ok = it.Next() && below(it.Key(), upper)
 			continue
 		}
 		// Staging shadows the store on equal keys.
 		if c == 0 {
-			ok = it.Next()
+			ok = it.Next() && below(it.Key(), upper)
 		}
 		cur := e
 		e = e.next[0]
@@ -219,9 +219,9 @@ func (s *Shard) scan(lower, upper []byte, fn func(key, value []byte) bool) error
 // (lower must not be nil), or ok=false when the range is empty. ListState
 // uses it to allocate the next element sequence number.
 func (s *Shard) last(lower, upper []byte) ([]byte, bool, error) {
-	it := s.store.NewIter(lower, upper)
-	defer it.Close()
-	ok := it.Last()
+	it, release := s.storeIter(lower, upper)
+	defer release()
+	ok := seekLT(it, lower, upper)
 	e := s.stage.seekLT(upper)
 	inRange := func(e *stagedEntry) bool { return e != nil && bytes.Compare(e.key, lower) >= 0 }
 	for {
@@ -245,7 +245,7 @@ func (s *Shard) last(lower, upper []byte) ([]byte, bool, error) {
 			return cloneBytes(e.key), true, nil
 		}
 		if c == 0 {
-			ok = it.Prev()
+			ok = it.Prev() && bytes.Compare(it.Key(), lower) >= 0
 		}
 		e = s.stage.seekLT(e.key)
 	}
