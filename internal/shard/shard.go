@@ -480,7 +480,7 @@ func (s *Shard) Commit(nextChangelogOffset int64) error {
 	if s.cache != nil {
 		s.cache.commit(s.stage) // after the write: the cache holds committed values only
 	}
-	s.stage = newStaging()
+	s.stage.reset()
 	s.pending = nil
 	st := &s.batchStats
 	s.total.rowsUpdated.Add(st.RowsUpdated)
@@ -500,7 +500,7 @@ func (s *Shard) Abort() {
 		return
 	}
 	s.resetReads()
-	s.stage = newStaging()
+	s.stage.reset()
 	for _, w := range s.pending {
 		s.stage.set(w.key, w.val)
 	}
