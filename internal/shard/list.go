@@ -143,6 +143,7 @@ func (l *listState[T]) Put(vs []T) error {
 		return l.err("Put", err)
 	}
 	prefix := l.prefix()
+	l.s.dropListTail(prefix)
 	old, err := l.s.entries(prefix, keys.PrefixEnd(prefix))
 	if err != nil {
 		return l.err("Put", err)
@@ -225,6 +226,7 @@ func (l *listState[T]) Clear() error {
 		return err
 	}
 	prefix := l.prefix()
+	l.s.dropListTail(prefix)
 	if err := l.s.deleteRange(prefix, keys.PrefixEnd(prefix)); err != nil {
 		return l.err("Clear", err)
 	}

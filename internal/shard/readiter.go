@@ -122,6 +122,10 @@ func (s *Shard) listTail(prefix []byte) (uint64, bool) {
 	return next, ok
 }
 
+// dropListTail forgets the list's tail: a write that may fail half-way
+// calls it first, so that a partial write never leaves a stale tail.
+func (s *Shard) dropListTail(prefix []byte) { delete(s.reads.tails, string(prefix)) }
+
 // setListTail records the next sequence of the list at prefix for the rest
 // of the batch (only meaningful inside one: Begin resets it).
 func (s *Shard) setListTail(prefix []byte, next uint64) {
