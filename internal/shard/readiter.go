@@ -64,23 +64,27 @@ func (s *Shard) forgetTails() {
 	clear(s.reads.tails)
 }
 
-// storeIter returns an iterator over the committed store for one scan and
-// the function that releases it. The iterator is the batch's reused one
-// unless a scan is already using it.
-func (s *Shard) storeIter(lower, upper []byte) (kv.Iterator, func()) {
+// storeIter returns an iterator over the committed store for one scan;
+// the scan hands it back to releaseIter with own. It is the batch's reused
+// iterator unless a scan is already using it (then own is set: a fresh
+// iterator of this scan alone).
+func (s *Shard) storeIter(lower, upper []byte) (it kv.Iterator, own bool) {
 	r := &s.reads
 	if r.busy {
-		it := s.store.NewIter(lower, upper)
-		return it, func() { it.Close() }
+		return s.store.NewIter(lower, upper), true
 	}
 	if r.it == nil {
 		r.it = s.store.NewIter(nil, nil)
 	}
 	r.busy = true
-	return r.it, s.releaseIter
+	return r.it, false
 }
 
-func (s *Shard) releaseIter() {
+func (s *Shard) releaseIter(it kv.Iterator, own bool) {
+	if own {
+		it.Close()
+		return
+	}
 	r := &s.reads
 	r.busy = false
 	if r.it != nil && r.it.Error() != nil {

@@ -235,13 +235,10 @@ func (s *Shard) get(key []byte) ([]byte, bool, error) {
 // and the store does not change during a batch), but keys it stages inside
 // the range may or may not be visited.
 func (s *Shard) scan(lower, upper []byte, fn func(key, value []byte) bool) error {
-	it, release := s.storeIter(lower, upper)
-	defer release()
+	it, own := s.storeIter(lower, upper)
+	defer s.releaseIter(it, own)
 	ok := seekGE(it, lower, upper)
-	if lower == nil {
-		lower = []byte{}
-	}
-	e := s.stage.seekGE(lower)
+	e := s.stage.seekGE(lower) // nil: from the first entry
 	inRange := func(e *stagedEntry) bool {
 		return e != nil && below(e.key, upper)
 	}
@@ -283,8 +280,8 @@ func (s *Shard) scan(lower, upper []byte, fn func(key, value []byte) bool) error
 // (lower must not be nil), or ok=false when the range is empty. ListState
 // uses it to allocate the next element sequence number.
 func (s *Shard) last(lower, upper []byte) ([]byte, bool, error) {
-	it, release := s.storeIter(lower, upper)
-	defer release()
+	it, own := s.storeIter(lower, upper)
+	defer s.releaseIter(it, own)
 	ok := seekLT(it, lower, upper)
 	e := s.stage.seekLT(upper)
 	inRange := func(e *stagedEntry) bool { return e != nil && bytes.Compare(e.key, lower) >= 0 }
