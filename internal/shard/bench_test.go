@@ -173,6 +173,9 @@ func BenchmarkCommit(b *testing.B) {
 func BenchmarkHeavyCall(b *testing.B) {
 	for _, backend := range []kv.Backend{kv.BackendRocksDB, kv.BackendPebble} {
 		b.Run(string(backend), func(b *testing.B) {
+			if backend == kv.BackendRocksDB && !kv.RocksDBAvailable {
+				b.Skip("RocksDB is not compiled in")
+			}
 			s, err := shard.OpenShard(shard.ShardOptions{Dir: filepath.Join(b.TempDir(), "shard"), StoreBackend: backend})
 			if err != nil {
 				b.Fatal(err)
