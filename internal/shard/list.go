@@ -26,6 +26,7 @@ type listState[T any] struct {
 	c       state.Codec[T]
 	dec     *decoder[T]
 	nilable bool
+	seqKey  []byte // scratch for element keys (the staging layer copies them)
 }
 
 // NewListState declares a ListState (only during Init).
@@ -211,8 +212,9 @@ func (l *listState[T]) append(op string, vs []T) error {
 // write stages elements at seq, seq+1, ... (fresh keys: no old index to clean).
 func (l *listState[T]) write(prefix []byte, seq uint64, ps [][]byte, exp int64) {
 	for i, p := range ps {
-		key := binary.BigEndian.AppendUint64(prefix[:len(prefix):len(prefix)], seq+uint64(i))
-		l.s.set(key, changelog.EncodeValue(changelog.Header{SchemaID: l.schemaID, Expiry: exp}, p))
+		l.seqKey = binary.BigEndian.AppendUint64(append(l.seqKey[:0], prefix...), seq+uint64(i))
+		key := l.seqKey
+		l.s.setOwned(key, changelog.EncodeValue(changelog.Header{SchemaID: l.schemaID, Expiry: exp}, p)) // a fresh slice
 		if exp != changelog.NoExpiry {
 			l.s.set(changelog.TTLKey(exp, key), indexValue)
 		}

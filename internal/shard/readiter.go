@@ -39,7 +39,10 @@ type readState struct {
 	// tails maps a list's key prefix to the next sequence number to append
 	// at (the greatest sequence present, expired or not, plus one; 0 for an
 	// empty list), as learned by this batch's reads and writes of the list.
-	tails map[string]uint64
+	// The map holds an index into nexts, so that updating a known list's
+	// tail (the append after the Get) allocates no key.
+	tails map[string]int
+	nexts []uint64
 }
 
 // resetReads forgets the batch's read state: the reused iterator is closed
@@ -54,6 +57,7 @@ func (s *Shard) resetReads() {
 	r.busy = false
 	r.gen++
 	clear(r.tails)
+	r.nexts = r.nexts[:0]
 }
 
 // forgetTails drops what the batch learned about list tails and timers,
@@ -62,6 +66,7 @@ func (s *Shard) resetReads() {
 func (s *Shard) forgetTails() {
 	s.reads.gen++
 	clear(s.reads.tails)
+	s.reads.nexts = s.reads.nexts[:0]
 }
 
 // storeIter returns an iterator over the committed store for one scan;
@@ -122,8 +127,11 @@ func below(key, upper []byte) bool { return upper == nil || bytes.Compare(key, u
 
 // listTail returns the cached next sequence of the list at prefix.
 func (s *Shard) listTail(prefix []byte) (uint64, bool) {
-	next, ok := s.reads.tails[string(prefix)]
-	return next, ok
+	i, ok := s.reads.tails[string(prefix)]
+	if !ok {
+		return 0, false
+	}
+	return s.reads.nexts[i], true
 }
 
 // dropListTail forgets the list's tail: a write that may fail half-way
@@ -136,10 +144,16 @@ func (s *Shard) setListTail(prefix []byte, next uint64) {
 	if !s.inBatch {
 		return
 	}
-	if s.reads.tails == nil {
-		s.reads.tails = make(map[string]uint64)
+	r := &s.reads
+	if i, ok := r.tails[string(prefix)]; ok {
+		r.nexts[i] = next
+		return
 	}
-	s.reads.tails[string(prefix)] = next
+	if r.tails == nil {
+		r.tails = make(map[string]int)
+	}
+	r.tails[string(prefix)] = len(r.nexts)
+	r.nexts = append(r.nexts, next)
 }
 
 // TimerGen changes whenever a timer read made earlier may no longer
