@@ -222,3 +222,75 @@ func TestScanIteratorReuse(t *testing.T) {
 		commit(t, s, &cl, 5, func() { key(); entries(map[string]int64{"c": 3, "d": 4}) })
 	})
 }
+
+// TestMapTTLThroughReusedIterator checks expiry on map scans on every
+// backend: expired entries are hidden from the batch's scans (store and
+// staging), removed by Finish, and gone from the next batch's iterator.
+func TestMapTTLThroughReusedIterator(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open func() *shard.Shard) {
+		s := open()
+		var m state.MapState[string, int64]
+		declare(t, s, func() {
+			m = must[state.MapState[string, int64]](t)(shard.NewMapState(s, "m", state.String(), state.Int64(), state.WithTTL(10*time.Millisecond)))
+		})
+		keysAt := func() []string {
+			t.Helper()
+			ks, err := m.Keys()
+			return collect(t, ks, err)
+		}
+		key := func() { s.SetCurrentKey([]byte("k")) }
+		commit(t, s, nil, 0, func() { key(); noErr(t, m.UpdateValue("a", 1)) })
+		commit(t, s, nil, 5, func() { key(); noErr(t, m.UpdateValue("b", 2)) })
+		commit(t, s, nil, 10, func() {
+			key()
+			if got := keysAt(); !slices.Equal(got, []string{"b"}) { // a expired at 10
+				t.Fatalf("keys at 10: %q", got)
+			}
+			noErr(t, m.UpdateValue("c", 3))
+			if got := keysAt(); !slices.Equal(got, []string{"b", "c"}) {
+				t.Fatalf("keys at 10 after a write: %q", got)
+			}
+		})
+		if n := countKind(t, s, changelog.KindState); n != 2 {
+			t.Fatalf("%d entries stored after the expiry of a, want 2", n)
+		}
+		commit(t, s, nil, 15, func() {
+			key()
+			if got := keysAt(); !slices.Equal(got, []string{"c"}) {
+				t.Fatalf("keys at 15: %q", got)
+			}
+		})
+	})
+}
+
+// TestFinishRecordsSurviveReset checks that the records of a committed
+// batch keep their bytes while later batches reuse the staging layer
+// (keys live in chunks that are never reused).
+func TestFinishRecordsSurviveReset(t *testing.T) {
+	s := openMem(t, false)
+	var v state.ValueState[string]
+	declare(t, s, func() { v = must[state.ValueState[string]](t)(shard.NewValueState(s, "v", state.String())) })
+	var kept []changelog.Record
+	var want []string
+	for b := range 3 {
+		recs := commit(t, s, nil, int64(b), func() {
+			for i := range 3000 { // more than one key chunk
+				s.SetCurrentKey(fmt.Appendf(nil, "key-%d-%05d", b, i))
+				noErr(t, v.Update(fmt.Sprintf("value %d %d", b, i)))
+			}
+		})
+		for _, r := range recs {
+			kept = append(kept, r)
+			want = append(want, fmt.Sprintf("%x=%x", r.Key, r.Value))
+		}
+	}
+	s.Begin(9)
+	s.SetCurrentKey([]byte("after"))
+	noErr(t, v.Update("x"))
+	s.Abort()
+	for i, r := range kept {
+		if got := fmt.Sprintf("%x=%x", r.Key, r.Value); got != want[i] {
+			t.Fatalf("record %d changed after later batches: %s, was %s", i, got, want[i])
+		}
+	}
+}
