@@ -4,6 +4,8 @@
 // so a new backend only has to pass the conformance suite in kvtest.
 package kv
 
+import "slices"
+
 // Store is an ordered byte-key store. Implementations must be safe for one
 // writer and concurrent readers.
 type Store interface {
@@ -79,6 +81,9 @@ func (b *Batch) Delete(key []byte) { b.ops = append(b.ops, Op{Kind: OpDelete, Ke
 func (b *Batch) DeleteRange(start, end []byte) {
 	b.ops = append(b.ops, Op{Kind: OpDeleteRange, Key: start, End: end})
 }
+
+// Grow makes room for n more operations without reallocating.
+func (b *Batch) Grow(n int) { b.ops = slices.Grow(b.ops, n) }
 
 // Len is the number of operations.
 func (b *Batch) Len() int { return len(b.ops) }

@@ -163,3 +163,103 @@ func BenchmarkCommit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHeavyCall is one call of `kstate bench`'s heavy processor per
+// op (cmd/kstate/bench_procs.go), on RocksDB and Pebble: four map reads,
+// the list read, an append (a Put of the last 5 once longer), four map
+// writes, and the key's timer listed, deleted and registered again. Keys
+// cycle over 10,000 (a key comes back every 10 batches of 1,000 calls, so
+// its state is read from the store); Finish and Commit are included.
+func BenchmarkHeavyCall(b *testing.B) {
+	for _, backend := range []kv.Backend{kv.BackendRocksDB, kv.BackendPebble} {
+		b.Run(string(backend), func(b *testing.B) {
+			if backend == kv.BackendRocksDB && !kv.RocksDBAvailable {
+				b.Skip("RocksDB is not compiled in")
+			}
+			s, err := shard.OpenShard(shard.ShardOptions{Dir: filepath.Join(b.TempDir(), "shard"), StoreBackend: backend})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			var l state.ListState[int64]
+			var m state.MapState[string, int64]
+			declare(b, s, func() {
+				l = must[state.ListState[int64]](b)(shard.NewListState(s, "recent", state.Int64()))
+				m = must[state.MapState[string, int64]](b)(shard.NewMapState(s, "agg", state.String(), state.Int64()))
+			})
+			tm := timers.New(s)
+			names := [4]string{"count", "sum", "min", "max"}
+			keys := make([][]byte, 10_000)
+			for i := range keys {
+				keys[i] = []byte(fmt.Sprintf("key-%06d", i*7919%len(keys)))
+			}
+			off, now := int64(0), int64(1_000)
+			s.Begin(now)
+			for i := 0; b.Loop(); i++ {
+				if i%1000 == 999 {
+					recs, err := s.Finish()
+					if err != nil {
+						b.Fatal(err)
+					}
+					off += int64(len(recs))
+					if err := s.Commit(off); err != nil {
+						b.Fatal(err)
+					}
+					now += 10
+					s.Begin(now)
+				}
+				key := keys[i%len(keys)]
+				s.SetCurrentKey(key)
+				if err := heavyCall(l, m, tm, names, key, now, int64(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s.Abort()
+		})
+	}
+}
+
+func heavyCall(l state.ListState[int64], m state.MapState[string, int64], tm *timers.Timers, names [4]string, key []byte, now, v int64) error {
+	var agg [4]int64
+	for i, name := range names {
+		x, _, err := m.GetValue(name)
+		if err != nil {
+			return err
+		}
+		agg[i] = x
+	}
+	old, err := l.Get()
+	if err != nil {
+		return err
+	}
+	var list []int64
+	for x := range old {
+		list = append(list, x)
+	}
+	agg[0]++
+	agg[1] += v
+	agg[2], agg[3] = min(agg[2], v), max(agg[3], v)
+	if len(list) < 5 {
+		err = l.AppendValue(v)
+	} else {
+		err = l.Put(append(list[len(list)-4:], v))
+	}
+	if err != nil {
+		return err
+	}
+	for i, name := range names {
+		if err := m.UpdateValue(name, agg[i]); err != nil {
+			return err
+		}
+	}
+	ts, err := tm.List(key)
+	if err != nil {
+		return err
+	}
+	for _, e := range ts {
+		if err := tm.Delete(key, e); err != nil {
+			return err
+		}
+	}
+	return tm.Register(key, now+3_600_000)
+}

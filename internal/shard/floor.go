@@ -57,6 +57,7 @@ func (s *Shard) set(key, val []byte) { s.setOwned(key, cloneBytes(val)) }
 // caller must not modify it afterwards).
 func (s *Shard) setOwned(key, val []byte) {
 	s.stage.setOwned(key, val)
+	s.noteWrite(key)
 	if len(key) < 9 {
 		return
 	}

@@ -15,11 +15,18 @@ import (
 // its own entry, keyed by a sequence number: Put writes 0..n-1, appends
 // continue after the greatest sequence present (expired or not), so key
 // order is insertion order and appending never rewrites existing elements.
+//
+// Finding "the greatest sequence present" costs a store read, so the shard
+// remembers each list's next sequence for the rest of the batch once a Get,
+// Put, append or Clear of that list has established it (Shard.listTail):
+// the common read-then-append reads the store once. The stored format is
+// unchanged; nothing of the tail is persisted.
 type listState[T any] struct {
 	varBase
 	c       state.Codec[T]
 	dec     *decoder[T]
 	nilable bool
+	seqKey  []byte // scratch for element keys (the staging layer copies them)
 }
 
 // NewListState declares a ListState (only during Init).
@@ -65,7 +72,11 @@ func (l *listState[T]) Get() (iter.Seq[T], error) {
 	var out []T
 	var derr error
 	prefix := l.prefix()
+	// The greatest element seen, expired or not (k is only valid during fn).
+	seen, lastSeq, lastValid := false, uint64(0), false
 	err := l.s.scan(prefix, keys.PrefixEnd(prefix), func(k, v []byte) bool {
+		seen = true
+		lastSeq, lastValid = listSeq(prefix, k)
 		h, p, err := changelog.DecodeValue(v)
 		if err != nil {
 			derr = fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, k, err)
@@ -87,6 +98,14 @@ func (l *listState[T]) Get() (iter.Seq[T], error) {
 	}
 	if err != nil {
 		return nil, l.err("Get", err)
+	}
+	// The scan saw the whole list: remember where an append goes, so that
+	// the common read-then-append does no second store read.
+	switch {
+	case !seen:
+		l.s.setListTail(prefix, 0)
+	case lastValid:
+		l.s.setListTail(prefix, lastSeq+1)
 	}
 	return slices.Values(out), nil
 }
@@ -125,6 +144,7 @@ func (l *listState[T]) Put(vs []T) error {
 		return l.err("Put", err)
 	}
 	prefix := l.prefix()
+	l.s.dropListTail(prefix)
 	old, err := l.s.entries(prefix, keys.PrefixEnd(prefix))
 	if err != nil {
 		return l.err("Put", err)
@@ -147,6 +167,7 @@ func (l *listState[T]) Put(vs []T) error {
 		l.s.batchStats.RowsRemoved++
 	}
 	l.write(prefix, 0, ps, exp)
+	l.s.setListTail(prefix, uint64(len(ps)))
 	return nil
 }
 
@@ -169,27 +190,31 @@ func (l *listState[T]) append(op string, vs []T) error {
 		return l.err(op, err)
 	}
 	prefix := l.prefix()
-	last, ok, err := l.s.last(prefix, keys.PrefixEnd(prefix))
-	if err != nil {
-		return l.err(op, err)
-	}
-	next := uint64(0)
-	if ok {
-		seq, valid := listSeq(prefix, last)
-		if !valid {
-			return l.err(op, fmt.Errorf("%w: list element key %x", state.ErrCorrupt, last))
+	next, known := l.s.listTail(prefix)
+	if !known {
+		last, ok, err := l.s.last(prefix, keys.PrefixEnd(prefix))
+		if err != nil {
+			return l.err(op, err)
 		}
-		next = seq + 1
+		if ok {
+			seq, valid := listSeq(prefix, last)
+			if !valid {
+				return l.err(op, fmt.Errorf("%w: list element key %x", state.ErrCorrupt, last))
+			}
+			next = seq + 1
+		}
 	}
 	l.write(prefix, next, ps, exp)
+	l.s.setListTail(prefix, next+uint64(len(ps)))
 	return nil
 }
 
 // write stages elements at seq, seq+1, ... (fresh keys: no old index to clean).
 func (l *listState[T]) write(prefix []byte, seq uint64, ps [][]byte, exp int64) {
 	for i, p := range ps {
-		key := binary.BigEndian.AppendUint64(prefix[:len(prefix):len(prefix)], seq+uint64(i))
-		l.s.set(key, changelog.EncodeValue(changelog.Header{SchemaID: l.schemaID, Expiry: exp}, p))
+		l.seqKey = binary.BigEndian.AppendUint64(append(l.seqKey[:0], prefix...), seq+uint64(i))
+		key := l.seqKey
+		l.s.setOwned(key, changelog.EncodeValue(changelog.Header{SchemaID: l.schemaID, Expiry: exp}, p)) // a fresh slice
 		if exp != changelog.NoExpiry {
 			l.s.set(changelog.TTLKey(exp, key), indexValue)
 		}
@@ -203,7 +228,12 @@ func (l *listState[T]) Clear() error {
 		return err
 	}
 	prefix := l.prefix()
-	return l.err("Clear", l.s.deleteRange(prefix, keys.PrefixEnd(prefix)))
+	l.s.dropListTail(prefix)
+	if err := l.s.deleteRange(prefix, keys.PrefixEnd(prefix)); err != nil {
+		return l.err("Clear", err)
+	}
+	l.s.setListTail(prefix, 0)
+	return nil
 }
 
 func listSeq(prefix, key []byte) (uint64, bool) {

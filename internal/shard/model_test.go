@@ -663,3 +663,23 @@ func TestModelRocksDB(t *testing.T) {
 	reopen := func() (*shard.Shard, error) { return shard.OpenShard(shard.ShardOptions{Dir: dir, AllowTTL: true}) }
 	runModel(t, 7, 400, fresh, reopen, func() {})
 }
+
+// TestModelPebble is TestModelRocksDB on the Pebble backend: the batch's
+// reused iterator, list tails and timer cache on both stores.
+func TestModelPebble(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Pebble model run skipped in -short mode")
+	}
+	root := t.TempDir()
+	n := 0
+	var dir string
+	open := func() (*shard.Shard, error) {
+		return shard.OpenShard(shard.ShardOptions{Dir: dir, AllowTTL: true, StoreBackend: kv.BackendPebble})
+	}
+	fresh := func() (*shard.Shard, error) {
+		n++
+		dir = filepath.Join(root, fmt.Sprint("shard", n))
+		return open()
+	}
+	runModel(t, 8, 400, fresh, open, func() {})
+}

@@ -38,6 +38,7 @@ func (s *Shard) BeginReseed() error {
 	s.cache.clear()
 	var b kv.Batch
 	b.Put([]byte(reseedKey), []byte{1})
+	s.resetReads()
 	if err := s.store.Write(&b, kv.WriteOptions{Sync: true}); err != nil {
 		return shardErr("BeginReseed", err)
 	}
@@ -82,6 +83,7 @@ func (s *Shard) EndReseed(nextOffset int64) error {
 	var b kv.Batch
 	b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(nextOffset)))
 	b.Delete([]byte(reseedKey))
+	s.resetReads()
 	if err := s.store.Write(&b, kv.WriteOptions{Sync: true}); err != nil {
 		return shardErr("EndReseed", err)
 	}

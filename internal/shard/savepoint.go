@@ -55,6 +55,7 @@ func (s *Shard) RollbackTo(sp Savepoint) error {
 		return shardErr("RollbackTo", state.ErrNoBatch)
 	}
 	s.stage.rollback(sp.undo)
+	s.forgetTails()
 	s.batchStats = sp.stats
 	return nil
 }

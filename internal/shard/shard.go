@@ -79,6 +79,7 @@ type Shard struct {
 	readClosed bool
 
 	stage *staging
+	reads readState // the batch's reused iterator and list tails (readiter.go)
 	// pending holds writes made by declarations (variable registry,
 	// DeleteIfExists) and PutMeta outside a batch. They must reach the
 	// changelog before any state written under the declared ids, and they
@@ -266,6 +267,7 @@ func (s *Shard) Close() error {
 	}
 	s.closed = true
 	s.inBatch = false
+	s.resetReads()
 	s.stage = newStaging()
 	s.pending = nil
 	s.cache.clear()
@@ -312,6 +314,7 @@ func (s *Shard) ApplyChangelog(recs []changelog.Record, nextOffset int64) error 
 		return err
 	}
 	s.cache.clear() // the records overwrite the store under the cache
+	s.resetReads()
 	var b kv.Batch
 	for _, r := range recs {
 		if len(r.Key) == 0 || r.Key[0] == offsetKey[0] {
@@ -341,6 +344,7 @@ func (s *Shard) Wipe() error {
 		return err
 	}
 	s.cache.clear()
+	s.resetReads()
 	var b kv.Batch
 	b.DeleteRange(everythingLower, everythingUpper)
 	b.Delete([]byte(offsetKey))
@@ -397,6 +401,7 @@ func (s *Shard) Begin(batchTimeMs int64) {
 	}
 	s.inBatch, s.finished = true, false
 	s.batchSeq++
+	s.resetReads()
 	s.batchTime = batchTimeMs
 	s.hasKey, s.key = false, s.key[:0]
 	s.batchStats = Stats{}
@@ -463,6 +468,7 @@ func (s *Shard) Commit(nextChangelogOffset int64) error {
 	if err != nil {
 		return shardErr("Commit", err)
 	}
+	s.resetReads() // the write below changes the store under the batch's iterator
 	var b kv.Batch
 	s.stage.writeTo(&b)
 	b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(nextChangelogOffset)))
@@ -474,7 +480,7 @@ func (s *Shard) Commit(nextChangelogOffset int64) error {
 	if s.cache != nil {
 		s.cache.commit(s.stage) // after the write: the cache holds committed values only
 	}
-	s.stage = newStaging()
+	s.stage.reset()
 	s.pending = nil
 	st := &s.batchStats
 	s.total.rowsUpdated.Add(st.RowsUpdated)
@@ -493,7 +499,8 @@ func (s *Shard) Abort() {
 	if !s.inBatch {
 		return
 	}
-	s.stage = newStaging()
+	s.resetReads()
+	s.stage.reset()
 	for _, w := range s.pending {
 		s.stage.set(w.key, w.val)
 	}

@@ -18,11 +18,17 @@ import (
 //
 // Why not reuse kv.NewMemory: the staging layer needs tombstones, must be
 // fast without locking, and its iteration must survive inserts.
+//
+// Allocation: a batch stages thousands of entries, so each costs one
+// allocation (the entry with its next pointers, for the usual heights);
+// staged keys are copied into shared chunks (arena) instead of one string
+// each, and reset keeps the index map's buckets for the next batch.
 type staging struct {
 	head  stagedEntry
 	level int
 	rnd   uint64
 	index map[string]*stagedEntry
+	arena []byte // the current chunk of staged keys (append-only)
 
 	// undo logs the writes since the batch's first savepoint (see
 	// savepoint.go); logUndo is set by that savepoint.
@@ -38,6 +44,9 @@ type stagedEntry struct {
 
 const stagingMaxLevel = 20
 
+// stagingChunk is the size of a key arena chunk.
+const stagingChunk = 32 << 10
+
 func newStaging() *staging {
 	return &staging{
 		head:  stagedEntry{next: make([]*stagedEntry, stagingMaxLevel)},
@@ -45,6 +54,58 @@ func newStaging() *staging {
 		rnd:   0x2545f4914f6cdd1d,
 		index: make(map[string]*stagedEntry),
 	}
+}
+
+// reset empties the layer for the next batch, keeping the index map's
+// memory. Keys and values handed out before (Finish's records, the
+// committed-state cache) stay valid: key chunks are never reused (the next
+// key starts a new chunk), values are never modified.
+func (s *staging) reset() {
+	clear(s.head.next)
+	s.level = 1
+	clear(s.index)
+	s.arena = nil
+	clear(s.undo)
+	s.undo, s.logUndo = s.undo[:0], false
+}
+
+// newEntry allocates an entry of height h with its next pointers in the
+// same allocation (3 in 4 entries have height 1).
+func newEntry(h int) *stagedEntry {
+	switch h {
+	case 1:
+		n := &struct {
+			e stagedEntry
+			a [1]*stagedEntry
+		}{}
+		n.e.next = n.a[:]
+		return &n.e
+	case 2:
+		n := &struct {
+			e stagedEntry
+			a [2]*stagedEntry
+		}{}
+		n.e.next = n.a[:]
+		return &n.e
+	case 3, 4:
+		n := &struct {
+			e stagedEntry
+			a [4]*stagedEntry
+		}{}
+		n.e.next = n.a[:h]
+		return &n.e
+	}
+	return &stagedEntry{next: make([]*stagedEntry, h)}
+}
+
+// keep copies key into the arena.
+func (s *staging) keep(key []byte) []byte {
+	if len(key) > cap(s.arena)-len(s.arena) {
+		s.arena = make([]byte, 0, max(stagingChunk, len(key)))
+	}
+	off := len(s.arena)
+	s.arena = append(s.arena, key...)
+	return s.arena[off:len(s.arena):len(s.arena)]
 }
 
 func (s *staging) len() int { return len(s.index) }
@@ -83,10 +144,13 @@ func (s *staging) setOwned(key, val []byte) {
 	if h > s.level {
 		s.level = h
 	}
-	// One allocation holds the key bytes; the index shares them (the key of
-	// an entry is never modified).
-	ks := string(key)
-	e := &stagedEntry{key: unsafe.Slice(unsafe.StringData(ks), len(ks)), val: val, deleted: val == nil, next: make([]*stagedEntry, h)}
+	// The index shares the entry's key bytes (never modified).
+	e := newEntry(h)
+	e.key, e.val, e.deleted = s.keep(key), val, val == nil
+	ks := ""
+	if len(e.key) > 0 {
+		ks = unsafe.String(&e.key[0], len(e.key))
+	}
 	for i := 0; i < h; i++ {
 		e.next[i] = prev[i].next[i]
 		prev[i].next[i] = e
@@ -171,15 +235,12 @@ func (s *Shard) get(key []byte) ([]byte, bool, error) {
 // and the store does not change during a batch), but keys it stages inside
 // the range may or may not be visited.
 func (s *Shard) scan(lower, upper []byte, fn func(key, value []byte) bool) error {
-	it := s.store.NewIter(lower, upper)
-	defer it.Close()
-	ok := it.First()
-	if lower == nil {
-		lower = []byte{}
-	}
-	e := s.stage.seekGE(lower)
+	it, own := s.storeIter(lower, upper)
+	defer s.releaseIter(it, own)
+	ok := seekGE(it, lower, upper)
+	e := s.stage.seekGE(lower) // nil: from the first entry
 	inRange := func(e *stagedEntry) bool {
-		return e != nil && (upper == nil || bytes.Compare(e.key, upper) < 0)
+		return e != nil && below(e.key, upper)
 	}
 	for {
 		stagedOK := inRange(e)
@@ -199,12 +260,12 @@ func (s *Shard) scan(lower, upper []byte, fn func(key, value []byte) bool) error
 			if !fn(it.Key(), it.Value()) {
 				return it.Error()
 			}
-			ok = it.Next()
+			ok = it.Next() && below(it.Key(), upper)
 			continue
 		}
 		// Staging shadows the store on equal keys.
 		if c == 0 {
-			ok = it.Next()
+			ok = it.Next() && below(it.Key(), upper)
 		}
 		cur := e
 		e = e.next[0]
@@ -219,9 +280,9 @@ func (s *Shard) scan(lower, upper []byte, fn func(key, value []byte) bool) error
 // (lower must not be nil), or ok=false when the range is empty. ListState
 // uses it to allocate the next element sequence number.
 func (s *Shard) last(lower, upper []byte) ([]byte, bool, error) {
-	it := s.store.NewIter(lower, upper)
-	defer it.Close()
-	ok := it.Last()
+	it, own := s.storeIter(lower, upper)
+	defer s.releaseIter(it, own)
+	ok := seekLT(it, lower, upper)
 	e := s.stage.seekLT(upper)
 	inRange := func(e *stagedEntry) bool { return e != nil && bytes.Compare(e.key, lower) >= 0 }
 	for {
@@ -245,7 +306,7 @@ func (s *Shard) last(lower, upper []byte) ([]byte, bool, error) {
 			return cloneBytes(e.key), true, nil
 		}
 		if c == 0 {
-			ok = it.Prev()
+			ok = it.Prev() && bytes.Compare(it.Key(), lower) >= 0
 		}
 		e = s.stage.seekLT(e.key)
 	}
@@ -254,6 +315,7 @@ func (s *Shard) last(lower, upper []byte) ([]byte, bool, error) {
 // writeTo adds the staged changes to b in key order (the batch keeps the
 // slices: the staging layer is dropped after the write).
 func (s *staging) writeTo(b *kv.Batch) {
+	b.Grow(len(s.index) + 1) // + the offset the commit adds
 	for e := s.first(); e != nil; e = e.next[0] {
 		if e.deleted {
 			b.Delete(e.key)

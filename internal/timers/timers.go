@@ -1,8 +1,10 @@
 package timers
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/kstate/kstate/state"
 	"github.com/kstate/kstate/timers"
@@ -27,6 +29,19 @@ type Stats struct {
 // list one key's timers. All operations are staged in the shard's batch.
 type Timers struct {
 	s *shard.Shard
+
+	// known is the last List result, kept up to date by this Timers' own
+	// Register and Delete of that key: the common "list my timers, delete
+	// them, register a new one" of one handler call then reads the store
+	// once instead of once per call. It is trusted only while the shard's
+	// TimerGen is what it was after the last update (no other writer of
+	// the timer key spaces, no batch boundary, restore or rollback since).
+	known struct {
+		valid    bool
+		gen      uint64
+		key      []byte
+		expiries []int64 // ascending
+	}
 }
 
 // New returns the timers of shard s.
@@ -43,11 +58,18 @@ func (t *Timers) Register(key []byte, expiry int64) error {
 	if err != nil || ok {
 		return opErr("Register", key, expiry, err)
 	}
+	gen := t.s.TimerGen()
 	// The TimerKey put is what the shard counts as a registration.
 	if err := t.s.Put(changelog.TimerKey(expiry, key), value); err != nil {
+		t.known.valid = false
 		return opErr("Register", key, expiry, err)
 	}
-	return opErr("Register", key, expiry, t.s.Put(changelog.TimerByKey(key, expiry), value))
+	if err := t.s.Put(changelog.TimerByKey(key, expiry), value); err != nil {
+		t.known.valid = false
+		return opErr("Register", key, expiry, err)
+	}
+	t.changed(key, expiry, true, gen)
+	return nil
 }
 
 // Delete removes the timer (key, expiry); a no-op when it does not exist.
@@ -56,10 +78,17 @@ func (t *Timers) Delete(key []byte, expiry int64) error {
 	if err != nil || !ok {
 		return opErr("Delete", key, expiry, err)
 	}
+	gen := t.s.TimerGen()
 	if err := t.s.Delete(changelog.TimerKey(expiry, key)); err != nil {
+		t.known.valid = false
 		return opErr("Delete", key, expiry, err)
 	}
-	return opErr("Delete", key, expiry, t.s.Delete(changelog.TimerByKey(key, expiry)))
+	if err := t.s.Delete(changelog.TimerByKey(key, expiry)); err != nil {
+		t.known.valid = false
+		return opErr("Delete", key, expiry, err)
+	}
+	t.changed(key, expiry, false, gen)
+	return nil
 }
 
 // Exists reports whether the timer (key, expiry) is registered.
@@ -69,12 +98,58 @@ func (t *Timers) Exists(key []byte, expiry int64) (bool, error) {
 }
 
 func (t *Timers) exists(key []byte, expiry int64) (bool, error) {
+	if es, ok := t.cached(key); ok {
+		_, found := slices.BinarySearch(es, expiry)
+		return found, nil
+	}
 	_, ok, err := t.s.Get(changelog.TimerKey(expiry, key))
 	return ok, err
 }
 
+// cached returns key's expiries when the List cache holds them.
+func (t *Timers) cached(key []byte) ([]int64, bool) {
+	k := &t.known
+	if !k.valid || k.gen != t.s.TimerGen() || !bytes.Equal(k.key, key) {
+		return nil, false
+	}
+	return k.expiries, true
+}
+
+// remember caches key's expiries (ascending) as of now.
+func (t *Timers) remember(key []byte, expiries []int64) {
+	k := &t.known
+	k.valid, k.gen = true, t.s.TimerGen()
+	k.key = append(k.key[:0], key...)
+	k.expiries = append(k.expiries[:0], expiries...)
+}
+
+// changed updates the cache after this Timers added (add) or removed
+// expiry of key; gen is the shard's TimerGen before those writes. A cache
+// of another key, or one that was stale before the writes, is dropped.
+func (t *Timers) changed(key []byte, expiry int64, add bool, gen uint64) {
+	k := &t.known
+	if !k.valid || k.gen != gen || !bytes.Equal(k.key, key) {
+		k.valid = false
+		return
+	}
+	i, found := slices.BinarySearch(k.expiries, expiry)
+	switch {
+	case add && !found:
+		k.expiries = slices.Insert(k.expiries, i, expiry)
+	case !add && found:
+		k.expiries = slices.Delete(k.expiries, i, i+1)
+	}
+	k.gen = t.s.TimerGen()
+}
+
 // List returns the expiries of key's timers, ascending.
 func (t *Timers) List(key []byte) ([]int64, error) {
+	if es, ok := t.cached(key); ok {
+		if len(es) == 0 {
+			return nil, nil
+		}
+		return slices.Clone(es), nil
+	}
 	prefix := keys.TimerByKeyPrefix(key)
 	var out []int64
 	var derr error
@@ -93,6 +168,7 @@ func (t *Timers) List(key []byte) ([]int64, error) {
 	if err != nil {
 		return nil, wrap(fmt.Sprintf("List(key %q)", key), err)
 	}
+	t.remember(key, out)
 	return out, nil
 }
 

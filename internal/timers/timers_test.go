@@ -229,3 +229,89 @@ func TestFloor(t *testing.T) {
 	}
 	s.Abort()
 }
+
+// TestListCacheStaysExact checks the List cache of one handler call's
+// "list, delete, register" against the store: every answer must equal what
+// a fresh Timers (no cache) reads, also when another writer of the timer
+// key spaces, a savepoint rollback or a batch boundary comes in between.
+func TestListCacheStaysExact(t *testing.T) {
+	s := open(t)
+	a := timers.New(s)
+	key := []byte("k")
+	fresh := func() []int64 {
+		t.Helper()
+		got, err := timers.New(s).List(key)
+		noErr(t, err)
+		return got
+	}
+	same := func(what string) {
+		t.Helper()
+		got, err := a.List(key)
+		noErr(t, err)
+		if want := fresh(); !slices.Equal(got, want) {
+			t.Fatalf("%s: cached List = %v, store says %v", what, got, want)
+		}
+	}
+	batch(t, s, func() {
+		noErr(t, a.Register(key, 10))
+		noErr(t, a.Register(key, 30))
+	})
+	s.Begin(0)
+	same("first List")
+	noErr(t, a.Delete(key, 10))
+	same("after Delete")
+	noErr(t, a.Register(key, 20))
+	noErr(t, a.Register(key, 20)) // a no-op: exists from the cache
+	same("after Register")
+	if ok, err := a.Exists(key, 10); err != nil || ok {
+		t.Fatalf("Exists(10) after Delete = %v, %v", ok, err)
+	}
+	// Another writer (the engine deleting a fired timer with its own Timers).
+	noErr(t, timers.New(s).Delete(key, 30))
+	noErr(t, timers.New(s).Register(key, 40))
+	same("after another Timers wrote")
+	if ok, err := a.Exists(key, 30); err != nil || ok {
+		t.Fatalf("Exists(30) after another Timers deleted it = %v, %v", ok, err)
+	}
+	// A rollback unstages writes the cache saw.
+	sp, err := s.Savepoint()
+	noErr(t, err)
+	same("before the savepoint's writes")
+	noErr(t, a.Register(key, 50))
+	noErr(t, s.RollbackTo(sp))
+	same("after RollbackTo")
+	noErr(t, a.Delete(key, 50)) // gone with the rollback: a no-op
+	s.Abort()
+	s.Begin(0)
+	same("after Abort")
+	if got := fresh(); !slices.Equal(got, []int64{10, 30}) {
+		t.Fatalf("after Abort the committed timers are %v, want [10 30]", got)
+	}
+	recs, err := s.Finish()
+	noErr(t, err)
+	noErr(t, s.Commit(s.ChangelogOffset()+int64(len(recs))))
+	// The deleted and registered timers' changelog records are exact: a
+	// Delete answered from the cache still writes both index tombstones.
+	recs = batch(t, s, func() {
+		same("new batch")
+		noErr(t, a.Delete(key, 10))
+		noErr(t, a.Register(key, 11))
+	})
+	var puts, dels int
+	for _, r := range recs {
+		if r.Value == nil {
+			dels++
+		} else {
+			puts++
+		}
+	}
+	if puts != 2 || dels != 2 {
+		t.Fatalf("Delete+Register gave %d puts and %d tombstones, want 2 and 2: %v", puts, dels, recs)
+	}
+	s.Begin(0)
+	same("after commit")
+	if got := fresh(); !slices.Equal(got, []int64{11, 30}) {
+		t.Fatalf("timers %v, want [11 30]", got)
+	}
+	s.Abort()
+}
