@@ -78,6 +78,8 @@ const (
 	cacheSegmentMin  = 256 << 10
 	cacheSegmentsMax = 64
 	cacheMaxKey      = 1<<24 - 1
+	// cacheAbsentRoom is the value room of an entry caching an absence.
+	cacheAbsentRoom = 16
 
 	flagPresent  = 1 << 24 // the key exists (else: known absent)
 	flagDead     = 2 << 24 // replaced, deleted or dropped: skipped, not indexed
@@ -247,6 +249,12 @@ func (sc *shardCache) put(g *cacheSegment, h uint64, key, val []byte, present, o
 	if !present {
 		val = nil
 	}
+	room := len(val)
+	if !present {
+		// Room for a small value: a key read as absent is often written
+		// next (a count's first record), and then fits in place.
+		room = cacheAbsentRoom
+	}
 	size := cacheHeader + len(key) + len(val)
 	i, off := -1, -1
 	if g.n > 0 {
@@ -262,6 +270,7 @@ func (sc *shardCache) put(g *cacheSegment, h uint64, key, val []byte, present, o
 	} else if onlyCached {
 		return
 	}
+	size = cacheHeader + len(key) + room
 	if len(key) > cacheMaxKey || size > g.ringCap/4 {
 		return // one entry may not take a large part of the budget
 	}
