@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 )
 
@@ -241,4 +242,52 @@ func TestCacheUpdateInPlaceAndGrow(t *testing.T) {
 		t.Fatalf("%d entries, want 1", st.Entries)
 	}
 	checkCache(t, c, 1<<20)
+}
+
+// Shards of several tasks use one cache at once (tasks run in parallel, and
+// pipelines share the cache): each goroutine checks its own committed
+// values while the others evict and clear theirs.
+func TestCacheConcurrentShards(t *testing.T) {
+	const budget = 64 << 10
+	c := NewCache(budget)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Go(func() {
+			rnd := rand.New(rand.NewPCG(uint64(w), 7))
+			sc := c.forShard()
+			m := map[string][]byte{}
+			for op := range 20000 {
+				k := fmt.Appendf(nil, "\x01k%d", rnd.IntN(200))
+				switch r := rnd.IntN(100); {
+				case r < 60:
+					v, ok, hit := sc.lookup(k)
+					want, present := m[string(k)]
+					if hit && (ok != present || !bytes.Equal(v, want)) {
+						errs <- fmt.Errorf("worker %d op %d: cached %q %v, committed %q %v", w, op, v, ok, want, present)
+						return
+					}
+					if !hit {
+						sc.fill(k, bytes.Clone(want), present)
+					}
+				case r < 99:
+					v := fmt.Appendf(nil, "%d-%d", w, op)
+					m[string(k)] = v
+					h := sc.hash(k)
+					g := sc.segment(h)
+					g.mu.Lock()
+					sc.put(g, h, k, v, true, true)
+					g.mu.Unlock()
+				default:
+					sc.clear()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	checkCache(t, c, budget)
 }
