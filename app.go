@@ -283,7 +283,7 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		// task closed when its call returns) keeps the cache alive.
 		defer mem.Close()
 	}
-	cache := shard.NewCache(cfg.StateCacheBytes) // nil (off) when 0
+	cache := shard.NewCache(cfg.StateCacheBytes) // nil (off) when negative
 	kadm := kafkaAdmin{a: adm, maxRecordBytes: cfg.MaxRecordBytes, log: cfg.Logger.With("app", cfg.ApplicationID)}
 	batchBase, batchCap := cfg.batchLimits()
 	base := engine.CoordinatorConfig{

@@ -263,7 +263,6 @@ func TestConfigValidation(t *testing.T) {
 		"bad mode":        func(c *kstate.Config[string, string, string]) { c.TimeMode = 7 },
 		"tiny memory":     func(c *kstate.Config[string, string, string]) { c.StateMemory = 1000 },
 		"tiny cache":      func(c *kstate.Config[string, string, string]) { c.StateCacheBytes = 1000 },
-		"negative cache":  func(c *kstate.Config[string, string, string]) { c.StateCacheBytes = -1 },
 		"bad backend":     func(c *kstate.Config[string, string, string]) { c.StateBackend = "leveldb" },
 		"initial mismatch": func(c *kstate.Config[string, string, string]) {
 			c.InitialState = kstate.InitialStateFromSeq(maps.All(map[string]string{}))

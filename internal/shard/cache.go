@@ -1,6 +1,9 @@
 package shard
 
 import (
+	"bytes"
+	"encoding/binary"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
@@ -10,8 +13,7 @@ import (
 // Cache is the committed-state cache: point reads of the store (Shard.get
 // when the key is not staged) are answered from memory for hot keys, so
 // they do not cross cgo into RocksDB. One Cache is shared by the shards of
-// a Run and bounded in bytes; eviction is least recently used over all of
-// them.
+// a Run and bounded in bytes.
 //
 // Only metadata and state entries (key kinds 0x00 and 0x01) are cached:
 // timer keys are point read once, by Register, never again.
@@ -28,31 +30,77 @@ import (
 //   - every other store write (ApplyChangelog, Wipe, re-seed) and Close
 //     drop the shard's entries.
 //
-// Cached values are never modified in place (a commit replaces the slice),
-// so a value handed to a reader stays valid, like a staged one.
+// It holds the stored bytes (value header and payload), not decoded values:
+// TTL expiry and schema evolution are applied on every read, as for a
+// store read.
+//
+// Layout: nothing in it is a pointer the garbage collector must follow per
+// entry. The cache is split into segments (by key hash, each with its own
+// lock); a segment is a ring of bytes holding entries back to back
+// (header, key, value) and an index, an open-addressing table of uint64
+// slots (32 bits of the entry's hash, its offset in the ring) with linear
+// probing. Both are plain byte and integer arrays, so GC marking does not
+// grow with the number of entries (the earlier layout, one Go object per
+// entry, cost in GC what it saved in store reads: docs/BENCHMARKS.md).
+// A new entry is appended at the ring's tail; room is made by dropping the
+// oldest entries at its head, except that an entry read since it was
+// written gets a second chance (it is moved to the tail, a CLOCK
+// approximation of LRU). An update of a cached key overwrites the value in
+// place when it fits, else appends a new entry and marks the old one dead.
+// The index only narrows the search: the stored owner and key are compared
+// on every lookup, so keys whose hashes collide are told apart.
+//
+// Reads return a copy of the cached value: the ring is reused, so a value
+// handed to a reader must not alias it.
 type Cache struct {
-	mu   sync.Mutex
-	max  int64
-	used int64
-	n    int
-	lru  cacheEntry // sentinel of the ring: lru.next is the most recent
+	segs     []cacheSegment
+	segShift uint // hash >> segShift selects the segment
+	seed     maphash.Seed
+	owners   atomic.Uint32 // the last owner id given to a shard
 
 	hits, misses atomic.Int64
+
+	weakHash bool // tests: few distinct hashes, so that keys collide
 }
 
-// cacheEntryOverhead approximates the bytes of an entry besides its key
-// and value (the struct, the map slot and the key string header).
-const cacheEntryOverhead = 112
+const (
+	// cacheHeader is the bytes of an entry's header: entry size, owner,
+	// key length with the flags in its top byte, value length.
+	cacheHeader = 16
+	// cacheIndexShare is the share of a segment's budget that is its
+	// index (8 bytes a slot, at most 3/4 of the slots used).
+	cacheIndexShare = 4
+	// cacheMaxMoves bounds the second chances given while making room for
+	// one entry, so an insert does a bounded amount of work.
+	cacheMaxMoves = 8
+	// cacheSegmentMin is the smallest budget of a segment when there are
+	// several; cacheSegmentsMax bounds their number.
+	cacheSegmentMin  = 256 << 10
+	cacheSegmentsMax = 64
+	cacheMaxKey      = 1<<24 - 1
+	// cacheAbsentRoom is the value room of an entry caching an absence.
+	cacheAbsentRoom = 16
 
-type cacheEntry struct {
-	key        string
-	val        []byte
-	present    bool // false: the key is known to be absent
-	owner      *shardCache
-	prev, next *cacheEntry
+	flagPresent  = 1 << 24 // the key exists (else: known absent)
+	flagDead     = 2 << 24 // replaced, deleted or dropped: skipped, not indexed
+	flagAccessed = 4 << 24 // read since written or last moved
+	flagPad      = 8 << 24 // filler up to the ring's end
+	keyLenMask   = 1<<24 - 1
+)
+
+// cacheSegment is one lock's share of a Cache.
+type cacheSegment struct {
+	mu         sync.Mutex
+	ring       []byte   // allocated at the first insert
+	ringCap    int      // len(ring) once allocated
+	head, tail uint64   // absolute positions: tail-head bytes in use
+	slots      []uint64 // index: hash<<32 | offset+1, 0 = free; allocated with ring
+	mask       uint32   // len(slots)-1
+	n          int      // used slots: the live entries
+	maxEntries int      // 3/4 of the slots
+	scratch    []byte   // a moved entry, while it is re-appended
+	_          [64]byte
 }
-
-func (e *cacheEntry) charge() int64 { return int64(len(e.key)+cap(e.val)) + cacheEntryOverhead }
 
 // NewCache returns a cache bounded by maxBytes, or nil (no cache) when
 // maxBytes ≤ 0. A nil *Cache is valid in ShardOptions.
@@ -60,15 +108,33 @@ func NewCache(maxBytes int64) *Cache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	c := &Cache{max: maxBytes}
-	c.lru.next, c.lru.prev = &c.lru, &c.lru
+	n := 1
+	for n < cacheSegmentsMax && maxBytes/int64(2*n) >= cacheSegmentMin {
+		n *= 2
+	}
+	per := maxBytes / int64(n)
+	// A quarter of each segment's budget is for its index (a power of two
+	// of slots), the rest is its ring.
+	c := &Cache{segs: make([]cacheSegment, n), seed: maphash.MakeSeed(), segShift: 64}
+	for b := n; b > 1; b /= 2 {
+		c.segShift--
+	}
+	for i := range c.segs {
+		slots := uint32(4)
+		for int64(slots)*2*8 <= per/cacheIndexShare {
+			slots *= 2
+		}
+		c.segs[i].ringCap = int(per - int64(slots)*8)
+		c.segs[i].mask = slots - 1
+		c.segs[i].maxEntries = int(slots) * 3 / 4
+	}
 	return c
 }
 
 // CacheStats are a Cache's counters.
 type CacheStats struct {
 	Hits, Misses int64 // point reads answered from the cache, or from the store
-	Bytes        int64 // charged bytes held (keys, values, overhead)
+	Bytes        int64 // charged bytes held (ring bytes in use, index slots)
 	Entries      int
 }
 
@@ -77,136 +143,374 @@ func (c *Cache) Stats() CacheStats {
 	if c == nil {
 		return CacheStats{}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Bytes: c.used, Entries: c.n}
+	st := CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load()}
+	for i := range c.segs {
+		g := &c.segs[i]
+		g.mu.Lock()
+		st.Bytes += int64(g.tail-g.head) + int64(len(g.slots))*8
+		st.Entries += g.n
+		g.mu.Unlock()
+	}
+	return st
 }
 
-// shardCache is one shard's part of a Cache.
+// shardCache is one shard's part of a Cache: its entries carry the
+// shard's owner id.
 type shardCache struct {
-	c *Cache
-	m map[string]*cacheEntry
+	c     *Cache
+	owner uint32
+	// inserted counts the entries this shard inserted since its last clear
+	// (at least its live entries): commit and clear skip the cache at 0.
+	// Only the shard's goroutine changes it.
+	inserted atomic.Int64
 }
 
 func (c *Cache) forShard() *shardCache {
 	if c == nil {
 		return nil
 	}
-	return &shardCache{c: c, m: make(map[string]*cacheEntry)}
+	return &shardCache{c: c, owner: c.owners.Add(1)}
 }
 
-func (c *Cache) unlink(e *cacheEntry) {
-	e.prev.next, e.next.prev = e.next, e.prev
-	e.prev, e.next = nil, nil
-}
+func (sc *shardCache) hash(key []byte) uint64 { return sc.c.hashOf(sc.owner, key) }
 
-func (c *Cache) pushFront(e *cacheEntry) {
-	e.prev, e.next = &c.lru, c.lru.next
-	c.lru.next.prev = e
-	c.lru.next = e
-}
-
-func (c *Cache) remove(e *cacheEntry) {
-	c.unlink(e)
-	delete(e.owner.m, e.key)
-	c.used -= e.charge()
-	c.n--
-}
-
-func (c *Cache) evict() {
-	for c.used > c.max && c.lru.prev != &c.lru {
-		c.remove(c.lru.prev)
+func (c *Cache) hashOf(owner uint32, key []byte) uint64 {
+	h := maphash.Bytes(c.seed, key) ^ uint64(owner)*0x9e3779b97f4a7c15
+	if c.weakHash {
+		h &= 15<<60 | 3
 	}
+	return h
+}
+
+func (sc *shardCache) segment(h uint64) *cacheSegment {
+	c := sc.c
+	if c.segShift == 64 {
+		return &c.segs[0]
+	}
+	return &c.segs[h>>c.segShift]
 }
 
 // lookup returns the cached committed value of key: hit reports whether
-// the cache knows it, present whether the key exists.
+// the cache knows it, present whether the key exists. val is a copy.
 func (sc *shardCache) lookup(key []byte) (val []byte, present, hit bool) {
-	c := sc.c
-	c.mu.Lock()
-	e := sc.m[string(key)]
-	if e == nil {
-		c.mu.Unlock()
-		c.misses.Add(1)
-		return nil, false, false
+	h := sc.hash(key)
+	g := sc.segment(h)
+	g.mu.Lock()
+	if g.n > 0 {
+		if _, off := g.find(h, sc.owner, key); off >= 0 {
+			e := g.entry(uint32(off))
+			present = e.flags()&flagPresent != 0
+			if present {
+				v := e.val()
+				val = make([]byte, len(v))
+				copy(val, v)
+			}
+			e.setFlags(flagAccessed)
+			g.mu.Unlock()
+			sc.c.hits.Add(1)
+			return val, present, true
+		}
 	}
-	if c.lru.next != e {
-		c.unlink(e)
-		c.pushFront(e)
-	}
-	val, present = e.val, e.present
-	c.mu.Unlock()
-	c.hits.Add(1)
-	return val, present, true
+	g.mu.Unlock()
+	sc.c.misses.Add(1)
+	return nil, false, false
 }
 
-// fill caches the committed value of key read from the store (val is kept,
-// not copied: the store returned a copy).
+// fill caches the committed value of key read from the store.
 func (sc *shardCache) fill(key, val []byte, present bool) {
-	c := sc.c
-	if int64(len(key)+cap(val))+cacheEntryOverhead > c.max/4 {
-		return // one entry may not take a large part of the budget
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e := sc.m[string(key)]; e != nil {
-		c.used -= e.charge()
-		e.val, e.present = val, present
-		c.used += e.charge()
-	} else {
-		e = &cacheEntry{key: string(key), val: val, present: present, owner: sc}
-		sc.m[e.key] = e
-		c.pushFront(e)
-		c.used += e.charge()
-		c.n++
-	}
-	c.evict()
+	h := sc.hash(key)
+	g := sc.segment(h)
+	g.mu.Lock()
+	sc.put(g, h, key, val, present, false)
+	g.mu.Unlock()
 }
 
 // commit brings the cached entries of the keys staged in st up to date
-// with the committed batch (called after the store write succeeded). The
-// staged value slices are kept: the staging layer is dropped after Commit.
+// with the committed batch (called after the store write succeeded).
 func (sc *shardCache) commit(st *staging) {
-	c := sc.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(sc.m) == 0 {
+	if sc.inserted.Load() == 0 {
 		return
 	}
 	for e := st.first(); e != nil; e = e.next[0] {
 		if e.key[0] > byte(changelog.KindState) {
 			break // staged keys are sorted: timer and TTL keys are never cached
 		}
-		ce := sc.m[string(e.key)]
-		if ce == nil {
-			continue
-		}
-		if !e.deleted && int64(len(e.key)+cap(e.val))+cacheEntryOverhead > c.max/4 {
-			c.remove(ce)
-			continue
-		}
-		c.used -= ce.charge()
-		ce.val, ce.present = e.val, !e.deleted
-		if e.deleted {
-			ce.val = nil
-		}
-		c.used += ce.charge()
+		h := sc.hash(e.key)
+		g := sc.segment(h)
+		g.mu.Lock()
+		sc.put(g, h, e.key, e.val, !e.deleted, true)
+		g.mu.Unlock()
 	}
-	c.evict()
+}
+
+// put stores key's committed value in g (locked). With onlyCached, a key
+// that is not cached stays so.
+func (sc *shardCache) put(g *cacheSegment, h uint64, key, val []byte, present, onlyCached bool) {
+	if !present {
+		val = nil
+	}
+	room := len(val)
+	if !present {
+		// Room for a small value: a key read as absent is often written
+		// next (a count's first record), and then fits in place.
+		room = cacheAbsentRoom
+	}
+	size := cacheHeader + len(key) + len(val)
+	i, off := -1, -1
+	if g.n > 0 {
+		i, off = g.find(h, sc.owner, key)
+	}
+	if off >= 0 {
+		if e := g.entry(uint32(off)); size <= e.size() {
+			// In place: the value fits in the entry's room.
+			e.setVal(val, present)
+			return
+		}
+		g.kill(i, uint32(off))
+	} else if onlyCached {
+		return
+	}
+	size = cacheHeader + len(key) + room
+	if len(key) > cacheMaxKey || size > g.ringCap/4 {
+		return // one entry may not take a large part of the budget
+	}
+	if g.ring == nil {
+		g.ring = make([]byte, g.ringCap)
+		g.slots = make([]uint64, g.mask+1)
+	}
+	at := g.makeRoom(sc.c, size)
+	e := cacheEntry(g.ring[at : int(at)+size : int(at)+size])
+	binary.LittleEndian.PutUint32(e[0:], uint32(size))
+	binary.LittleEndian.PutUint32(e[4:], sc.owner)
+	binary.LittleEndian.PutUint32(e[8:], uint32(len(key)))
+	copy(e[cacheHeader:], key)
+	e.setVal(val, present)
+	g.insertSlot(h, at)
+	sc.inserted.Add(1)
 }
 
 // clear drops every entry of the shard.
 func (sc *shardCache) clear() {
-	if sc == nil {
+	if sc == nil || sc.inserted.Load() == 0 {
 		return
 	}
-	c := sc.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, e := range sc.m {
-		c.unlink(e)
-		c.used -= e.charge()
-		c.n--
+	for i := range sc.c.segs {
+		g := &sc.c.segs[i]
+		g.mu.Lock()
+		g.dropOwner(sc)
+		g.mu.Unlock()
 	}
-	clear(sc.m)
+	sc.inserted.Store(0)
+}
+
+// cacheEntry is an entry in a ring: a header (size, owner, key length and
+// flags, value length), the key, the value and unused room up to size.
+type cacheEntry []byte
+
+func (e cacheEntry) size() int     { return int(binary.LittleEndian.Uint32(e[0:])) }
+func (e cacheEntry) owner() uint32 { return binary.LittleEndian.Uint32(e[4:]) }
+func (e cacheEntry) flags() uint32 { return binary.LittleEndian.Uint32(e[8:]) &^ keyLenMask }
+func (e cacheEntry) keyLen() int   { return int(binary.LittleEndian.Uint32(e[8:]) & keyLenMask) }
+func (e cacheEntry) key() []byte   { return e[cacheHeader : cacheHeader+e.keyLen()] }
+func (e cacheEntry) setFlags(f uint32) {
+	binary.LittleEndian.PutUint32(e[8:], binary.LittleEndian.Uint32(e[8:])|f)
+}
+func (e cacheEntry) clearFlags(f uint32) {
+	binary.LittleEndian.PutUint32(e[8:], binary.LittleEndian.Uint32(e[8:])&^f)
+}
+
+func (e cacheEntry) val() []byte {
+	k := cacheHeader + e.keyLen()
+	return e[k : k+int(binary.LittleEndian.Uint32(e[12:]))]
+}
+
+func (e cacheEntry) matches(owner uint32, key []byte) bool {
+	return e.flags()&flagDead == 0 && e.owner() == owner && bytes.Equal(e.key(), key)
+}
+
+// setVal writes the value (it fits: the caller checked the entry's size).
+func (e cacheEntry) setVal(val []byte, present bool) {
+	copy(e[cacheHeader+e.keyLen():], val)
+	binary.LittleEndian.PutUint32(e[12:], uint32(len(val)))
+	if present {
+		e.setFlags(flagPresent)
+	} else {
+		e.clearFlags(flagPresent)
+	}
+}
+
+// entry returns the entry at off, up to the ring's end (its size bounds it).
+func (g *cacheSegment) entry(off uint32) cacheEntry {
+	e := cacheEntry(g.ring[off:])
+	if len(e) >= cacheHeader {
+		if n := e.size(); n >= cacheHeader && n <= len(e) {
+			return e[:n:n]
+		}
+	}
+	return e
+}
+
+// kill marks the live entry at off, indexed in slot i, dead.
+func (g *cacheSegment) kill(i int, off uint32) {
+	g.entry(off).setFlags(flagDead)
+	g.removeSlot(i)
+}
+
+// The index. A slot holds the low 32 bits of an entry's hash (its tag;
+// the slot it belongs in is tag&mask) and the entry's offset plus one. It
+// is never full (at most 3/4 used), so a probe ends at a free slot.
+
+func cacheSlot(h uint64, off uint32) uint64 { return uint64(uint32(h))<<32 | uint64(off+1) }
+
+// find returns the slot and offset of the live entry of (owner, key) with
+// hash h, or off -1.
+func (g *cacheSegment) find(h uint64, owner uint32, key []byte) (slot int, off int) {
+	tag := uint32(h)
+	for i := tag & g.mask; ; i = (i + 1) & g.mask {
+		s := g.slots[i]
+		if s == 0 {
+			return -1, -1
+		}
+		if uint32(s>>32) == tag && g.entry(uint32(s)-1).matches(owner, key) {
+			return int(i), int(uint32(s) - 1)
+		}
+	}
+}
+
+// findOff returns the slot of the entry at off with hash h (it is indexed).
+func (g *cacheSegment) findOff(h uint64, off uint32) int {
+	want := cacheSlot(h, off)
+	for i := uint32(h) & g.mask; ; i = (i + 1) & g.mask {
+		switch g.slots[i] {
+		case want:
+			return int(i)
+		case 0:
+			panic("shard: committed-state cache entry missing from its index")
+		}
+	}
+}
+
+func (g *cacheSegment) insertSlot(h uint64, off uint32) {
+	i := uint32(h) & g.mask
+	for g.slots[i] != 0 {
+		i = (i + 1) & g.mask
+	}
+	g.slots[i] = cacheSlot(h, off)
+	g.n++
+}
+
+// removeSlot frees slot i and moves back the slots after it whose probe
+// would otherwise pass the freed one (backward-shift deletion: no
+// tombstones).
+func (g *cacheSegment) removeSlot(i int) {
+	g.n--
+	free := uint32(i)
+	for j := (free + 1) & g.mask; g.slots[j] != 0; j = (j + 1) & g.mask {
+		home := uint32(g.slots[j]>>32) & g.mask
+		// The slot at j stays when its home is cyclically in (free, j].
+		if (free < j && free < home && home <= j) || (free > j && (free < home || home <= j)) {
+			continue
+		}
+		g.slots[free] = g.slots[j]
+		free = j
+	}
+	g.slots[free] = 0
+}
+
+// makeRoom returns the offset where an entry of size bytes (at most a
+// quarter of the ring) is written, at the ring's tail, after dropping (or
+// moving) the oldest entries until it fits and the index has a free slot.
+// Entries never wrap around the ring's end: the rest of the ring is padded.
+func (g *cacheSegment) makeRoom(c *Cache, size int) uint32 {
+	moves := 0
+	for {
+		p := int(g.tail % uint64(g.ringCap))
+		need := size
+		if g.ringCap-p < size {
+			need += g.ringCap - p // padding up to the end, then from 0
+		}
+		if int(g.tail-g.head)+need <= g.ringCap && g.n < g.maxEntries {
+			break
+		}
+		g.evictHead(c, &moves)
+	}
+	return g.place(size)
+}
+
+// place advances the tail over size bytes (padding first if they do not
+// fit before the ring's end) and returns their offset. The caller made
+// room.
+func (g *cacheSegment) place(size int) uint32 {
+	if g.head == g.tail {
+		g.head, g.tail = 0, 0 // empty: start over at the ring's start
+	}
+	p := int(g.tail % uint64(g.ringCap))
+	if rest := g.ringCap - p; rest < size {
+		if rest >= cacheHeader {
+			e := cacheEntry(g.ring[p:])
+			binary.LittleEndian.PutUint32(e[0:], uint32(rest))
+			binary.LittleEndian.PutUint32(e[8:], flagPad)
+		}
+		g.tail += uint64(rest)
+		p = 0
+	}
+	g.tail += uint64(size)
+	return uint32(p)
+}
+
+// evictHead removes the entry at the ring's head: padding and dead entries
+// are skipped; a live entry read since it was written is moved to the tail
+// (up to cacheMaxMoves times per makeRoom), else dropped.
+func (g *cacheSegment) evictHead(c *Cache, moves *int) {
+	p := int(g.head % uint64(g.ringCap))
+	if g.ringCap-p < cacheHeader {
+		g.head += uint64(g.ringCap - p) // implicit padding
+		return
+	}
+	e := g.entry(uint32(p))
+	size := e.size()
+	f := e.flags()
+	switch {
+	case f&flagPad != 0:
+		g.head += uint64(size)
+		return
+	case f&flagDead != 0:
+		g.head += uint64(size)
+		return
+	}
+	h := c.hashOf(e.owner(), e.key())
+	i := g.findOff(h, uint32(p))
+	if f&flagAccessed != 0 && *moves < cacheMaxMoves {
+		// Second chance: the freed bytes at the head always make room for
+		// the same entry at the tail (see place).
+		*moves++
+		g.scratch = append(g.scratch[:0], e...)
+		g.head += uint64(size)
+		off := g.place(size)
+		copy(g.ring[off:], g.scratch)
+		cacheEntry(g.ring[off:]).clearFlags(flagAccessed)
+		g.slots[i] = cacheSlot(h, off) // same hash: same home slot
+		return
+	}
+	g.removeSlot(i)
+	g.head += uint64(size)
+}
+
+// dropOwner marks every live entry of sc dead (g locked).
+func (g *cacheSegment) dropOwner(sc *shardCache) {
+	if g.ring == nil {
+		return
+	}
+	for pos := g.head; pos < g.tail; {
+		p := int(pos % uint64(g.ringCap))
+		if g.ringCap-p < cacheHeader {
+			pos += uint64(g.ringCap - p)
+			continue
+		}
+		e := g.entry(uint32(p))
+		if f := e.flags(); f&(flagPad|flagDead) == 0 && e.owner() == sc.owner {
+			g.kill(g.findOff(sc.c.hashOf(sc.owner, e.key()), uint32(p)), uint32(p))
+		}
+		pos += uint64(e.size())
+	}
 }

@@ -57,8 +57,8 @@ func newStaging() *staging {
 }
 
 // reset empties the layer for the next batch, keeping the index map's
-// memory. Keys and values handed out before (Finish's records, the
-// committed-state cache) stay valid: key chunks are never reused (the next
+// memory. Keys and values handed out before (Finish's records) stay valid
+// (the committed-state cache copies what it keeps into its own rings): key chunks are never reused (the next
 // key starts a new chunk), values are never modified.
 func (s *staging) reset() {
 	clear(s.head.next)
@@ -119,8 +119,8 @@ func (s *staging) set(key, val []byte) { s.setOwned(key, cloneBytes(val)) }
 
 // setOwned is set without copying val: the staging layer takes it over,
 // and the caller must not modify it afterwards. Staged keys and values are
-// never modified in place (a new value replaces the slice), so Finish, the
-// store batch and the committed-state cache may keep them.
+// never modified in place (a new value replaces the slice), so Finish and
+// the store batch may keep them.
 func (s *staging) setOwned(key, val []byte) {
 	if e := s.index[string(key)]; e != nil {
 		if s.logUndo {

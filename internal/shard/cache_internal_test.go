@@ -1,0 +1,293 @@
+package shard
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+)
+
+// checkCache verifies a cache's invariants: every live entry of a ring is
+// indexed under its hash at its offset, nothing else is indexed, the bytes
+// in use stay within the ring and the charged bytes within the budget.
+func checkCache(t *testing.T, c *Cache, budget int64) {
+	t.Helper()
+	for i := range c.segs {
+		g := &c.segs[i]
+		if g.tail-g.head > uint64(g.ringCap) {
+			t.Fatalf("segment %d: %d bytes in use, ring of %d", i, g.tail-g.head, g.ringCap)
+		}
+		if g.n > g.maxEntries {
+			t.Fatalf("segment %d: %d entries, at most %d", i, g.n, g.maxEntries)
+		}
+		used := 0
+		for j, s := range g.slots {
+			if s == 0 {
+				continue
+			}
+			used++
+			// Every slot between its home and j is used (linear probing).
+			for k := uint32(s>>32) & g.mask; k != uint32(j); k = (k + 1) & g.mask {
+				if g.slots[k] == 0 {
+					t.Fatalf("segment %d: slot %d is past a free slot %d", i, j, k)
+				}
+			}
+		}
+		if used != g.n {
+			t.Fatalf("segment %d: %d slots used, n = %d", i, used, g.n)
+		}
+		live := 0
+		for pos := g.head; pos < g.tail; {
+			p := int(pos % uint64(g.ringCap))
+			if g.ringCap-p < cacheHeader {
+				pos += uint64(g.ringCap - p)
+				continue
+			}
+			e := g.entry(uint32(p))
+			if e.size() < cacheHeader || p+e.size() > g.ringCap {
+				t.Fatalf("segment %d: entry at %d has size %d", i, p, e.size())
+			}
+			if f := e.flags(); f&(flagPad|flagDead) == 0 {
+				live++
+				if _, off := g.find(c.hashOf(e.owner(), e.key()), e.owner(), e.key()); off != p {
+					t.Fatalf("segment %d: live entry %q at %d indexed at %d", i, e.key(), p, off)
+				}
+			}
+			pos += uint64(e.size())
+		}
+		if live != g.n {
+			t.Fatalf("segment %d: %d live entries, %d indexed", i, live, g.n)
+		}
+	}
+	if b := c.Stats().Bytes; b > budget {
+		t.Fatalf("cache charges %d bytes, over its budget %d", b, budget)
+	}
+}
+
+// A randomized run of fills, lookups, commits (updates, deletes) and
+// clears over several owners against a model of the committed values: a
+// hit must return the committed value, and the invariants hold throughout.
+// Hashes are drawn from a small set so that keys collide often.
+func TestCacheModel(t *testing.T) {
+	for _, budget := range []int64{2 << 10, 64 << 10, 1 << 20} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			t.Run(fmt.Sprintf("budget%d/seed%d", budget, seed), func(t *testing.T) {
+				rnd := rand.New(rand.NewPCG(seed, uint64(budget)))
+				c := NewCache(budget)
+				c.weakHash = seed == 3
+				type val struct {
+					v       []byte
+					present bool
+				}
+				owners := []*shardCache{c.forShard(), c.forShard(), c.forShard()}
+				committed := make([]map[string]val, len(owners))
+				for i := range committed {
+					committed[i] = map[string]val{}
+				}
+				key := func() []byte { return fmt.Appendf(nil, "\x01k%d", rnd.IntN(300)) }
+				hits := 0
+				for op := 0; op < 20000; op++ {
+					o := rnd.IntN(len(owners))
+					sc, m := owners[o], committed[o]
+					k := key()
+					h := sc.hash(k)
+					switch r := rnd.IntN(100); {
+					case r < 50: // a read: from the cache, else the "store"
+						v, ok, hit := sc.lookup(k)
+						if hit {
+							hits++
+							want := m[string(k)]
+							if ok != want.present || !bytes.Equal(v, want.v) {
+								t.Fatalf("op %d: cached %q %v, committed %q %v", op, v, ok, want.v, want.present)
+							}
+							if ok && v == nil {
+								t.Fatalf("op %d: present value is nil", op)
+							}
+							continue
+						}
+						want := m[string(k)]
+						sc.fill(k, bytes.Clone(want.v), want.present)
+					case r < 90: // a committed write: update or delete
+						var v val
+						if rnd.IntN(4) > 0 {
+							v = val{bytes.Repeat([]byte{byte(op)}, rnd.IntN(40)), true}
+							if rnd.IntN(50) == 0 {
+								v.v = make([]byte, 2000) // too large for small budgets
+							}
+						}
+						m[string(k)] = v
+						g := sc.segment(h)
+						g.mu.Lock()
+						sc.put(g, h, k, v.v, v.present, true)
+						g.mu.Unlock()
+					case r < 90 || rnd.IntN(100) > 0:
+						continue
+					case true: // a restore or close
+						sc.clear()
+						for kk, v := range m {
+							if _, _, hit := sc.lookup([]byte(kk)); hit {
+								t.Fatalf("cleared key %q (%v) still cached", kk, v)
+							}
+						}
+					}
+					if op%97 == 0 {
+						checkCache(t, c, budget)
+					}
+				}
+				checkCache(t, c, budget)
+				if hits == 0 {
+					t.Fatal("no hit")
+				}
+				t.Logf("hits %d, %+v", hits, c.Stats())
+			})
+		}
+	}
+}
+
+// Two keys with one hash are both cached, told apart by their keys, and
+// a commit of one leaves the other alone.
+func TestCacheCollision(t *testing.T) {
+	c := NewCache(1 << 20)
+	c.weakHash = true
+	sc := c.forShard()
+	a := []byte("\x01a")
+	var b []byte // a key with a's hash
+	for i := 0; b == nil; i++ {
+		if k := fmt.Appendf(nil, "\x01b%d", i); sc.hash(k) == sc.hash(a) {
+			b = k
+		}
+	}
+	sc.fill(a, []byte("A"), true)
+	if v, _, hit := sc.lookup(a); !hit || string(v) != "A" {
+		t.Fatalf("a: %q %v", v, hit)
+	}
+	sc.fill(b, []byte("B"), true)
+	if v, _, hit := sc.lookup(a); !hit || string(v) != "A" {
+		t.Fatalf("a after b: %q %v", v, hit)
+	}
+	h := sc.hash(a)
+	g := sc.segment(h)
+	sc.put(g, h, a, []byte("A2 longer"), true, true) // commit of a, appended anew
+	if v, _, hit := sc.lookup(b); !hit || string(v) != "B" {
+		t.Fatalf("b: %q %v", v, hit)
+	}
+	if v, _, hit := sc.lookup(a); !hit || string(v) != "A2 longer" {
+		t.Fatalf("a: %q %v", v, hit)
+	}
+	g.mu.Lock()
+	g.dropOwner(sc)
+	g.mu.Unlock()
+	// Another owner, same key: distinct.
+	sc2 := c.forShard()
+	if _, _, hit := sc2.lookup(b); hit {
+		t.Fatal("another shard's entry answered")
+	}
+	checkCache(t, c, 1<<20)
+}
+
+// Eviction keeps a budget and gives entries read since written a second
+// chance: a hot key survives a flood of cold ones.
+func TestCacheEvictionSecondChance(t *testing.T) {
+	const budget = 64 << 10
+	c := NewCache(budget)
+	sc := c.forShard()
+	hot := []byte("\x01hot")
+	sc.fill(hot, []byte("v"), true)
+	for i := range 100000 {
+		sc.fill(fmt.Appendf(nil, "\x01cold%d", i), []byte("xxxxxxxxxxxxxxxx"), true)
+		if _, _, hit := sc.lookup(hot); !hit {
+			t.Fatalf("hot key evicted after %d cold ones", i)
+		}
+	}
+	checkCache(t, c, budget)
+	if _, _, hit := sc.lookup([]byte("\x01cold0")); hit {
+		t.Fatal("the first cold key is still cached")
+	}
+	st := c.Stats()
+	if st.Entries < 500 {
+		t.Fatalf("only %d entries in %d bytes", st.Entries, budget)
+	}
+	t.Logf("%+v", st)
+}
+
+// An update that grows a value appends a new entry and kills the old one;
+// one that fits is written in place; a delete caches "absent".
+func TestCacheUpdateInPlaceAndGrow(t *testing.T) {
+	c := NewCache(1 << 20)
+	sc := c.forShard()
+	k := []byte("\x01k")
+	sc.fill(k, []byte("12345678"), true)
+	g := sc.segment(sc.hash(k))
+	tail := g.tail
+	sc.put(g, sc.hash(k), k, []byte("abc"), true, true)
+	if g.tail != tail {
+		t.Fatal("a smaller value was appended, not written in place")
+	}
+	if v, ok, hit := sc.lookup(k); !hit || !ok || string(v) != "abc" {
+		t.Fatalf("%q %v %v", v, ok, hit)
+	}
+	sc.put(g, sc.hash(k), k, bytes.Repeat([]byte("z"), 100), true, true)
+	if g.tail == tail {
+		t.Fatal("a larger value was not appended")
+	}
+	if v, ok, hit := sc.lookup(k); !hit || !ok || len(v) != 100 {
+		t.Fatalf("%q %v %v", v, ok, hit)
+	}
+	sc.put(g, sc.hash(k), k, nil, false, true)
+	if v, ok, hit := sc.lookup(k); !hit || ok || v != nil {
+		t.Fatalf("deleted: %q %v %v", v, ok, hit)
+	}
+	if st := c.Stats(); st.Entries != 1 {
+		t.Fatalf("%d entries, want 1", st.Entries)
+	}
+	checkCache(t, c, 1<<20)
+}
+
+// Shards of several tasks use one cache at once (tasks run in parallel, and
+// pipelines share the cache): each goroutine checks its own committed
+// values while the others evict and clear theirs.
+func TestCacheConcurrentShards(t *testing.T) {
+	const budget = 64 << 10
+	c := NewCache(budget)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Go(func() {
+			rnd := rand.New(rand.NewPCG(uint64(w), 7))
+			sc := c.forShard()
+			m := map[string][]byte{}
+			for op := range 20000 {
+				k := fmt.Appendf(nil, "\x01k%d", rnd.IntN(200))
+				switch r := rnd.IntN(100); {
+				case r < 60:
+					v, ok, hit := sc.lookup(k)
+					want, present := m[string(k)]
+					if hit && (ok != present || !bytes.Equal(v, want)) {
+						errs <- fmt.Errorf("worker %d op %d: cached %q %v, committed %q %v", w, op, v, ok, want, present)
+						return
+					}
+					if !hit {
+						sc.fill(k, bytes.Clone(want), present)
+					}
+				case r < 99:
+					v := fmt.Appendf(nil, "%d-%d", w, op)
+					m[string(k)] = v
+					h := sc.hash(k)
+					g := sc.segment(h)
+					g.mu.Lock()
+					sc.put(g, h, k, v, true, true)
+					g.mu.Unlock()
+				default:
+					sc.clear()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	checkCache(t, c, budget)
+}
