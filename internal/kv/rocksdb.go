@@ -37,7 +37,8 @@ type rocksStore struct {
 	// "memtable holds WAL-less data" flag.
 	w struct {
 		sync.Mutex
-		rep batchRep // the batch being written, serialized (rocksdb_fast.go)
+		rep   batchRep // the batch being written, serialized (rocksdb_fast.go)
+		order []int32  // the batch's operations in key order (rocksdb_sort.go)
 		// unloggedInMemtable is true after a DisableWAL write until the next
 		// flush. A WAL write in that state flushes first, because on a crash
 		// RocksDB would replay the later WAL write but lose the earlier
@@ -230,8 +231,20 @@ func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
 	}
 	rep := &s.w.rep
 	rep.reset()
+	ops := b.Ops()
+	if order, ok := sortedLast(ops, s.w.order); ok {
+		s.w.order = order
+		for _, i := range order {
+			if op := ops[i]; op.Kind == OpPut {
+				rep.put(op.Key, op.Value)
+			} else {
+				rep.delete(op.Key)
+			}
+		}
+		return s.write(o, rep, len(ops))
+	}
 	var maxPut []byte // largest key put so far in this batch, for open-ended DeleteRange
-	for _, op := range b.Ops() {
+	for _, op := range ops {
 		switch op.Kind {
 		case OpPut:
 			rep.put(op.Key, op.Value)
@@ -255,8 +268,13 @@ func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
 			return fmt.Errorf("%w: unknown batch op kind %d", ErrInvalidOptions, op.Kind)
 		}
 	}
+	return s.write(o, rep, len(ops))
+}
+
+// write applies the serialized batch of n operations. Called with s.w held.
+func (s *rocksStore) write(o WriteOptions, rep *batchRep, n int) error {
 	if err := rocksWrite(s.db, s.wo[woIndex(o)], rep.bytes()); err != nil {
-		return fmt.Errorf("kv: rocksdb write of %d ops: %w", b.Len(), err)
+		return fmt.Errorf("kv: rocksdb write of %d ops: %w", n, err)
 	}
 	if o.DisableWAL {
 		s.w.unloggedInMemtable = true
