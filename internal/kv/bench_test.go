@@ -194,3 +194,29 @@ func BenchmarkStoreWriteSmall(b *testing.B) {
 		b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "ops/s")
 	})
 }
+
+// BenchmarkStoreCommit writes a count processor's local commit: 2,000
+// distinct keys out of 100,000 stored ones, 8-byte values, WAL on.
+func BenchmarkStoreCommit(b *testing.B) {
+	forBackends(b, func(b *testing.B, be kv.Backend) {
+		s := benchStore(b, be)
+		keys := benchKeys(100_000, 7)
+		preload(b, s, keys)
+		value := make([]byte, 8)
+		rng := rand.New(rand.NewPCG(8, 0))
+		var batch kv.Batch
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			batch.Reset()
+			start := rng.IntN(len(keys))
+			for j := range 2_000 {
+				batch.Put(keys[(start+j*37)%len(keys)], value)
+			}
+			if err := s.Write(&batch, kv.WriteOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*2_000)/b.Elapsed().Seconds(), "ops/s")
+	})
+}
