@@ -145,3 +145,78 @@ func BenchmarkStoreIterate(b *testing.B) {
 		b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "keys/s")
 	})
 }
+
+// BenchmarkStoreGetHot reads 1,000 keys that stay in the memtable and block
+// cache, the shape of a hot grouping key's reads: the lookup itself is cheap,
+// so the per-call overhead (cgo crossings, allocations) shows.
+func BenchmarkStoreGetHot(b *testing.B) {
+	forBackends(b, func(b *testing.B, be kv.Backend) {
+		s := benchStore(b, be)
+		keys := benchKeys(1_000, 5)
+		value := make([]byte, 8)
+		var batch kv.Batch
+		for _, k := range keys {
+			batch.Put(k, value)
+		}
+		if err := s.Write(&batch, kv.WriteOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			if _, ok, err := s.Get(keys[i%len(keys)]); err != nil || !ok {
+				b.Fatalf("Get: ok=%v err=%v", ok, err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "gets/s")
+	})
+}
+
+// BenchmarkStoreWriteSmall writes batches of 100 puts of 8-byte values (a
+// count processor's local commit per task): per-operation overhead shows.
+func BenchmarkStoreWriteSmall(b *testing.B) {
+	forBackends(b, func(b *testing.B, be kv.Backend) {
+		s := benchStore(b, be)
+		keys := benchKeys(1_000, 6)
+		value := make([]byte, 8)
+		var batch kv.Batch
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			batch.Reset()
+			for j := range 100 {
+				batch.Put(keys[(i*100+j)%len(keys)], value)
+			}
+			if err := s.Write(&batch, kv.WriteOptions{DisableWAL: true}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "ops/s")
+	})
+}
+
+// BenchmarkStoreCommit writes a count processor's local commit: 2,000
+// distinct keys out of 100,000 stored ones, 8-byte values, WAL on.
+func BenchmarkStoreCommit(b *testing.B) {
+	forBackends(b, func(b *testing.B, be kv.Backend) {
+		s := benchStore(b, be)
+		keys := benchKeys(100_000, 7)
+		preload(b, s, keys)
+		value := make([]byte, 8)
+		rng := rand.New(rand.NewPCG(8, 0))
+		var batch kv.Batch
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			batch.Reset()
+			start := rng.IntN(len(keys))
+			for j := range 2_000 {
+				batch.Put(keys[(start+j*37)%len(keys)], value)
+			}
+			if err := s.Write(&batch, kv.WriteOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*2_000)/b.Elapsed().Seconds(), "ops/s")
+	})
+}

@@ -33,11 +33,12 @@ type rocksStore struct {
 	wo    [4]*grocksdb.WriteOptions // indexed by woIndex(Sync, DisableWAL)
 	fo    *grocksdb.FlushOptions
 
-	// w serialises writers: it guards the reused C write batch and the
+	// w serialises writers: it guards the reused write batch buffer and the
 	// "memtable holds WAL-less data" flag.
 	w struct {
 		sync.Mutex
-		wb *grocksdb.WriteBatch
+		rep   batchRep // the batch being written, serialized (rocksdb_fast.go)
+		order []int32  // the batch's operations in key order (rocksdb_sort.go)
 		// unloggedInMemtable is true after a DisableWAL write until the next
 		// flush. A WAL write in that state flushes first, because on a crash
 		// RocksDB would replay the later WAL write but lose the earlier
@@ -149,7 +150,6 @@ func openRocks(dir string, o RocksOptions, c Compression) (*rocksStore, error) {
 	}
 	s.fo = grocksdb.NewDefaultFlushOptions()
 	s.fo.SetWait(true)
-	s.w.wb = grocksdb.NewWriteBatch()
 	s.iters.m = make(map[*rocksIter]struct{})
 
 	var db *grocksdb.DB
@@ -184,7 +184,6 @@ func grocksCompression(c Compression) grocksdb.CompressionType {
 // destroying our handle after the DB is closed releases it. A shared cache
 // (RocksOptions.Memory) is not ours: s.cache is nil then.
 func (s *rocksStore) free() {
-	s.w.wb.Destroy()
 	s.fo.Destroy()
 	for _, wo := range s.wo {
 		wo.Destroy()
@@ -203,16 +202,11 @@ func (s *rocksStore) Get(key []byte) ([]byte, bool, error) {
 	if s.mu.closed {
 		return nil, false, fmt.Errorf("%w: get from %s", ErrClosed, s.dir)
 	}
-	h, err := s.db.GetPinned(s.ro, key)
+	v, ok, err := rocksGet(s.db, s.ro, key)
 	if err != nil {
 		return nil, false, fmt.Errorf("kv: rocksdb get %q: %w", key, err)
 	}
-	defer h.Destroy()
-	if !h.Exists() {
-		return nil, false, nil
-	}
-	// Copy out of C memory: the pinned slice dies with the handle.
-	return append([]byte{}, h.Data()...), true, nil
+	return v, ok, nil
 }
 
 func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
@@ -235,18 +229,30 @@ func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
 		}
 		s.w.unloggedInMemtable = false
 	}
-	wb := s.w.wb
-	wb.Clear()
+	rep := &s.w.rep
+	rep.reset()
+	ops := b.Ops()
+	if order, ok := sortedLast(ops, s.w.order); ok {
+		s.w.order = order
+		for _, i := range order {
+			if op := ops[i]; op.Kind == OpPut {
+				rep.put(op.Key, op.Value)
+			} else {
+				rep.delete(op.Key)
+			}
+		}
+		return s.write(o, rep, len(ops))
+	}
 	var maxPut []byte // largest key put so far in this batch, for open-ended DeleteRange
-	for _, op := range b.Ops() {
+	for _, op := range ops {
 		switch op.Kind {
 		case OpPut:
-			wb.Put(op.Key, op.Value)
+			rep.put(op.Key, op.Value)
 			if bytes.Compare(op.Key, maxPut) > 0 {
 				maxPut = op.Key
 			}
 		case OpDelete:
-			wb.Delete(op.Key)
+			rep.delete(op.Key)
 		case OpDeleteRange:
 			end := op.End
 			if end == nil {
@@ -257,13 +263,18 @@ func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
 			if end == nil || bytes.Compare(op.Key, end) >= 0 {
 				continue
 			}
-			wb.DeleteRange(op.Key, end)
+			rep.deleteRange(op.Key, end)
 		default:
 			return fmt.Errorf("%w: unknown batch op kind %d", ErrInvalidOptions, op.Kind)
 		}
 	}
-	if err := s.db.Write(s.wo[woIndex(o)], wb); err != nil {
-		return fmt.Errorf("kv: rocksdb write of %d ops: %w", b.Len(), err)
+	return s.write(o, rep, len(ops))
+}
+
+// write applies the serialized batch of n operations. Called with s.w held.
+func (s *rocksStore) write(o WriteOptions, rep *batchRep, n int) error {
+	if err := rocksWrite(s.db, s.wo[woIndex(o)], rep.bytes()); err != nil {
+		return fmt.Errorf("kv: rocksdb write of %d ops: %w", n, err)
 	}
 	if o.DisableWAL {
 		s.w.unloggedInMemtable = true

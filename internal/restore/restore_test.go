@@ -229,6 +229,7 @@ func TestRestoreRejects(t *testing.T) {
 		{"local offset key", []changelog.Record{{Key: []byte("\xffoffset"), Value: []byte{0, 0, 0, 0, 0, 0, 0, 9}, Offset: 3}}, Options{}, ErrBadRecord},
 		{"truncated key", []changelog.Record{{Key: []byte{0x01, 0, 0}, Offset: 3}}, Options{}, changelog.ErrShortKey},
 		{"negative batch size", nil, Options{BatchSize: -1}, ErrInvalidOptions},
+		{"negative batch bytes", nil, Options{BatchBytes: -1}, ErrInvalidOptions},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -341,5 +342,68 @@ func TestRestoreProgressLog(t *testing.T) {
 	}
 	if st.Duration <= 0 {
 		t.Fatalf("duration %v from the injected clock", st.Duration)
+	}
+}
+
+func TestRestoreBatchBytes(t *testing.T) {
+	var recs []changelog.Record
+	for i := range 10 {
+		recs = append(recs, rec(int64(i), fmt.Sprint(i), strings.Repeat("v", 40)))
+	}
+	per := len(recs[0].Key) + len(recs[0].Value)
+	dst := newMapTarget()
+	if _, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 10)}, dst, Options{BatchBytes: 3 * per}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(dst.batches, []int{3, 3, 3, 1}) {
+		t.Fatalf("batch sizes %v, want [3 3 3 1] (a batch ends at BatchBytes)", dst.batches)
+	}
+}
+
+// gateSource serves chunks and records when each Next call started.
+type gateSource struct {
+	sliceSource
+	started chan int // receives the number of the call that starts
+}
+
+func (s *gateSource) Next(ctx context.Context) ([]changelog.Record, error) {
+	s.started <- s.calls
+	return s.sliceSource.Next(ctx)
+}
+
+// blockingTarget's first ApplyChangelog waits until the source has been
+// asked for the next chunk: it only returns if reading overlaps applying.
+type blockingTarget struct {
+	*mapTarget
+	src   *gateSource
+	first bool
+}
+
+func (b *blockingTarget) ApplyChangelog(recs []changelog.Record, next int64) error {
+	if !b.first {
+		b.first = true
+		for waiting := true; waiting; {
+			select {
+			case n := <-b.src.started:
+				waiting = n < 1 // call 0 produced this batch; call 1 must start meanwhile
+			case <-time.After(5 * time.Second):
+				return errors.New("the next chunk was not read while a batch was applied")
+			}
+		}
+	}
+	return b.mapTarget.ApplyChangelog(recs, next)
+}
+
+// Restore reads the next chunk while it applies the previous one.
+func TestRestoreReadsAhead(t *testing.T) {
+	recs := []changelog.Record{rec(0, "a", "1"), rec(1, "b", "2"), rec(2, "c", "3"), rec(3, "d", "4")}
+	src := &gateSource{sliceSource: sliceSource{chunks: chunked(recs, 2)}, started: make(chan int, 10)}
+	dst := &blockingTarget{mapTarget: newMapTarget(), src: src}
+	st, err := Restore(context.Background(), src, dst, Options{BatchSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Records != 4 || dst.offset != 4 || len(dst.data) != 4 || !slices.Equal(dst.batches, []int{2, 2}) {
+		t.Fatalf("stats %+v, offset %d, %d keys, batches %v", st, dst.offset, len(dst.data), dst.batches)
 	}
 }

@@ -1,0 +1,241 @@
+//go:build cgo && !kstate_nocgo
+
+package kv
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/linxGnu/grocksdb"
+)
+
+// The single-crossing calls read grocksdb's C handles from the first field
+// of its structs; a grocksdb upgrade that moves them must fail here, not
+// crash at run time.
+func TestRocksHandleLayout(t *testing.T) {
+	for _, v := range []any{grocksdb.DB{}, grocksdb.ReadOptions{}, grocksdb.WriteOptions{}, grocksdb.Options{}} {
+		typ := reflect.TypeOf(v)
+		f := typ.Field(0)
+		if f.Name != "c" || f.Offset != 0 || f.Type.Kind() != reflect.Pointer {
+			t.Errorf("grocksdb.%s's first field is %s %v, want the C handle c *C.rocksdb_...", typ.Name(), f.Name, f.Type)
+		}
+	}
+}
+
+// randomOps returns a random batch over a small key space so that puts,
+// deletes and range deletions overlap, with empty, small and large values
+// (past the Get scratch buffer and past its retained size).
+func randomOps(rng *rand.Rand, n int) []Op {
+	key := func() []byte { return fmt.Appendf(nil, "k%03d", rng.IntN(200)) }
+	ops := make([]Op, 0, n)
+	for range n {
+		switch r := rng.IntN(20); {
+		case r < 13:
+			var v []byte
+			switch rng.IntN(10) {
+			case 0: // empty
+			case 1:
+				v = bytes.Repeat([]byte{byte(rng.IntN(256))}, 4<<10+rng.IntN(100<<10))
+			default:
+				v = fmt.Appendf(nil, "v%d", rng.Uint64())
+			}
+			ops = append(ops, Op{Kind: OpPut, Key: key(), Value: v})
+		case r < 18:
+			ops = append(ops, Op{Kind: OpDelete, Key: key()})
+		case r < 19:
+			ops = append(ops, Op{Kind: OpDeleteRange, Key: key()}) // open-ended
+		default:
+			a, b := key(), key()
+			ops = append(ops, Op{Kind: OpDeleteRange, Key: a, End: b}) // may be inverted: skipped
+		}
+	}
+	return ops
+}
+
+// The batch serialized in Go is byte for byte the one RocksDB builds with
+// WriteBatch::Put/Delete/DeleteRange.
+func TestRocksBatchRepMatchesRocksDB(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var rep batchRep
+	for i := range 200 {
+		wb := grocksdb.NewWriteBatch()
+		rep.reset()
+		for _, op := range randomOps(rng, 1+rng.IntN(50)) {
+			switch op.Kind {
+			case OpPut:
+				wb.Put(op.Key, op.Value)
+				rep.put(op.Key, op.Value)
+			case OpDelete:
+				wb.Delete(op.Key)
+				rep.delete(op.Key)
+			case OpDeleteRange:
+				end := op.End
+				if end == nil {
+					end = []byte("zz")
+				}
+				wb.DeleteRange(op.Key, end)
+				rep.deleteRange(op.Key, end)
+			}
+		}
+		want := append([]byte{}, wb.Data()...)
+		wb.Destroy()
+		if got := rep.bytes(); !bytes.Equal(got, want) {
+			at := 0
+			for at < min(len(got), len(want)) && got[at] == want[at] {
+				at++
+			}
+			t.Fatalf("batch %d: Go rep (%d bytes) differs from RocksDB's (%d bytes) at byte %d", i, len(got), len(want), at)
+		}
+	}
+}
+
+// oldWrite is the store's write path before the batch was serialized in Go
+// (one cgo crossing per operation through grocksdb's WriteBatch), kept here
+// as the reference of the property test.
+func oldWrite(s *rocksStore, b *Batch, o WriteOptions) error {
+	wb := grocksdb.NewWriteBatch()
+	defer wb.Destroy()
+	var maxPut []byte
+	for _, op := range b.Ops() {
+		switch op.Kind {
+		case OpPut:
+			wb.Put(op.Key, op.Value)
+			if bytes.Compare(op.Key, maxPut) > 0 {
+				maxPut = op.Key
+			}
+		case OpDelete:
+			wb.Delete(op.Key)
+		case OpDeleteRange:
+			end := op.End
+			if end == nil {
+				end = s.endAfterLast(maxPut)
+			}
+			if end == nil || bytes.Compare(op.Key, end) >= 0 {
+				continue
+			}
+			wb.DeleteRange(op.Key, end)
+		}
+	}
+	return s.db.Write(s.wo[woIndex(o)], wb)
+}
+
+func scanAll(t *testing.T, s Store) [][2][]byte {
+	t.Helper()
+	it := s.NewIter(nil, nil)
+	var out [][2][]byte
+	for ok := it.First(); ok; ok = it.Next() {
+		out = append(out, [2][]byte{append([]byte{}, it.Key()...), append([]byte{}, it.Value()...)})
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Random batches written through the single-crossing path (sorted and
+// deduplicated when they hold no DeleteRange), through the old per-operation
+// path and into the memory store leave identical contents, and every Get
+// agrees (including values larger than Get's scratch buffer).
+func TestRocksFastPathMatchesOldPath(t *testing.T) {
+	open := func() *rocksStore {
+		s, err := OpenRocksDB(t.TempDir(), RocksOptions{WriteBufferSize: 256 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s.(*rocksStore)
+	}
+	fast, old, mem := open(), open(), NewMemory()
+	rng := rand.New(rand.NewPCG(3, 4))
+	rounds := 300
+	if testing.Short() {
+		rounds = 60
+	}
+	for round := range rounds {
+		var b Batch
+		noRanges := round%2 == 0 // batches without DeleteRange are written sorted (rocksdb_sort.go)
+		for _, op := range randomOps(rng, 1+rng.IntN(40)) {
+			if noRanges && op.Kind == OpDeleteRange {
+				continue
+			}
+			switch op.Kind {
+			case OpPut:
+				b.Put(op.Key, op.Value)
+			case OpDelete:
+				b.Delete(op.Key)
+			case OpDeleteRange:
+				b.DeleteRange(op.Key, op.End)
+			}
+		}
+		o := WriteOptions{DisableWAL: rng.IntN(3) == 0}
+		if err := fast.Write(&b, o); err != nil {
+			t.Fatalf("round %d: fast write: %v", round, err)
+		}
+		if err := oldWrite(old, &b, o); err != nil {
+			t.Fatalf("round %d: old write: %v", round, err)
+		}
+		if err := mem.Write(&b, o); err != nil {
+			t.Fatalf("round %d: memory write: %v", round, err)
+		}
+		want := scanAll(t, mem)
+		for name, s := range map[string]Store{"fast": fast, "old": old} {
+			if got := scanAll(t, s); !reflect.DeepEqual(got, want) {
+				t.Fatalf("round %d: %s path holds %d keys, memory model %d; contents differ", round, name, len(got), len(want))
+			}
+		}
+		for range 20 {
+			k := fmt.Appendf(nil, "k%03d", rng.IntN(200))
+			wv, wok, _ := mem.Get(k)
+			v, ok, err := fast.Get(k)
+			if err != nil || ok != wok || !bytes.Equal(v, wv) {
+				t.Fatalf("round %d: Get(%s) = %d bytes, %v, %v; want %d bytes, %v", round, k, len(v), ok, err, len(wv), wok)
+			}
+			if ok && len(v) > 0 && cap(v) != len(v) {
+				t.Fatalf("Get(%s) returned cap %d for %d bytes: the copy should be exact", k, cap(v), len(v))
+			}
+		}
+	}
+}
+
+// An empty key is a valid key.
+func TestRocksEmptyKey(t *testing.T) {
+	s, err := OpenRocksDB(t.TempDir(), RocksOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var b Batch
+	b.Put([]byte{}, []byte("v"))
+	if err := s.Write(&b, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := s.Get(nil); err != nil || !ok || string(v) != "v" {
+		t.Fatalf("Get(empty) = %q, %v, %v", v, ok, err)
+	}
+}
+
+func TestSortedLast(t *testing.T) {
+	op := func(kind OpKind, k string) Op { return Op{Kind: kind, Key: []byte(k)} }
+	for _, tc := range []struct {
+		name string
+		ops  []Op
+		want []int32
+		ok   bool
+	}{
+		{"in order", []Op{op(OpPut, "a"), op(OpDelete, "b"), op(OpPut, "c")}, []int32{0, 1, 2}, true},
+		{"reversed", []Op{op(OpPut, "c"), op(OpPut, "b"), op(OpPut, "a")}, []int32{2, 1, 0}, true},
+		{"last of a key wins", []Op{op(OpPut, "b"), op(OpPut, "a"), op(OpDelete, "b"), op(OpPut, "a"), op(OpPut, "b")}, []int32{3, 4}, true},
+		{"delete last", []Op{op(OpPut, "a"), op(OpDelete, "a")}, []int32{1}, true},
+		{"empty key", []Op{op(OpPut, "a"), op(OpPut, "")}, []int32{1, 0}, true},
+		{"range delete", []Op{op(OpPut, "b"), {Kind: OpDeleteRange, Key: []byte("a")}}, nil, false},
+		{"unknown kind", []Op{op(OpPut, "b"), {Kind: 9, Key: []byte("a")}}, nil, false},
+	} {
+		got, ok := sortedLast(tc.ops, nil)
+		if ok != tc.ok || (ok && !reflect.DeepEqual(got, tc.want)) {
+			t.Errorf("%s: sortedLast = %v, %v; want %v, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
