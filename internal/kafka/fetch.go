@@ -80,6 +80,7 @@ func (f *partFetcher) next(ctx context.Context) (recs []Record, done bool, err e
 	if fp.Err != nil {
 		return nil, false, fmt.Errorf("kafka: decode topic %q partition %d at offset %d: %w", f.topic, f.partition, f.pos, fp.Err)
 	}
+	recs = make([]Record, 0, len(fp.Records)) // one allocation, not log2(n) growths of a ~200k-record fetch
 	for _, r := range fp.Records {
 		if r.Offset >= f.pos && r.Offset < f.end {
 			recs = append(recs, fromKgo(r))
