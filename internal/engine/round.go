@@ -112,6 +112,7 @@ func (c *Coordinator) batch(recs []Message) error {
 		}
 	}
 	results, errs, err := c.runTasks(parts, now.UnixMilli(), byPart, finished)
+	tasksDone := c.clock.Elapsed()
 	if err != nil {
 		abortTxn()
 		return fmt.Errorf("kstate: %w", err)
@@ -202,6 +203,9 @@ func (c *Coordinator) batch(recs []Message) error {
 		}
 		return nil
 	}
+	// The fixed per-transaction cost: what the batch waited for Kafka
+	// once its tasks were done (the produce tail and End), for the sizer.
+	c.lastTxn = c.clock.Elapsed() - tasksDone
 	c.retire(Counters{Commits: 1, CommitLatency: latency})
 	since := c.clock.Elapsed() - c.start
 	c.mu.Lock()
