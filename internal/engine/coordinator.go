@@ -56,6 +56,10 @@ type CoordinatorConfig struct {
 	// committed offset (the transaction timeout: a commit marker is
 	// visible by then).
 	RestoreTimeout time.Duration
+	// TransactionTimeout is the session's transaction timeout: batches
+	// produce while their tasks run (round.go) only while the previous
+	// batch's tasks took at most a quarter of it. Optional; 0: RestoreTimeout.
+	TransactionTimeout time.Duration
 	// RestoreRetry is the pause between restore rounds while waiting.
 	// Optional; default 50ms.
 	RestoreRetry time.Duration
@@ -141,6 +145,9 @@ type Coordinator struct {
 	clock Clock
 	log   *slog.Logger
 	sizer *batchSizer // the next poll's record limit (the loop's own)
+	// lastTasks is how long the last batch's tasks ran (round start to the
+	// last RunBatch returned), for round.go's overlap guard; the loop's own.
+	lastTasks time.Duration
 	// lastTxn is the last batch's fixed per-transaction time (produce tail
 	// and End, round.go), for the sizer; the loop's own.
 	lastTxn time.Duration

@@ -82,9 +82,19 @@ func (c *Coordinator) batch(recs []Message) error {
 	// with the other tasks' processing (produce.go). Without input the
 	// batch may need no transaction at all, and with a sink the sinks run
 	// before the transaction (sink.go): both produce after every task ran.
+	// So do batches after one whose tasks ran longer than a quarter of
+	// the transaction timeout: the broker's clock of a transaction starts
+	// at its first produce, and the tasks still running count against it
+	// (a slow processor's batch must not be aborted by the broker). The
+	// margin is 4x: the sizer at most doubles a batch's records.
 	var pg *produceGroup
 	var finished func(int, *BatchResult, error)
-	if ap, ok := c.session.(AsyncProducer); ok && len(recs) > 0 && !c.cfg.Sink {
+	txnTimeout := c.cfg.TransactionTimeout
+	if txnTimeout <= 0 {
+		txnTimeout = c.cfg.RestoreTimeout
+	}
+	ap, async := c.session.(AsyncProducer)
+	if async && len(recs) > 0 && !c.cfg.Sink && c.lastTasks <= txnTimeout/4 {
 		if err := c.session.Begin(); err != nil {
 			return c.kafkaErr("begin transaction", err)
 		}
@@ -113,6 +123,7 @@ func (c *Coordinator) batch(recs []Message) error {
 	}
 	results, errs, err := c.runTasks(parts, now.UnixMilli(), byPart, finished)
 	tasksDone := c.clock.Elapsed()
+	c.lastTasks = tasksDone - batchStart
 	if err != nil {
 		abortTxn()
 		return fmt.Errorf("kstate: %w", err)
