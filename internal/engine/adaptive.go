@@ -13,11 +13,12 @@ import "time"
 //     (small batches keep latency low), halving toward it otherwise;
 //   - a backlog (a lag of at least twice the limit, or, unknown, a full
 //     poll) whose batch was short (at most slow) and spent at least a
-//     quarter of its time in the fixed per-transaction cost (waiting for
+//     tenth of its time in the fixed per-transaction cost (waiting for
 //     the produce acknowledgements after the tasks, and End): the limit
 //     doubles, up to cap. Larger batches spread that fixed cost over more
-//     records; once it is a small share, growing only lengthens batches
-//     (the output's visibility waits for the commit);
+//     records (doubling saves half of its share); once it is a small
+//     share, growing only lengthens batches (the output's visibility
+//     waits for the commit);
 //   - a batch longer than twice slow halves the limit (a heavy processor
 //     does not grow its batches into long ones, which near
 //     MaxBatchDuration);
@@ -75,7 +76,7 @@ func (s *batchSizer) observe(o batchObs) {
 		s.limit = s.base
 	case caughtUp:
 		s.limit = max(s.limit/2, s.base)
-	case backlog && o.took <= s.slow && 4*o.txn >= o.took:
+	case backlog && o.took <= s.slow && 10*o.txn >= o.took:
 		s.limit = min(s.limit*2, s.cap)
 	}
 }

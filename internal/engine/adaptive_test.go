@@ -54,7 +54,7 @@ func TestBatchSizer(t *testing.T) {
 }
 
 // TestBatchSizerLag: with the lag known, growth needs a backlog of twice
-// the limit and a fixed transaction cost of at least a quarter of the
+// the limit and a fixed transaction cost of at least a tenth of the
 // batch; caught up, the limit drops back to base at once.
 func TestBatchSizerLag(t *testing.T) {
 	const ms = time.Millisecond
@@ -72,8 +72,8 @@ func TestBatchSizerLag(t *testing.T) {
 			{batchObs{n: 20000, took: 100 * ms, txn: 25 * ms, lag: 70000}, 40000},
 			{batchObs{n: 40000, took: 200 * ms, txn: 50 * ms, lag: 100000}, 40000}}},
 		{"a cheap commit does not grow", []batch{
-			{batchObs{n: 5000, took: 100 * ms, txn: 24 * ms, lag: 100000}, 5000},
-			{batchObs{n: 5000, took: 100 * ms, txn: 25 * ms, lag: 100000}, 10000}}},
+			{batchObs{n: 5000, took: 100 * ms, txn: 9 * ms, lag: 100000}, 5000},
+			{batchObs{n: 5000, took: 100 * ms, txn: 10 * ms, lag: 100000}, 10000}}},
 		{"a full poll without backlog holds", []batch{
 			{batchObs{n: 5000, took: 40 * ms, txn: 20 * ms, lag: 9999}, 5000},
 			{batchObs{n: 5000, took: 40 * ms, txn: 20 * ms, lag: 10000}, 10000},
