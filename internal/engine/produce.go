@@ -16,6 +16,10 @@ import (
 // in task (partition) order, as one Produce of the whole batch would send
 // them: a task's records wait for the tasks before it, so the order within
 // every output partition does not depend on which task finished first.
+// Ready tasks' records are handed over together once they reach chunk
+// records (the last ones when every task finished): every ProduceAsync
+// call makes record batches of its own in each partition it writes, and
+// a small batch's tasks are better sent in one request.
 // wait returns once every produce was acknowledged or failed; only then
 // may the loop End the transaction (commit or abort).
 //
@@ -25,6 +29,7 @@ type produceGroup struct {
 	ctx      context.Context
 	producer AsyncProducer
 	hook     KillHook
+	chunk    int // records handed over at once, at least (but the last)
 	wg       sync.WaitGroup
 	running  atomic.Int32 // tasks of the batch whose RunBatch has not returned
 	failed   atomic.Bool  // a produce failed: the tasks after it are not produced
@@ -33,15 +38,18 @@ type produceGroup struct {
 		err error // the first produce error
 	}
 	// next[i] is task i's changelog offset after its last changelog record
-	// of the batch, -1 without one; each done writes only its own index,
-	// read after wait.
+	// of the batch, -1 without one; a done writes only its own tasks'
+	// entries, read after wait.
 	next []int64
 
 	// The loop goroutine's own: tasks finished but waiting for an earlier
-	// one, and the index of the first task not handed to the producer.
+	// one, the index of the first task not handed over yet, and the
+	// records of the tasks before it not handed to the producer yet.
 	ready   []readyTask
 	isReady []bool
 	cursor  int
+	pending []Message
+	ends    []taskEnd // changelog ends of pending's tasks
 }
 
 type readyTask struct {
@@ -49,8 +57,18 @@ type readyTask struct {
 	clEnd int
 }
 
-func newProduceGroup(ctx context.Context, p AsyncProducer, tasks int, hook KillHook) *produceGroup {
+// taskEnd is a task's changelog end in a produce call: the index after its
+// last changelog record.
+type taskEnd struct{ task, end int }
+
+// produceChunk bounds the records a produce call waits to gather: larger
+// batches are handed over in pieces of at least this many records (or a
+// third of the batch's input records, if fewer).
+const produceChunk = 4096
+
+func newProduceGroup(ctx context.Context, p AsyncProducer, tasks, inputRecords int, hook KillHook) *produceGroup {
 	g := &produceGroup{ctx: ctx, producer: p, hook: hook, next: make([]int64, tasks),
+		chunk: max(1, min(produceChunk, inputRecords/3)),
 		ready: make([]readyTask, tasks), isReady: make([]bool, tasks)}
 	for i := range g.next {
 		g.next[i] = -1
@@ -61,23 +79,34 @@ func newProduceGroup(ctx context.Context, p AsyncProducer, tasks int, hook KillH
 
 // finished notes that task i's RunBatch returned with records msgs (clEnd:
 // the index after its last changelog record, 0 if none; a task that failed
-// passes none: the batch aborts) and produces every task whose turn came.
+// passes none: the batch aborts) and hands over the records of every task
+// whose turn came, once they make a chunk or every task finished.
 func (g *produceGroup) finished(i int, msgs []Message, clEnd int) {
-	g.running.Add(-1)
+	left := g.running.Add(-1)
 	g.ready[i], g.isReady[i] = readyTask{msgs, clEnd}, true
 	for ; g.cursor < len(g.ready) && g.isReady[g.cursor]; g.cursor++ {
-		if g.failed.Load() {
-			continue
-		}
 		rt := g.ready[g.cursor]
 		g.ready[g.cursor] = readyTask{}
-		if len(rt.msgs) > 0 {
-			g.produce(g.cursor, rt.msgs, rt.clEnd)
+		if rt.clEnd > 0 {
+			g.ends = append(g.ends, taskEnd{g.cursor, len(g.pending) + rt.clEnd})
 		}
+		if len(g.pending) == 0 {
+			g.pending = rt.msgs // no copy (the task's slice is not used after)
+		} else {
+			g.pending = append(g.pending, rt.msgs...)
+		}
+	}
+	if g.failed.Load() {
+		g.pending, g.ends = nil, nil
+		return
+	}
+	if len(g.pending) > 0 && (len(g.pending) >= g.chunk || left == 0) {
+		g.produce(g.pending, g.ends)
+		g.pending, g.ends = nil, nil
 	}
 }
 
-func (g *produceGroup) produce(i int, msgs []Message, clEnd int) {
+func (g *produceGroup) produce(msgs []Message, ends []taskEnd) {
 	g.wg.Add(1)
 	g.producer.ProduceAsync(g.ctx, msgs, func(offs []int64, err error) {
 		defer g.wg.Done()
@@ -93,8 +122,8 @@ func (g *produceGroup) produce(i int, msgs []Message, clEnd int) {
 			g.mu.Unlock()
 			return
 		}
-		if clEnd > 0 {
-			g.next[i] = offs[clEnd-1] + 1
+		for _, e := range ends {
+			g.next[e.task] = offs[e.end-1] + 1
 		}
 		if g.running.Load() > 0 {
 			g.hook.at(AfterTaskProduce)

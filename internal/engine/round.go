@@ -98,7 +98,7 @@ func (c *Coordinator) batch(recs []Message) error {
 		if err := c.session.Begin(); err != nil {
 			return c.kafkaErr("begin transaction", err)
 		}
-		pg = newProduceGroup(c.workCtx, ap, len(parts), c.cfg.KillHook)
+		pg = newProduceGroup(c.workCtx, ap, len(parts), len(recs), c.cfg.KillHook)
 		finished = func(i int, res *BatchResult, err error) {
 			if err != nil {
 				pg.finished(i, nil, 0)
