@@ -259,8 +259,9 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		kgo.Balancers(balancer(cfg.CoPartitioned)),
 		kgo.RecordPartitioner(newPartitioner()),
 		kgo.MetadataMinAge(clientMetadataMinAge),
-		// Produce hands over a whole batch and waits for it: lingering
-		// cannot gather more records, it only adds latency.
+		// Produce and ProduceAsync hand over whole batches or chunks of
+		// them, and End waits for them: lingering cannot gather more
+		// records, it only adds latency.
 		kgo.ProducerLinger(0),
 		// Produce checks every record against MaxRecordBytes first (with a
 		// clear error); franz-go's own check, of the same size plus the
