@@ -61,6 +61,10 @@ type readyTask struct {
 // last changelog record.
 type taskEnd struct{ task, end int }
 
+// overlapMinRecords is the smallest batch (input records) that produces
+// while its tasks run (round.go).
+const overlapMinRecords = produceChunk
+
 // produceChunk bounds the records a produce call waits to gather: larger
 // batches are handed over in pieces of at least this many records (or a
 // third of the batch's input records, if fewer).

@@ -93,8 +93,17 @@ func (c *Coordinator) batch(recs []Message) error {
 	if txnTimeout <= 0 {
 		txnTimeout = c.cfg.RestoreTimeout
 	}
+	// Small batches (the caught-up, latency regime) keep the old order
+	// too: their produce is one short request, and splitting it made the
+	// end-to-end latency worse (docs/BENCHMARKS.md). Crash tests (a
+	// KillHook set) overlap every batch, so that the overlap's kill
+	// points occur in their small batches.
+	minRecs := overlapMinRecords
+	if c.cfg.KillHook != nil {
+		minRecs = 1
+	}
 	ap, async := c.session.(AsyncProducer)
-	if async && len(recs) > 0 && !c.cfg.Sink && c.lastTasks <= txnTimeout/4 {
+	if async && len(recs) >= minRecs && !c.cfg.Sink && c.lastTasks <= txnTimeout/4 {
 		if err := c.session.Begin(); err != nil {
 			return c.kafkaErr("begin transaction", err)
 		}
