@@ -16,7 +16,7 @@ var overlapKillKinds = []string{string(engine.AfterTaskProduce), string(engine.A
 
 // TestCrashOverlap is TestCrashExactlyOnce over four partitions with the
 // kills in the new windows of the overlapped batch. The eos processor
-// sleeps 20ms for about one row in seven (-slow), so the tasks of a batch
+// sleeps 80ms for about one row in seven (-slow), so the tasks of a batch
 // finish at different times and the earlier ones' records are produced
 // while later ones still run. After the kills a clean run catches up, and
 // the outputs, the changelog's state and the local shards must equal the
@@ -28,7 +28,7 @@ func TestCrashOverlap(t *testing.T) {
 	e := newSpecEnv(t, parts)
 	in := newEOSInput(t, e, parts, 50)
 	args := eosChildArgs{brokers: e.brokers, app: e.app, instance: "i1", stateDir: t.TempDir(),
-		in: e.in, out: e.out, maxBatch: 25, slow: 20 * time.Millisecond}
+		in: e.in, out: e.out, maxBatch: 25, slow: 80 * time.Millisecond}
 	st := newCrashStats()
 	start := time.Now()
 	for _, kind := range killSchedule(rng, kills, overlapKillKinds) {
