@@ -302,6 +302,7 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		MaxBatchRecords:      batchBase,
 		MaxBatchRecordsCap:   batchCap,
 		RestoreTimeout:       cfg.TransactionTimeout,
+		TransactionTimeout:   cfg.TransactionTimeout,
 		ShutdownTimeout:      cfg.ShutdownTimeout,
 		LeaveGroupOnShutdown: cfg.LeaveGroupOnShutdown,
 		MaxBatchDuration:     cfg.MaxBatchDuration,

@@ -93,6 +93,16 @@ func (k *kafkaSession) Resume(ps []engine.Partition) { k.s.Resume(fromParts(ps))
 func (k *kafkaSession) Begin() error                 { return sessionErr(k.s.Begin()) }
 
 func (k *kafkaSession) Produce(ctx context.Context, msgs []engine.Message) ([]int64, error) {
+	offs, err := k.s.Produce(ctx, toRecords(msgs))
+	return offs, sessionErr(err)
+}
+
+// ProduceAsync implements engine.AsyncProducer.
+func (k *kafkaSession) ProduceAsync(ctx context.Context, msgs []engine.Message, done func([]int64, error)) {
+	k.s.ProduceAsync(ctx, toRecords(msgs), func(offs []int64, err error) { done(offs, sessionErr(err)) })
+}
+
+func toRecords(msgs []engine.Message) []kafka.Record {
 	recs := make([]kafka.Record, len(msgs))
 	for i, m := range msgs {
 		recs[i] = kafka.Record{Topic: m.Topic, Partition: m.Partition, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp}
@@ -103,8 +113,7 @@ func (k *kafkaSession) Produce(ctx context.Context, msgs []engine.Message) ([]in
 			}
 		}
 	}
-	offs, err := k.s.Produce(ctx, recs)
-	return offs, sessionErr(err)
+	return recs
 }
 
 func (k *kafkaSession) End(ctx context.Context, commit bool) (bool, error) {

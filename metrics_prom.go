@@ -232,6 +232,7 @@ func (m *appMetrics) scraped() (perPart []partMetric, totals []totalMetric, gaug
 		lastCommit:  m.metric("kstate_last_commit_timestamp_seconds", "Unix time of the last committed transaction; 0 before the first.", prometheus.GaugeValue),
 		assigned:    m.metric("kstate_assigned_partitions", "Input partitions assigned to this instance.", prometheus.GaugeValue),
 		firstCommit: m.metric("kstate_first_commit_seconds", "Time from the start of Run to its first committed transaction; 0 until then.", prometheus.GaugeValue),
+		batchLimit:  m.metric("kstate_batch_record_limit", "Record limit of the next micro-batch (adaptive batches: grows under a backlog, back to MaxBatchRecords when caught up); the largest over the pipelines.", prometheus.GaugeValue),
 	}
 	return perPart, totals, gauges
 }
@@ -250,10 +251,11 @@ type totalMetric struct {
 
 type scrapeGauges struct {
 	state, ready, live, inFlight, lastError, lastCommit, assigned, firstCommit scrapeMetric
+	batchLimit                                                                 scrapeMetric
 }
 
 func (g scrapeGauges) all() []scrapeMetric {
-	return []scrapeMetric{g.state, g.ready, g.live, g.inFlight, g.lastError, g.lastCommit, g.assigned, g.firstCommit}
+	return []scrapeMetric{g.state, g.ready, g.live, g.inFlight, g.lastError, g.lastCommit, g.assigned, g.firstCommit, g.batchLimit}
 }
 
 // Describe implements prometheus.Collector.
@@ -312,6 +314,7 @@ func (m *appMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(g.lastCommit.desc, g.lastCommit.typ, unixSeconds(true, lastCommit))
 	ch <- prometheus.MustNewConstMetric(g.assigned.desc, g.assigned.typ, float64(len(s.Assigned)))
 	ch <- prometheus.MustNewConstMetric(g.firstCommit.desc, g.firstCommit.typ, s.FirstCommit.Seconds())
+	ch <- prometheus.MustNewConstMetric(g.batchLimit.desc, g.batchLimit.typ, float64(s.BatchRecordLimit))
 	m.batchDuration.Collect(ch)
 	m.commitLatency.Collect(ch)
 	m.endToEnd.Collect(ch)

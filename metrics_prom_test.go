@@ -67,6 +67,7 @@ func TestMetricsEmbedded(t *testing.T) {
 		{"kstate_last_commit_timestamp_seconds", func(v float64) bool { return time.Since(time.Unix(int64(v), 0)) < time.Minute }, "recent"},
 		{"kstate_last_error_timestamp_seconds", func(v float64) bool { return v == 0 }, "0 (no error)"},
 		{"kstate_first_commit_seconds", func(v float64) bool { return v > 0 }, "> 0"},
+		{"kstate_batch_record_limit", func(v float64) bool { return v > 0 }, "> 0"},
 	}
 	for _, c := range checks {
 		if _, ok := f[c.name]; !ok {

@@ -156,6 +156,7 @@ func (ps *pipelineSet) snapshot() (engine.Snapshot, map[int32]int) {
 		m.FirstCommit = minPositive(m.FirstCommit, s.FirstCommit)
 		m.SinceCommit = minPositive(m.SinceCommit, s.SinceCommit)
 		m.BatchInFlight = max(m.BatchInFlight, s.BatchInFlight)
+		m.BatchRecordLimit = max(m.BatchRecordLimit, s.BatchRecordLimit)
 		for _, p := range s.Assigned {
 			st := s.Status[p]
 			if _, seen := owner[p]; seen && (m.Status[p].Ready || !st.Ready) {

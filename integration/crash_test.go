@@ -130,7 +130,8 @@ func killRound(t *testing.T, rng *rand.Rand, in *eosInput, args eosChildArgs, pa
 	// transactions, so they get small batches.
 	args.maxBatch = []int{5, 25, 100, 1000}[rng.IntN(4)]
 	switch kind {
-	case string(engine.AfterProduce), string(engine.BeforeLocalCommit):
+	case string(engine.AfterProduce), string(engine.BeforeLocalCommit),
+		string(engine.AfterTaskProduce), string(engine.AfterLocalCommit):
 		args.maxBatch = min(args.maxBatch, 25)
 		args.killPoint = fmt.Sprintf("%s@%d", kind, 1+rng.IntN(plan.maxNth))
 		if args.deadLetter {

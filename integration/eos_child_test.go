@@ -54,13 +54,14 @@ type eosChildArgs struct {
 	in2            string // -in2: a second input topic (rows as JSON); "": none
 	maxBatch       int
 	sessionTimeout time.Duration
-	killPoint      string // cli.KillPointEnv value; "" for none
-	deadLetter     bool   // -dead-letter: poison values and fail rows are dead-lettered
-	pad            int    // bytes of the eos processor's pad variable per key; 0: none
-	proc           string // -proc; "" for eos
-	toEnd          bool   // -to-end: App.RunToEnd, the child exits 0 at the end
-	sinkDB         string // -sink-db: rows to a SQLite foreachBatch sink; "": none
-	pipelines      int    // -pipelines: Config.Pipelines; 0: default
+	killPoint      string        // cli.KillPointEnv value; "" for none
+	deadLetter     bool          // -dead-letter: poison values and fail rows are dead-lettered
+	pad            int           // bytes of the eos processor's pad variable per key; 0: none
+	proc           string        // -proc; "" for eos
+	toEnd          bool          // -to-end: App.RunToEnd, the child exits 0 at the end
+	sinkDB         string        // -sink-db: rows to a SQLite foreachBatch sink; "": none
+	pipelines      int           // -pipelines: Config.Pipelines; 0: default
+	slow           time.Duration // -slow: eos sleeps this long for about one row in seven; 0: never
 }
 
 // startEOSChild starts an instance of the eos application. The child dies
@@ -100,6 +101,9 @@ func startEOSChild(t *testing.T, a eosChildArgs) *eosChild {
 	}
 	if a.pipelines > 0 {
 		args = append(args, "-pipelines", strconv.Itoa(a.pipelines))
+	}
+	if a.slow > 0 {
+		args = append(args, "-slow", a.slow.String())
 	}
 	c := &eosChild{name: a.instance, cmd: exec.Command(exe, args...), done: make(chan struct{})}
 	var env []string

@@ -5,6 +5,8 @@ import (
 	"time"
 )
 
+// TestBatchSizer: without a known lag (a session without high
+// watermarks), the poll's fullness stands in for it.
 func TestBatchSizer(t *testing.T) {
 	type poll struct {
 		n    int
@@ -42,9 +44,58 @@ func TestBatchSizer(t *testing.T) {
 				t.Fatalf("first limit %d, want base %d", got, tc.base)
 			}
 			for i, p := range tc.polls {
-				s.observe(p.n, p.took)
+				s.observe(batchObs{n: p.n, took: p.took, txn: p.took, lag: -1})
 				if got := s.next(); got != p.want {
 					t.Fatalf("poll %d (%d records, %v): next limit %d, want %d", i, p.n, p.took, got, p.want)
+				}
+			}
+		})
+	}
+}
+
+// TestBatchSizerLag: with the lag known, growth needs a backlog of twice
+// the limit and a fixed transaction cost of at least a tenth of the
+// batch; caught up, the limit drops back to base at once.
+func TestBatchSizerLag(t *testing.T) {
+	const ms = time.Millisecond
+	type batch struct {
+		obs  batchObs
+		want int
+	}
+	for _, tc := range []struct {
+		name    string
+		batches []batch
+	}{
+		{"backlog and a costly commit grow to the cap", []batch{
+			{batchObs{n: 5000, took: 40 * ms, txn: 20 * ms, lag: 100000}, 10000},
+			{batchObs{n: 10000, took: 60 * ms, txn: 20 * ms, lag: 90000}, 20000},
+			{batchObs{n: 20000, took: 100 * ms, txn: 25 * ms, lag: 70000}, 40000},
+			{batchObs{n: 40000, took: 200 * ms, txn: 50 * ms, lag: 100000}, 40000}}},
+		{"a cheap commit does not grow", []batch{
+			{batchObs{n: 5000, took: 100 * ms, txn: 9 * ms, lag: 100000}, 5000},
+			{batchObs{n: 5000, took: 100 * ms, txn: 10 * ms, lag: 100000}, 10000}}},
+		{"a full poll without backlog holds", []batch{
+			{batchObs{n: 5000, took: 40 * ms, txn: 20 * ms, lag: 9999}, 5000},
+			{batchObs{n: 5000, took: 40 * ms, txn: 20 * ms, lag: 10000}, 10000},
+			{batchObs{n: 10000, took: 40 * ms, txn: 20 * ms, lag: 19999}, 10000}}},
+		{"a short poll with a backlog holds (no halving)", []batch{
+			{batchObs{n: 5000, took: 40 * ms, txn: 20 * ms, lag: 100000}, 10000},
+			{batchObs{n: 100, took: 10 * ms, txn: 5 * ms, lag: 8000}, 10000}}},
+		{"caught up drops to base at once", []batch{
+			{batchObs{n: 5000, took: 40 * ms, txn: 20 * ms, lag: 100000}, 10000},
+			{batchObs{n: 10000, took: 40 * ms, txn: 20 * ms, lag: 100000}, 20000},
+			{batchObs{n: 20000, took: 40 * ms, txn: 20 * ms, lag: 4999}, 5000}}},
+		{"a long batch shrinks despite the backlog", []batch{
+			{batchObs{n: 5000, took: 40 * ms, txn: 20 * ms, lag: 100000}, 10000},
+			{batchObs{n: 10000, took: 1500 * ms, txn: 1000 * ms, lag: 100000}, 10000},
+			{batchObs{n: 10000, took: 2500 * ms, txn: 1000 * ms, lag: 100000}, 5000}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newBatchSizer(5000, 40000, 0)
+			for i, b := range tc.batches {
+				s.observe(b.obs)
+				if got := s.next(); got != b.want {
+					t.Fatalf("batch %d %+v: next limit %d, want %d", i, b.obs, got, b.want)
 				}
 			}
 		})

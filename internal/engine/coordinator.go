@@ -56,6 +56,10 @@ type CoordinatorConfig struct {
 	// committed offset (the transaction timeout: a commit marker is
 	// visible by then).
 	RestoreTimeout time.Duration
+	// TransactionTimeout is the session's transaction timeout: batches
+	// produce while their tasks run (round.go) only while the previous
+	// batch's tasks took at most a quarter of it. Optional; 0: RestoreTimeout.
+	TransactionTimeout time.Duration
 	// RestoreRetry is the pause between restore rounds while waiting.
 	// Optional; default 50ms.
 	RestoreRetry time.Duration
@@ -141,6 +145,12 @@ type Coordinator struct {
 	clock Clock
 	log   *slog.Logger
 	sizer *batchSizer // the next poll's record limit (the loop's own)
+	// lastTasks is how long the last batch's tasks ran (round start to the
+	// last RunBatch returned), for round.go's overlap guard; the loop's own.
+	lastTasks time.Duration
+	// lastTxn is the last batch's fixed per-transaction time (produce tail
+	// and End, round.go), for the sizer; the loop's own.
+	lastTxn time.Duration
 
 	partitions    int // of the input (and changelog) topic
 	outPartitions int
@@ -186,6 +196,7 @@ type Coordinator struct {
 		phase      Phase         // phase.go
 		lastCommit time.Duration // Clock.Elapsed of the last commit; 0: none
 		partitions int           // copy of partitions for other goroutines (query.go)
+		batchLimit int           // the record limit of the next poll (Snapshot)
 	}
 }
 
@@ -229,6 +240,7 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 		cfg.MetadataRefresh = defaultMetadataRefresh
 	}
 	c := &Coordinator{cfg: cfg, clock: cfg.Clock, sizer: newBatchSizer(cfg.MaxBatchRecords, cfg.MaxBatchRecordsCap, cfg.MaxBatchDuration)}
+	c.mu.batchLimit = c.sizer.next()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -313,11 +325,16 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 		c.promote()
 		c.updatePhase()
 		polled := c.clock.Elapsed()
+		c.lastTxn = 0
 		if err := c.batch(recs); err != nil {
 			return err
 		}
-		c.sizer.observe(len(recs), c.clock.Elapsed()-polled)
+		took := c.clock.Elapsed() - polled
 		c.noteLag()
+		c.sizer.observe(batchObs{n: len(recs), took: took, txn: c.lastTxn, lag: c.totalLag()})
+		c.mu.Lock()
+		c.mu.batchLimit = c.sizer.next()
+		c.mu.Unlock()
 		if ctx.Err() != nil {
 			return nil
 		}

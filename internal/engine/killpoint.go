@@ -12,10 +12,20 @@ const (
 	// AfterProduce: the batch's output and changelog records are in the
 	// open transaction, which is not committed yet.
 	AfterProduce KillPoint = "after-produce"
-	// BeforeLocalCommit: the transaction committed; the next task's shard
-	// has not applied its part of the batch yet (reached once per task of
-	// the batch, so a crash can also fall between two tasks).
+	// BeforeLocalCommit: the transaction committed; a task's shard has not
+	// applied its part of the batch yet (reached once per task of the
+	// batch, just before its local commit; the tasks commit in parallel,
+	// so other tasks may have committed or be committing).
 	BeforeLocalCommit KillPoint = "before-local-commit"
+	// AfterTaskProduce: one task's records of the batch (outputs,
+	// changelog, ...) are acknowledged in the open transaction while
+	// another task of the batch is still processing (reached only then).
+	AfterTaskProduce KillPoint = "after-task-produce"
+	// AfterLocalCommit: the transaction committed and one task's shard
+	// applied its part of the batch while another task's local commit of
+	// the batch had not finished (reached only then): local commits run in
+	// parallel.
+	AfterLocalCommit KillPoint = "after-local-commit"
 	// AfterPlan: with a sink, the batch plans committed (input offsets
 	// included); the batch has not executed.
 	AfterPlan KillPoint = "after-plan"

@@ -176,6 +176,24 @@ func (c *Coordinator) noteLag() {
 	}
 }
 
+// totalLag is the consumer lag summed over the ready partitions as of the
+// last noteLag; -1 when none is ready or one's lag is unknown.
+func (c *Coordinator) totalLag() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	total := int64(-1)
+	for _, s := range c.mu.slots {
+		if !s.ready {
+			continue
+		}
+		if s.lag < 0 {
+			return -1
+		}
+		total = max(total, 0) + s.lag
+	}
+	return total
+}
+
 // restoreProgress is a slot's restore progress (under Coordinator.mu).
 type restoreProgress struct {
 	start   time.Duration // Clock.Elapsed when the restore began

@@ -73,6 +73,20 @@ type Session interface {
 	Close() error
 }
 
+// AsyncProducer is a Session that can also produce without waiting: the
+// coordinator then produces each task's records as soon as the task
+// finished, in task order, while the other tasks still run (produce.go).
+type AsyncProducer interface {
+	// ProduceAsync hands msgs to the producer in the open transaction, in
+	// order after the records of earlier calls (it may block while the
+	// producer's buffer is full), and returns; done is called once, from
+	// any goroutine (possibly before ProduceAsync returns), when every
+	// record is acknowledged, with their offsets in order, or with the
+	// first error. Never concurrent with Begin, End or Poll; End must wait
+	// for every done.
+	ProduceAsync(ctx context.Context, msgs []Message, done func(offsets []int64, err error))
+}
+
 // GroupLeaver is a Session that can also leave its group for good: Leave
 // closes the session like Close and then takes the member out of the group
 // even when it is static (a static member's Close keeps its place until the

@@ -8,8 +8,9 @@ import (
 
 // batch runs one micro-batch over the polled records: every ready task
 // with records, or wanting a batch anyway, runs it on its own goroutine;
-// then outputs and changelog records are produced in one transaction with
-// the offsets of everything polled, and the tasks commit or abort locally.
+// its outputs and changelog records are produced, as soon as it returns,
+// in one transaction with the offsets of everything polled (produce.go);
+// once that committed the tasks commit locally, in parallel, or all abort.
 func (c *Coordinator) batch(recs []Message) error {
 	now := c.clock.Now()
 	ready := c.readyTasks()
@@ -75,8 +76,65 @@ func (c *Coordinator) batch(recs []Message) error {
 			return err
 		}
 	}
-	results, errs, err := c.runTasks(parts, now.UnixMilli(), byPart)
+	// With input and no sink, the transaction opens before the tasks run
+	// (franz-go's Begin is local) and each task's records are produced as
+	// soon as its RunBatch returns, overlapping the broker's round trips
+	// with the other tasks' processing (produce.go). Without input the
+	// batch may need no transaction at all, and with a sink the sinks run
+	// before the transaction (sink.go): both produce after every task ran.
+	// So do batches after one whose tasks ran longer than a quarter of
+	// the transaction timeout: the broker's clock of a transaction starts
+	// at its first produce, and the tasks still running count against it
+	// (a slow processor's batch must not be aborted by the broker). The
+	// margin is 4x: the sizer at most doubles a batch's records.
+	var pg *produceGroup
+	var finished func(int, *BatchResult, error)
+	txnTimeout := c.cfg.TransactionTimeout
+	if txnTimeout <= 0 {
+		txnTimeout = c.cfg.RestoreTimeout
+	}
+	// Small batches (the caught-up, latency regime) keep the old order
+	// too: their produce is one short request, and splitting it made the
+	// end-to-end latency worse (docs/BENCHMARKS.md). Crash tests (a
+	// KillHook set) overlap every batch, so that the overlap's kill
+	// points occur in their small batches.
+	minRecs := overlapMinRecords
+	if c.cfg.KillHook != nil {
+		minRecs = 1
+	}
+	ap, async := c.session.(AsyncProducer)
+	if async && len(recs) >= minRecs && !c.cfg.Sink && c.lastTasks <= txnTimeout/4 {
+		if err := c.session.Begin(); err != nil {
+			return c.kafkaErr("begin transaction", err)
+		}
+		pg = newProduceGroup(c.workCtx, ap, len(parts), len(recs), c.cfg.KillHook)
+		finished = func(i int, res *BatchResult, err error) {
+			if err != nil {
+				pg.finished(i, nil, 0)
+				return
+			}
+			msgs, clEnd := c.taskRecords(parts[i], res, nil)
+			pg.finished(i, msgs, clEnd)
+		}
+	}
+	// abortTxn ends an overlapped batch's transaction without committing,
+	// once its produces returned.
+	abortTxn := func() {
+		if pg == nil {
+			return
+		}
+		if err := pg.wait(); err != nil {
+			c.log.Debug("produce of an aborted batch failed", "err", err)
+		}
+		if _, err := c.session.End(c.workCtx, false); err != nil {
+			c.log.Warn("abort of the batch's transaction failed", "err", err)
+		}
+	}
+	results, errs, err := c.runTasks(parts, now.UnixMilli(), byPart, finished)
+	tasksDone := c.clock.Elapsed()
+	c.lastTasks = tasksDone - batchStart
 	if err != nil {
+		abortTxn()
 		return fmt.Errorf("kstate: %w", err)
 	}
 	abortAll := func() {
@@ -87,38 +145,58 @@ func (c *Coordinator) batch(recs []Message) error {
 	for _, err := range errs {
 		if err != nil {
 			abortAll()
+			abortTxn()
 			return fmt.Errorf("kstate: %w", err)
 		}
 	}
 
 	if err := c.runSinks(parts, results); err != nil {
 		abortAll()
+		abortTxn()
 		return fmt.Errorf("kstate: %w", err)
 	}
 
-	out, clEnd := c.records(parts, results)
-	if len(out) == 0 && len(recs) == 0 {
-		// Nothing consumed, nothing produced, nothing staged: no
-		// transaction needed.
-		for _, s := range parts {
-			if err := s.task.Commit(-1); err != nil {
-				return fmt.Errorf("kstate: %w", err)
+	next := make([]int64, len(parts))
+	if pg != nil {
+		if err := pg.wait(); err != nil {
+			abortAll()
+			if _, aerr := c.session.End(c.workCtx, false); aerr != nil {
+				c.log.Warn("abort after a failed produce failed too", "err", aerr)
+			}
+			return c.kafkaErr("produce", err)
+		}
+		copy(next, pg.next)
+	} else {
+		out, clEnd := c.records(parts, results)
+		if len(out) == 0 && len(recs) == 0 {
+			// Nothing consumed, nothing produced, nothing staged: no
+			// transaction needed.
+			for _, s := range parts {
+				if err := s.task.Commit(-1); err != nil {
+					return fmt.Errorf("kstate: %w", err)
+				}
+			}
+			c.noteStatus(parts, false)
+			return nil
+		}
+		if err := c.session.Begin(); err != nil {
+			abortAll()
+			return c.kafkaErr("begin transaction", err)
+		}
+		offsets, err := c.session.Produce(c.workCtx, out)
+		if err != nil {
+			abortAll()
+			if _, aerr := c.session.End(c.workCtx, false); aerr != nil {
+				c.log.Warn("abort after a failed produce failed too", "err", aerr)
+			}
+			return c.kafkaErr("produce", err)
+		}
+		for i := range parts {
+			next[i] = -1
+			if clEnd[i] > 0 {
+				next[i] = offsets[clEnd[i]-1] + 1
 			}
 		}
-		c.noteStatus(parts, false)
-		return nil
-	}
-	if err := c.session.Begin(); err != nil {
-		abortAll()
-		return c.kafkaErr("begin transaction", err)
-	}
-	offsets, err := c.session.Produce(c.workCtx, out)
-	if err != nil {
-		abortAll()
-		if _, aerr := c.session.End(c.workCtx, false); aerr != nil {
-			c.log.Warn("abort after a failed produce failed too", "err", aerr)
-		}
-		return c.kafkaErr("produce", err)
 	}
 	c.cfg.KillHook.at(AfterProduce)
 	t0 := c.clock.Elapsed()
@@ -145,6 +223,9 @@ func (c *Coordinator) batch(recs []Message) error {
 		}
 		return nil
 	}
+	// The fixed per-transaction cost: what the batch waited for Kafka
+	// once its tasks were done (the produce tail and End), for the sizer.
+	c.lastTxn = c.clock.Elapsed() - tasksDone
 	c.retire(Counters{Commits: 1, CommitLatency: latency})
 	since := c.clock.Elapsed() - c.start
 	c.mu.Lock()
@@ -156,17 +237,10 @@ func (c *Coordinator) batch(recs []Message) error {
 	if first {
 		c.log.Info("first batch committed", "since_start", since.Round(time.Millisecond), "partitions", partsOf(parts))
 	}
-	for i, s := range parts {
-		next := int64(-1)
-		if clEnd[i] > 0 {
-			next = offsets[clEnd[i]-1] + 1
-		}
-		c.cfg.KillHook.at(BeforeLocalCommit)
-		if err := s.task.Commit(next); err != nil {
-			// Kafka has the batch; the shard does not. A restart
-			// restores the missing tail from the changelog.
-			return fmt.Errorf("kstate: %w", err)
-		}
+	if err := c.commitLocal(parts, next); err != nil {
+		// Kafka has the batch; a shard does not. A restart restores the
+		// missing tail from the changelog.
+		return fmt.Errorf("kstate: %w", err)
 	}
 	c.resumeAfterPlan(parts)
 	c.noteStatus(parts, true)
@@ -197,60 +271,71 @@ func (c *Coordinator) deferFirst(s *slot) bool {
 // records.
 const firstBatchWait = time.Second
 
-// records builds the transaction's records: per task its outputs, its
-// dead-letter records (dead-letter partition = input partition modulo the
-// dead-letter topic's count: one source partition's bad records stay in
-// order, nil keys included), then its changelog records (changelog
-// partition = input partition). clEnd[i] is the index after task i's last
+// records builds the transaction's records: per task its records
+// (taskRecords), in task order. clEnd[i] is the index after task i's last
 // changelog record, 0 if it has none.
 func (c *Coordinator) records(parts []*slot, results []*BatchResult) ([]Message, []int) {
 	var out []Message
 	clEnd := make([]int, len(parts))
 	for i, s := range parts {
-		res := results[i]
-		for _, o := range res.Outputs {
-			if c.cfg.OutputTopic == "" {
-				break // sinks only
-			}
-			var ts time.Time
-			if o.TimestampMs >= 0 {
-				ts = time.UnixMilli(o.TimestampMs)
-			}
-			topic, n := c.cfg.OutputTopic, c.outPartitions
-			if o.Topic != "" {
-				topic, n = o.Topic, c.topicPartitions[o.Topic]
-			}
-			out = append(out, Message{
-				Topic: topic, Partition: outputPartition(o.Key, s.part, n),
-				Key: o.Key, Value: o.Value, Timestamp: ts, Headers: o.Headers,
-			})
+		var end int
+		out, end = c.taskRecords(s, results[i], out)
+		if end > 0 {
+			clEnd[i] = end
 		}
-		for _, r := range res.Repartition {
-			var ts time.Time
-			if r.TimestampMs >= 0 {
-				ts = time.UnixMilli(r.TimestampMs)
-			}
-			out = append(out, Message{
-				Topic: c.cfg.RepartitionTopic, Partition: PartitionFor(r.Key, c.partitions),
-				Key: r.Key, Value: r.Value, Timestamp: ts, Headers: r.Headers,
-			})
+	}
+	return out, clEnd
+}
+
+// taskRecords appends one task's records to out: its outputs, its
+// repartition records, its dead-letter records (dead-letter partition =
+// input partition modulo the dead-letter topic's count: one source
+// partition's bad records stay in order, nil keys included), then its
+// changelog records (changelog partition = input partition). clEnd is the
+// index in out after its last changelog record, 0 if it has none.
+func (c *Coordinator) taskRecords(s *slot, res *BatchResult, out []Message) (_ []Message, clEnd int) {
+	for _, o := range res.Outputs {
+		if c.cfg.OutputTopic == "" {
+			break // sinks only
 		}
-		for _, d := range res.DeadLetters {
-			var ts time.Time
-			if d.TimestampMs >= 0 {
-				ts = time.UnixMilli(d.TimestampMs)
-			}
-			out = append(out, Message{
-				Topic: c.cfg.DeadLetterTopic, Partition: s.part % int32(max(c.dlqPartitions, 1)),
-				Key: d.Key, Value: d.Value, Timestamp: ts, Headers: d.Headers,
-			})
+		var ts time.Time
+		if o.TimestampMs >= 0 {
+			ts = time.UnixMilli(o.TimestampMs)
 		}
-		for _, r := range res.Changelog {
-			out = append(out, Message{Topic: c.cfg.ChangelogTopic, Partition: s.part, Key: r.Key, Value: r.Value})
+		topic, n := c.cfg.OutputTopic, c.outPartitions
+		if o.Topic != "" {
+			topic, n = o.Topic, c.topicPartitions[o.Topic]
 		}
-		if len(res.Changelog) > 0 {
-			clEnd[i] = len(out)
+		out = append(out, Message{
+			Topic: topic, Partition: outputPartition(o.Key, s.part, n),
+			Key: o.Key, Value: o.Value, Timestamp: ts, Headers: o.Headers,
+		})
+	}
+	for _, r := range res.Repartition {
+		var ts time.Time
+		if r.TimestampMs >= 0 {
+			ts = time.UnixMilli(r.TimestampMs)
 		}
+		out = append(out, Message{
+			Topic: c.cfg.RepartitionTopic, Partition: PartitionFor(r.Key, c.partitions),
+			Key: r.Key, Value: r.Value, Timestamp: ts, Headers: r.Headers,
+		})
+	}
+	for _, d := range res.DeadLetters {
+		var ts time.Time
+		if d.TimestampMs >= 0 {
+			ts = time.UnixMilli(d.TimestampMs)
+		}
+		out = append(out, Message{
+			Topic: c.cfg.DeadLetterTopic, Partition: s.part % int32(max(c.dlqPartitions, 1)),
+			Key: d.Key, Value: d.Value, Timestamp: ts, Headers: d.Headers,
+		})
+	}
+	for _, r := range res.Changelog {
+		out = append(out, Message{Topic: c.cfg.ChangelogTopic, Partition: s.part, Key: r.Key, Value: r.Value})
+	}
+	if len(res.Changelog) > 0 {
+		clEnd = len(out)
 	}
 	return out, clEnd
 }

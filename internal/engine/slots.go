@@ -264,6 +264,9 @@ type Snapshot struct {
 	SinceCommit time.Duration
 	// Status holds what the loop last saw of each assigned partition.
 	Status map[int32]PartitionStatus
+	// BatchRecordLimit is the record limit of the loop's next poll
+	// (adaptive batches, adaptive.go).
+	BatchRecordLimit int
 }
 
 // Snapshot returns the counters. Safe to call at any time, also after Run.
@@ -274,6 +277,7 @@ func (c *Coordinator) Snapshot() Snapshot {
 	m.Total = c.mu.retired
 	m.FirstCommit = c.mu.firstCommit
 	m.Phase = c.mu.phase
+	m.BatchRecordLimit = c.mu.batchLimit
 	if c.mu.lastCommit > 0 {
 		m.SinceCommit = max(c.clock.Elapsed()-c.mu.lastCommit, time.Nanosecond)
 	}

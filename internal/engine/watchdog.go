@@ -24,9 +24,11 @@ import (
 // Giving up isolates the stuck goroutine instead of waiting for it:
 //   - every task of the round is marked abandoned (Task.Abandon): when the
 //     stuck call returns, its RunBatch stops at once (no more user code);
-//   - the round's transaction was never begun (tasks run before Begin), so
-//     nothing of it can be produced or committed, and Commit, the only
-//     writer of the shard, is never called for an abandoned batch;
+//   - nothing of the round can be committed: its transaction was either
+//     never begun (tasks run before Begin) or, when the finished tasks'
+//     records were being produced meanwhile (round.go), is aborted once
+//     those produces returned; and Commit, the only writer of the shard,
+//     is never called for an abandoned batch;
 //   - the loop returns: shutdown skips processor Close and shard Close of a
 //     task whose goroutine is still running (it would race with the call)
 //     and marks it orphaned; that goroutine closes the task itself when
@@ -65,7 +67,10 @@ type round struct {
 // them, or for the watchdog or the shutdown timer to give the round up.
 // Results are in slot order. On a StuckError the tasks are abandoned (the
 // finished ones aborted) and the round's results must not be used.
-func (c *Coordinator) runTasks(parts []*slot, nowMs int64, byPart map[int32][]Record) ([]*BatchResult, []error, error) {
+// finished, if not nil, is called on the caller's goroutine as each task's
+// RunBatch returns, with its index, result and error, while the others
+// may still run (round.go produces its records then).
+func (c *Coordinator) runTasks(parts []*slot, nowMs int64, byPart map[int32][]Record, finished func(i int, res *BatchResult, err error)) ([]*BatchResult, []error, error) {
 	rd := &round{start: c.clock.Elapsed(), done: make(chan int, len(parts))}
 	c.mu.Lock()
 	c.mu.inFlight, c.mu.roundStart = true, rd.start
@@ -94,8 +99,12 @@ func (c *Coordinator) runTasks(parts []*slot, nowMs int64, byPart map[int32][]Re
 	}()
 	for pending := len(parts); pending > 0; {
 		select {
-		case <-rd.done:
+		case i := <-rd.done:
 			pending--
+			if finished != nil {
+				f := rd.flights[i]
+				finished(i, f.res, f.err)
+			}
 		case age := <-expired:
 			return nil, nil, c.giveUp(rd, LimitMaxBatch, age)
 		case <-c.shutdownExpired:

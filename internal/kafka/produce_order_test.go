@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/kstate/kstate/internal/kafka"
@@ -43,4 +44,75 @@ func TestSessionProduceReturnsOffsetsInInputOrder(t *testing.T) {
 		}
 		s.End(ctx, true)
 	}
+}
+
+// ProduceAsync: calls made one after the other land in call order in
+// every partition they share, each call's offsets come back in its input
+// order, and End commits them all.
+func TestSessionProduceAsyncKeepsCallOrder(t *testing.T) {
+	e, err := embedded.Start(embedded.Options{Topics: map[string]int{"t": 4, "in": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	s, err := kafka.NewSession(kafka.SessionConfig{Brokers: e.Brokers(), GroupID: "g", Topics: []string{"in"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	const calls, perCall = 5, 40
+	got := make([][]int64, calls)
+	errs := make([]error, calls)
+	var wg sync.WaitGroup
+	for c := range calls {
+		var recs []kafka.Record
+		for i := range perCall {
+			recs = append(recs, kafka.Record{Topic: "t", Partition: int32(i % 4), Value: []byte("v")})
+		}
+		wg.Add(1)
+		s.ProduceAsync(ctx, recs, func(offs []int64, err error) {
+			got[c], errs[c] = offs, err
+			wg.Done()
+		})
+	}
+	wg.Add(1)
+	s.ProduceAsync(ctx, nil, func(offs []int64, err error) {
+		if offs != nil || err != nil {
+			t.Errorf("empty ProduceAsync: %v, %v", offs, err)
+		}
+		wg.Done()
+	})
+	wg.Wait()
+	last := map[int32]int64{}
+	for c := range calls {
+		if errs[c] != nil {
+			t.Fatalf("call %d: %v", c, errs[c])
+		}
+		if len(got[c]) != perCall {
+			t.Fatalf("call %d: %d offsets for %d records", c, len(got[c]), perCall)
+		}
+		for i, o := range got[c] {
+			p := int32(i % 4)
+			if l, ok := last[p]; ok && o != l+1 {
+				t.Fatalf("call %d record %d (partition %d): offset %d after %d: not in call order", c, i, p, o, l)
+			}
+			last[p] = o
+		}
+	}
+	if ok, err := s.End(ctx, true); !ok || err != nil {
+		t.Fatalf("End: %v, %v", ok, err)
+	}
+	// Outside a transaction: an error, not a hang.
+	wg.Add(1)
+	s.ProduceAsync(ctx, []kafka.Record{{Topic: "t", Value: []byte("v")}}, func(_ []int64, err error) {
+		if err == nil {
+			t.Error("ProduceAsync outside a transaction succeeded")
+		}
+		wg.Done()
+	})
+	wg.Wait()
 }

@@ -127,8 +127,9 @@ type SessionConfig struct {
 // Begin, Produce and End are not retryable: close the Session and build a new
 // one (ErrFenced: stop, a newer instance took over).
 //
-// Poll, Begin, Produce and End must not be called concurrently with each
-// other. Close may be called from another goroutine to unblock Poll.
+// Poll, Begin, Produce, ProduceAsync and End must not be called
+// concurrently with each other, and End must wait for every ProduceAsync's
+// done. Close may be called from another goroutine to unblock Poll.
 type Session struct {
 	cfg SessionConfig
 	log *slog.Logger
@@ -258,8 +259,9 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		kgo.Balancers(balancer(cfg.CoPartitioned)),
 		kgo.RecordPartitioner(newPartitioner()),
 		kgo.MetadataMinAge(clientMetadataMinAge),
-		// Produce hands over a whole batch and waits for it: lingering
-		// cannot gather more records, it only adds latency.
+		// Produce and ProduceAsync hand over whole batches or chunks of
+		// them, and End waits for them: lingering cannot gather more
+		// records, it only adds latency.
 		kgo.ProducerLinger(0),
 		// Produce checks every record against MaxRecordBytes first (with a
 		// clear error); franz-go's own check, of the same size plus the
@@ -508,6 +510,76 @@ func (s *Session) Produce(ctx context.Context, recs []Record) ([]int64, error) {
 		offsets[i] = kr.Offset
 	}
 	return offsets, nil
+}
+
+// ProduceAsync hands recs to the producer in the open transaction, after
+// the records of earlier calls, and returns without waiting for the broker
+// (it blocks only while franz-go's buffer of unacknowledged records is
+// full). done is called once, on one of franz-go's goroutines or before
+// ProduceAsync returns, when every record is acknowledged: with their
+// offsets in order, or with the first error (the transaction can then only
+// be aborted). End must not be called before every done ran.
+func (s *Session) ProduceAsync(ctx context.Context, recs []Record, done func(offsets []int64, err error)) {
+	if !s.inTxn.Load() {
+		done(nil, ErrNotInTransaction)
+		return
+	}
+	if len(recs) == 0 {
+		done(nil, nil)
+		return
+	}
+	for i := range recs {
+		r := &recs[i]
+		if err := CheckRecordSize(r.Topic, r.Partition, r.Key, r.Value, r.Headers, s.cfg.MaxRecordBytes); err != nil {
+			done(nil, err)
+			return
+		}
+	}
+	krs := make([]*kgo.Record, len(recs))
+	for i := range recs {
+		krs[i] = toKgo(&recs[i])
+	}
+	pg := &pendingProduce{left: int64(len(krs))}
+	promise := func(r *kgo.Record, err error) {
+		if err != nil {
+			pg.mu.Lock()
+			if pg.mu.err == nil {
+				what := fmt.Sprintf("produce to topic %q partition %d", r.Topic, r.Partition)
+				pg.mu.err = s.wrapTxnErr(what, r.Topic, err)
+			}
+			pg.mu.Unlock()
+		}
+		if atomic.AddInt64(&pg.left, -1) > 0 {
+			return
+		}
+		// The last promise: franz-go set every record's Offset before
+		// calling its promise, and the atomic countdown orders those
+		// writes before these reads.
+		pg.mu.Lock()
+		err = pg.mu.err
+		pg.mu.Unlock()
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		offsets := make([]int64, len(krs))
+		for i, kr := range krs {
+			offsets[i] = kr.Offset
+		}
+		done(offsets, nil)
+	}
+	for _, kr := range krs {
+		s.gts.Produce(ctx, kr, promise)
+	}
+}
+
+// pendingProduce counts a ProduceAsync's unacknowledged records.
+type pendingProduce struct {
+	left int64
+	mu   struct {
+		sync.Mutex
+		err error
+	}
 }
 
 // End ends the open transaction. With commit it tries to commit the

@@ -35,8 +35,9 @@ import (
 // KillPointEnv makes the program SIGKILL itself: "<point>@<n>" kills it
 // the n-th time (from 1) the engine reaches the kill point, one of
 // internal/engine's KillPoints ("after-produce", "before-local-commit",
-// "during-restore"). "<point>@<n>/stop" SIGSTOPs it instead, so that a
-// test can let the group move on and then SIGCONT a zombie. A "/dlq"
+// "during-restore", "after-task-produce", "after-local-commit").
+// "<point>@<n>/stop" SIGSTOPs it instead, so that a test can let the group
+// move on and then SIGCONT a zombie. A "/dlq"
 // suffix (with -proc eos -dead-letter) counts only the occurrences in
 // batches that dead-letter records. The log line of a kill point names
 // the number of records its batch dead-letters (after-produce,
@@ -70,6 +71,7 @@ func Main(args []string) int {
 		toEnd    = fs.Bool("to-end", false, "App.RunToEnd instead of Run: exit 0 once the input's end offsets at start are committed")
 		sinkDB   = fs.String("sink-db", "", "SQLite file: the rows go to a foreachBatch sink (examples/foreachbatch/sqlsink, calls recorded) instead of -out")
 		pipes    = fs.Int("pipelines", 0, "Config.Pipelines (0: default)")
+		slow     = fs.Duration("slow", 0, "eos: sleep this long for about one row in seven (tasks of a batch finish at different times)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -126,7 +128,7 @@ func Main(args []string) int {
 		cfg = eos.Config(eos.Options{
 			Brokers: cfg.Brokers, ApplicationID: *app, InstanceID: *instance, StateDir: *dir,
 			Input: *in, Input2: *in2, Output: *out, MaxBatchRecords: *batch, SessionTimeout: *session, Pad: *pad, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
-			DeadLetter: *dlq, BadRows: bad,
+			DeadLetter: *dlq, BadRows: bad, Slow: *slow,
 		})
 	default:
 		logger.Printf("testapp: unknown -proc %q", *proc)
@@ -223,7 +225,8 @@ func killHook(spec string, bad *atomic.Int64, logger *log.Logger) (engine.KillHo
 	case !ok || err != nil || n < 1:
 		return nil, fmt.Errorf("%s=%q: want <point>@<n>[/stop][/dlq], n >= 1", KillPointEnv, spec)
 	case point != engine.AfterProduce && point != engine.BeforeLocalCommit && point != engine.DuringRestore &&
-		point != engine.AfterPlan && point != engine.AfterSink:
+		point != engine.AfterPlan && point != engine.AfterSink &&
+		point != engine.AfterTaskProduce && point != engine.AfterLocalCommit:
 		return nil, fmt.Errorf("%s=%q: unknown kill point %q", KillPointEnv, spec, name)
 	case onlyDLQ && (bad == nil || point == engine.DuringRestore):
 		return nil, fmt.Errorf("%s=%q: /dlq needs -proc eos -dead-letter and a batch kill point", KillPointEnv, spec)

@@ -195,6 +195,15 @@ type Processor struct {
 	bad    *atomic.Int64 // counts the rows of failed calls; nil: not counted
 	pad    int           // bytes of the pad variable; 0: no pad variable
 	padVar state.ValueState[string]
+	slow   time.Duration // Options.Slow
+}
+
+// slowRow reports whether HandleInputRows sleeps Options.Slow for row:
+// about one row in seven, by a hash of the row.
+func slowRow(row string) bool {
+	h := fnv.New32a()
+	h.Write([]byte(row))
+	return h.Sum32()%7 == 0
 }
 
 // New is a processor factory.
@@ -240,6 +249,9 @@ func (p *Processor) HandleInputRows(key string, rows iter.Seq[string], _ process
 		return err
 	}
 	for row := range rows {
+		if p.slow > 0 && slowRow(row) {
+			time.Sleep(p.slow)
+		}
 		if strings.HasPrefix(row, FailPrefix) {
 			// Change state and emit first, so that the call has something
 			// to discard.
@@ -356,6 +368,12 @@ type Options struct {
 	// BadRows, when not nil, counts the records this instance
 	// dead-letters: each poison value decoded, each row of a failed call.
 	BadRows *atomic.Int64
+	// Slow, when positive, makes HandleInputRows sleep this long for
+	// about one row in seven (by a hash of the row): a batch's tasks then
+	// finish at different times, so that some tasks' records are produced
+	// while others still run (crash_overlap_test.go). Outputs and state
+	// are the same.
+	Slow time.Duration
 }
 
 // Config is the application's kstate configuration; child processes
@@ -401,6 +419,14 @@ func Config(o Options) kstate.Config[string, string, string] {
 		cfg.NewProcessor = NewCounting(o.BadRows)
 		cfg.OnDecodeError = kstate.DecodeErrorDeadLetter
 		cfg.OnProcessingError = kstate.ProcessingErrorDeadLetter
+	}
+	if o.Slow > 0 {
+		inner := cfg.NewProcessor
+		cfg.NewProcessor = func() processor.StatefulProcessor[string, string, string] {
+			p := inner().(*Processor)
+			p.slow = o.Slow
+			return p
+		}
 	}
 	return cfg
 }

@@ -742,6 +742,7 @@ func (e *Env) start(args []string, old *Instance) error {
 	var seen atomic.Int64
 	hook := func(p engine.KillPoint) {
 		if p == kill && seen.Add(1) == int64(killN) {
+			i.m.FlushProduced()
 			e.traceLoop("%s: killed at %s", name, p)
 			e.crash(i)
 		}

@@ -48,6 +48,11 @@ type Member struct {
 		closed    bool
 		failNext  map[string]bool
 		atEnd     []func()
+		// produced holds the open transaction's Produce calls until End
+		// (or a kill point) traces them as one line: the engine produces
+		// task by task, the traces of a batch stay one line.
+		produced      [][]engine.Message
+		produceFailed bool // a Produce of the open transaction failed: the rest fail too
 	}
 }
 
@@ -295,6 +300,7 @@ func (m *Member) Begin() error {
 		return errors.New("enginetest: begin: a transaction is open")
 	}
 	m.mu.txn, m.mu.txnLogs, m.mu.mustAbort = &txn{}, map[*plog]bool{}, false
+	m.mu.produced, m.mu.produceFailed = nil, false
 	return nil
 }
 
@@ -309,19 +315,52 @@ func (m *Member) Produce(_ context.Context, msgs []engine.Message) ([]int64, err
 	}
 	if m.mu.failNext["produce"] {
 		delete(m.mu.failNext, "produce")
+		m.mu.produceFailed = true
 		m.trace("%s: produce failed", m.name)
+		return nil, fmt.Errorf("enginetest: produce: %w", ErrInjected)
+	}
+	if m.mu.produceFailed {
 		return nil, fmt.Errorf("enginetest: produce: %w", ErrInjected)
 	}
 	offs, err := m.b.produce(m.mu.txn, m.mu.txnLogs, msgs)
 	if err != nil {
 		return nil, err
 	}
-	m.trace("%s: produce %s", m.name, countTopics(msgs))
+	m.mu.produced = append(m.mu.produced, msgs)
 	return offs, nil
+}
+
+// ProduceAsync implements engine.AsyncProducer: it produces at once, in
+// call order, and calls done on another goroutine.
+func (m *Member) ProduceAsync(ctx context.Context, msgs []engine.Message, done func([]int64, error)) {
+	offs, err := m.Produce(ctx, msgs)
+	go done(offs, err)
+}
+
+// FlushProduced traces the open transaction's produced records so far as
+// one line "produce <topic>=<n> ...", as if one call had produced them.
+func (m *Member) FlushProduced() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.flushProducedLocked()
+}
+
+func (m *Member) flushProducedLocked() {
+	calls := m.mu.produced
+	m.mu.produced = nil
+	if len(calls) == 0 {
+		return
+	}
+	var all []engine.Message
+	for _, c := range calls {
+		all = append(all, c...)
+	}
+	m.trace("%s: produce %s", m.name, countTopics(all))
 }
 
 func (m *Member) End(_ context.Context, commit bool) (bool, error) {
 	m.mu.Lock()
+	m.flushProducedLocked()
 	fns := m.mu.atEnd
 	m.mu.atEnd = nil
 	m.mu.Unlock()
