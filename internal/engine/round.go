@@ -298,10 +298,7 @@ func (c *Coordinator) taskRecords(s *slot, res *BatchResult, out []Message) (_ [
 		if c.cfg.OutputTopic == "" {
 			break // sinks only
 		}
-		var ts time.Time
-		if o.TimestampMs >= 0 {
-			ts = time.UnixMilli(o.TimestampMs)
-		}
+		ts := msTime(o.TimestampMs)
 		topic, n := c.cfg.OutputTopic, c.outPartitions
 		if o.Topic != "" {
 			topic, n = o.Topic, c.topicPartitions[o.Topic]
@@ -312,20 +309,14 @@ func (c *Coordinator) taskRecords(s *slot, res *BatchResult, out []Message) (_ [
 		})
 	}
 	for _, r := range res.Repartition {
-		var ts time.Time
-		if r.TimestampMs >= 0 {
-			ts = time.UnixMilli(r.TimestampMs)
-		}
+		ts := msTime(r.TimestampMs)
 		out = append(out, Message{
 			Topic: c.cfg.RepartitionTopic, Partition: PartitionFor(r.Key, c.partitions),
 			Key: r.Key, Value: r.Value, Timestamp: ts, Headers: r.Headers,
 		})
 	}
 	for _, d := range res.DeadLetters {
-		var ts time.Time
-		if d.TimestampMs >= 0 {
-			ts = time.UnixMilli(d.TimestampMs)
-		}
+		ts := msTime(d.TimestampMs)
 		out = append(out, Message{
 			Topic: c.cfg.DeadLetterTopic, Partition: s.part % int32(max(c.dlqPartitions, 1)),
 			Key: d.Key, Value: d.Value, Timestamp: ts, Headers: d.Headers,
@@ -385,4 +376,13 @@ func uniq(ps []int32) []int32 {
 		}
 	}
 	return out
+}
+
+// msTime is a record timestamp in milliseconds as a time.Time, the zero
+// time (the producer stamps it) when negative.
+func msTime(ms int64) time.Time {
+	if ms < 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
