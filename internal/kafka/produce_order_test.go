@@ -13,16 +13,7 @@ import (
 // still return offsets in the order of its input (the engine maps each
 // task's last changelog record to its shard offset).
 func TestSessionProduceReturnsOffsetsInInputOrder(t *testing.T) {
-	e, err := embedded.Start(embedded.Options{Topics: map[string]int{"t": 8, "in": 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	s, err := kafka.NewSession(kafka.SessionConfig{Brokers: e.Brokers(), GroupID: "g", Topics: []string{"in"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := produceSession(t, 8)
 	ctx := context.Background()
 	for round := 0; round < 3; round++ {
 		s.Begin()
@@ -50,16 +41,7 @@ func TestSessionProduceReturnsOffsetsInInputOrder(t *testing.T) {
 // every partition they share, each call's offsets come back in its input
 // order, and End commits them all.
 func TestSessionProduceAsyncKeepsCallOrder(t *testing.T) {
-	e, err := embedded.Start(embedded.Options{Topics: map[string]int{"t": 4, "in": 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	s, err := kafka.NewSession(kafka.SessionConfig{Brokers: e.Brokers(), GroupID: "g", Topics: []string{"in"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := produceSession(t, 4)
 	ctx := context.Background()
 	if err := s.Begin(); err != nil {
 		t.Fatal(err)
@@ -115,4 +97,21 @@ func TestSessionProduceAsyncKeepsCallOrder(t *testing.T) {
 		wg.Done()
 	})
 	wg.Wait()
+}
+
+// produceSession is a session on an embedded cluster with topic "t" of
+// partitions partitions and input topic "in", closed with the test.
+func produceSession(t *testing.T, partitions int) *kafka.Session {
+	t.Helper()
+	e, err := embedded.Start(embedded.Options{Topics: map[string]int{"t": partitions, "in": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	s, err := kafka.NewSession(kafka.SessionConfig{Brokers: e.Brokers(), GroupID: "g", Topics: []string{"in"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
