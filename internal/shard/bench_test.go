@@ -13,16 +13,20 @@ import (
 )
 
 // Benchmarks run every hot path on both backends (RocksDB also with the
-// committed-state cache). Batches commit every
+// committed-state cache, and with the cache and write-behind local commits
+// as the engine runs it). Batches commit every
 // 1,000 operations (Finish + Commit included in the time), over 1,000
 // grouping keys, so reads hit both staging and the store.
 
 func benchBackends(b *testing.B, fn func(b *testing.B, s *shard.Shard)) {
-	for _, backend := range []string{"memory", "rocksdb", "rocksdb-cache"} {
+	for _, backend := range []string{"memory", "rocksdb", "rocksdb-cache", "rocksdb-cache-wb"} {
 		b.Run(backend, func(b *testing.B) {
 			o := shard.ShardOptions{AllowTTL: true}
-			if backend == "rocksdb-cache" { // the committed-state cache at its default size
+			if backend != "memory" && backend != "rocksdb" { // the committed-state cache at its default size
 				o.Cache = shard.NewCache(16 << 20)
+			}
+			if backend == "rocksdb-cache-wb" {
+				o.WriteBehindBytes = shard.DefaultWriteBehindBytes
 			}
 			if backend == "memory" {
 				o.Backend = kv.NewMemory()
