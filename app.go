@@ -339,12 +339,8 @@ func (a *App[K, I, O]) followPhase() {
 // coordinator; the tasks of one Run share the initial state.
 func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory, cache *shard.Cache) engine.NewTask {
 	cfg := &a.cfg
-	// Write-behind local commits go with the cache: StateCacheBytes < 0
-	// turns both off (every local commit writes the store).
-	var writeBehind int64
-	if cache != nil {
-		writeBehind = shard.DefaultWriteBehindBytes
-	}
+	// Write-behind local commits; negative: write-through.
+	writeBehind := max(cfg.StateWriteBehindBytes, 0)
 	var init *engine.InitialCache[K]
 	if cfg.InitialState != nil {
 		init = engine.NewInitialCache(func(ctx context.Context) ([]engine.InitialRow[K], error) {
