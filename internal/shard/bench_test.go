@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/kstate/kstate/internal/kv"
@@ -175,12 +176,17 @@ func BenchmarkCommit(b *testing.B) {
 // cycle over 10,000 (a key comes back every 10 batches of 1,000 calls, so
 // its state is read from the store); Finish and Commit are included.
 func BenchmarkHeavyCall(b *testing.B) {
-	for _, backend := range []kv.Backend{kv.BackendRocksDB, kv.BackendPebble} {
-		b.Run(string(backend), func(b *testing.B) {
+	for _, variant := range []string{"rocksdb", "rocksdb-wb", "pebble"} {
+		backend := kv.Backend(strings.TrimSuffix(variant, "-wb"))
+		b.Run(variant, func(b *testing.B) {
 			if backend == kv.BackendRocksDB && !kv.RocksDBAvailable {
 				b.Skip("RocksDB is not compiled in")
 			}
-			s, err := shard.OpenShard(shard.ShardOptions{Dir: filepath.Join(b.TempDir(), "shard"), StoreBackend: backend})
+			o := shard.ShardOptions{Dir: filepath.Join(b.TempDir(), "shard"), StoreBackend: backend}
+			if strings.HasSuffix(variant, "-wb") {
+				o.WriteBehindBytes = shard.DefaultWriteBehindBytes
+			}
+			s, err := shard.OpenShard(o)
 			if err != nil {
 				b.Fatal(err)
 			}
