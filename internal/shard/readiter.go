@@ -16,8 +16,8 @@ import (
 // the bounds, the iterator, its first step, then the same again to free
 // them); re-seeking an existing one costs one. The committed store does not
 // change while a batch runs — only Commit, ApplyChangelog, Wipe and the
-// re-seed write it, and a write-behind flush, which storeIter does before
-// it creates an iterator and which leaves the merged view unchanged — so an iterator created at the first scan of a batch
+// re-seed write it, and a write-behind flush (at a commit, Close or a
+// restore) — so an iterator created at the first scan of a batch
 // sees exactly the committed state every scan of that batch must merge the
 // staging layer over. It is dropped (closed) whenever that stops being true
 // or the batch ends: resetReads runs at Begin, Commit, Abort, restore,
@@ -29,9 +29,8 @@ import (
 // not do for the next range). A scan nested inside another scan's callback
 // (no caller does it today) gets an iterator of its own.
 type readState struct {
-	it    kv.Iterator // nil until the batch's first scan
-	busy  bool        // it is positioned by a scan in progress
-	stale bool        // a flush wrote the store during that scan: replace it after
+	it   kv.Iterator // nil until the batch's first scan
+	busy bool        // it is positioned by a scan in progress
 
 	// gen changes whenever what a previous read told a caller may have
 	// stopped being true: resetReads, a savepoint rollback, and (for
@@ -56,7 +55,7 @@ func (s *Shard) resetReads() {
 		r.it.Close() // its error was reported by the scan that saw it
 		r.it = nil
 	}
-	r.busy, r.stale = false, false
+	r.busy = false
 	r.gen++
 	clear(r.tails)
 	r.nexts = r.nexts[:0]
@@ -71,35 +70,26 @@ func (s *Shard) forgetTails() {
 	s.reads.nexts = s.reads.nexts[:0]
 }
 
-// storeIter returns an iterator over the committed store for one scan;
+// committedIter returns the committed state over store iterator st: st
+// itself, or the write-behind layer merged over it.
+func (s *Shard) committedIter(st kv.Iterator) kv.Iterator {
+	if s.wb == nil || s.wb.empty() {
+		return st
+	}
+	return newWBIter(st, s.wb)
+}
+
+// storeIter returns an iterator over the committed state for one scan;
 // the scan hands it back to releaseIter with own. It is the batch's reused
 // iterator unless a scan is already using it (then own is set: a fresh
 // iterator of this scan alone).
 func (s *Shard) storeIter(lower, upper []byte) (it kv.Iterator, own bool) {
 	r := &s.reads
-	// Write-behind: a store iterator sees the store only, so when the
-	// committed batches kept in memory may hold keys of this range, they go
-	// to the store first. The flush leaves the merged view unchanged, but
-	// an iterator created before it does not see the flushed keys: the
-	// reused one is replaced (at once, or when the scan using it ends).
-	if s.wb != nil && s.wb.overlaps(lower, upper) {
-		if err := s.flush(); err != nil {
-			return errIter{err}, true
-		}
-		if r.it != nil {
-			if r.busy {
-				r.stale = true
-			} else {
-				r.it.Close()
-				r.it = nil
-			}
-		}
-	}
 	if r.busy {
-		return s.store.NewIter(lower, upper), true
+		return s.committedIter(s.store.NewIter(lower, upper)), true
 	}
 	if r.it == nil {
-		r.it = s.store.NewIter(nil, nil)
+		r.it = s.committedIter(s.store.NewIter(nil, nil))
 	}
 	r.busy = true
 	return r.it, false
@@ -112,12 +102,11 @@ func (s *Shard) releaseIter(it kv.Iterator, own bool) {
 	}
 	r := &s.reads
 	r.busy = false
-	if r.it != nil && (r.stale || r.it.Error() != nil) {
+	if r.it != nil && r.it.Error() != nil {
 		// Sticky: the next scan starts over with a fresh iterator.
 		r.it.Close()
 		r.it = nil
 	}
-	r.stale = false
 }
 
 // seekGE positions it at the first key >= lower (nil: the first key) and

@@ -89,7 +89,6 @@ type Shard struct {
 	// ReadCommitted reads it from other goroutines under wbMu.
 	wb      *wbLayer
 	wbMu    sync.Mutex
-	wbItems []wbItem // reused by flushes
 	wbBatch kv.Batch // reused by flushes
 
 	// readers guards the store against Close while ReadCommitted reads it

@@ -29,15 +29,14 @@ import (
 // once, in key order, plus the newest changelog offset, when
 //   - it holds more than WriteBehindBytes, or more than wbMaxRecords
 //     changelog records were committed since the last flush (this bounds
-//     the replay after a crash);
-//   - a scan needs a store iterator (scans then merge staging over the
-//     store, exactly as before: the layer is empty while an iterator lives);
+//     the replay after a crash), together with the committing batch;
 //   - Close, and before every restore entry point (ApplyChangelog, Wipe,
 //     the re-seed), so that those see and write a store that is up to date.
 //
 // Reads see exactly what they saw with write-through: staging → committed
-// cache → unflushed layer → store for point reads; scans flush first.
-// ReadCommitted (any goroutine) takes a copy of the layer's range and
+// cache → unflushed layer → store for point reads; scans merge staging
+// over the layer over the store (wbIter, the batch's reused iterator: the
+// layer does not change during a batch). ReadCommitted (any goroutine) takes a copy of the layer's range and
 // creates its store iterator under wbMu, and a flush writes and empties the
 // layer under wbMu, so it sees one committed state.
 //
@@ -55,9 +54,10 @@ type wbLayer struct {
 	cur    int               // the chunk being filled
 	used   int64             // bytes charged: entries + index overhead
 	recs   int64             // changelog records committed into the layer
-	// kinds has bit min(k, 31) set when the layer holds a key of kind k
-	// (its first byte): a scan of other kinds need not flush.
-	kinds uint32
+	// items are the indexed keys and their entries in key order, kept
+	// sorted as commits add keys (a merge of two sorted lists: a batch's
+	// staged keys come in order), so that neither scans nor flushes sort.
+	items, spare, added []wbItem
 }
 
 const (
@@ -117,7 +117,8 @@ func (w *wbLayer) get(key []byte) (val []byte, deleted, found bool) {
 
 // put records key's committed value (deleted: a tombstone), replacing an
 // earlier one: in place when it fits the entry's room, else in a new entry.
-// It copies key and val.
+// It copies key and val. A new key goes to added, in the order of the puts:
+// callers put a batch's keys in key order and then call mergeAdded.
 func (w *wbLayer) put(key, val []byte, deleted bool) {
 	ref, ok := w.index[string(key)]
 	if ok {
@@ -149,6 +150,7 @@ func (w *wbLayer) put(key, val []byte, deleted bool) {
 	nref := uint64(w.cur)<<32 | uint64(off)
 	if ok {
 		w.index[string(key)] = nref // the map keeps its key string (the old entry's bytes, unchanged)
+		w.items[w.find(key)].ref = nref
 		return
 	}
 	k := e[wbHeader : wbHeader+len(key)]
@@ -157,38 +159,46 @@ func (w *wbLayer) put(key, val []byte, deleted bool) {
 		ks = unsafe.String(&k[0], len(k))
 	}
 	w.index[ks] = nref
+	w.added = append(w.added, wbItem{ks, nref})
 	w.used += wbIndexCost + int64(len(key))
-	w.kinds |= 1 << min(key[0], 31)
 }
 
-// overlaps reports whether the layer may hold a key in [lower, upper) (nil
-// bounds are open): whether it holds a key of a kind the range touches.
-func (w *wbLayer) overlaps(lower, upper []byte) bool {
-	if w.kinds == 0 {
-		return false
+// find returns the position in items of the first key ≥ key.
+func (w *wbLayer) find(key []byte) int {
+	ks := ""
+	if len(key) > 0 {
+		ks = unsafe.String(&key[0], len(key))
 	}
-	lo, hi := 0, 31
-	if len(lower) > 0 {
-		lo = int(min(lower[0], 31))
+	i, _ := slices.BinarySearchFunc(w.items, ks, func(it wbItem, k string) int { return strings.Compare(it.key, k) })
+	return i
+}
+
+// mergeAdded merges the keys added since the last call (in key order)
+// into items.
+func (w *wbLayer) mergeAdded() {
+	if len(w.added) == 0 {
+		return
 	}
-	if upper != nil {
-		switch {
-		case len(upper) == 0:
-			return false
-		case len(upper) == 1 && upper[0] == 0:
-			return false
-		case len(upper) == 1:
-			hi = int(min(upper[0]-1, 31)) // [.., {k}) ends before kind k
-		default:
-			hi = int(min(upper[0], 31))
+	if !slices.IsSortedFunc(w.added, cmpItems) {
+		slices.SortFunc(w.added, cmpItems) // not the commit path: staged keys are sorted
+	}
+	out := slices.Grow(w.spare[:0], len(w.items)+len(w.added))
+	a, b := w.items, w.added
+	for len(a) > 0 && len(b) > 0 {
+		if a[0].key < b[0].key {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
 		}
 	}
-	if lo > hi {
-		return false
-	}
-	mask := uint32(1<<(hi+1)-1) &^ uint32(1<<lo-1)
-	return w.kinds&mask != 0
+	out = append(append(out, a...), b...)
+	clear(w.items)
+	w.spare, w.items = w.items[:0], out
+	clear(w.added)
+	w.added = w.added[:0]
 }
+
+func cmpItems(a, b wbItem) int { return strings.Compare(a.key, b.key) }
 
 func setWBVal(e []byte, kl uint32, val []byte, deleted bool) {
 	if deleted {
@@ -218,20 +228,12 @@ type wbItem struct {
 	ref uint64
 }
 
-// sorted returns the layer's entries in key order; items is reused.
-func (w *wbLayer) sorted(items []wbItem) []wbItem {
-	items = items[:0]
-	for k, ref := range w.index {
-		items = append(items, wbItem{k, ref})
-	}
-	slices.SortFunc(items, func(a, b wbItem) int { return strings.Compare(a.key, b.key) })
-	return items
-}
-
 // reset empties the layer, keeping its memory. Nothing may alias the
 // chunks any more (the flush's store write has returned).
 func (w *wbLayer) reset() {
 	clear(w.index)
+	clear(w.items) // drop the key strings: the chunks are reused
+	w.items = w.items[:0]
 	for i := range w.chunks {
 		w.chunks[i] = w.chunks[i][:0]
 	}
@@ -240,28 +242,29 @@ func (w *wbLayer) reset() {
 		clear(w.chunks[4:])
 		w.chunks = w.chunks[:4]
 	}
-	w.cur, w.used, w.recs, w.kinds = 0, 0, 0, 0
+	w.cur, w.used, w.recs = 0, 0, 0
 }
 
 // rangeCopy returns copies of the layer's entries in [lower, upper) (nil
 // bounds are open), in key order; a tombstone has a nil value.
 func (w *wbLayer) rangeCopy(lower, upper []byte) []wbCopy {
 	var out []wbCopy
-	for k, ref := range w.index {
-		kb := unsafe.Slice(unsafe.StringData(k), len(k))
-		if (lower != nil && bytes.Compare(kb, lower) < 0) || !below(kb, upper) {
-			continue
+	for _, it := range w.items[w.find(lower):] {
+		kb := itemKey(it)
+		if !below(kb, upper) {
+			break
 		}
-		v, deleted := wbVal(w.entry(ref))
+		v, deleted := wbVal(w.entry(it.ref))
 		c := wbCopy{key: cloneBytes(kb), deleted: deleted}
 		if !deleted {
 			c.val = cloneBytes(v)
 		}
 		out = append(out, c)
 	}
-	slices.SortFunc(out, func(a, b wbCopy) int { return bytes.Compare(a.key, b.key) })
 	return out
 }
+
+func itemKey(it wbItem) []byte { return unsafe.Slice(unsafe.StringData(it.key), len(it.key)) }
 
 type wbCopy struct {
 	key, val []byte
@@ -276,7 +279,7 @@ func (w *wbLayer) addTo(b *kv.Batch, items []wbItem, st *staging) {
 		e = st.first()
 	}
 	for _, it := range items {
-		kb := unsafe.Slice(unsafe.StringData(it.key), len(it.key))
+		kb := itemKey(it)
 		for e != nil && bytes.Compare(e.key, kb) < 0 {
 			addStaged(b, e)
 			e = e.next[0]
@@ -332,6 +335,7 @@ func (s *Shard) commitStore(next int64) error {
 		w.put(e.key, e.val, e.deleted)
 		n++
 	}
+	w.mergeAdded()
 	w.recs += int64(n)
 	s.wbMu.Unlock()
 	s.offset = next
@@ -344,6 +348,7 @@ func (s *Shard) flush() error {
 	if s.wb == nil || (s.wb.empty() && s.stored == s.offset) {
 		return nil
 	}
+	s.resetReads() // the write changes the store under the batch's iterator
 	return s.flushWith(nil, s.offset)
 }
 
@@ -356,19 +361,17 @@ func (s *Shard) flushWith(st *staging, next int64) error {
 	w := s.wb
 	s.wbMu.Lock()
 	defer s.wbMu.Unlock()
-	s.wbItems = w.sorted(s.wbItems)
 	b := &s.wbBatch
 	b.Reset()
-	n := len(s.wbItems) + 1
+	n := len(w.items) + 1
 	if st != nil {
 		n += st.len()
 	}
 	b.Grow(n)
-	w.addTo(b, s.wbItems, st)
+	w.addTo(b, w.items, st)
 	b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(next)))
 	err := s.store.Write(b, kv.WriteOptions{})
-	clear(s.wbItems) // drop the key strings: the chunks are reused
-	clear(b.Ops())   // and the batch's slices of them and of staged values
+	clear(b.Ops()) // drop the batch's slices of the chunks and of staged values
 	b.Reset()
 	if err != nil {
 		return err
@@ -377,18 +380,3 @@ func (s *Shard) flushWith(st *staging, next int64) error {
 	s.offset, s.stored = next, next
 	return nil
 }
-
-// errIter is an iterator that has failed before its first step.
-type errIter struct{ err error }
-
-func (errIter) First() bool        { return false }
-func (errIter) Last() bool         { return false }
-func (errIter) Next() bool         { return false }
-func (errIter) Prev() bool         { return false }
-func (errIter) SeekGE([]byte) bool { return false }
-func (errIter) SeekLT([]byte) bool { return false }
-func (errIter) Valid() bool        { return false }
-func (errIter) Key() []byte        { return nil }
-func (errIter) Value() []byte      { return nil }
-func (i errIter) Error() error     { return i.err }
-func (errIter) Close() error       { return nil }
