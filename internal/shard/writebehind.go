@@ -65,8 +65,9 @@ const (
 	wbHeader = 12
 	// wbChunk is the size of an entry chunk (a larger entry gets its own).
 	wbChunk = 256 << 10
-	// wbIndexCost is the bytes charged per indexed key for the map.
-	wbIndexCost = 48
+	// wbIndexCost is the bytes charged per indexed key for the map (~40)
+	// and the sorted items with their merge buffer (2 × 24).
+	wbIndexCost = 96
 	wbDeleted   = 1 << 31
 	// wbMaxRecords bounds the changelog records committed since the last
 	// flush, so a crash replays at most about that many more records
