@@ -161,7 +161,7 @@ func (w *wbLayer) put(key, val []byte, deleted bool) {
 	}
 	w.index[ks] = nref
 	w.added = append(w.added, wbItem{ks, nref})
-	w.used += wbIndexCost + int64(len(key))
+	w.used += wbIndexCost
 }
 
 // find returns the position in items of the first key ≥ key.
