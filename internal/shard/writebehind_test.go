@@ -368,3 +368,40 @@ func TestWriteBehindReadCommittedConsistent(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteBehindBound: the layer stays within its budget plus one batch,
+// and a commit over the budget writes everything to the store.
+func TestWriteBehindBound(t *testing.T) {
+	const budget = 16 << 10
+	s, err := shard.OpenShard(shard.ShardOptions{Backend: kv.NewMemory(), WriteBehindBytes: budget})
+	noErr(t, err)
+	defer s.Close()
+	w := declareWB(t, s)
+	var l log
+	flushes, maxBytes := 0, int64(0)
+	for i := range 200 {
+		before := shard.StoredOffsetForTest(s)
+		commit(t, s, &l, int64(i), func() {
+			for k := range 20 { // 20 new keys a batch
+				s.SetCurrentKey(fmt.Appendf(nil, "b%03dk%02d", i, k))
+				noErr(t, w.v.Update(int64(i)))
+			}
+		})
+		_, b := shard.UnflushedForTest(s)
+		maxBytes = max(maxBytes, b)
+		if shard.StoredOffsetForTest(s) != before {
+			flushes++
+			if b != 0 || shard.StoredOffsetForTest(s) != l.next() {
+				t.Fatalf("batch %d flushed: layer %d bytes, stored offset %d of %d", i, b, shard.StoredOffsetForTest(s), l.next())
+			}
+		}
+	}
+	// One batch of 20 keys is well under 8 KiB.
+	if maxBytes > budget+8<<10 {
+		t.Fatalf("layer reached %d bytes, budget %d", maxBytes, budget)
+	}
+	if flushes < 5 {
+		t.Fatalf("%d flushes in 200 batches of 20 new keys with a %d-byte budget", flushes, budget)
+	}
+	t.Logf("%d flushes, layer at most %d bytes", flushes, maxBytes)
+}
