@@ -411,6 +411,13 @@ func Config(o Options) kstate.Config[string, string, string] {
 		StateWriteBehindBytes: 64 << 10,
 		Logger:                o.Logger,
 	}
+	if o.Pad > 0 {
+		// The full-disk test (the only user of Pad) fills a small tmpfs
+		// with the pad's writes: write-through, so that every local commit
+		// writes its batch (write-behind coalesces them into far fewer
+		// bytes; its failed write is shard's TestWriteBehindFlushFailure).
+		cfg.StateWriteBehindBytes = -1
+	}
 	if o.Input2 != "" {
 		cfg.InputTopics, cfg.ValueSerde = nil, nil
 		cfg.Inputs = []kstate.Input[string]{
