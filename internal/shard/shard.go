@@ -44,9 +44,9 @@ type ShardOptions struct {
 	// WriteBehindBytes turns on write-behind local commits (writebehind.go):
 	// Commit keeps committed batches in memory, one entry per key, and
 	// writes them to the store in one write when they hold more than this
-	// many bytes (or more than 256Ki changelog records), before a scan, and
-	// on Close and restore. Overriding the default of 0: write-through,
-	// every Commit writes its batch to the store.
+	// many bytes (or more than 256Ki changelog records), and on Close and
+	// restore. Overriding the default of 0: write-through, every Commit
+	// writes its batch to the store.
 	WriteBehindBytes int64
 }
 
@@ -69,9 +69,10 @@ var (
 //
 // Batch protocol: Begin → state operations (staged, reads see them) →
 // Finish (TTL cleanup; returns the changelog records) → the engine commits
-// them to Kafka → Commit (writes the staged changes and the next changelog
-// offset to the store in one atomic write) or Abort (drops them). Local
-// state therefore never runs ahead of the changelog.
+// them to Kafka → Commit (makes the staged changes and the next changelog
+// offset committed in one atomic step: written to the store, or kept in the
+// write-behind layer that is written later in one atomic write) or Abort
+// (drops them). Local state therefore never runs ahead of the changelog.
 type Shard struct {
 	opts   ShardOptions
 	store  kv.Store
@@ -483,9 +484,11 @@ func (s *Shard) Finish() ([]changelog.Record, error) {
 	return recs, nil
 }
 
-// Commit atomically writes the staged changes and nextChangelogOffset (the
-// offset after the batch's last changelog record) to the store, and ends
-// the batch. On error the batch stays open: Abort it.
+// Commit atomically commits the staged changes and nextChangelogOffset
+// (the offset after the batch's last changelog record) — to the store, or
+// with write-behind to the unflushed layer (writing the layer to the store
+// when it is over its bound) — and ends the batch. On error nothing was
+// committed and the batch stays open: Abort it.
 func (s *Shard) Commit(nextChangelogOffset int64) error {
 	switch {
 	case s.closed:

@@ -206,7 +206,7 @@ func cloneBytes(b []byte) []byte {
 }
 
 // view is the merged read view: staging over the committed state (the
-// write-behind layer over the store; scans flush the layer first).
+// write-behind layer over the store).
 
 // get returns the current value of key (aliasing staging or a store copy:
 // callers must not modify it).
