@@ -339,6 +339,8 @@ func (a *App[K, I, O]) followPhase() {
 // coordinator; the tasks of one Run share the initial state.
 func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory, cache *shard.Cache) engine.NewTask {
 	cfg := &a.cfg
+	// Write-behind local commits; negative: write-through.
+	writeBehind := max(cfg.StateWriteBehindBytes, 0)
 	var init *engine.InitialCache[K]
 	if cfg.InitialState != nil {
 		init = engine.NewInitialCache(func(ctx context.Context) ([]engine.InitialRow[K], error) {
@@ -360,6 +362,7 @@ func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory, cache *sh
 			Dir:               filepath.Join(cfg.StateDir, cfg.ApplicationID, strconv.Itoa(int(p))),
 			Memory:            mem,
 			StateCache:        cache,
+			WriteBehindBytes:  writeBehind,
 			StoreBackend:      kv.Backend(cfg.StateBackend),
 			TimeMode:          cfg.TimeMode,
 			OutputMode:        cfg.OutputMode,

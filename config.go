@@ -215,6 +215,16 @@ type Config[K, I, O any] struct {
 	// docs/BENCHMARKS.md: it saves store reads and GC time on repeated
 	// keys, and costs little on keys read once).
 	StateCacheBytes int64
+	// StateWriteBehindBytes bounds, per partition, the committed batches a
+	// shard keeps in memory instead of writing each to the store at its
+	// local commit (write-behind: one entry per key, a later batch's write
+	// replacing the earlier one; written in one store write when over this
+	// bound or 256Ki changelog records, and on revoke and shutdown). Kafka holds every committed batch,
+	// so a crash loses nothing: the restore replays the changelog from the
+	// last write (docs/OPERATIONS.md, "Memory"). Negative: write-through,
+	// every local commit writes the store. Default 4 MiB (when 0; measured
+	// in docs/BENCHMARKS.md, "Write-behind local commits").
+	StateWriteBehindBytes int64
 	// StateBackend is the store of every shard: StateBackendRocksDB
 	// (RocksDB through cgo, as the design names it) or StateBackendPebble
 	// (Pebble, pure Go; StateMemory then shares only its block cache).
@@ -401,6 +411,8 @@ const (
 	minStateMemory            = 1 << 20
 	minStateCacheBytes        = 64 << 10
 	defaultStateCacheBytes    = 16 << 20
+	// defaultStateWriteBehindBytes: see Config.StateWriteBehindBytes.
+	defaultStateWriteBehindBytes = 4 << 20
 )
 
 // maxMaxRecordBytes keeps a produce request of one record under Kafka's
@@ -496,6 +508,9 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	}
 	if c.StateCacheBytes == 0 {
 		c.StateCacheBytes = defaultStateCacheBytes
+	}
+	if c.StateWriteBehindBytes == 0 {
+		c.StateWriteBehindBytes = defaultStateWriteBehindBytes
 	}
 	if c.MaxBatchWait == 0 {
 		c.MaxBatchWait = defaultMaxBatchWait

@@ -68,6 +68,9 @@ type Config[K, I, O any] struct {
 	// StateCache is the committed-state cache shared by the Run's shards;
 	// nil = none.
 	StateCache *shard.Cache
+	// WriteBehindBytes is the shard's write-behind budget
+	// (shard.ShardOptions.WriteBehindBytes); 0 = write-through.
+	WriteBehindBytes int64
 	// StoreBackend selects the store at Dir; "" = kv.DefaultBackend().
 	StoreBackend kv.Backend
 
@@ -266,7 +269,10 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 		Memory:       cfg.Memory,
 		Cache:        cfg.StateCache,
 		StoreBackend: cfg.StoreBackend,
-		AllowTTL:     cfg.TimeMode == processor.ProcessingTime,
+		// Write-behind local commits (shard/writebehind.go): the changelog
+		// has every committed batch, restore replays what the store lacks.
+		WriteBehindBytes: cfg.WriteBehindBytes,
+		AllowTTL:         cfg.TimeMode == processor.ProcessingTime,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: open shard: %w", cfg.Partition, err)

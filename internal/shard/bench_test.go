@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/kstate/kstate/internal/kv"
@@ -13,16 +14,20 @@ import (
 )
 
 // Benchmarks run every hot path on both backends (RocksDB also with the
-// committed-state cache). Batches commit every
+// committed-state cache, and with the cache and write-behind local commits
+// as the engine runs it). Batches commit every
 // 1,000 operations (Finish + Commit included in the time), over 1,000
 // grouping keys, so reads hit both staging and the store.
 
 func benchBackends(b *testing.B, fn func(b *testing.B, s *shard.Shard)) {
-	for _, backend := range []string{"memory", "rocksdb", "rocksdb-cache"} {
+	for _, backend := range []string{"memory", "rocksdb", "rocksdb-cache", "rocksdb-cache-wb"} {
 		b.Run(backend, func(b *testing.B) {
 			o := shard.ShardOptions{AllowTTL: true}
-			if backend == "rocksdb-cache" { // the committed-state cache at its default size
+			if backend != "memory" && backend != "rocksdb" { // the committed-state cache at its default size
 				o.Cache = shard.NewCache(16 << 20)
+			}
+			if backend == "rocksdb-cache-wb" {
+				o.WriteBehindBytes = shard.DefaultWriteBehindBytes
 			}
 			if backend == "memory" {
 				o.Backend = kv.NewMemory()
@@ -171,12 +176,17 @@ func BenchmarkCommit(b *testing.B) {
 // cycle over 10,000 (a key comes back every 10 batches of 1,000 calls, so
 // its state is read from the store); Finish and Commit are included.
 func BenchmarkHeavyCall(b *testing.B) {
-	for _, backend := range []kv.Backend{kv.BackendRocksDB, kv.BackendPebble} {
-		b.Run(string(backend), func(b *testing.B) {
+	for _, variant := range []string{"rocksdb", "rocksdb-wb", "pebble"} {
+		backend := kv.Backend(strings.TrimSuffix(variant, "-wb"))
+		b.Run(variant, func(b *testing.B) {
 			if backend == kv.BackendRocksDB && !kv.RocksDBAvailable {
 				b.Skip("RocksDB is not compiled in")
 			}
-			s, err := shard.OpenShard(shard.ShardOptions{Dir: filepath.Join(b.TempDir(), "shard"), StoreBackend: backend})
+			o := shard.ShardOptions{Dir: filepath.Join(b.TempDir(), "shard"), StoreBackend: backend}
+			if strings.HasSuffix(variant, "-wb") {
+				o.WriteBehindBytes = shard.DefaultWriteBehindBytes
+			}
+			s, err := shard.OpenShard(o)
 			if err != nil {
 				b.Fatal(err)
 			}

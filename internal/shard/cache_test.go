@@ -25,12 +25,12 @@ func TestModelMemoryCached(t *testing.T) {
 			t.Run(fmt.Sprintf("cache%d/seed%d", size, seed), func(t *testing.T) {
 				cache := shard.NewCache(size)
 				var store kv.Store
-				fresh := func() (*shard.Shard, error) {
+				fresh := func(wb int64) (*shard.Shard, error) {
 					store = kv.NewMemory()
-					return shard.OpenShard(shard.ShardOptions{Backend: noClose{store}, AllowTTL: true, Cache: cache})
+					return shard.OpenShard(shard.ShardOptions{Backend: noClose{store}, AllowTTL: true, Cache: cache, WriteBehindBytes: wb})
 				}
-				reopen := func() (*shard.Shard, error) {
-					return shard.OpenShard(shard.ShardOptions{Backend: noClose{store}, AllowTTL: true, Cache: cache})
+				reopen := func(wb int64) (*shard.Shard, error) {
+					return shard.OpenShard(shard.ShardOptions{Backend: noClose{store}, AllowTTL: true, Cache: cache, WriteBehindBytes: wb})
 				}
 				runModel(t, seed, batches, fresh, reopen, func() {})
 				st := cache.Stats()
@@ -54,13 +54,13 @@ func TestModelRocksDBCached(t *testing.T) {
 	cache := shard.NewCache(1 << 20)
 	n := 0
 	var dir string
-	fresh := func() (*shard.Shard, error) {
+	fresh := func(wb int64) (*shard.Shard, error) {
 		n++
 		dir = filepath.Join(root, fmt.Sprint("shard", n))
-		return shard.OpenShard(shard.ShardOptions{Dir: dir, AllowTTL: true, Cache: cache})
+		return shard.OpenShard(shard.ShardOptions{Dir: dir, AllowTTL: true, Cache: cache, WriteBehindBytes: wb})
 	}
-	reopen := func() (*shard.Shard, error) {
-		return shard.OpenShard(shard.ShardOptions{Dir: dir, AllowTTL: true, Cache: cache})
+	reopen := func(wb int64) (*shard.Shard, error) {
+		return shard.OpenShard(shard.ShardOptions{Dir: dir, AllowTTL: true, Cache: cache, WriteBehindBytes: wb})
 	}
 	runModel(t, 7, 400, fresh, reopen, func() {})
 	if cache.Stats().Hits == 0 {

@@ -126,9 +126,9 @@ type modelRun struct {
 	durable    *model // committed (in the changelog and, after Commit, in the store)
 	pending    *model // durable + staged declarations (DeleteIfExists)
 	work       *model // pending + the batch in progress
-	fresh      func() (*shard.Shard, error)
-	reopen     func() (*shard.Shard, error) // the old "directory"
-	closeOld   func()                       // releases the old directory's resources
+	fresh      func(wb int64) (*shard.Shard, error)
+	reopen     func(wb int64) (*shard.Shard, error) // the old "directory"
+	closeOld   func()                               // releases the old directory's resources
 	ops        int
 	savepoints int // rollbacks done
 	restarts   map[string]int
@@ -176,16 +176,34 @@ func (r *modelRun) declare(drop bool) {
 	r.vs.tm = timers.New(s)
 }
 
+// writeBehind picks a shard's ShardOptions.WriteBehindBytes: off, so small
+// that most commits flush, or large enough that only scans, restarts and
+// the record bound flush.
+func (r *modelRun) writeBehind() int64 {
+	return []int64{0, 300, 1 << 20}[r.rng.IntN(3)]
+}
+
 // restart crashes the shard and brings it back from the changelog.
 // fromKafka: the model state the changelog holds.
 func (r *modelRun) restart(fromKafka *model) {
-	r.check(r.s.Close())
+	if r.rng.IntN(2) == 0 {
+		r.check(r.s.Close()) // a clean stop: the write-behind layer is flushed
+		r.restarts["closed"]++
+	} else {
+		// A kill: the write-behind layer is lost; the store has the state
+		// and offset of its last flush.
+		if shard.StoredOffsetForTest(r.s) < r.s.ChangelogOffset() {
+			r.restarts["killed-unflushed"]++
+		}
+		r.check(shard.CrashForTest(r.s))
+		r.restarts["killed"]++
+	}
 	var s *shard.Shard
 	var err error
 	switch mode := r.rng.IntN(4); mode {
 	case 0, 1: // fresh shard, whole changelog (mode 1: twice)
 		r.closeOld()
-		s, err = r.fresh()
+		s, err = r.fresh(r.writeBehind())
 		r.check(err)
 		r.check(s.ApplyChangelog(r.log.recs, r.log.next()))
 		if mode == 1 {
@@ -196,7 +214,7 @@ func (r *modelRun) restart(fromKafka *model) {
 		}
 	case 2: // fresh shard, overlapping chunks
 		r.closeOld()
-		s, err = r.fresh()
+		s, err = r.fresh(r.writeBehind())
 		r.check(err)
 		for start := 0; start < len(r.log.recs); {
 			end := min(len(r.log.recs), start+1+r.rng.IntN(50))
@@ -208,7 +226,7 @@ func (r *modelRun) restart(fromKafka *model) {
 		}
 		r.restarts["fresh-chunks"]++
 	case 3: // the old directory: local state + offset, then the tail
-		s, err = r.reopen()
+		s, err = r.reopen(r.writeBehind())
 		r.check(err)
 		from := s.ChangelogOffset()
 		if from > r.log.next() {
@@ -357,14 +375,24 @@ func (r *modelRun) exp(ttl int64) int64 {
 	return r.now + ttl
 }
 
-func (r *modelRun) randomOp() {
+// randomOp runs one random operation. pointOnly restricts it to point
+// reads and writes of variables without TTL (v0, m0 entries): batches of
+// those commit into the write-behind layer without a scan flushing it.
+func (r *modelRun) randomOp(pointOnly bool) {
 	r.ops++
 	k := modelKeys[r.rng.IntN(len(modelKeys))]
 	r.s.SetCurrentKey([]byte(k))
 	w := r.work
-	switch r.rng.IntN(9) {
+	op := r.rng.IntN(9)
+	if pointOnly {
+		op = []int{0, 4}[r.rng.IntN(2)]
+	}
+	switch op {
 	case 0, 1: // value
 		i := r.rng.IntN(2)
+		if pointOnly {
+			i = 0
+		}
 		ttl := [2]int64{0, ttlV1}[i]
 		switch r.rng.IntN(4) {
 		case 0, 1:
@@ -417,7 +445,11 @@ func (r *modelRun) randomOp() {
 		}
 	case 4, 5: // map m0: int64 keys incl. negatives, no TTL
 		mk := r.rng.Int64N(21) - 10
-		switch r.rng.IntN(6) {
+		mop := r.rng.IntN(6)
+		if pointOnly {
+			mop = []int{0, 1, 2, 4}[r.rng.IntN(4)]
+		}
+		switch mop {
 		case 0, 1:
 			v := fmt.Sprintf("s%d", r.rng.IntN(50))
 			r.check(r.vs.m0.UpdateValue(mk, v))
@@ -536,6 +568,7 @@ func (r *modelRun) batch() {
 		model *model
 	}
 	var sps []savepoint
+	pointOnly := r.rng.IntN(3) == 0
 	for range r.rng.IntN(30) {
 		switch r.rng.IntN(10) {
 		case 0, 1:
@@ -551,7 +584,7 @@ func (r *modelRun) batch() {
 				r.savepoints++
 			}
 		}
-		r.randomOp()
+		r.randomOp(pointOnly)
 	}
 	// Fire expired timers like the engine: handler may register more; each
 	// fired timer is deleted afterwards.
@@ -600,14 +633,14 @@ func (r *modelRun) batch() {
 	}
 }
 
-func runModel(t *testing.T, seed uint64, batches int, fresh func() (*shard.Shard, error), reopen func() (*shard.Shard, error), closeOld func()) {
+func runModel(t *testing.T, seed uint64, batches int, fresh func(wb int64) (*shard.Shard, error), reopen func(wb int64) (*shard.Shard, error), closeOld func()) {
 	r := &modelRun{
 		t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), now: 1000,
 		durable: newModel(), pending: newModel(), work: newModel(),
 		fresh: fresh, reopen: reopen, closeOld: closeOld, restarts: map[string]int{},
 	}
 	var err error
-	r.s, err = fresh()
+	r.s, err = fresh(r.writeBehind())
 	r.check(err)
 	defer func() { r.s.Close() }()
 	r.declare(false)
@@ -636,12 +669,12 @@ func TestModelMemory(t *testing.T) {
 			// The "directory" of a memory shard is its store, kept open across
 			// shard Close by noClose.
 			var store kv.Store
-			fresh := func() (*shard.Shard, error) {
+			fresh := func(wb int64) (*shard.Shard, error) {
 				store = kv.NewMemory()
-				return shard.OpenShard(shard.ShardOptions{Backend: noClose{store}, AllowTTL: true})
+				return shard.OpenShard(shard.ShardOptions{Backend: noClose{store}, AllowTTL: true, WriteBehindBytes: wb})
 			}
-			reopen := func() (*shard.Shard, error) {
-				return shard.OpenShard(shard.ShardOptions{Backend: noClose{store}, AllowTTL: true})
+			reopen := func(wb int64) (*shard.Shard, error) {
+				return shard.OpenShard(shard.ShardOptions{Backend: noClose{store}, AllowTTL: true, WriteBehindBytes: wb})
 			}
 			runModel(t, seed, batches, fresh, reopen, func() {})
 		})
@@ -655,12 +688,14 @@ func TestModelRocksDB(t *testing.T) {
 	root := t.TempDir()
 	n := 0
 	var dir string
-	fresh := func() (*shard.Shard, error) {
+	fresh := func(wb int64) (*shard.Shard, error) {
 		n++
 		dir = filepath.Join(root, fmt.Sprint("shard", n))
-		return shard.OpenShard(shard.ShardOptions{Dir: dir, AllowTTL: true})
+		return shard.OpenShard(shard.ShardOptions{Dir: dir, AllowTTL: true, WriteBehindBytes: wb})
 	}
-	reopen := func() (*shard.Shard, error) { return shard.OpenShard(shard.ShardOptions{Dir: dir, AllowTTL: true}) }
+	reopen := func(wb int64) (*shard.Shard, error) {
+		return shard.OpenShard(shard.ShardOptions{Dir: dir, AllowTTL: true, WriteBehindBytes: wb})
+	}
 	runModel(t, 7, 400, fresh, reopen, func() {})
 }
 
@@ -673,13 +708,13 @@ func TestModelPebble(t *testing.T) {
 	root := t.TempDir()
 	n := 0
 	var dir string
-	open := func() (*shard.Shard, error) {
-		return shard.OpenShard(shard.ShardOptions{Dir: dir, AllowTTL: true, StoreBackend: kv.BackendPebble})
+	open := func(wb int64) (*shard.Shard, error) {
+		return shard.OpenShard(shard.ShardOptions{Dir: dir, AllowTTL: true, StoreBackend: kv.BackendPebble, WriteBehindBytes: wb})
 	}
-	fresh := func() (*shard.Shard, error) {
+	fresh := func(wb int64) (*shard.Shard, error) {
 		n++
 		dir = filepath.Join(root, fmt.Sprint("shard", n))
-		return open()
+		return open(wb)
 	}
 	runModel(t, 8, 400, fresh, open, func() {})
 }

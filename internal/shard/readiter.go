@@ -16,7 +16,8 @@ import (
 // the bounds, the iterator, its first step, then the same again to free
 // them); re-seeking an existing one costs one. The committed store does not
 // change while a batch runs — only Commit, ApplyChangelog, Wipe and the
-// re-seed write it — so an iterator created at the first scan of a batch
+// re-seed write it, and a write-behind flush (at a commit, Close or a
+// restore) — so an iterator created at the first scan of a batch
 // sees exactly the committed state every scan of that batch must merge the
 // staging layer over. It is dropped (closed) whenever that stops being true
 // or the batch ends: resetReads runs at Begin, Commit, Abort, restore,
@@ -69,17 +70,26 @@ func (s *Shard) forgetTails() {
 	s.reads.nexts = s.reads.nexts[:0]
 }
 
-// storeIter returns an iterator over the committed store for one scan;
+// committedIter returns the committed state over store iterator st: st
+// itself, or the write-behind layer merged over it.
+func (s *Shard) committedIter(st kv.Iterator) kv.Iterator {
+	if s.wb == nil || s.wb.empty() {
+		return st
+	}
+	return newWBIter(st, s.wb)
+}
+
+// storeIter returns an iterator over the committed state for one scan;
 // the scan hands it back to releaseIter with own. It is the batch's reused
 // iterator unless a scan is already using it (then own is set: a fresh
 // iterator of this scan alone).
 func (s *Shard) storeIter(lower, upper []byte) (it kv.Iterator, own bool) {
 	r := &s.reads
 	if r.busy {
-		return s.store.NewIter(lower, upper), true
+		return s.committedIter(s.store.NewIter(lower, upper)), true
 	}
 	if r.it == nil {
-		r.it = s.store.NewIter(nil, nil)
+		r.it = s.committedIter(s.store.NewIter(nil, nil))
 	}
 	r.busy = true
 	return r.it, false

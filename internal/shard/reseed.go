@@ -21,6 +21,9 @@ func (s *Shard) ReseedPending() (bool, error) {
 	if err := s.checkRestore("ReseedPending"); err != nil {
 		return false, err
 	}
+	if err := s.flush(); err != nil {
+		return false, shardErr("ReseedPending", err)
+	}
 	_, ok, err := s.store.Get([]byte(reseedKey))
 	if err != nil {
 		return false, shardErr("ReseedPending", err)
@@ -34,6 +37,9 @@ func (s *Shard) ReseedPending() (bool, error) {
 func (s *Shard) BeginReseed() error {
 	if err := s.checkRestore("BeginReseed"); err != nil {
 		return err
+	}
+	if err := s.flush(); err != nil {
+		return shardErr("BeginReseed", err)
 	}
 	s.cache.clear()
 	var b kv.Batch
@@ -51,6 +57,9 @@ func (s *Shard) BeginReseed() error {
 func (s *Shard) Records() ([]changelog.Record, error) {
 	if err := s.checkRestore("Records"); err != nil {
 		return nil, err
+	}
+	if err := s.flush(); err != nil {
+		return nil, shardErr("Records", err)
 	}
 	var data, meta []changelog.Record
 	it := s.store.NewIter(everythingLower, everythingUpper)
@@ -79,6 +88,9 @@ func (s *Shard) EndReseed(nextOffset int64) error {
 	if err := s.checkRestore("EndReseed"); err != nil {
 		return err
 	}
+	if err := s.flush(); err != nil {
+		return shardErr("EndReseed", err)
+	}
 	s.cache.clear()
 	var b kv.Batch
 	b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(nextOffset)))
@@ -87,6 +99,6 @@ func (s *Shard) EndReseed(nextOffset int64) error {
 	if err := s.store.Write(&b, kv.WriteOptions{Sync: true}); err != nil {
 		return shardErr("EndReseed", err)
 	}
-	s.offset = nextOffset
+	s.offset, s.stored = nextOffset, nextOffset
 	return nil
 }

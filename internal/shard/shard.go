@@ -41,6 +41,13 @@ type ShardOptions struct {
 	// shards (see Cache), overriding the default of nil (no cache: every
 	// point read goes to the store).
 	Cache *Cache
+	// WriteBehindBytes turns on write-behind local commits (writebehind.go):
+	// Commit keeps committed batches in memory, one entry per key, and
+	// writes them to the store in one write when they hold more than this
+	// many bytes (or more than 256Ki changelog records), and on Close and
+	// restore. Overriding the default of 0: write-through, every Commit
+	// writes its batch to the store.
+	WriteBehindBytes int64
 }
 
 // lockFile is the name of the flock'ed file inside a shard directory.
@@ -62,16 +69,28 @@ var (
 //
 // Batch protocol: Begin → state operations (staged, reads see them) →
 // Finish (TTL cleanup; returns the changelog records) → the engine commits
-// them to Kafka → Commit (writes the staged changes and the next changelog
-// offset to the store in one atomic write) or Abort (drops them). Local
-// state therefore never runs ahead of the changelog.
+// them to Kafka → Commit (makes the staged changes and the next changelog
+// offset committed in one atomic step: written to the store, or kept in the
+// write-behind layer that is written later in one atomic write) or Abort
+// (drops them). Local state therefore never runs ahead of the changelog.
 type Shard struct {
 	opts   ShardOptions
 	store  kv.Store
 	cache  *shardCache // nil: no committed-state cache
 	lock   *os.File
 	closed bool
-	offset int64 // next changelog offset to read
+	// offset is the next changelog offset after the last committed batch
+	// (the offset the next batch continues from); stored is the one in the
+	// store, the offset a restore after a crash starts from. They differ
+	// while the write-behind layer holds committed batches.
+	offset, stored int64
+
+	// wb is the write-behind layer of committed, unflushed batches (nil:
+	// write-through). Only the shard's goroutine changes it, under wbMu;
+	// ReadCommitted reads it from other goroutines under wbMu.
+	wb      *wbLayer
+	wbMu    sync.Mutex
+	wbBatch kv.Batch // reused by flushes
 
 	// readers guards the store against Close while ReadCommitted reads it
 	// from another goroutine; readClosed is set under it by Close.
@@ -169,12 +188,16 @@ func OpenShard(o ShardOptions) (*Shard, error) {
 			err = fmt.Errorf("%w: changelog offset of %d bytes", state.ErrCorrupt, len(v))
 		} else {
 			s.offset = int64(binary.BigEndian.Uint64(v))
+			s.stored = s.offset
 		}
 	}
 	if err != nil {
 		s.store.Close()
 		s.unlock()
 		return nil, fmt.Errorf("state: shard %s: read the changelog offset: %w", o.Dir, err)
+	}
+	if o.WriteBehindBytes > 0 {
+		s.wb = newWBLayer()
 	}
 	return s, nil
 }
@@ -271,19 +294,28 @@ func (s *Shard) Close() error {
 	s.stage = newStaging()
 	s.pending = nil
 	s.cache.clear()
+	// The committed batches still in memory go to the store (on error they
+	// are lost locally, as after a crash: a restart restores them).
+	ferr := s.flush()
 	s.readers.Lock()
 	s.readClosed = true
 	s.readers.Unlock()
 	err := s.store.Close()
 	s.unlock()
+	if ferr != nil {
+		return fmt.Errorf("state: close store in %s: write the committed batches kept in memory (Kafka has them: a restart restores them from the changelog): %w", s.opts.Dir, ferr)
+	}
 	if err != nil {
 		return fmt.Errorf("state: close store in %s: %w", s.opts.Dir, err)
 	}
 	return nil
 }
 
-// ChangelogOffset is the next changelog offset to read: the offset after
-// the last record reflected in the store (0 for a new shard).
+// ChangelogOffset is the next changelog offset after the last committed
+// batch (0 for a new shard): the offset the next batch's records follow.
+// With write-behind the store may hold an older one until the next flush
+// (see writebehind.go); after a reopen both are the stored one, which is
+// where a restore starts.
 func (s *Shard) ChangelogOffset() int64 { return s.offset }
 
 // Estimate returns the store's estimated size (kv.Store.Estimate); safe
@@ -313,6 +345,9 @@ func (s *Shard) ApplyChangelog(recs []changelog.Record, nextOffset int64) error 
 	if err := s.checkRestore("ApplyChangelog"); err != nil {
 		return err
 	}
+	if err := s.flush(); err != nil {
+		return shardErr("ApplyChangelog", err)
+	}
 	s.cache.clear() // the records overwrite the store under the cache
 	s.resetReads()
 	var b kv.Batch
@@ -330,7 +365,7 @@ func (s *Shard) ApplyChangelog(recs []changelog.Record, nextOffset int64) error 
 	if err := s.store.Write(&b, kv.WriteOptions{DisableWAL: true}); err != nil {
 		return shardErr("ApplyChangelog", err)
 	}
-	s.offset = nextOffset
+	s.offset, s.stored = nextOffset, nextOffset
 	s.timerFloor, s.ttlFloor = newFloor(changelog.KindTimer), newFloor(changelog.KindTTL)
 	s.total.restored.Add(int64(len(recs)))
 	return nil
@@ -343,6 +378,9 @@ func (s *Shard) Wipe() error {
 	if err := s.checkRestore("Wipe"); err != nil {
 		return err
 	}
+	if err := s.flush(); err != nil {
+		return shardErr("Wipe", err)
+	}
 	s.cache.clear()
 	s.resetReads()
 	var b kv.Batch
@@ -351,7 +389,7 @@ func (s *Shard) Wipe() error {
 	if err := s.store.Write(&b, kv.WriteOptions{}); err != nil {
 		return shardErr("Wipe", err)
 	}
-	s.offset = 0
+	s.offset, s.stored = 0, 0
 	s.timerFloor, s.ttlFloor = newFloor(changelog.KindTimer), newFloor(changelog.KindTTL)
 	return nil
 }
@@ -446,9 +484,11 @@ func (s *Shard) Finish() ([]changelog.Record, error) {
 	return recs, nil
 }
 
-// Commit atomically writes the staged changes and nextChangelogOffset (the
-// offset after the batch's last changelog record) to the store, and ends
-// the batch. On error the batch stays open: Abort it.
+// Commit atomically commits the staged changes and nextChangelogOffset
+// (the offset after the batch's last changelog record) — to the store, or
+// with write-behind to the unflushed layer (writing the layer to the store
+// when it is over its bound) — and ends the batch. On error nothing was
+// committed and the batch stays open: Abort it.
 func (s *Shard) Commit(nextChangelogOffset int64) error {
 	switch {
 	case s.closed:
@@ -469,13 +509,9 @@ func (s *Shard) Commit(nextChangelogOffset int64) error {
 		return shardErr("Commit", err)
 	}
 	s.resetReads() // the write below changes the store under the batch's iterator
-	var b kv.Batch
-	s.stage.writeTo(&b)
-	b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(nextChangelogOffset)))
-	if err := s.store.Write(&b, kv.WriteOptions{}); err != nil {
+	if err := s.commitStore(nextChangelogOffset); err != nil {
 		return shardErr("Commit", err)
 	}
-	s.offset = nextChangelogOffset
 	s.timerFloor.committed, s.ttlFloor.committed = timerFloor, ttlFloor
 	if s.cache != nil {
 		s.cache.commit(s.stage) // after the write: the cache holds committed values only

@@ -205,7 +205,8 @@ func cloneBytes(b []byte) []byte {
 	return append(make([]byte, 0, len(b)), b...)
 }
 
-// view is the merged read view: staging over the store.
+// view is the merged read view: staging over the committed state (the
+// write-behind layer over the store).
 
 // get returns the current value of key (aliasing staging or a store copy:
 // callers must not modify it).
@@ -216,17 +217,39 @@ func (s *Shard) get(key []byte) ([]byte, bool, error) {
 	if s.cache == nil || len(key) == 0 || key[0] > byte(changelog.KindState) {
 		// Only metadata and state entries are cached: timer keys are point
 		// read once (Register checks for a duplicate), never again.
+		if v, ok, found := s.unflushed(key); found {
+			return v, ok, nil
+		}
 		return s.store.Get(key)
 	}
 	if v, ok, hit := s.cache.lookup(key); hit {
 		return v, ok, nil
 	}
-	v, ok, err := s.store.Get(key)
+	v, ok, found := s.unflushed(key)
+	var err error
+	if !found {
+		v, ok, err = s.store.Get(key)
+	}
 	if err == nil {
-		// The store does not change during a batch: this is committed state.
+		// The store and the write-behind layer do not change during a
+		// batch: this is committed state.
 		s.cache.fill(key, v, ok)
 	}
 	return v, ok, err
+}
+
+// unflushed returns key's value in the write-behind layer (a copy: the
+// layer's bytes are overwritten by later commits), and whether the layer
+// has the key.
+func (s *Shard) unflushed(key []byte) (val []byte, ok, found bool) {
+	if s.wb == nil || s.wb.empty() {
+		return nil, false, false
+	}
+	v, deleted, found := s.wb.get(key)
+	if !found || deleted {
+		return nil, false, found
+	}
+	return cloneBytes(v), true, true
 }
 
 // scan calls fn for every live key in [lower, upper) of the merged view, in

@@ -404,7 +404,19 @@ func Config(o Options) kstate.Config[string, string, string] {
 		// A small committed-state cache, so that every crash test also
 		// proves the cache exact under kills (evicting all the time).
 		StateCacheBytes: 256 << 10,
-		Logger:          o.Logger,
+		// A small write-behind budget, so that the crash tests kill
+		// shards both with committed batches still in memory (restored
+		// from the changelog) and right after their flush, and a full
+		// disk shows at a local commit.
+		StateWriteBehindBytes: 64 << 10,
+		Logger:                o.Logger,
+	}
+	if o.Pad > 0 {
+		// The full-disk test (the only user of Pad) fills a small tmpfs
+		// with the pad's writes: write-through, so that every local commit
+		// writes its batch (write-behind coalesces them into far fewer
+		// bytes; its failed write is shard's TestWriteBehindFlushFailure).
+		cfg.StateWriteBehindBytes = -1
 	}
 	if o.Input2 != "" {
 		cfg.InputTopics, cfg.ValueSerde = nil, nil

@@ -1,0 +1,22 @@
+package shard
+
+// CrashForTest drops s as a killed process would: the committed batches
+// kept in memory by write-behind are lost, then the store is closed (a
+// store closed or not is the same to a reopen: its writes were made).
+func CrashForTest(s *Shard) error {
+	s.wb = nil
+	return s.Close()
+}
+
+// StoredOffsetForTest is the changelog offset in the store (a restore
+// after a crash starts there).
+func StoredOffsetForTest(s *Shard) int64 { return s.stored }
+
+// UnflushedForTest returns the keys and charged bytes of the write-behind
+// layer.
+func UnflushedForTest(s *Shard) (keys int, bytes int64) {
+	if s.wb == nil {
+		return 0, 0
+	}
+	return len(s.wb.index), s.wb.used
+}

@@ -1,0 +1,383 @@
+package shard
+
+import (
+	"bytes"
+	"encoding/binary"
+	"slices"
+	"strings"
+	"unsafe"
+
+	"github.com/kstate/kstate/internal/kv"
+)
+
+// Write-behind local commits.
+//
+// Why: a local commit used to write every batch's staged changes to the
+// store, and that write was the largest single cost of a stateful pipeline
+// (28% of the count benchmark's CPU, almost all of it RocksDB's memtable
+// skip-list insert, ~2.7µs a key; the memtable keeps every version of a hot
+// key). Kafka is the source of truth: the changelog holds every committed
+// batch, and a store that lags behind its changelog is a supported state —
+// restore replays the tail from the offset stored with the data. Kafka
+// Streams does the same (a record cache flushed on commit over RocksDB
+// without a WAL).
+//
+// So with ShardOptions.WriteBehindBytes set, Commit keeps the committed
+// batch in memory, in the unflushed layer below: one entry per key, a later
+// batch's write of a key replacing the earlier one. The layer is written to
+// the store (flushed) in one atomic write holding every key's last value
+// once, in key order, plus the newest changelog offset, when
+//   - it holds more than WriteBehindBytes, or more than wbMaxRecords
+//     changelog records were committed since the last flush (this bounds
+//     the replay after a crash), together with the committing batch;
+//   - Close, and before every restore entry point (ApplyChangelog, Wipe,
+//     the re-seed), so that those see and write a store that is up to date.
+//
+// Reads see exactly what they saw with write-through: staging → committed
+// cache → unflushed layer → store for point reads; scans merge staging
+// over the layer over the store (wbIter, the batch's reused iterator: the
+// layer does not change during a batch). ReadCommitted (any goroutine) takes a copy of the layer's range and
+// creates its store iterator under wbMu, and a flush writes and empties the
+// layer under wbMu, so it sees one committed state.
+//
+// A crash (SIGKILL) loses the layer; the store holds the state and offset of
+// the last flush, and restore replays the changelog from there: at most
+// wbMaxRecords records (plus one batch) more than with write-through.
+//
+// Layout: an index map (key → the entry's place) whose key strings alias the
+// entries' key bytes, and entries (key, value room, value) back to back in
+// byte chunks that are reused after each flush. The only pointers the
+// garbage collector follows are the map's strings, into a few large chunks.
+type wbLayer struct {
+	index  map[string]uint64 // key → chunk<<32 | offset of its entry
+	chunks [][]byte          // entries back to back; len = bytes used
+	cur    int               // the chunk being filled
+	used   int64             // bytes charged: entries + index overhead
+	recs   int64             // changelog records committed into the layer
+	// items are the indexed keys and their entries in key order, kept
+	// sorted as commits add keys (a merge of two sorted lists: a batch's
+	// staged keys come in order), so that neither scans nor flushes sort.
+	items, spare, added []wbItem
+}
+
+const (
+	// wbHeader: key length, value room, value length (top bit: deleted).
+	wbHeader = 12
+	// wbChunk is the size of an entry chunk (a larger entry gets its own).
+	wbChunk = 256 << 10
+	// wbIndexCost is the bytes charged per indexed key for the map (~40)
+	// and the sorted items with their merge buffer (2 × 24).
+	wbIndexCost = 96
+	wbDeleted   = 1 << 31
+	// wbMaxRecords bounds the changelog records committed since the last
+	// flush, so a crash replays at most about that many more records
+	// (about 0.5 s at the restore rate measured in docs/BENCHMARKS.md).
+	wbMaxRecords = 256 << 10
+)
+
+// DefaultWriteBehindBytes is the unflushed-layer budget the engine gives
+// each shard (see ShardOptions.WriteBehindBytes and docs/BENCHMARKS.md).
+const DefaultWriteBehindBytes = 4 << 20
+
+func newWBLayer() *wbLayer { return &wbLayer{index: make(map[string]uint64)} }
+
+func (w *wbLayer) empty() bool { return len(w.index) == 0 }
+
+// entry returns the bytes of the entry at ref (header, key, value room).
+func (w *wbLayer) entry(ref uint64) []byte {
+	c := w.chunks[ref>>32]
+	off := uint32(ref)
+	kl := binary.LittleEndian.Uint32(c[off:])
+	room := binary.LittleEndian.Uint32(c[off+4:])
+	return c[off : off+wbHeader+kl+room]
+}
+
+func wbKey(e []byte) []byte { return e[wbHeader : wbHeader+binary.LittleEndian.Uint32(e)] }
+
+// wbVal returns the value of an entry (aliasing the chunk) and whether it
+// is a tombstone.
+func wbVal(e []byte) ([]byte, bool) {
+	kl := binary.LittleEndian.Uint32(e)
+	vl := binary.LittleEndian.Uint32(e[8:])
+	if vl&wbDeleted != 0 {
+		return nil, true
+	}
+	return e[wbHeader+kl : wbHeader+kl+vl], false
+}
+
+// get returns key's unflushed value (aliasing the layer: copy it before
+// handing it out), whether it is a tombstone, and whether the layer has it.
+func (w *wbLayer) get(key []byte) (val []byte, deleted, found bool) {
+	ref, ok := w.index[string(key)]
+	if !ok {
+		return nil, false, false
+	}
+	val, deleted = wbVal(w.entry(ref))
+	return val, deleted, true
+}
+
+// put records key's committed value (deleted: a tombstone), replacing an
+// earlier one: in place when it fits the entry's room, else in a new entry.
+// It copies key and val. A new key goes to added, in the order of the puts:
+// callers put a batch's keys in key order and then call mergeAdded.
+func (w *wbLayer) put(key, val []byte, deleted bool) {
+	ref, ok := w.index[string(key)]
+	if ok {
+		e := w.entry(ref)
+		kl := binary.LittleEndian.Uint32(e)
+		if room := binary.LittleEndian.Uint32(e[4:]); len(val) <= int(room) {
+			setWBVal(e, kl, val, deleted)
+			return
+		}
+	}
+	room := (len(val) + 7) &^ 7
+	if room < 8 {
+		room = 8
+	}
+	size := wbHeader + len(key) + room
+	if w.cur >= len(w.chunks) || cap(w.chunks[w.cur])-len(w.chunks[w.cur]) < size {
+		w.nextChunk(size)
+	}
+	c := w.chunks[w.cur]
+	off := len(c)
+	c = c[:off+size]
+	w.chunks[w.cur] = c
+	e := c[off:]
+	binary.LittleEndian.PutUint32(e, uint32(len(key)))
+	binary.LittleEndian.PutUint32(e[4:], uint32(room))
+	copy(e[wbHeader:], key)
+	setWBVal(e, uint32(len(key)), val, deleted)
+	w.used += int64(size)
+	nref := uint64(w.cur)<<32 | uint64(off)
+	if ok {
+		w.index[string(key)] = nref // the map keeps its key string (the old entry's bytes, unchanged)
+		w.items[w.find(key)].ref = nref
+		return
+	}
+	k := e[wbHeader : wbHeader+len(key)]
+	ks := ""
+	if len(k) > 0 {
+		ks = unsafe.String(&k[0], len(k))
+	}
+	w.index[ks] = nref
+	w.added = append(w.added, wbItem{ks, nref})
+	w.used += wbIndexCost
+}
+
+// find returns the position in items of the first key ≥ key.
+func (w *wbLayer) find(key []byte) int {
+	ks := ""
+	if len(key) > 0 {
+		ks = unsafe.String(&key[0], len(key))
+	}
+	i, _ := slices.BinarySearchFunc(w.items, ks, func(it wbItem, k string) int { return strings.Compare(it.key, k) })
+	return i
+}
+
+// mergeAdded merges the keys added since the last call (in key order)
+// into items.
+func (w *wbLayer) mergeAdded() {
+	if len(w.added) == 0 {
+		return
+	}
+	if !slices.IsSortedFunc(w.added, cmpItems) {
+		slices.SortFunc(w.added, cmpItems) // not the commit path: staged keys are sorted
+	}
+	out := slices.Grow(w.spare[:0], len(w.items)+len(w.added))
+	a, b := w.items, w.added
+	for len(a) > 0 && len(b) > 0 {
+		if a[0].key < b[0].key {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	out = append(append(out, a...), b...)
+	clear(w.items)
+	w.spare, w.items = w.items[:0], out
+	clear(w.added)
+	w.added = w.added[:0]
+}
+
+func cmpItems(a, b wbItem) int { return strings.Compare(a.key, b.key) }
+
+func setWBVal(e []byte, kl uint32, val []byte, deleted bool) {
+	if deleted {
+		binary.LittleEndian.PutUint32(e[8:], wbDeleted)
+		return
+	}
+	copy(e[wbHeader+kl:], val)
+	binary.LittleEndian.PutUint32(e[8:], uint32(len(val)))
+}
+
+// nextChunk makes w.cur a chunk with room for size bytes: the next reused
+// chunk that fits, or a new one.
+func (w *wbLayer) nextChunk(size int) {
+	for w.cur+1 < len(w.chunks) {
+		w.cur++
+		if cap(w.chunks[w.cur]) >= size {
+			return
+		}
+	}
+	w.chunks = append(w.chunks, make([]byte, 0, max(wbChunk, size)))
+	w.cur = len(w.chunks) - 1
+}
+
+// wbItem is one indexed key and its entry, for sorting.
+type wbItem struct {
+	key string
+	ref uint64
+}
+
+// reset empties the layer, keeping its memory. Nothing may alias the
+// chunks any more (the flush's store write has returned).
+func (w *wbLayer) reset() {
+	clear(w.index)
+	clear(w.items) // drop the key strings: the chunks are reused
+	w.items = w.items[:0]
+	for i := range w.chunks {
+		w.chunks[i] = w.chunks[i][:0]
+	}
+	if len(w.chunks) > 4 {
+		// Keep a few chunks for the next round; let a burst's go.
+		clear(w.chunks[4:])
+		w.chunks = w.chunks[:4]
+	}
+	w.cur, w.used, w.recs = 0, 0, 0
+}
+
+// rangeCopy returns copies of the layer's entries in [lower, upper) (nil
+// bounds are open), in key order; a tombstone has a nil value.
+func (w *wbLayer) rangeCopy(lower, upper []byte) []wbCopy {
+	var out []wbCopy
+	for _, it := range w.items[w.find(lower):] {
+		kb := itemKey(it)
+		if !below(kb, upper) {
+			break
+		}
+		v, deleted := wbVal(w.entry(it.ref))
+		c := wbCopy{key: cloneBytes(kb), deleted: deleted}
+		if !deleted {
+			c.val = cloneBytes(v)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func itemKey(it wbItem) []byte { return unsafe.Slice(unsafe.StringData(it.key), len(it.key)) }
+
+type wbCopy struct {
+	key, val []byte
+	deleted  bool
+}
+
+// addTo appends the layer's entries, merged with the staged entries of st
+// (nil: none; staged ones win on equal keys), to b in key order.
+func (w *wbLayer) addTo(b *kv.Batch, items []wbItem, st *staging) {
+	var e *stagedEntry
+	if st != nil {
+		e = st.first()
+	}
+	for _, it := range items {
+		kb := itemKey(it)
+		for e != nil && bytes.Compare(e.key, kb) < 0 {
+			addStaged(b, e)
+			e = e.next[0]
+		}
+		if e != nil && bytes.Equal(e.key, kb) {
+			addStaged(b, e)
+			e = e.next[0]
+			continue
+		}
+		ent := w.entry(it.ref)
+		if v, deleted := wbVal(ent); deleted {
+			b.Delete(wbKey(ent))
+		} else {
+			b.Put(wbKey(ent), v)
+		}
+	}
+	for ; e != nil; e = e.next[0] {
+		addStaged(b, e)
+	}
+}
+
+func addStaged(b *kv.Batch, e *stagedEntry) {
+	if e.deleted {
+		b.Delete(e.key)
+	} else {
+		b.Put(e.key, e.val)
+	}
+}
+
+// commitStore makes the finished batch (the staging layer) committed
+// locally with next as the changelog offset: written to the store with
+// write-through, else kept in the layer, or written with the layer when
+// the layer is over a bound. On error nothing changed: the store, the
+// layer and the staging layer are as before.
+func (s *Shard) commitStore(next int64) error {
+	if s.wb == nil {
+		var b kv.Batch
+		s.stage.writeTo(&b)
+		b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(next)))
+		if err := s.store.Write(&b, kv.WriteOptions{}); err != nil {
+			return err
+		}
+		s.offset, s.stored = next, next
+		return nil
+	}
+	w := s.wb
+	if w.used >= s.opts.WriteBehindBytes || w.recs >= wbMaxRecords {
+		return s.flushWith(s.stage, next)
+	}
+	s.wbMu.Lock()
+	n := 0
+	for e := s.stage.first(); e != nil; e = e.next[0] {
+		w.put(e.key, e.val, e.deleted)
+		n++
+	}
+	w.mergeAdded()
+	w.recs += int64(n)
+	s.wbMu.Unlock()
+	s.offset = next
+	return nil
+}
+
+// flush writes the layer and the committed offset to the store, if it
+// has anything the store does not.
+func (s *Shard) flush() error {
+	if s.wb == nil || (s.wb.empty() && s.stored == s.offset) {
+		return nil
+	}
+	s.resetReads() // the write changes the store under the batch's iterator
+	return s.flushWith(nil, s.offset)
+}
+
+// flushWith writes the layer merged with st (nil: none; st wins on equal
+// keys) and offset next in one atomic write, and empties the layer. The
+// write and the emptying happen under wbMu, so ReadCommitted sees the
+// layer over the old store or the new store, never a mix. On error the
+// layer is unchanged.
+func (s *Shard) flushWith(st *staging, next int64) error {
+	w := s.wb
+	s.wbMu.Lock()
+	defer s.wbMu.Unlock()
+	b := &s.wbBatch
+	b.Reset()
+	n := len(w.items) + 1
+	if st != nil {
+		n += st.len()
+	}
+	b.Grow(n)
+	w.addTo(b, w.items, st)
+	b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(next)))
+	err := s.store.Write(b, kv.WriteOptions{})
+	clear(b.Ops()) // drop the batch's slices of the chunks and of staged values
+	b.Reset()
+	if err != nil {
+		return err
+	}
+	w.reset()
+	s.offset, s.stored = next, next
+	return nil
+}
