@@ -25,9 +25,10 @@ import (
 // partitions at once over one Admin, the way the engine restores. Variants,
 // interleaved round by round: "old" = the previous path (8 MiB fetches,
 // Next, then kafka.Record → message → changelog.Record as the root
-// adapter and the engine did), "new" = NextChangelog with 1 MiB fetches,
-// and NextChangelog at 8 MiB. It reports wall time and the process's CPU
-// per variant. Run with KSTATE_MEASURE=1 (KSTATE_MEASURE_RECORDS per
+// adapter and the engine did), "new" = NextChangelog with 2 MiB fetches
+// (KSTATE_MEASURE_ALL=1 adds NextChangelog at 1 and 8 MiB), in a different
+// order every round. It reports wall time and the process's CPU per
+// variant. Run with KSTATE_MEASURE=1 (KSTATE_MEASURE_RECORDS per
 // partition, default 200,000; KSTATE_MEASURE_ROUNDS, default 3).
 func TestMeasureRestore(t *testing.T) {
 	if os.Getenv("KSTATE_MEASURE") == "" {
@@ -82,14 +83,19 @@ func TestMeasureRestore(t *testing.T) {
 	}
 	variants := []variant{
 		{"old: 8 MiB, Next + 2 conversions", 8 << 20, func(r *kafka.PartitionReader) restore.Source { return oldSource{r} }},
-		{"new: 1 MiB, NextChangelog", 1 << 20, func(r *kafka.PartitionReader) restore.Source { return newSource{r} }},
+		{"new: 2 MiB, NextChangelog", 2 << 20, func(r *kafka.PartitionReader) restore.Source { return newSource{r} }},
+		{"NextChangelog, 1 MiB", 1 << 20, func(r *kafka.PartitionReader) restore.Source { return newSource{r} }},
 		{"NextChangelog, 8 MiB", 8 << 20, func(r *kafka.PartitionReader) restore.Source { return newSource{r} }},
-		{"NextChangelog, 2 MiB", 2 << 20, func(r *kafka.PartitionReader) restore.Source { return newSource{r} }},
+	}
+	if os.Getenv("KSTATE_MEASURE_ALL") == "" {
+		variants = variants[:2] // old against new; KSTATE_MEASURE_ALL=1 adds the other fetch sizes
 	}
 	walls := make([][]time.Duration, len(variants))
 	cpus := make([][]time.Duration, len(variants))
 	for round := range rounds {
-		for vi, v := range variants {
+		for i := range variants {
+			vi := (i + round) % len(variants) // a different order every round
+			v := variants[vi]
 			undo := kafka.SetReaderFetchBytes(v.fetch)
 			cpu0 := processCPU()
 			t0 := time.Now()
