@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/kafka"
 )
@@ -314,6 +315,12 @@ func (k kafkaReader) Next(ctx context.Context) ([]engine.Message, error) {
 		}
 	}
 	return out, nil
+}
+
+// NextChangelog is the restore's path (engine's changelogRecordsReader):
+// changelog records straight from the fetch, no Message in between.
+func (k kafkaReader) NextChangelog(ctx context.Context) ([]changelog.Record, error) {
+	return k.rd.NextChangelog(ctx) // io.EOF passes through unwrapped
 }
 
 func (k kafkaReader) Position() int64 { return k.rd.Position() }

@@ -297,7 +297,22 @@ type changelogSource struct {
 	kill KillHook
 }
 
+// changelogRecordsReader is an optional capability of a ChangelogReader:
+// NextChangelog is Next returning the restore's record type directly, with
+// no Message in between (one conversion from the fetched records).
+type changelogRecordsReader interface {
+	NextChangelog(ctx context.Context) ([]changelog.Record, error)
+}
+
 func (s changelogSource) Next(ctx context.Context) ([]changelog.Record, error) {
+	if rd, ok := s.rd.(changelogRecordsReader); ok {
+		recs, err := rd.NextChangelog(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.kill.at(DuringRestore)
+		return recs, nil
+	}
 	recs, err := s.rd.Next(ctx)
 	if err != nil {
 		return nil, err

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kstate/kstate/changelog"
 )
 
 // partFetcher reads one partition with raw read_committed Fetch requests,
@@ -31,6 +34,7 @@ type partFetcher struct {
 
 	pos, end int64
 	decomp   kgo.Decompressor
+	maxBytes int32 // per fetch; 0: fetchPartMaxBytes
 }
 
 const (
@@ -64,6 +68,37 @@ func (f *partFetcher) refreshMetadata(ctx context.Context) error {
 // below end; it may return none while still advancing pos. done reports
 // pos >= end.
 func (f *partFetcher) next(ctx context.Context) (recs []Record, done bool, err error) {
+	krecs, done, err := f.nextKgo(ctx)
+	if err != nil || len(krecs) == 0 {
+		return nil, done, err
+	}
+	recs = make([]Record, len(krecs)) // one allocation, not log2(n) growths of a ~200k-record fetch
+	for i, r := range krecs {
+		recs[i] = fromKgo(r)
+	}
+	return recs, done, nil
+}
+
+// nextChangelog is next for the restore path: the fetched records go
+// straight into changelog records (key, value, offset), one conversion
+// instead of Record → engine message → changelog record. Key and Value
+// alias the fetch's decoded buffers, which are never reused.
+func (f *partFetcher) nextChangelog(ctx context.Context) (recs []changelog.Record, done bool, err error) {
+	krecs, done, err := f.nextKgo(ctx)
+	if err != nil || len(krecs) == 0 {
+		return nil, done, err
+	}
+	recs = make([]changelog.Record, len(krecs))
+	for i, r := range krecs {
+		recs[i] = changelog.Record{Key: r.Key, Value: r.Value, Offset: r.Offset}
+	}
+	return recs, done, nil
+}
+
+// nextKgo fetches once and returns franz-go's records in [pos, end),
+// advancing pos past everything the fetch covered (markers and aborted
+// records included).
+func (f *partFetcher) nextKgo(ctx context.Context) (recs []*kgo.Record, done bool, err error) {
 	if f.pos >= f.end {
 		return nil, true, nil
 	}
@@ -80,10 +115,17 @@ func (f *partFetcher) next(ctx context.Context) (recs []Record, done bool, err e
 	if fp.Err != nil {
 		return nil, false, fmt.Errorf("kafka: decode topic %q partition %d at offset %d: %w", f.topic, f.partition, f.pos, fp.Err)
 	}
-	recs = make([]Record, 0, len(fp.Records)) // one allocation, not log2(n) growths of a ~200k-record fetch
-	for _, r := range fp.Records {
-		if r.Offset >= f.pos && r.Offset < f.end {
-			recs = append(recs, fromKgo(r))
+	recs = fp.Records
+	for i, r := range recs {
+		if r.Offset < f.pos || r.Offset >= f.end { // rare: keep only [pos, end), in a copy
+			kept := slices.Clone(recs[:i])
+			for _, r := range recs[i+1:] {
+				if r.Offset >= f.pos && r.Offset < f.end {
+					kept = append(kept, r)
+				}
+			}
+			recs = kept
+			break
 		}
 	}
 	switch {
@@ -137,7 +179,11 @@ func (f *partFetcher) fetchOnce(ctx context.Context) (*kmsg.FetchResponseTopicPa
 	req := kmsg.NewPtrFetchRequest()
 	req.MaxWaitMillis = int32(fetchMaxWait / time.Millisecond)
 	req.MinBytes = 1
-	req.MaxBytes = fetchPartMaxBytes
+	maxBytes := f.maxBytes
+	if maxBytes <= 0 {
+		maxBytes = fetchPartMaxBytes
+	}
+	req.MaxBytes = maxBytes
 	req.IsolationLevel = 1 // read_committed
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic = f.topic     // Fetch v0-12
@@ -145,7 +191,7 @@ func (f *partFetcher) fetchOnce(ctx context.Context) (*kmsg.FetchResponseTopicPa
 	rpart := kmsg.NewFetchRequestTopicPartition()
 	rpart.Partition = f.partition
 	rpart.FetchOffset = f.pos
-	rpart.PartitionMaxBytes = fetchPartMaxBytes
+	rpart.PartitionMaxBytes = maxBytes
 	rt.Partitions = append(rt.Partitions, rpart)
 	req.Topics = append(req.Topics, rt)
 

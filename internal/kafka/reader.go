@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kstate/kstate/changelog"
 )
 
 // PartitionReader reads one partition read_committed, from a start offset
@@ -94,15 +96,39 @@ func openReader(ctx context.Context, cl *kgo.Client, topic string, partition int
 			ErrOffsetOutOfRange, topic, partition, from, start, high)
 	}
 	f.pos, f.end = from, max(stable, from)
+	f.maxBytes = readerFetchBytes
 	return &PartitionReader{cl: cl, f: f}, nil
 }
+
+// readerFetchBytes is a PartitionReader's fetch size (ReadAll's is
+// fetchPartMaxBytes). Smaller than one partition's changelog, so that a
+// restore applies one fetch while it reads the next (restore.Restore reads
+// one chunk ahead): with 8 MiB, one fetch held a whole ~220k-record
+// partition and fetching, decoding and applying ran one after the other.
+// 1 and 2 MiB measured alike (TestMeasureRestore, docs/BENCHMARKS.md,
+// "Restore: fewer conversions"); 2 MiB makes half the requests. A variable
+// for that measurement.
+var readerFetchBytes int32 = 2 << 20
 
 // Next returns the next records (at least one), or io.EOF once the
 // position reached End.
 func (r *PartitionReader) Next(ctx context.Context) ([]Record, error) {
+	return nextNonEmpty(ctx, r, r.f.next)
+}
+
+// NextChangelog is Next returning changelog records (key, value, offset:
+// the restore path's type) converted once from the fetched records. Their
+// Key and Value are never reused by the reader.
+func (r *PartitionReader) NextChangelog(ctx context.Context) ([]changelog.Record, error) {
+	return nextNonEmpty(ctx, r, r.f.nextChangelog)
+}
+
+// nextNonEmpty calls next until it returns records, io.EOF at the end, or
+// fails after maxNoProgress fetches that did not move the position.
+func nextNonEmpty[T any](ctx context.Context, r *PartitionReader, next func(context.Context) ([]T, bool, error)) ([]T, error) {
 	for stuck := 0; ; {
 		before := r.f.pos
-		recs, done, err := r.f.next(ctx)
+		recs, done, err := next(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -42,6 +42,7 @@ func Scenarios() []Scenario {
 		{"ReaderTails", ReaderTails},
 		{"ReaderAbortedBelowOpenTxn", ReaderAbortedBelowOpenTxn},
 		{"ReaderOutOfRange", ReaderOutOfRange},
+		{"ReaderNextChangelog", ReaderNextChangelog},
 		{"ReadAllCommitted", ReadAllCommitted},
 		{"ProducerPartitioning", ProducerPartitioning},
 		{"RecordSize", RecordSize},
