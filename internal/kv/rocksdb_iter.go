@@ -9,6 +9,7 @@ import "C"
 import (
 	"bytes"
 	"fmt"
+	"sync"
 	"unsafe"
 )
 
@@ -24,6 +25,10 @@ import (
 // copies the current key and value into; an entry larger than that takes a
 // second crossing into a buffer of its size.
 const iterScratch = 4 << 10
+
+// iterBufs recycles the iterators' buffers: short-lived iterators (one
+// scan each) would otherwise allocate and clear 4 KiB apiece.
+var iterBufs = sync.Pool{New: func() any { return new([iterScratch]byte) }}
 
 // NewIter returns an iterator over [lower, upper). The bounds are copied, so
 // the caller may reuse its slices at once.
@@ -64,9 +69,9 @@ func (s *rocksStore) NewIter(lower, upper []byte) Iterator {
 // against a concurrent Close of its store.
 type rocksIter struct {
 	s            *rocksStore
-	c            *C.kstate_iter // nil for an empty range, or once destroyed
-	lower, upper []byte         // Go copies of the bounds (nil: none)
-	buf          []byte         // the C side's copy of the current entry
+	c            *C.kstate_iter     // nil for an empty range, or once destroyed
+	lower, upper []byte             // Go copies of the bounds (nil: none)
+	buf          *[iterScratch]byte // the C side's copy of the current entry (from iterBufs)
 
 	// Out-parameters of kstate_iter_step, kept here so that passing their
 	// address does not allocate on every step.
@@ -106,9 +111,9 @@ func (i *rocksIter) step(op C.int, key []byte) bool {
 		return false
 	}
 	if i.buf == nil {
-		i.buf = make([]byte, iterScratch)
+		i.buf = iterBufs.Get().(*[iterScratch]byte)
 	}
-	buf := i.buf
+	buf := i.buf[:]
 	i.cErr = nil
 	r := C.kstate_iter_step(i.c, op, cPtr(key), C.size_t(len(key)),
 		(*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &i.klen, &i.vlen, &i.cErr)
@@ -188,5 +193,9 @@ func (i *rocksIter) Close() error {
 	delete(i.s.iters.m, i)
 	i.s.iters.Unlock()
 	i.destroy()
+	if i.buf != nil {
+		iterBufs.Put(i.buf) // only Close returns it: step runs on the caller's goroutine
+		i.buf = nil
+	}
 	return i.closeResult()
 }
