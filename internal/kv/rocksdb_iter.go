@@ -3,15 +3,32 @@
 package kv
 
 // #include <stdlib.h>
+// #include "rocksdb_iter.h"
 import "C"
 
 import (
 	"bytes"
 	"fmt"
+	"sync"
 	"unsafe"
-
-	"github.com/linxGnu/grocksdb"
 )
+
+// Why this file has its own C++ (rocksdb_iter.cc): a state-heavy processor
+// scans several small ranges per row, and through grocksdb every iterator
+// step is four or five cgo crossings (the move, Valid, Key, Value, and Err
+// at the end) plus two allocations for the Slice wrappers, and creating an
+// iterator with bounds is about eight (read options, C copies of the
+// bounds, the iterator). Here creating is one crossing and every step is
+// one: the move, and a copy of the key and value into a reused Go buffer.
+
+// iterScratch is the size of an iterator's reused buffer, which the C side
+// copies the current key and value into; an entry larger than that takes a
+// second crossing into a buffer of its size.
+const iterScratch = 4 << 10
+
+// iterBufs recycles the iterators' buffers: short-lived iterators (one
+// scan each) would otherwise allocate and clear 4 KiB apiece.
+var iterBufs = sync.Pool{New: func() any { return new([iterScratch]byte) }}
 
 // NewIter returns an iterator over [lower, upper). The bounds are copied, so
 // the caller may reuse its slices at once.
@@ -30,76 +47,56 @@ func (s *rocksStore) NewIter(lower, upper []byte) Iterator {
 		it.empty = true
 		return it
 	}
-	it.ro = grocksdb.NewDefaultReadOptions()
-	// RocksDB keeps raw pointers to the bound bytes (inside the read options,
-	// which the iterator also points at) for the iterator's whole life, so
-	// both the bounds and it.ro live until the iterator is destroyed. The
-	// bounds are copied into C memory: the caller may reuse its slices, the
-	// cgo rules forbid C keeping Go pointers, and a runtime.Pinner would
-	// panic at GC if a store were dropped without Close.
+	// The C side copies the bounds (RocksDB keeps pointers to them for the
+	// iterator's life); the Go copies are for the seek clamps below.
+	var hasLower, hasUpper C.int
 	if len(lower) > 0 {
-		it.lower = cBytes(lower)
-		it.ro.SetIterateLowerBound(it.lower)
+		it.lower, hasLower = bytes.Clone(lower), 1
 	}
 	if upper != nil {
-		it.upper = cBytes(upper)
-		it.ro.SetIterateUpperBound(it.upper)
+		it.upper, hasUpper = bytes.Clone(upper), 1
 	}
-	it.it = s.db.NewIterator(it.ro)
+	it.c = C.kstate_iter_new(dbHandle(s.db), cPtr(lower), C.size_t(len(lower)), hasLower,
+		cPtr(upper), C.size_t(len(upper)), hasUpper)
 	s.iters.Lock()
 	s.iters.m[it] = struct{}{}
 	s.iters.Unlock()
 	return it
 }
 
-// rocksIter wraps a grocksdb iterator. It is not safe for concurrent use by
-// several goroutines (like every iterator), but it is safe against a
-// concurrent Close of its store.
+// rocksIter is an iterator of rocksdb_iter.cc. It is not safe for
+// concurrent use by several goroutines (like every iterator), but it is safe
+// against a concurrent Close of its store.
 type rocksIter struct {
 	s            *rocksStore
-	it           *grocksdb.Iterator // nil for an empty range, or once destroyed
-	ro           *grocksdb.ReadOptions
-	lower, upper []byte // in C memory (cBytes), freed by destroy
+	c            *C.kstate_iter     // nil for an empty range, or once destroyed
+	lower, upper []byte             // Go copies of the bounds (nil: none)
+	buf          *[iterScratch]byte // the C side's copy of the current entry (from iterBufs)
+
+	// Out-parameters of kstate_iter_step, kept here so that passing their
+	// address does not allocate on every step.
+	klen, vlen C.size_t
+	cErr       *C.char
 
 	empty bool
 	iterState
 }
 
-// destroy frees the C objects; callers hold s.mu (shared or exclusive).
-// The C iterator goes before the read options it points into. It touches
-// only fields that step reads under s.mu, because the store's Close calls it
-// from another goroutine than the iterator's user.
+// destroy frees the C iterator; callers hold s.mu (shared or exclusive).
+// It touches only fields that step reads under s.mu, because the store's
+// Close calls it from another goroutine than the iterator's user.
 func (i *rocksIter) destroy() {
-	if i.it != nil {
-		i.it.Close()
-		i.it = nil
-		i.ro.Destroy()
-		i.ro = nil
-		freeCBytes(i.lower)
-		freeCBytes(i.upper)
-		i.lower, i.upper = nil, nil
+	if i.c != nil {
+		C.kstate_iter_free(i.c)
+		i.c = nil
 	}
 }
 
-// cBytes copies b into C memory, returned as a slice over it.
-func cBytes(b []byte) []byte {
-	p := C.malloc(C.size_t(len(b)))
-	c := unsafe.Slice((*byte)(p), len(b))
-	copy(c, b)
-	return c
-}
-
-func freeCBytes(c []byte) {
-	if len(c) > 0 {
-		C.free(unsafe.Pointer(&c[0]))
-	}
-}
-
-// step runs one positioning call under the store's read lock and records
-// the outcome. Key and value are copied into Go memory at once: callers
-// (the shard's merged scan, user callbacks) may keep them, and a copy can
-// never point into a freed C iterator.
-func (i *rocksIter) step(move func(it *grocksdb.Iterator) bool) bool {
+// step runs one positioning call (op, with key for the seeks) under the
+// store's read lock and records the outcome. Key and value are copied into
+// one fresh Go slice: callers (the shard's merged scan, user callbacks) may
+// keep them, and a copy can never point into a freed C iterator.
+func (i *rocksIter) step(op C.int, key []byte) bool {
 	i.valid, i.key, i.value = false, nil, nil
 	if i.closed || i.err != nil {
 		return false
@@ -113,28 +110,38 @@ func (i *rocksIter) step(move func(it *grocksdb.Iterator) bool) bool {
 	if i.empty {
 		return false
 	}
-	if !move(i.it) || !i.it.Valid() {
-		if err := i.it.Err(); err != nil {
-			i.err = fmt.Errorf("kv: rocksdb iterator: %w", err)
+	if i.buf == nil {
+		i.buf = iterBufs.Get().(*[iterScratch]byte)
+	}
+	buf := i.buf[:]
+	i.cErr = nil
+	r := C.kstate_iter_step(i.c, op, cPtr(key), C.size_t(len(key)),
+		(*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &i.klen, &i.vlen, &i.cErr)
+	if r == 2 {
+		// Larger than the scratch buffer: copy the same entry (no move)
+		// into one of its size (+1 so that it is never empty).
+		buf = make([]byte, int(i.klen+i.vlen)+1)
+		r = C.kstate_iter_step(i.c, C.KSTATE_ITER_CURRENT, nil, 0,
+			(*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &i.klen, &i.vlen, &i.cErr)
+	}
+	if r != 1 {
+		if i.cErr != nil {
+			i.err = fmt.Errorf("kv: rocksdb iterator: %w", cError(i.cErr))
+			i.cErr = nil
 		}
 		return false
 	}
-	k, v := i.it.Key().Data(), i.it.Value().Data()
-	buf := make([]byte, len(k)+len(v))
-	copy(buf, k)
-	copy(buf[len(k):], v)
-	i.key, i.value = buf[:len(k):len(k)], buf[len(k):]
+	kl, n := int(i.klen), int(i.klen+i.vlen)
+	out := make([]byte, n)
+	copy(out, buf[:n])
+	i.key, i.value = out[:kl:kl], out[kl:]
 	i.valid = true
 	return true
 }
 
-func (i *rocksIter) First() bool {
-	return i.step(func(it *grocksdb.Iterator) bool { it.SeekToFirst(); return true })
-}
+func (i *rocksIter) First() bool { return i.step(C.KSTATE_ITER_FIRST, nil) }
 
-func (i *rocksIter) Last() bool {
-	return i.step(func(it *grocksdb.Iterator) bool { it.SeekToLast(); return true })
-}
+func (i *rocksIter) Last() bool { return i.step(C.KSTATE_ITER_LAST, nil) }
 
 // Next and Prev on an invalid iterator return false without calling into
 // RocksDB, which asserts (or worse, in release builds) on that misuse.
@@ -142,44 +149,36 @@ func (i *rocksIter) Next() bool {
 	if !i.valid {
 		return false
 	}
-	return i.step(func(it *grocksdb.Iterator) bool { it.Next(); return true })
+	return i.step(C.KSTATE_ITER_NEXT, nil)
 }
 
 func (i *rocksIter) Prev() bool {
 	if !i.valid {
 		return false
 	}
-	return i.step(func(it *grocksdb.Iterator) bool { it.Prev(); return true })
+	return i.step(C.KSTATE_ITER_PREV, nil)
 }
 
 func (i *rocksIter) SeekGE(key []byte) bool {
-	return i.step(func(it *grocksdb.Iterator) bool {
-		if i.upper != nil && bytes.Compare(key, i.upper) >= 0 {
-			return false
-		}
-		if bytes.Compare(key, i.lower) < 0 {
-			key = i.lower
-		}
-		it.Seek(key)
-		return true
-	})
+	if i.upper != nil && bytes.Compare(key, i.upper) >= 0 {
+		i.valid, i.key, i.value = false, nil, nil
+		return false
+	}
+	if bytes.Compare(key, i.lower) < 0 {
+		key = i.lower
+	}
+	return i.step(C.KSTATE_ITER_SEEK_GE, key)
 }
 
 func (i *rocksIter) SeekLT(key []byte) bool {
-	return i.step(func(it *grocksdb.Iterator) bool {
-		if bytes.Compare(key, i.lower) <= 0 {
-			return false
-		}
-		if i.upper != nil && bytes.Compare(key, i.upper) > 0 {
-			key = i.upper
-		}
-		// SeekForPrev lands on the last key <= key; step back once if it is key itself.
-		it.SeekForPrev(key)
-		if it.Valid() && bytes.Equal(it.Key().Data(), key) {
-			it.Prev()
-		}
-		return true
-	})
+	if bytes.Compare(key, i.lower) <= 0 {
+		i.valid, i.key, i.value = false, nil, nil
+		return false
+	}
+	if i.upper != nil && bytes.Compare(key, i.upper) > 0 {
+		key = i.upper
+	}
+	return i.step(C.KSTATE_ITER_SEEK_LT, key)
 }
 
 // Close is idempotent and safe after the store's Close.
@@ -194,5 +193,9 @@ func (i *rocksIter) Close() error {
 	delete(i.s.iters.m, i)
 	i.s.iters.Unlock()
 	i.destroy()
+	if i.buf != nil {
+		iterBufs.Put(i.buf) // only Close returns it: step runs on the caller's goroutine
+		i.buf = nil
+	}
 	return i.closeResult()
 }

@@ -18,6 +18,25 @@ type mapState[K, V any] struct {
 	vc         state.Codec[V]
 	dec        *decoder[V]
 	knil, vnil bool
+
+	// probe is what GetValue learned about the current key's whole map;
+	// see getLive.
+	probe mapProbe
+}
+
+// mapProbe remembers, for one map prefix and one read generation of the
+// shard (TimerGen: it changes at every batch boundary, restore, re-seed and
+// savepoint rollback, and on timer writes), whether a GetValue missed and
+// whether the merged view (staged writes over the store) holds no live
+// entry at all under the prefix. Only this mapState writes under its
+// prefixes, and every write of it drops the probe, so "empty" stays true
+// for as long as the prefix and generation match.
+type mapProbe struct {
+	prefix  []byte
+	gen     uint64
+	missed  bool // a GetValue of this prefix and generation found nothing
+	scanned bool // the prefix was scanned (once per prefix and generation)
+	empty   bool // the scan found no live entry under prefix
 }
 
 // NewMapState declares a MapState (only during Init).
@@ -60,7 +79,7 @@ func (m *mapState[K, V]) GetValue(k K) (V, bool, error) {
 	if err != nil {
 		return zero, false, m.err("GetValue", err)
 	}
-	h, p, ok, err := m.s.readLive(key)
+	h, p, ok, err := m.getLive(key)
 	if err != nil || !ok {
 		return zero, false, m.err("GetValue", err)
 	}
@@ -71,6 +90,56 @@ func (m *mapState[K, V]) GetValue(k K) (V, bool, error) {
 	return v, true, nil
 }
 
+// getLive is readLive of one entry of the current key's map, for GetValue.
+//
+// Why: a processor that reads several entries of a key's map (an aggregate
+// per field, like the bench's heavy processor) pays a store lookup for each
+// one, and for a key without state each one misses (on RocksDB a memtable
+// search and a bloom probe per file, plus the committed-state cache's miss
+// and fill). After the first miss of a prefix, one scan of the whole prefix
+// (a seek of the batch's reused iterator) answers whether the map is empty;
+// if it is, the remaining reads of that key in the batch need no store
+// lookup at all. A map with entries costs one extra seek per key and
+// generation, and only after a miss; a processor that reads one entry per
+// key never scans.
+func (m *mapState[K, V]) getLive(key []byte) (changelog.Header, []byte, bool, error) {
+	prefix := key[:stateKeyHeader+len(m.s.key)] // m.prefix() without its allocation
+	pr := &m.probe
+	gen := m.s.TimerGen()
+	same := pr.gen == gen && len(pr.prefix) == len(prefix) && string(pr.prefix) == string(prefix)
+	if !same {
+		pr.prefix = append(pr.prefix[:0], prefix...)
+		pr.gen, pr.missed, pr.scanned, pr.empty = gen, false, false, false
+	}
+	if pr.empty {
+		return changelog.Header{}, nil, false, nil
+	}
+	if pr.missed && !pr.scanned {
+		pr.scanned = true
+		found := false
+		if err := m.walk(func(changelog.Header, []byte, []byte) bool { found = true; return false }); err != nil {
+			return changelog.Header{}, nil, false, err
+		}
+		if !found {
+			// The walk runs no user code and stages nothing: gen is unchanged.
+			pr.empty = true
+			return changelog.Header{}, nil, false, nil
+		}
+	}
+	h, p, ok, err := m.s.readLive(key)
+	if err == nil && !ok {
+		pr.missed = true
+	}
+	return h, p, ok, err
+}
+
+// stateKeyHeader is the length of a state key before the grouping key
+// (varBase.stateKey): kind, variable id, grouping key length.
+const stateKeyHeader = 9
+
+// dropProbe forgets what getLive learned: the map is about to be written.
+func (m *mapState[K, V]) dropProbe() { m.probe.prefix = m.probe.prefix[:0] }
+
 // ContainsKey reports whether k has a (non-expired) entry.
 func (m *mapState[K, V]) ContainsKey(k K) (bool, error) {
 	if err := m.check("ContainsKey", false); err != nil {
@@ -80,7 +149,7 @@ func (m *mapState[K, V]) ContainsKey(k K) (bool, error) {
 	if err != nil {
 		return false, m.err("ContainsKey", err)
 	}
-	_, _, ok, err := m.s.readLive(key)
+	_, _, ok, err := m.getLive(key)
 	return ok, m.err("ContainsKey", err)
 }
 
@@ -89,6 +158,7 @@ func (m *mapState[K, V]) UpdateValue(k K, v V) error {
 	if err := m.check("UpdateValue", true); err != nil {
 		return err
 	}
+	m.dropProbe()
 	key, err := m.entryKey(k)
 	if err != nil {
 		return m.err("UpdateValue", err)
@@ -215,6 +285,7 @@ func (m *mapState[K, V]) RemoveKey(k K) error {
 	if err := m.check("RemoveKey", true); err != nil {
 		return err
 	}
+	m.dropProbe()
 	key, err := m.entryKey(k)
 	if err != nil {
 		return m.err("RemoveKey", err)
@@ -235,6 +306,7 @@ func (m *mapState[K, V]) Clear() error {
 	if err := m.check("Clear", true); err != nil {
 		return err
 	}
+	m.dropProbe()
 	prefix := m.prefix()
 	return m.err("Clear", m.s.deleteRange(prefix, keys.PrefixEnd(prefix)))
 }
