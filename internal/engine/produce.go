@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -88,13 +89,21 @@ func newProduceGroup(ctx context.Context, p AsyncProducer, tasks, inputRecords i
 func (g *produceGroup) finished(i int, msgs []Message, clEnd int) {
 	left := g.running.Add(-1)
 	g.ready[i], g.isReady[i] = readyTask{msgs, clEnd}, true
+	if len(g.pending) > 0 || (g.cursor < len(g.ready) && g.isReady[g.cursor] && g.cursor+1 < len(g.ready) && g.isReady[g.cursor+1]) {
+		// Records of several tasks go together: grow pending once.
+		n := 0
+		for j := g.cursor; j < len(g.ready) && g.isReady[j]; j++ {
+			n += len(g.ready[j].msgs)
+		}
+		g.pending = slices.Grow(g.pending, n)
+	}
 	for ; g.cursor < len(g.ready) && g.isReady[g.cursor]; g.cursor++ {
 		rt := g.ready[g.cursor]
 		g.ready[g.cursor] = readyTask{}
 		if rt.clEnd > 0 {
 			g.ends = append(g.ends, taskEnd{g.cursor, len(g.pending) + rt.clEnd})
 		}
-		if len(g.pending) == 0 {
+		if g.pending == nil {
 			g.pending = rt.msgs // no copy (the task's slice is not used after)
 		} else {
 			g.pending = append(g.pending, rt.msgs...)
