@@ -65,7 +65,8 @@ type Session interface {
 	Resume(parts []Partition)
 	Begin() error
 	// Produce writes msgs in the open transaction and returns their offsets
-	// in order.
+	// in order. It does not keep msgs: the caller reuses it once Produce
+	// returned.
 	Produce(ctx context.Context, msgs []Message) ([]int64, error)
 	End(ctx context.Context, commit bool) (committed bool, err error)
 	// TransactionalID is for log messages.
@@ -83,7 +84,8 @@ type AsyncProducer interface {
 	// any goroutine (possibly before ProduceAsync returns), when every
 	// record is acknowledged, with their offsets in order, or with the
 	// first error. Never concurrent with Begin, End or Poll; End must wait
-	// for every done.
+	// for every done. It does not keep msgs: the caller reuses it once
+	// ProduceAsync returned.
 	ProduceAsync(ctx context.Context, msgs []Message, done func(offsets []int64, err error))
 }
 

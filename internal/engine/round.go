@@ -91,13 +91,13 @@ func (c *Coordinator) batch(recs []Message) error {
 		if err := c.session.Begin(); err != nil {
 			return c.kafkaErr("begin transaction", err)
 		}
-		pg = newProduceGroup(c.workCtx, ap, len(parts), len(recs), c.cfg.KillHook)
+		pg = newProduceGroup(c.workCtx, ap, &c.msgs, len(parts), len(recs), c.cfg.KillHook)
 		finished = func(i int, res *BatchResult, err error) {
 			if err != nil {
 				pg.finished(i, nil, 0)
 				return
 			}
-			msgs, clEnd := c.taskRecords(parts[i], res, nil)
+			msgs, clEnd := c.taskRecords(parts[i], res, c.msgs.get(res.records()))
 			pg.finished(i, msgs, clEnd)
 		}
 	}
@@ -168,6 +168,7 @@ func (c *Coordinator) batch(recs []Message) error {
 			return c.kafkaErr("begin transaction", err)
 		}
 		offsets, err := c.session.Produce(c.workCtx, out)
+		c.msgs.put(out) // Produce does not keep it
 		if err != nil {
 			abortAll()
 			if _, aerr := c.session.End(c.workCtx, false); aerr != nil {
@@ -306,7 +307,7 @@ func (c *Coordinator) records(parts []*slot, results []*BatchResult) ([]Message,
 	for _, res := range results {
 		n += res.records()
 	}
-	out := make([]Message, 0, n)
+	out := c.msgs.get(n)
 	clEnd := make([]int, len(parts))
 	for i, s := range parts {
 		var end int
