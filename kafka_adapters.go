@@ -65,15 +65,20 @@ type kafkaSession struct {
 	// run on the loop goroutine only, and the kafka session keeps no
 	// reference to it once they return).
 	scratch []kafka.Record
+	// polled is the array of the last Poll's records, reused by the next
+	// (engine.Session: valid until the next Poll).
+	polled []engine.Message
 }
 
 func (k *kafkaSession) Poll(ctx context.Context, max int, ev engine.GroupEvents) ([]engine.Message, error) {
 	k.ev = ev
-	out, err := kafka.PollAs(ctx, k.s, max, toMessage)
+	clear(k.polled) // the last poll's records: the engine is done with them
+	out, err := kafka.PollAs(ctx, k.s, max, k.polled, toMessage)
 	k.ev = nil
 	if err != nil {
 		return nil, sessionErr(err)
 	}
+	k.polled = out
 	return out, nil
 }
 

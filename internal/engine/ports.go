@@ -59,7 +59,9 @@ type GroupEvents interface {
 // and End are final; one wrapping ErrFenced means a newer instance took over.
 type Session interface {
 	// Poll returns up to max records, delivering queued group events to ev
-	// first. Every returned record counts as consumed by the next End.
+	// first. Every returned record counts as consumed by the next End. The
+	// returned slice is valid until the next Poll (the session may reuse
+	// its array); the records' byte slices stay valid.
 	Poll(ctx context.Context, max int, ev GroupEvents) ([]Message, error)
 	Pause(parts []Partition)
 	Resume(parts []Partition)

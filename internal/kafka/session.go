@@ -379,13 +379,14 @@ func (s *Session) deliver(ctx context.Context) {
 // them again. (Records a failed Poll consumed but did not return make the
 // next End abort.)
 func (s *Session) Poll(ctx context.Context, maxRecords int) ([]Record, error) {
-	return PollAs(ctx, s, maxRecords, func(r Record) Record { return r })
+	return PollAs(ctx, s, maxRecords, nil, func(r Record) Record { return r })
 }
 
-// PollAs is Session.Poll returning the records converted by conv: the
-// caller's own record type is built once, with no intermediate slice of
-// Records (issue #13).
-func PollAs[T any](ctx context.Context, s *Session, maxRecords int, conv func(Record) T) ([]T, error) {
+// PollAs is Session.Poll returning the records converted by conv,
+// appended to dst[:0] (a new array if dst is too small): the caller's own
+// record type is built once, with no intermediate slice of Records, in an
+// array the caller may reuse from poll to poll (issue #13).
+func PollAs[T any](ctx context.Context, s *Session, maxRecords int, dst []T, conv func(Record) T) ([]T, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -420,7 +421,10 @@ func PollAs[T any](ctx context.Context, s *Session, maxRecords int, conv func(Re
 	}
 
 	s.noteHighWatermarks(fetches)
-	recs := make([]T, 0, fetches.NumRecords())
+	recs := dst[:0]
+	if n := fetches.NumRecords(); cap(recs) < n {
+		recs = make([]T, 0, n)
+	}
 	fetches.EachRecord(func(r *kgo.Record) {
 		if _, ok := s.owned[Partition{r.Topic, r.Partition}]; ok {
 			recs = append(recs, conv(fromKgo(r)))
