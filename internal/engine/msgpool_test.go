@@ -27,10 +27,22 @@ func TestMsgPool(t *testing.T) {
 	if c := p.get(100); cap(c) < 100 {
 		t.Fatalf("get(100): cap %d", cap(c))
 	}
-	for range 2 * maxPooled {
-		p.put(make([]Message, 1))
+	p.put(make([]Message, 0, maxPooledRecords)) // over the bound with what is pooled: dropped
+	for range 100 {
+		p.put(make([]Message, 0, maxPooledRecords/64))
 	}
-	if len(p.free) > maxPooled {
-		t.Fatalf("%d arrays pooled, bound %d", len(p.free), maxPooled)
+	total := 0
+	for _, b := range p.free {
+		total += cap(b)
+	}
+	if total > maxPooledRecords || total != p.total {
+		t.Fatalf("%d records pooled (counted %d), bound %d", total, p.total, maxPooledRecords)
+	}
+	// Best fit: the smallest array that holds n.
+	var q msgPool
+	q.put(make([]Message, 0, 1000))
+	q.put(make([]Message, 0, 10))
+	if c := q.get(5); cap(c) != 10 {
+		t.Fatalf("get(5) from arrays of 1000 and 10: cap %d", cap(c))
 	}
 }

@@ -162,32 +162,45 @@ func (g *produceGroup) wait() error {
 // was the largest allocation of the count path). Session.Produce and
 // AsyncProducer.ProduceAsync do not keep msgs once they returned, so an
 // array goes back right after its produce call. The loop goroutine's own.
-// Arrays in the pool are zeroed: they keep no record's bytes alive.
-type msgPool struct{ free [][]Message }
+// Arrays in the pool are zeroed: they keep no record's bytes alive. The
+// pool holds at most maxPooledRecords records in all (8 MiB): unbounded,
+// it kept the largest arrays of every batch and raised the peak RSS.
+type msgPool struct {
+	free  [][]Message
+	total int // capacity of the arrays in free
+}
 
-// maxPooled bounds the arrays kept: about one per task of a batch.
-const maxPooled = 16
+// maxPooledRecords bounds the pool's arrays' capacity in all.
+const maxPooledRecords = 1 << 16
 
-// get returns an empty array with room for n records.
+// get returns an empty array with room for n records: the smallest pooled
+// one that fits, else a new one.
 func (p *msgPool) get(n int) []Message {
+	best := -1
 	for i, b := range p.free {
-		if cap(b) >= n {
-			last := len(p.free) - 1
-			p.free[i], p.free[last] = p.free[last], nil
-			p.free = p.free[:last]
-			return b
+		if cap(b) >= n && (best < 0 || cap(b) < cap(p.free[best])) {
+			best = i
 		}
 	}
-	return make([]Message, 0, n)
+	if best < 0 {
+		return make([]Message, 0, n)
+	}
+	b := p.free[best]
+	last := len(p.free) - 1
+	p.free[best], p.free[last] = p.free[last], nil
+	p.free = p.free[:last]
+	p.total -= cap(b)
+	return b
 }
 
 // put takes b back once nothing refers to its records.
 func (p *msgPool) put(b []Message) {
-	if cap(b) == 0 || len(p.free) >= maxPooled {
+	if cap(b) == 0 || p.total+cap(b) > maxPooledRecords {
 		return
 	}
 	clear(b)
 	p.free = append(p.free, b[:0])
+	p.total += cap(b)
 }
 
 // commitLocal applies the committed batch to every task's shard:
