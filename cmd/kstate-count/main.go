@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -61,6 +62,7 @@ type options struct {
 	sets                           []string
 	logLevel                       string
 	cpuProfile                     string
+	memProfile                     string
 	compression                    string
 }
 
@@ -81,6 +83,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.logLevel, "log", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.compression, "compression", "", "producer compression: none, snappy, lz4, zstd or gzip (empty: kstate's default, the Kafka client's snappy; the harness's other peers produce uncompressed)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write a heap profile at the end of the run to this file (go tool pprof -sample_index=alloc_space or alloc_objects), and print the allocations per input row")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -233,6 +236,11 @@ func run(args []string) error {
 	m := app.Metrics().Total
 	fmt.Fprintf(os.Stderr, "kstate-count: stopped after %v: rows in %d, out %d, batches %d, commits %d, aborts %d, changelog records %d, restored %d\n",
 		time.Since(start).Round(time.Millisecond), m.RowsIn, m.RowsOut, m.Batches, m.Commits, m.Aborts, m.ChangelogRecords, m.RestoreRecords)
+	if o.memProfile != "" {
+		if perr := writeHeapProfile(o.memProfile, m.RowsIn); perr != nil && err == nil {
+			err = perr
+		}
+	}
 	return err
 }
 
@@ -314,4 +322,21 @@ func (outCodec) Serialize(o countOut) ([]byte, error) {
 	binary.BigEndian.PutUint64(b, uint64(o.count))
 	binary.BigEndian.PutUint64(b[8:], uint64(o.sentNs))
 	return b, nil
+}
+
+// writeHeapProfile writes the heap profile (every allocation since the
+// start, sampled: -sample_index=alloc_space/alloc_objects) to path and
+// prints the process's allocations per input row.
+func writeHeapProfile(path string, rows int64) error {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	per := func(v uint64) float64 { return float64(v) / float64(max(rows, 1)) }
+	fmt.Fprintf(os.Stderr, "kstate-count: allocations: %d objects, %d bytes (%.1f objects, %.0f bytes per input row), %d GCs\n",
+		ms.Mallocs, ms.TotalAlloc, per(ms.Mallocs), per(ms.TotalAlloc), ms.NumGC)
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("allocs").WriteTo(f, 0)
 }

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"iter"
 	"runtime/debug"
 	"time"
 
@@ -35,8 +34,55 @@ type BatchResult struct {
 type group[K, I any] struct {
 	keyBytes []byte
 	key      K
-	rows     []I
-	recs     []*Record // the rows' records, for the dead-letter topic
+	n        int           // rows
+	first    int32         // the first row's index in b, -1: none yet
+	last     int32         // the last row's index in b
+	b        *batchRows[I] // the batch's rows
+	call     activeCall[K] // the key's HandleInputRows call, as the watchdog sees it
+}
+
+// batchRows are the grouped rows of a batch, in record order; the rows of
+// one group are chained by next. One array each per batch instead of
+// slices per key (issue #13: the per-key appends were a sixth of the count
+// path's allocations).
+type batchRows[I any] struct {
+	vals []I
+	recs []*Record // the rows' records, for the dead-letter topic
+	next []int32   // index of the same group's next row, -1 after its last
+}
+
+// add appends row j of g.
+func (g *group[K, I]) add(v I, r *Record) {
+	b := g.b
+	j := int32(len(b.vals))
+	b.vals = append(b.vals, v)
+	b.recs = append(b.recs, r)
+	b.next = append(b.next, -1)
+	if g.first < 0 {
+		g.first = j
+	} else {
+		b.next[g.last] = j
+	}
+	g.last = j
+	g.n++
+}
+
+// rows yields g's rows in record order (HandleInputRows's iter.Seq).
+func (g *group[K, I]) rows(yield func(I) bool) {
+	for j := g.first; j >= 0; j = g.b.next[j] {
+		if !yield(g.b.vals[j]) {
+			return
+		}
+	}
+}
+
+// records yields g's records in order.
+func (g *group[K, I]) records(yield func(*Record) bool) {
+	for j := g.first; j >= 0; j = g.b.next[j] {
+		if !yield(g.b.recs[j]) {
+			return
+		}
+	}
 }
 
 // RunBatch runs one micro-batch over recs (the task's records of this poll,
@@ -134,16 +180,21 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	if len(res.DeadLetters) > 0 {
 		busy = true
 	}
-	for _, g := range groups {
+	res.Outputs = make([]Output, 0, t.outputsHint(len(rest)))
+	ems := make([]emitter[K, I, O], len(groups)) // one allocation, not one per key
+	for gi := range groups {
+		g := &groups[gi]
 		sp, err := t.savepoint(res)
 		if err != nil {
 			return nil, err
 		}
-		em := &emitter[K, I, O]{t: t, key: g.key, keyBytes: g.keyBytes, method: "HandleInputRows", out: &res.Outputs}
+		em := &ems[gi]
+		*em = emitter[K, I, O]{t: t, key: g.key, keyBytes: g.keyBytes, method: "HandleInputRows", out: &res.Outputs}
 		t.rt.SetKey(g.keyBytes)
 		t.rt.SetPhase(handle.PhaseInput)
-		err = t.invoke("HandleInputRows", g.key, true, func() error {
-			return t.proc.HandleInputRows(g.key, rowsSeq(g.rows), tv, em)
+		g.call = activeCall[K]{method: "HandleInputRows", key: g.key, withKey: true}
+		err = t.invokeCall(&g.call, func() error {
+			return t.proc.HandleInputRows(g.key, g.rows, tv, em)
 		})
 		t.rt.SetPhase(handle.PhaseIdle)
 		if cerr := em.close(); err == nil {
@@ -159,17 +210,20 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 			if derr := t.discard(sp, res); derr != nil {
 				return nil, derr
 			}
-			for _, r := range g.recs {
+			for r := range g.records {
 				res.DeadLetters = append(res.DeadLetters, t.deadLetter(r, StageProcess, err, nowMs))
 			}
 			p.counters.ProcessingErrors++
-			p.counters.DeadLettered += int64(len(g.recs))
+			p.counters.DeadLettered += int64(g.n)
 			t.log.Warn("failing key's rows sent to the dead-letter topic; its changes in this batch are discarded",
-				"key", fmt.Sprintf("%#v", g.key), "rows", len(g.recs), "err", err)
+				"key", fmt.Sprintf("%#v", g.key), "rows", g.n, "err", err)
 			continue
 		}
 		p.counters.Keys++
-		p.counters.RowsIn += int64(len(g.rows))
+		p.counters.RowsIn += int64(g.n)
+	}
+	if len(rest) > 0 {
+		t.lastRows, t.lastOutputs = len(rest), len(res.Outputs)
 	}
 
 	fired, err := t.fireTimers(tv, nowMs, res)
@@ -223,11 +277,15 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 // It returns the max event time of the rows kept (noWatermark if none).
 // Undecodable records (and nil keys) meet OnDecodeError, misrouted ones
 // OnKeyPartition; skipped and dead-lettered records are not grouped.
-func (t *Task[K, I, O]) group(recs []Record, nowMs int64, res *BatchResult) ([]*group[K, I], int64, error) {
+func (t *Task[K, I, O]) group(recs []Record, nowMs int64, res *BatchResult) ([]group[K, I], int64, error) {
 	maxEvent := int64(noWatermark)
-	byKey := make(map[string]*group[K, I])
-	var badKeys map[string]error // key bytes that do not decode
-	var order []*group[K, I]
+	if len(recs) == 0 {
+		return nil, maxEvent, nil
+	}
+	b := &batchRows[I]{vals: make([]I, 0, len(recs)), recs: make([]*Record, 0, len(recs)), next: make([]int32, 0, len(recs))}
+	byKey := make(map[string]int32, len(recs)) // index in groups
+	var badKeys map[string]error               // key bytes that do not decode
+	groups := make([]group[K, I], 0, len(recs))
 	for i := range recs {
 		r := &recs[i]
 		if r.Key == nil {
@@ -258,9 +316,10 @@ func (t *Task[K, I, O]) group(recs []Record, nowMs int64, res *BatchResult) ([]*
 			}
 			continue
 		}
-		g, seen := byKey[string(r.Key)]
+		gi, seen := byKey[string(r.Key)]
+		var k K
 		if !seen {
-			k, err := deserialize(t.cfg.KeySerde.Deserialize, r.Key)
+			k, err = deserialize(t.cfg.KeySerde.Deserialize, r.Key)
 			if err != nil {
 				if badKeys == nil {
 					badKeys = make(map[string]error)
@@ -271,7 +330,6 @@ func (t *Task[K, I, O]) group(recs []Record, nowMs int64, res *BatchResult) ([]*
 				}
 				continue
 			}
-			g = &group[K, I]{keyBytes: r.Key, key: k}
 		}
 		if t.cfg.TimeMode == processor.EventTime {
 			ev := r.TimestampMs
@@ -285,23 +343,13 @@ func (t *Task[K, I, O]) group(recs []Record, nowMs int64, res *BatchResult) ([]*
 			maxEvent = max(maxEvent, ev)
 		}
 		if !seen {
-			byKey[string(r.Key)] = g
-			order = append(order, g)
+			gi = int32(len(groups))
+			byKey[string(r.Key)] = gi
+			groups = append(groups, group[K, I]{keyBytes: r.Key, key: k, first: -1, b: b})
 		}
-		g.rows = append(g.rows, v)
-		g.recs = append(g.recs, r)
+		groups[gi].add(v, r)
 	}
-	return order, maxEvent, nil
-}
-
-func rowsSeq[I any](rows []I) iter.Seq[I] {
-	return func(yield func(I) bool) {
-		for _, r := range rows {
-			if !yield(r) {
-				return
-			}
-		}
-	}
+	return groups, maxEvent, nil
 }
 
 // fireTimers fires the timers expired at the batch's threshold. The expired
@@ -389,18 +437,21 @@ func (t *Task[K, I, O]) fireTimer(tm timers.Timer, tv processor.TimerValues, now
 // invoke calls processor code, turning an error or a panic into a UserError
 // naming the method, the key (when withKey) and the partition.
 func (t *Task[K, I, O]) invoke(method string, key K, withKey bool, fn func() error) (err error) {
-	ks := ""
-	if withKey {
-		ks = fmt.Sprintf("%#v", key)
-	}
+	return t.invokeCall(&activeCall[K]{method: method, key: key, withKey: withKey}, fn)
+}
+
+// invokeCall is invoke of the call c, which must not change until the
+// next call starts (the watchdog may read it meanwhile): the key is
+// formatted only when someone asks (CurrentCall, an error), not per call.
+func (t *Task[K, I, O]) invokeCall(c *activeCall[K], fn func() error) (err error) {
 	if t.abandoned.Load() {
 		return ErrAbandoned
 	}
-	t.call.Store(&Call{Method: method, Key: ks})
+	t.call.Store(c)
 	defer func() {
 		t.call.Store(nil)
 		if r := recover(); r != nil {
-			err = &UserError{Method: method, Key: ks, Partition: t.cfg.Partition, Panic: r, Stack: debug.Stack()}
+			err = &UserError{Method: c.method, Key: c.keyString(), Partition: t.cfg.Partition, Panic: r, Stack: debug.Stack()}
 		}
 		if t.abandoned.Load() {
 			// The owner gave up on this batch while the call ran: whatever
@@ -409,9 +460,24 @@ func (t *Task[K, I, O]) invoke(method string, key K, withKey bool, fn func() err
 		}
 	}()
 	if e := fn(); e != nil {
-		return &UserError{Method: method, Key: ks, Partition: t.cfg.Partition, Err: e}
+		return &UserError{Method: c.method, Key: c.keyString(), Partition: t.cfg.Partition, Err: e}
 	}
 	return nil
+}
+
+// activeCall is a processor call in progress (Task.CurrentCall).
+type activeCall[K any] struct {
+	method  string
+	key     K
+	withKey bool
+}
+
+// keyString is the formatted key, "" without one.
+func (c *activeCall[K]) keyString() string {
+	if !c.withKey {
+		return ""
+	}
+	return fmt.Sprintf("%#v", c.key)
 }
 
 // decodeValue decodes r's value with ValueSerde, or from the whole record

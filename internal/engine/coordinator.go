@@ -151,6 +151,7 @@ type Coordinator struct {
 	// lastTxn is the last batch's fixed per-transaction time (produce tail
 	// and End, round.go), for the sizer; the loop's own.
 	lastTxn time.Duration
+	msgs    msgPool // record arrays for the batches' produce calls (produce.go); the loop's own
 
 	partitions    int // of the input (and changelog) topic
 	outPartitions int

@@ -59,13 +59,16 @@ type GroupEvents interface {
 // and End are final; one wrapping ErrFenced means a newer instance took over.
 type Session interface {
 	// Poll returns up to max records, delivering queued group events to ev
-	// first. Every returned record counts as consumed by the next End.
+	// first. Every returned record counts as consumed by the next End. The
+	// returned slice is valid until the next Poll (the session may reuse
+	// its array); the records' byte slices stay valid.
 	Poll(ctx context.Context, max int, ev GroupEvents) ([]Message, error)
 	Pause(parts []Partition)
 	Resume(parts []Partition)
 	Begin() error
 	// Produce writes msgs in the open transaction and returns their offsets
-	// in order.
+	// in order. It does not keep msgs: the caller reuses it once Produce
+	// returned.
 	Produce(ctx context.Context, msgs []Message) ([]int64, error)
 	End(ctx context.Context, commit bool) (committed bool, err error)
 	// TransactionalID is for log messages.
@@ -83,7 +86,8 @@ type AsyncProducer interface {
 	// any goroutine (possibly before ProduceAsync returns), when every
 	// record is acknowledged, with their offsets in order, or with the
 	// first error. Never concurrent with Begin, End or Poll; End must wait
-	// for every done.
+	// for every done. It does not keep msgs: the caller reuses it once
+	// ProduceAsync returned.
 	ProduceAsync(ctx context.Context, msgs []Message, done func(offsets []int64, err error))
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -29,7 +30,8 @@ type produceGroup struct {
 	ctx      context.Context
 	producer AsyncProducer
 	hook     KillHook
-	chunk    int // records handed over at once, at least (but the last)
+	pool     *msgPool // where handed-over record arrays go back
+	chunk    int      // records handed over at once, at least (but the last)
 	wg       sync.WaitGroup
 	running  atomic.Int32 // tasks of the batch whose RunBatch has not returned
 	failed   atomic.Bool  // a produce failed: the tasks after it are not produced
@@ -70,9 +72,9 @@ const overlapMinRecords = produceChunk
 // third of the batch's input records, if fewer).
 const produceChunk = 4096
 
-func newProduceGroup(ctx context.Context, p AsyncProducer, tasks, inputRecords int, hook KillHook) *produceGroup {
-	g := &produceGroup{ctx: ctx, producer: p, hook: hook, next: make([]int64, tasks),
-		chunk: max(1, min(produceChunk, inputRecords/3)),
+func newProduceGroup(ctx context.Context, p AsyncProducer, pool *msgPool, tasks, inputRecords int, hook KillHook) *produceGroup {
+	g := &produceGroup{ctx: ctx, producer: p, pool: pool, next: make([]int64, tasks),
+		hook: hook, chunk: max(1, min(produceChunk, inputRecords/3)),
 		ready: make([]readyTask, tasks), isReady: make([]bool, tasks)}
 	for i := range g.next {
 		g.next[i] = -1
@@ -88,34 +90,46 @@ func newProduceGroup(ctx context.Context, p AsyncProducer, tasks, inputRecords i
 func (g *produceGroup) finished(i int, msgs []Message, clEnd int) {
 	left := g.running.Add(-1)
 	g.ready[i], g.isReady[i] = readyTask{msgs, clEnd}, true
+	if len(g.pending) > 0 || (g.cursor < len(g.ready) && g.isReady[g.cursor] && g.cursor+1 < len(g.ready) && g.isReady[g.cursor+1]) {
+		// Records of several tasks go together: grow pending once.
+		n := 0
+		for j := g.cursor; j < len(g.ready) && g.isReady[j]; j++ {
+			n += len(g.ready[j].msgs)
+		}
+		g.pending = slices.Grow(g.pending, n)
+	}
 	for ; g.cursor < len(g.ready) && g.isReady[g.cursor]; g.cursor++ {
 		rt := g.ready[g.cursor]
 		g.ready[g.cursor] = readyTask{}
 		if rt.clEnd > 0 {
 			g.ends = append(g.ends, taskEnd{g.cursor, len(g.pending) + rt.clEnd})
 		}
-		if len(g.pending) == 0 {
+		if g.pending == nil {
 			g.pending = rt.msgs // no copy (the task's slice is not used after)
 		} else {
 			g.pending = append(g.pending, rt.msgs...)
+			g.pool.put(rt.msgs)
 		}
 	}
 	if g.failed.Load() {
+		g.pool.put(g.pending)
 		g.pending, g.ends = nil, nil
 		return
 	}
 	if len(g.pending) > 0 && (len(g.pending) >= g.chunk || left == 0) {
 		g.produce(g.pending, g.ends)
+		g.pool.put(g.pending) // ProduceAsync does not keep it
 		g.pending, g.ends = nil, nil
 	}
 }
 
 func (g *produceGroup) produce(msgs []Message, ends []taskEnd) {
 	g.wg.Add(1)
+	n := len(msgs) // (msgs is reused once ProduceAsync returned)
 	g.producer.ProduceAsync(g.ctx, msgs, func(offs []int64, err error) {
 		defer g.wg.Done()
-		if err == nil && len(offs) != len(msgs) {
-			err = fmt.Errorf("produce returned %d offsets for %d records (internal error)", len(offs), len(msgs))
+		if err == nil && len(offs) != n {
+			err = fmt.Errorf("produce returned %d offsets for %d records (internal error)", len(offs), n)
 		}
 		if err != nil {
 			g.failed.Store(true)
@@ -141,6 +155,52 @@ func (g *produceGroup) wait() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.mu.err
+}
+
+// msgPool keeps the record arrays of produced batches for the next
+// batches' records (issue #13: building a batch's records in new arrays
+// was the largest allocation of the count path). Session.Produce and
+// AsyncProducer.ProduceAsync do not keep msgs once they returned, so an
+// array goes back right after its produce call. The loop goroutine's own.
+// Arrays in the pool are zeroed: they keep no record's bytes alive. The
+// pool holds at most maxPooledRecords records in all (8 MiB): unbounded,
+// it kept the largest arrays of every batch and raised the peak RSS.
+type msgPool struct {
+	free  [][]Message
+	total int // capacity of the arrays in free
+}
+
+// maxPooledRecords bounds the pool's arrays' capacity in all.
+const maxPooledRecords = 1 << 16
+
+// get returns an empty array with room for n records: the smallest pooled
+// one that fits, else a new one.
+func (p *msgPool) get(n int) []Message {
+	best := -1
+	for i, b := range p.free {
+		if cap(b) >= n && (best < 0 || cap(b) < cap(p.free[best])) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return make([]Message, 0, n)
+	}
+	b := p.free[best]
+	last := len(p.free) - 1
+	p.free[best], p.free[last] = p.free[last], nil
+	p.free = p.free[:last]
+	p.total -= cap(b)
+	return b
+}
+
+// put takes b back once nothing refers to its records.
+func (p *msgPool) put(b []Message) {
+	if cap(b) == 0 || p.total+cap(b) > maxPooledRecords {
+		return
+	}
+	clear(b)
+	p.free = append(p.free, b[:0])
+	p.total += cap(b)
 }
 
 // commitLocal applies the committed batch to every task's shard:

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -14,24 +15,7 @@ import (
 func (c *Coordinator) batch(recs []Message) error {
 	now := c.clock.Now()
 	ready := c.readyTasks()
-	byPart := make(map[int32][]Record)
-	var unready []int32
-	for i := range recs {
-		rec := &recs[i]
-		if _, ok := c.inputIndex(rec.Topic); !ok || ready[rec.Partition] == nil {
-			unready = append(unready, rec.Partition)
-			continue
-		}
-		if s := ready[rec.Partition]; s.task.Planned() != nil {
-			// Its planned batch runs first, over the planned records
-			// only: these must not be committed before they are
-			// processed (sink.go).
-			c.pauseForPlan(s)
-			unready = append(unready, rec.Partition)
-			continue
-		}
-		byPart[rec.Partition] = append(byPart[rec.Partition], c.toRecord(*rec))
-	}
+	byPart, unready := c.split(recs, ready)
 	if len(c.cfg.Topics) > 1 {
 		for _, rs := range byPart {
 			orderRecords(rs)
@@ -107,13 +91,13 @@ func (c *Coordinator) batch(recs []Message) error {
 		if err := c.session.Begin(); err != nil {
 			return c.kafkaErr("begin transaction", err)
 		}
-		pg = newProduceGroup(c.workCtx, ap, len(parts), len(recs), c.cfg.KillHook)
+		pg = newProduceGroup(c.workCtx, ap, &c.msgs, len(parts), len(recs), c.cfg.KillHook)
 		finished = func(i int, res *BatchResult, err error) {
 			if err != nil {
 				pg.finished(i, nil, 0)
 				return
 			}
-			msgs, clEnd := c.taskRecords(parts[i], res, nil)
+			msgs, clEnd := c.taskRecords(parts[i], res, c.msgs.get(res.records()))
 			pg.finished(i, msgs, clEnd)
 		}
 	}
@@ -184,6 +168,7 @@ func (c *Coordinator) batch(recs []Message) error {
 			return c.kafkaErr("begin transaction", err)
 		}
 		offsets, err := c.session.Produce(c.workCtx, out)
+		c.msgs.put(out) // Produce does not keep it
 		if err != nil {
 			abortAll()
 			if _, aerr := c.session.End(c.workCtx, false); aerr != nil {
@@ -248,6 +233,49 @@ func (c *Coordinator) batch(recs []Message) error {
 	return nil
 }
 
+// split converts the polled records of ready tasks to Records, by
+// partition in poll order, and returns the partitions of the others
+// (unready: not restored yet, or with a planned batch to run first). The
+// Records of all partitions share one array, sized by a first pass: no
+// slice grows record by record (issue #13: the appends were a tenth of the
+// count path's allocated bytes).
+func (c *Coordinator) split(recs []Message, ready map[int32]*slot) (byPart map[int32][]Record, unready []int32) {
+	counts := make(map[int32]int, len(ready))
+	n := 0
+	for i := range recs {
+		rec := &recs[i]
+		if _, ok := c.inputIndex(rec.Topic); !ok || ready[rec.Partition] == nil {
+			unready = append(unready, rec.Partition)
+			continue
+		}
+		if s := ready[rec.Partition]; s.task.Planned() != nil {
+			// Its planned batch runs first, over the planned records
+			// only: these must not be committed before they are
+			// processed (sink.go).
+			c.pauseForPlan(s)
+			unready = append(unready, rec.Partition)
+			continue
+		}
+		counts[rec.Partition]++
+		n++
+	}
+	if len(unready) > 0 || n == 0 {
+		return nil, unready // the batch rewinds, or has no records
+	}
+	byPart = make(map[int32][]Record, len(counts))
+	all := make([]Record, n)
+	off := 0
+	for p, k := range counts {
+		byPart[p] = all[off : off : off+k] // capped: a partition's appends stay in its part
+		off += k
+	}
+	for i := range recs {
+		rec := &recs[i]
+		byPart[rec.Partition] = append(byPart[rec.Partition], c.toRecord(rec))
+	}
+	return byPart, unready
+}
+
 // deferFirst reports whether a task that wants a batch without input (its
 // first: metadata, Init's declarations, initial state; or a ProcessingTime
 // trigger) waits for its first records instead: it was resumed a moment
@@ -275,7 +303,11 @@ const firstBatchWait = time.Second
 // (taskRecords), in task order. clEnd[i] is the index after task i's last
 // changelog record, 0 if it has none.
 func (c *Coordinator) records(parts []*slot, results []*BatchResult) ([]Message, []int) {
-	var out []Message
+	n := 0
+	for _, res := range results {
+		n += res.records()
+	}
+	out := c.msgs.get(n)
 	clEnd := make([]int, len(parts))
 	for i, s := range parts {
 		var end int
@@ -294,6 +326,7 @@ func (c *Coordinator) records(parts []*slot, results []*BatchResult) ([]Message,
 // changelog records (changelog partition = input partition). clEnd is the
 // index in out after its last changelog record, 0 if it has none.
 func (c *Coordinator) taskRecords(s *slot, res *BatchResult, out []Message) (_ []Message, clEnd int) {
+	out = slices.Grow(out, res.records()) // Message is large: no growth record by record
 	for _, o := range res.Outputs {
 		if c.cfg.OutputTopic == "" {
 			break // sinks only
@@ -329,6 +362,11 @@ func (c *Coordinator) taskRecords(s *slot, res *BatchResult, out []Message) (_ [
 		clEnd = len(out)
 	}
 	return out, clEnd
+}
+
+// records is the number of records res produces (taskRecords).
+func (res *BatchResult) records() int {
+	return len(res.Outputs) + len(res.Repartition) + len(res.DeadLetters) + len(res.Changelog)
 }
 
 // outputPartition is murmur2 of the key like Kafka's default partitioner;

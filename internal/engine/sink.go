@@ -311,7 +311,7 @@ func (c *Coordinator) readRange(ctx context.Context, part int32, i int, batch in
 				done = true
 				break
 			}
-			recs = append(recs, c.toRecord(m))
+			recs = append(recs, c.toRecord(&m))
 		}
 		if done {
 			break
@@ -325,7 +325,7 @@ func (c *Coordinator) readRange(ctx context.Context, part int32, i int, batch in
 }
 
 // toRecord is a polled input message as a task record.
-func (c *Coordinator) toRecord(m Message) Record {
+func (c *Coordinator) toRecord(m *Message) Record {
 	in, _ := c.inputIndex(m.Topic)
 	r := Record{Input: in, Offset: m.Offset, Key: m.Key, Value: m.Value, TimestampMs: m.Timestamp.UnixMilli(), Headers: m.Headers}
 	if m.Key != nil {

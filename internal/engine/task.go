@@ -218,6 +218,10 @@ type Task[K, I, O any] struct {
 	inBatch bool
 	pend    pending
 	emitSeq int // successful OutputSerde calls of the batch (Output.Seq)
+	// lastRows and lastOutputs are the rows grouped and the outputs of the
+	// last batch that had rows: the next batch's outputs are presized from
+	// their ratio (outputsHint).
+	lastRows, lastOutputs int
 
 	log            *slog.Logger
 	warnedMismatch bool // the key-partition mismatch warning was logged
@@ -229,7 +233,7 @@ type Task[K, I, O any] struct {
 	// the coordinator when it gave up waiting for this task's batch: the
 	// batch goroutine then stops at the next return from user code, and
 	// Close skips the processor's Close (see Abandon).
-	call      atomic.Pointer[Call]
+	call      atomic.Pointer[activeCall[K]]
 	abandoned atomic.Bool
 
 	mu struct {
@@ -572,6 +576,16 @@ func (t *Task[K, I, O]) closeProcessor() error {
 	return t.invoke("Close", zero, false, p.Close)
 }
 
+// outputsHint is the capacity of a batch's outputs for rows grouped rows:
+// as many per row as in the last batch (one for the first), so that the
+// outputs (a large struct) do not grow by appending one by one.
+func (t *Task[K, I, O]) outputsHint(rows int) int {
+	if t.lastRows == 0 {
+		return rows
+	}
+	return min(rows*t.lastOutputs/t.lastRows, 4*rows)
+}
+
 // Call is a processor call in progress, as seen by the watchdog.
 type Call struct {
 	Method string // "HandleInputRows", "HandleExpiredTimer", ...
@@ -582,7 +596,7 @@ type Call struct {
 // goroutine.
 func (t *Task[K, I, O]) CurrentCall() (Call, bool) {
 	if c := t.call.Load(); c != nil {
-		return *c, true
+		return Call{Method: c.method, Key: c.keyString()}, true
 	}
 	return Call{}, false
 }

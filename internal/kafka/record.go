@@ -60,20 +60,31 @@ func fromKgo(r *kgo.Record) Record {
 }
 
 func toKgo(r *Record) *kgo.Record {
-	out := &kgo.Record{
-		Topic:     r.Topic,
-		Partition: r.Partition,
-		Key:       r.Key,
-		Value:     r.Value,
-		Timestamp: r.Timestamp,
+	out := &kgo.Record{}
+	setKgo(out, r)
+	return out
+}
+
+// toKgos converts recs into one array of kgo.Records (one allocation per
+// produce call, not one per record: issue #13). franz-go owns each element
+// until its promise ran; the array is never reused.
+func toKgos(recs []Record) []kgo.Record {
+	out := make([]kgo.Record, len(recs))
+	for i := range recs {
+		setKgo(&out[i], &recs[i])
 	}
+	return out
+}
+
+// setKgo sets a zero kgo.Record to r.
+func setKgo(out *kgo.Record, r *Record) {
+	out.Topic, out.Partition, out.Key, out.Value, out.Timestamp = r.Topic, r.Partition, r.Key, r.Value, r.Timestamp
 	if len(r.Headers) > 0 {
 		out.Headers = make([]kgo.RecordHeader, len(r.Headers))
 		for i, h := range r.Headers {
 			out.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 		}
 	}
-	return out
 }
 
 // partitioner honours an explicit Record.Partition, hashes a non-nil key

@@ -379,6 +379,14 @@ func (s *Session) deliver(ctx context.Context) {
 // them again. (Records a failed Poll consumed but did not return make the
 // next End abort.)
 func (s *Session) Poll(ctx context.Context, maxRecords int) ([]Record, error) {
+	return PollAs(ctx, s, maxRecords, nil, func(r Record) Record { return r })
+}
+
+// PollAs is Session.Poll returning the records converted by conv,
+// appended to dst[:0] (a new array if dst is too small): the caller's own
+// record type is built once, with no intermediate slice of Records, in an
+// array the caller may reuse from poll to poll (issue #13).
+func PollAs[T any](ctx context.Context, s *Session, maxRecords int, dst []T, conv func(Record) T) ([]T, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -397,7 +405,7 @@ func (s *Session) Poll(ctx context.Context, maxRecords int) ([]Record, error) {
 	fetches := s.pollFresh(ctx, maxRecords, freshPollWait)
 
 	s.deliver(ctx)
-	fail := func(err error) ([]Record, error) {
+	fail := func(err error) ([]T, error) {
 		if fetches.NumRecords() > 0 {
 			s.mustAbort.Store(true)
 		}
@@ -413,10 +421,13 @@ func (s *Session) Poll(ctx context.Context, maxRecords int) ([]Record, error) {
 	}
 
 	s.noteHighWatermarks(fetches)
-	recs := make([]Record, 0, fetches.NumRecords())
+	recs := dst[:0]
+	if n := fetches.NumRecords(); cap(recs) < n {
+		recs = make([]T, 0, n)
+	}
 	fetches.EachRecord(func(r *kgo.Record) {
 		if _, ok := s.owned[Partition{r.Topic, r.Partition}]; ok {
-			recs = append(recs, fromKgo(r))
+			recs = append(recs, conv(fromKgo(r)))
 		}
 	})
 	return recs, nil
@@ -478,7 +489,8 @@ func (s *Session) Begin() error {
 
 // Produce writes recs in the open transaction, waits until the broker has
 // them all, and returns their offsets in order. After an error the
-// transaction can only be aborted.
+// transaction can only be aborted. recs is not kept: the caller may reuse
+// it once Produce returned.
 func (s *Session) Produce(ctx context.Context, recs []Record) ([]int64, error) {
 	if !s.inTxn.Load() {
 		return nil, ErrNotInTransaction
@@ -492,14 +504,15 @@ func (s *Session) Produce(ctx context.Context, recs []Record) ([]int64, error) {
 			return nil, err
 		}
 	}
-	krs := make([]*kgo.Record, len(recs))
-	for i := range recs {
-		krs[i] = toKgo(&recs[i])
+	krs := toKgos(recs)
+	ptrs := make([]*kgo.Record, len(krs))
+	for i := range krs {
+		ptrs[i] = &krs[i]
 	}
 	// ProduceSync returns its results in completion order (partition by
 	// partition), not input order; but it sets Offset on the records we
 	// passed, so the offsets are read back from krs in input order.
-	for _, r := range s.gts.ProduceSync(ctx, krs...) {
+	for _, r := range s.gts.ProduceSync(ctx, ptrs...) {
 		if r.Err != nil {
 			what := fmt.Sprintf("produce to topic %q partition %d", r.Record.Topic, r.Record.Partition)
 			return nil, s.wrapTxnErr(what, r.Record.Topic, r.Err)
@@ -518,7 +531,9 @@ func (s *Session) Produce(ctx context.Context, recs []Record) ([]int64, error) {
 // full). done is called once, on one of franz-go's goroutines or before
 // ProduceAsync returns, when every record is acknowledged: with their
 // offsets in order, or with the first error (the transaction can then only
-// be aborted). End must not be called before every done ran.
+// be aborted). End must not be called before every done ran. recs is
+// not kept (franz-go gets copies): the caller may reuse it once
+// ProduceAsync returned.
 func (s *Session) ProduceAsync(ctx context.Context, recs []Record, done func(offsets []int64, err error)) {
 	if !s.inTxn.Load() {
 		done(nil, ErrNotInTransaction)
@@ -535,10 +550,7 @@ func (s *Session) ProduceAsync(ctx context.Context, recs []Record, done func(off
 			return
 		}
 	}
-	krs := make([]*kgo.Record, len(recs))
-	for i := range recs {
-		krs[i] = toKgo(&recs[i])
-	}
+	krs := toKgos(recs)
 	pg := &pendingProduce{left: int64(len(krs))}
 	promise := func(r *kgo.Record, err error) {
 		if err != nil {
@@ -563,13 +575,13 @@ func (s *Session) ProduceAsync(ctx context.Context, recs []Record, done func(off
 			return
 		}
 		offsets := make([]int64, len(krs))
-		for i, kr := range krs {
-			offsets[i] = kr.Offset
+		for i := range krs {
+			offsets[i] = krs[i].Offset
 		}
 		done(offsets, nil)
 	}
-	for _, kr := range krs {
-		s.gts.Produce(ctx, kr, promise)
+	for i := range krs {
+		s.gts.Produce(ctx, &krs[i], promise)
 	}
 }
 

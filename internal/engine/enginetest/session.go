@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -326,7 +327,7 @@ func (m *Member) Produce(_ context.Context, msgs []engine.Message) ([]int64, err
 	if err != nil {
 		return nil, err
 	}
-	m.mu.produced = append(m.mu.produced, msgs)
+	m.mu.produced = append(m.mu.produced, slices.Clone(msgs)) // the caller reuses msgs
 	return offs, nil
 }
 

@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"fmt"
+	"iter"
+	"strconv"
+	"testing"
+
+	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/state"
+)
+
+// BenchmarkRunBatchCount is the engine's side of the count workload (issue
+// #13): one task, a batch of 2,000 records over mostly distinct keys, a
+// ValueState count per key and one output per record, on the in-memory
+// store; RunBatch, the batch's produce records (taskRecords) and Commit.
+// Run with -benchmem: allocations per record are allocs/op / 2000.
+func BenchmarkRunBatchCount(b *testing.B) {
+	const batch, keys = 2000, 100_000
+	cfg := strCfg(func() processor.StatefulProcessor[string, string, string] {
+		var count state.ValueState[int64]
+		return &fnProc[string, string, string]{
+			init: func(h processor.Handle) (err error) {
+				count, err = processor.NewValueState(h, "count", state.Int64())
+				return err
+			},
+			input: func(h processor.Handle, key string, rows iter.Seq[string], tv processor.TimerValues, out processor.Emitter[string]) error {
+				n, _, err := count.Get()
+				if err != nil {
+					return err
+				}
+				for range rows {
+					n++
+					if err := out.Emit(strconv.FormatInt(n, 10)); err != nil {
+						return err
+					}
+				}
+				return count.Update(n)
+			},
+		}
+	}, processor.NoTime)
+	cfg.Backend = kv.NewMemory()
+	task, err := Open(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer task.Close()
+	if err := task.Start(); err != nil {
+		b.Fatal(err)
+	}
+	c := &Coordinator{cfg: CoordinatorConfig{OutputTopic: "out", ChangelogTopic: "cl"}, outPartitions: 4, partitions: 4}
+	s := &slot{part: 3, task: task}
+	recs := make([]Record, batch)
+	value := make([]byte, 64)
+	var off int64
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range recs {
+			recs[i] = Record{Offset: off, Key: fmt.Appendf(nil, "key-%d", (off*7919)%keys), Value: value, TimestampMs: off}
+			off++
+		}
+		res, err := task.RunBatch(off, recs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		msgs, _ := c.taskRecords(s, res, nil)
+		if len(msgs) < batch {
+			b.Fatalf("%d records for %d inputs", len(msgs), batch)
+		}
+		if err := task.Commit(off); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
