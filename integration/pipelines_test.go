@@ -230,14 +230,17 @@ func TestPipelinesUpgradeToAutomaticAndBack(t *testing.T) {
 	cfg.Pipelines = 1
 	const keys = 40
 	in := &testprocs.KeyCycler{T: t, Brokers: e.brokers, Topic: e.in, Keys: keys}
-	run := func(name string, pipelines int, check func(app *kstate.App[string, string, string])) {
+	// run runs an instance with pipelines, checks it, stops it and
+	// returns how long its first outputs took after the input.
+	run := func(name string, pipelines int, check func(app *kstate.App[string, string, string])) time.Duration {
 		cfg.Pipelines = pipelines
 		app := newSpecApp(t, cfg)
 		stop := testprocs.Start(t, app)
 		in.Produce(400)
 		start := time.Now()
 		checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut), in.Sent, keys)
-		t.Logf("%s: %d outputs exact %v after the input", name, in.Sent, time.Since(start).Round(time.Millisecond))
+		took := time.Since(start)
+		t.Logf("%s: %d outputs exact %v after the input", name, in.Sent, took.Round(time.Millisecond))
 		check(app)
 		in.Produce(200)
 		checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut), in.Sent, keys)
@@ -247,13 +250,9 @@ func TestPipelinesUpgradeToAutomaticAndBack(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
+		return took
 	}
-	run("one pipeline", 1, func(app *kstate.App[string, string, string]) {
-		if got := groupInstances(t, e.brokers, e.app); !slices.Equal(got, []string{"i1"}) {
-			t.Fatalf("group members %v with Pipelines 1", got)
-		}
-	})
-	run("automatic", 0, func(app *kstate.App[string, string, string]) {
+	automatic := func(app *kstate.App[string, string, string]) {
 		testprocs.Eventually(t, waitOut, "two pipelines own two partitions each", func() bool {
 			by := byPipeline(app.Status())
 			return len(by[0]) == 2 && len(by[1]) == 2 && app.State() == kstate.Running
@@ -264,20 +263,35 @@ func TestPipelinesUpgradeToAutomaticAndBack(t *testing.T) {
 		if got, want := openTransactionalIDs(t, e.brokers, e.app), []string{e.app + "-i1", e.app + "-i1-p1"}; !slices.Equal(got, want) {
 			t.Fatalf("transactional ids %v: want %v", got, want)
 		}
-	})
-	// Back to one pipeline, without LeaveGroupOnShutdown: "i1-p1" is still
-	// a member until its session times out.
-	run("one pipeline again", 1, func(app *kstate.App[string, string, string]) {
-		start := time.Now()
+	}
+	onePipeline := func(app *kstate.App[string, string, string]) {
 		testprocs.Eventually(t, waitOut, "one pipeline owns all four partitions", func() bool {
 			in.Produce(4)
 			time.Sleep(100 * time.Millisecond)
 			st := app.Status()
 			return len(st.Partitions) == 4 && len(byPipeline(st)[0]) == 4 && app.State() == kstate.Running
 		})
-		t.Logf("one pipeline again: all partitions after %v (SessionTimeout %v)", time.Since(start).Round(time.Millisecond), cfg.SessionTimeout)
 		if got := groupInstances(t, e.brokers, e.app); !slices.Equal(got, []string{"i1"}) {
-			t.Fatalf("group members %v after the downgrade", got)
+			t.Fatalf("group members %v with one pipeline", got)
+		}
+	}
+	run("one pipeline", 1, func(app *kstate.App[string, string, string]) {
+		if got := groupInstances(t, e.brokers, e.app); !slices.Equal(got, []string{"i1"}) {
+			t.Fatalf("group members %v with Pipelines 1", got)
 		}
 	})
+	run("automatic", 0, automatic)
+	// Back to one pipeline, without LeaveGroupOnShutdown: "i1-p1" stays a
+	// member until its session times out, and its partitions wait for it.
+	if took := run("one pipeline again", 1, onePipeline); took < cfg.SessionTimeout/2 {
+		t.Logf("the outputs of i1-p1's partitions came %v after the input: expected a wait for its session timeout (%v)", took, cfg.SessionTimeout)
+	}
+	// With LeaveGroupOnShutdown every pipeline leaves the group at the
+	// stop: the one pipeline after it gets all partitions at once.
+	cfg.LeaveGroupOnShutdown = true
+	run("automatic, leaving the group at the stop", 0, automatic)
+	cfg.LeaveGroupOnShutdown = false
+	if took := run("one pipeline after leaving", 1, onePipeline); took >= cfg.SessionTimeout {
+		t.Fatalf("outputs %v after the input: the members that left still held partitions until their session timeout", took)
+	}
 }
