@@ -66,6 +66,13 @@ func (a *App[K, I, O]) pipelineCount(ctx context.Context, adm engine.Admin) (int
 	n := a.cfg.Pipelines
 	if auto {
 		n = autoPipelines()
+		if len(a.cfg.Sinks) > 0 {
+			// One pipeline calls WriteBatch one batch at a time; several
+			// call it concurrently, which a sink written before pipelines
+			// existed may not expect (SQLite: SQLITE_BUSY). Several
+			// pipelines with sinks are asked for explicitly.
+			n = 1
+		}
 	}
 	if n <= 1 {
 		return 1, nil

@@ -45,8 +45,11 @@ func TestPipelineCount(t *testing.T) {
 	tests := []struct {
 		pipelines, procs, parts int
 		errs                    []error
+		sink                    bool
 		want                    int
 	}{
+		{pipelines: 0, procs: 4, parts: 8, sink: true, want: 1},
+		{pipelines: 2, procs: 4, parts: 8, sink: true, want: 2},
 		{pipelines: 0, procs: 1, parts: 8, want: 1},
 		{pipelines: 0, procs: 2, parts: 8, want: 2},
 		{pipelines: 0, procs: 2, parts: 1, want: 1},
@@ -63,13 +66,16 @@ func TestPipelineCount(t *testing.T) {
 		{pipelines: 3, procs: 2, errs: []error{errUnreachable}, want: 3},
 	}
 	for _, tt := range tests {
-		name := fmt.Sprintf("Pipelines=%d/GOMAXPROCS=%d/partitions=%d/errors=%d", tt.pipelines, tt.procs, tt.parts, len(tt.errs))
+		name := fmt.Sprintf("Pipelines=%d/GOMAXPROCS=%d/partitions=%d/errors=%d/sink=%v", tt.pipelines, tt.procs, tt.parts, len(tt.errs), tt.sink)
 		t.Run(name, func(t *testing.T) {
 			runtime.GOMAXPROCS(tt.procs)
 			a := &App[string, string, string]{cfg: Config[string, string, string]{
 				ApplicationID: "app", InputTopics: []string{"in"}, Pipelines: tt.pipelines,
 				StartupTimeout: time.Minute, Logger: slog.New(slog.DiscardHandler),
 			}}
+			if tt.sink {
+				a.cfg.Sinks = []Sink[string, string]{SinkFunc[string, string](func(context.Context, SinkBatch[string, string]) error { return nil })}
+			}
 			adm := &partitionsAdmin{n: tt.parts, errs: tt.errs}
 			got, err := a.pipelineCount(context.Background(), adm)
 			if err != nil || got != tt.want {
