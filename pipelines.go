@@ -130,10 +130,21 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 	}
 	set := &pipelineSet{coords: make([]*engine.Coordinator, n)}
 	var failed atomic.Bool // a pipeline failed: the others stay in the group
+	// The pipelines create their sessions one at a time: franz-go's
+	// NewClient rewrites the codec list of a ProducerBatchCompression
+	// option in place (kgo.DefaultCompressor), and Config.KafkaOptions
+	// hands the same option to every pipeline's client (a data race under
+	// -race with two pipelines). Creating a session only builds the client.
+	var sessionMu sync.Mutex
 	for i := range n {
 		cc := base
 		cc.InstanceID = pipelineInstanceID(a.cfg.InstanceID, i)
-		cc.NewSession = a.newSession(cc.InstanceID, failed.Load)
+		newSession := a.newSession(cc.InstanceID, failed.Load)
+		cc.NewSession = func() (engine.Session, error) {
+			sessionMu.Lock()
+			defer sessionMu.Unlock()
+			return newSession()
+		}
 		if n > 1 {
 			cc.Logger = base.Logger.With("pipeline", i)
 		}
