@@ -322,7 +322,7 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		OnPhase:              func() { a.followPhase() },
 		Observer:             a.metrics,
 	}
-	return a.neededPermission(publicError(a.runPipelines(ctx, adm, base))) // pipelines.go
+	return a.neededPermission(publicError(a.runPipelines(ctx, base))) // pipelines.go
 }
 
 // followPhase is the coordinator's OnPhase hook.

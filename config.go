@@ -242,7 +242,12 @@ type Config[K, I, O any] struct {
 	// share StateDir, StateMemory, the initial state, the HTTP handler and
 	// the metrics. Pipeline 0 uses InstanceID; pipeline i > 0 uses
 	// "<InstanceID>-p<i>" (static member and transactional id suffix).
-	// More pipelines than input partitions are not started. Default 1.
+	// More pipelines than input partitions are not started. 1 runs one
+	// pipeline, the batch loop strictly in sequence. With several, the
+	// Sinks' WriteBatch is called concurrently, one call per pipeline at
+	// most. Default 0: automatic, one pipeline per core (runtime.GOMAXPROCS,
+	// which follows a container's CPU limit), at most 4 and at most the
+	// input topic's partitions; one pipeline when Sinks are set.
 	Pipelines int
 	// Clock gives the batch processing time. Default time.Now. Tests inject
 	// a fake clock to drive timers and TTL without sleeping.
@@ -503,9 +508,7 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 		c.TriggerInterval = defaultTriggerInterval
 	}
 	// MaxBatchRecords stays 0 (adaptive): see batchLimits.
-	if c.Pipelines == 0 {
-		c.Pipelines = 1
-	}
+	// Pipelines stays 0 (automatic): see App.pipelineCount.
 	if c.StateCacheBytes == 0 {
 		c.StateCacheBytes = defaultStateCacheBytes
 	}

@@ -12,14 +12,15 @@ package kstate
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kstate/kstate/internal/engine"
-	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/kv"
 )
 
@@ -35,38 +36,115 @@ func pipelineInstanceID(instance string, i int) string {
 	return fmt.Sprintf("%s-p%d", instance, i)
 }
 
-// pipelineCount is Config.Pipelines, capped at the input topic's partition
-// count: a pipeline beyond it would never be assigned a partition (and a
-// bounded run with timers or initial state waits for each pipeline's first
-// assignment). If the count cannot be read yet (Kafka unreachable at
-// start), Config.Pipelines is used; the coordinators' start-up retries
-// then report the problem.
-func (a *App[K, I, O]) pipelineCount(ctx context.Context, adm *kafka.Admin) int {
+// maxAutoPipelines caps the automatic pipeline count (Config.Pipelines 0).
+// Past the core count pipelines only compete for the CPU, and each one is
+// a Kafka client of its own (a producer, a consumer and its fetch buffers,
+// a transaction per batch on the broker, a group member), so many cores do
+// not mean many pipelines: 4 keeps an instance on a large machine at a few
+// clients (docs/BENCHMARKS.md, "Pipelines by default").
+const maxAutoPipelines = 4
+
+// autoPipelines is the automatic pipeline count before the partition
+// bound: one per core the Go scheduler runs on (GOMAXPROCS, which follows
+// a container's CPU limit), at most maxAutoPipelines.
+func autoPipelines() int { return max(1, min(runtime.GOMAXPROCS(0), maxAutoPipelines)) }
+
+// pipelineCount is the number of pipelines to run: Config.Pipelines, or
+// autoPipelines when it is 0, capped at the input topic's partition count:
+// a pipeline beyond it would never be assigned a partition (and a bounded
+// run with timers or initial state waits for each pipeline's first
+// assignment).
+//
+// If the count cannot be read: with an explicit Config.Pipelines, that is
+// used (the coordinators' start-up retries then report the problem). The
+// automatic count instead retries while Kafka is unreachable, as the
+// coordinators' start-up does, for StartupTimeout, and then fails as the
+// start-up would; any other error (a missing topic) runs one pipeline,
+// which reports it.
+func (a *App[K, I, O]) pipelineCount(ctx context.Context, adm engine.Admin) (int, error) {
+	auto := a.cfg.Pipelines == 0
 	n := a.cfg.Pipelines
-	if n <= 1 {
-		return 1
+	if auto {
+		n = autoPipelines()
+		if len(a.cfg.Sinks) > 0 {
+			// One pipeline calls WriteBatch one batch at a time; several
+			// call it concurrently, which a sink written before pipelines
+			// existed may not expect (SQLite: SQLITE_BUSY). Several
+			// pipelines with sinks are asked for explicitly.
+			n = 1
+		}
 	}
-	parts, err := adm.Partitions(ctx, a.cfg.engineTopics()[0])
-	if err == nil && parts > 0 && parts < n {
-		a.cfg.Logger.Info("fewer input partitions than Pipelines: running one pipeline per partition",
-			"app", a.cfg.ApplicationID, "pipelines", n, "partitions", parts)
+	if n <= 1 {
+		return 1, nil
+	}
+	topic := a.cfg.engineTopics()[0]
+	start := time.Now()
+	parts, err := adm.Partitions(ctx, topic)
+	for delay := startupBackoffMin; auto && errors.Is(err, engine.ErrUnavailable); delay = min(2*delay, startupBackoffMax) {
+		waited := time.Since(start)
+		if waited+delay > a.cfg.StartupTimeout {
+			return 0, fmt.Errorf("kstate: input topic %q: %w (still unreachable after %v: StartupTimeout %v)",
+				topic, err, waited.Round(time.Millisecond), a.cfg.StartupTimeout)
+		}
+		a.cfg.Logger.Warn("Kafka unreachable at start-up: retrying", "app", a.cfg.ApplicationID, "retry_in", delay,
+			"waited", waited.Round(time.Millisecond), "startup_timeout", a.cfg.StartupTimeout, "err", err)
+		select {
+		case <-ctx.Done():
+			return 1, nil // the coordinator ends the run as it does when cancelled at start
+		case <-time.After(delay):
+		}
+		parts, err = adm.Partitions(ctx, topic)
+	}
+	switch {
+	case err != nil && auto:
+		return 1, nil
+	case err == nil && parts > 0 && parts < n:
+		if !auto {
+			a.cfg.Logger.Info("fewer input partitions than Pipelines: running one pipeline per partition",
+				"app", a.cfg.ApplicationID, "pipelines", n, "partitions", parts)
+		}
 		n = parts
 	}
-	return n
+	return n, nil
 }
+
+// Backoff between the automatic pipeline count's start-up retries (the
+// engine's start-up uses the same).
+const (
+	startupBackoffMin = 100 * time.Millisecond
+	startupBackoffMax = 5 * time.Second
+)
 
 // runPipelines builds one coordinator per pipeline from base, publishes
 // them (a.mu.coord) and runs them until all returned. The first error
 // stops the others (their ctx is cancelled: they shut down gracefully,
 // without leaving the group) and is returned.
-func (a *App[K, I, O]) runPipelines(ctx context.Context, adm *kafka.Admin, base engine.CoordinatorConfig) error {
-	n := a.pipelineCount(ctx, adm)
+func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.CoordinatorConfig) error {
+	n, err := a.pipelineCount(ctx, base.Admin)
+	if err != nil {
+		return err
+	}
+	if a.cfg.Pipelines != 1 {
+		a.cfg.Logger.Info("running pipelines", "app", a.cfg.ApplicationID, "pipelines", n, "config", a.cfg.Pipelines,
+			"gomaxprocs", runtime.GOMAXPROCS(0))
+	}
 	set := &pipelineSet{coords: make([]*engine.Coordinator, n)}
 	var failed atomic.Bool // a pipeline failed: the others stay in the group
+	// The pipelines create their sessions one at a time: franz-go's
+	// NewClient rewrites the codec list of a ProducerBatchCompression
+	// option in place (kgo.DefaultCompressor), and Config.KafkaOptions
+	// hands the same option to every pipeline's client (a data race under
+	// -race with two pipelines). Creating a session only builds the client.
+	var sessionMu sync.Mutex
 	for i := range n {
 		cc := base
 		cc.InstanceID = pipelineInstanceID(a.cfg.InstanceID, i)
-		cc.NewSession = a.newSession(cc.InstanceID, failed.Load)
+		newSession := a.newSession(cc.InstanceID, failed.Load)
+		cc.NewSession = func() (engine.Session, error) {
+			sessionMu.Lock()
+			defer sessionMu.Unlock()
+			return newSession()
+		}
 		if n > 1 {
 			cc.Logger = base.Logger.With("pipeline", i)
 		}

@@ -12,7 +12,8 @@ import (
 // WriteBatch is called once per partition batch that emitted at least one
 // row, before the batch's Kafka transaction commits, on the processing
 // loop (partitions of one round in order, the sinks of Config.Sinks in
-// order). Batches are per input partition, not per round of the loop,
+// order); with Config.Pipelines above 1, the pipelines' loops call it
+// concurrently. Batches are per input partition, not per round of the loop,
 // because a partition's batch ids must stay stable when partitions move
 // between instances: a round's partitions are whatever the instance owns
 // at that moment, a partition's batches are the same wherever it runs.

@@ -28,7 +28,8 @@ func TestCrashOverlap(t *testing.T) {
 	e := newSpecEnv(t, parts)
 	in := newEOSInput(t, e, parts, 50)
 	args := eosChildArgs{brokers: e.brokers, app: e.app, instance: "i1", stateDir: t.TempDir(),
-		in: e.in, out: e.out, maxBatch: 25, slow: 80 * time.Millisecond}
+		in: e.in, out: e.out, maxBatch: 25, slow: 80 * time.Millisecond,
+		pipelines: 1} // the windows are those of one loop's batch over all four partitions
 	st := newCrashStats()
 	start := time.Now()
 	for _, kind := range killSchedule(rng, kills, overlapKillKinds) {

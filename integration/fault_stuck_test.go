@@ -117,6 +117,7 @@ func TestStuckProcessorShutdown(t *testing.T) {
 	cfg := e.config(t, g.newProcessor)
 	cfg.ShutdownTimeout = 3 * time.Second
 	cfg.Logger = g.logger(t)
+	cfg.Pipelines = 1 // "a" and "stuck" (two partitions) in one abandoned batch
 	app := newSpecApp(t, cfg)
 	stop, _ := testprocs.StartWatch(t, app)
 	testprocs.Produce(t, e.brokers, e.in, "a=1", "b=1")

@@ -1,8 +1,11 @@
 package integration
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +169,129 @@ func TestFreshStartDoesNotRewind(t *testing.T) {
 				t.Errorf("%d commits took %v in all: the first transaction paid franz-go's 500 ms", m.Total.Commits, m.Total.CommitLatency)
 			}
 		})
+	}
+}
+
+// groupInstances returns the static instance ids of the group's members.
+func groupInstances(t *testing.T, brokers []string, group string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	groups, err := newAdmin(t, brokers).DescribeGroups(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range groups[group].Members {
+		if m.InstanceID != nil {
+			ids = append(ids, *m.InstanceID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// openTransactionalIDs returns the transactional ids of the app's
+// producers the broker knows.
+func openTransactionalIDs(t *testing.T, brokers []string, app string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	txns, err := newAdmin(t, brokers).ListTransactions(ctx, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, tx := range txns.Sorted() {
+		if strings.HasPrefix(tx.TxnID, app+"-") {
+			ids = append(ids, tx.TxnID)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// Upgrade and downgrade of the pipeline count with one state directory:
+// an instance that ran one pipeline (Pipelines 1) restarts with the
+// automatic default on four partitions and two cores or more: pipeline 0
+// keeps its static member and transactional id, pipeline 1 joins as
+// "<InstanceID>-p1" and takes partitions over from pipeline 0's shards on
+// disk, counts stay exact. Then back to one pipeline without leaving the
+// group: the static member "-p1" stays until its session times out, its
+// partitions wait for that, and then the one pipeline owns all four, with
+// exact counts.
+func TestPipelinesUpgradeToAutomaticAndBack(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // the automatic count follows GOMAXPROCS
+	}
+	e := newSpecEnv(t, 4)
+	cfg := e.config(t, testprocs.NewCounter)
+	cfg.SessionTimeout = 6 * time.Second // the broker's minimum
+	cfg.Pipelines = 1
+	const keys = 40
+	in := &testprocs.KeyCycler{T: t, Brokers: e.brokers, Topic: e.in, Keys: keys}
+	// run runs an instance with pipelines, checks it, stops it and
+	// returns how long its first outputs took after the input.
+	run := func(name string, pipelines int, check func(app *kstate.App[string, string, string])) time.Duration {
+		cfg.Pipelines = pipelines
+		app := newSpecApp(t, cfg)
+		stop := testprocs.Start(t, app)
+		in.Produce(400)
+		start := time.Now()
+		checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut), in.Sent, keys)
+		took := time.Since(start)
+		t.Logf("%s: %d outputs exact %v after the input", name, in.Sent, took.Round(time.Millisecond))
+		check(app)
+		in.Produce(200)
+		checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut), in.Sent, keys)
+		st := app.Status()
+		t.Logf("%s: partitions by pipeline %v; %d commits, %d aborts, %d changelog records restored", name,
+			byPipeline(st), st.Total.Commits, st.Total.Aborts, st.Total.RestoreRecords)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		return took
+	}
+	automatic := func(app *kstate.App[string, string, string]) {
+		testprocs.Eventually(t, waitOut, "two pipelines own two partitions each", func() bool {
+			by := byPipeline(app.Status())
+			return len(by[0]) == 2 && len(by[1]) == 2 && app.State() == kstate.Running
+		})
+		if got := groupInstances(t, e.brokers, e.app); !slices.Equal(got, []string{"i1", "i1-p1"}) {
+			t.Fatalf("group members %v with the automatic Pipelines: want i1 (as before) and i1-p1", got)
+		}
+		if got, want := openTransactionalIDs(t, e.brokers, e.app), []string{e.app + "-i1", e.app + "-i1-p1"}; !slices.Equal(got, want) {
+			t.Fatalf("transactional ids %v: want %v", got, want)
+		}
+	}
+	onePipeline := func(app *kstate.App[string, string, string]) {
+		testprocs.Eventually(t, waitOut, "one pipeline owns all four partitions", func() bool {
+			in.Produce(4)
+			time.Sleep(100 * time.Millisecond)
+			st := app.Status()
+			return len(st.Partitions) == 4 && len(byPipeline(st)[0]) == 4 && app.State() == kstate.Running
+		})
+		if got := groupInstances(t, e.brokers, e.app); !slices.Equal(got, []string{"i1"}) {
+			t.Fatalf("group members %v with one pipeline", got)
+		}
+	}
+	run("one pipeline", 1, func(app *kstate.App[string, string, string]) {
+		if got := groupInstances(t, e.brokers, e.app); !slices.Equal(got, []string{"i1"}) {
+			t.Fatalf("group members %v with Pipelines 1", got)
+		}
+	})
+	run("automatic", 0, automatic)
+	// Back to one pipeline, without LeaveGroupOnShutdown: "i1-p1" stays a
+	// member until its session times out, and its partitions wait for it.
+	if took := run("one pipeline again", 1, onePipeline); took < cfg.SessionTimeout/2 {
+		t.Logf("the outputs of i1-p1's partitions came %v after the input: expected a wait for its session timeout (%v)", took, cfg.SessionTimeout)
+	}
+	// With LeaveGroupOnShutdown every pipeline leaves the group at the
+	// stop: the one pipeline after it gets all partitions at once.
+	cfg.LeaveGroupOnShutdown = true
+	run("automatic, leaving the group at the stop", 0, automatic)
+	cfg.LeaveGroupOnShutdown = false
+	if took := run("one pipeline after leaving", 1, onePipeline); took >= cfg.SessionTimeout {
+		t.Fatalf("outputs %v after the input: the members that left still held partitions until their session timeout", took)
 	}
 }
