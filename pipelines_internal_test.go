@@ -42,6 +42,8 @@ var (
 // then runs as many as the partitions allow; a missing topic runs one.
 func TestPipelineCount(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	defer func(n int) { maxAutoPipelines = n }(maxAutoPipelines)
+	maxAutoPipelines = 4 // the rule as it will ship once enabled
 	tests := []struct {
 		pipelines, procs, parts int
 		errs                    []error
@@ -89,6 +91,8 @@ func TestPipelineCount(t *testing.T) {
 // coordinators' start-up would return.
 func TestPipelineCountUnreachable(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	defer func(n int) { maxAutoPipelines = n }(maxAutoPipelines)
+	maxAutoPipelines = 4
 	a := &App[string, string, string]{cfg: Config[string, string, string]{
 		ApplicationID: "app", InputTopics: []string{"in"},
 		StartupTimeout: 250 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -212,8 +211,9 @@ func openTransactionalIDs(t *testing.T, brokers []string, app string) []string {
 }
 
 // Upgrade and downgrade of the pipeline count with one state directory:
-// an instance that ran one pipeline (Pipelines 1) restarts with the
-// automatic default on four partitions and two cores or more: pipeline 0
+// an instance that ran one pipeline (Pipelines 1) restarts with two on
+// four partitions (the automatic default's count on two cores, once it
+// follows the cores: maxAutoPipelines): pipeline 0
 // keeps its static member and transactional id, pipeline 1 joins as
 // "<InstanceID>-p1" and takes partitions over from pipeline 0's shards on
 // disk, counts stay exact. Then back to one pipeline without leaving the
@@ -221,9 +221,6 @@ func openTransactionalIDs(t *testing.T, brokers []string, app string) []string {
 // partitions wait for that, and then the one pipeline owns all four, with
 // exact counts.
 func TestPipelinesUpgradeToAutomaticAndBack(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // the automatic count follows GOMAXPROCS
-	}
 	e := newSpecEnv(t, 4)
 	cfg := e.config(t, testprocs.NewCounter)
 	cfg.SessionTimeout = 6 * time.Second // the broker's minimum
@@ -252,13 +249,13 @@ func TestPipelinesUpgradeToAutomaticAndBack(t *testing.T) {
 		}
 		return took
 	}
-	automatic := func(app *kstate.App[string, string, string]) {
+	two := func(app *kstate.App[string, string, string]) {
 		testprocs.Eventually(t, waitOut, "two pipelines own two partitions each", func() bool {
 			by := byPipeline(app.Status())
 			return len(by[0]) == 2 && len(by[1]) == 2 && app.State() == kstate.Running
 		})
 		if got := groupInstances(t, e.brokers, e.app); !slices.Equal(got, []string{"i1", "i1-p1"}) {
-			t.Fatalf("group members %v with the automatic Pipelines: want i1 (as before) and i1-p1", got)
+			t.Fatalf("group members %v with two pipelines: want i1 (as before) and i1-p1", got)
 		}
 		if got, want := openTransactionalIDs(t, e.brokers, e.app), []string{e.app + "-i1", e.app + "-i1-p1"}; !slices.Equal(got, want) {
 			t.Fatalf("transactional ids %v: want %v", got, want)
@@ -280,7 +277,7 @@ func TestPipelinesUpgradeToAutomaticAndBack(t *testing.T) {
 			t.Fatalf("group members %v with Pipelines 1", got)
 		}
 	})
-	run("automatic", 0, automatic)
+	run("two pipelines", 2, two)
 	// Back to one pipeline, without LeaveGroupOnShutdown: "i1-p1" stays a
 	// member until its session times out, and its partitions wait for it.
 	if took := run("one pipeline again", 1, onePipeline); took < cfg.SessionTimeout/2 {
@@ -289,7 +286,7 @@ func TestPipelinesUpgradeToAutomaticAndBack(t *testing.T) {
 	// With LeaveGroupOnShutdown every pipeline leaves the group at the
 	// stop: the one pipeline after it gets all partitions at once.
 	cfg.LeaveGroupOnShutdown = true
-	run("automatic, leaving the group at the stop", 0, automatic)
+	run("two pipelines, leaving the group at the stop", 2, two)
 	cfg.LeaveGroupOnShutdown = false
 	if took := run("one pipeline after leaving", 1, onePipeline); took >= cfg.SessionTimeout {
 		t.Fatalf("outputs %v after the input: the members that left still held partitions until their session timeout", took)

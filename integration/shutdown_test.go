@@ -86,12 +86,13 @@ func TestShutdownLeavesGroup(t *testing.T) {
 	cfg := e.config(t, testprocs.NewCounter)
 	cfg.SessionTimeout = 30 * time.Second
 	cfg.LeaveGroupOnShutdown = true
+	cfg.Pipelines = 2 // every pipeline leaves, under its own instance id
 	app := newSpecApp(t, cfg)
 	stop := testprocs.Start(t, app)
 	testprocs.Produce(t, e.brokers, e.in, "a=x", "b=x", "a=y")
 	wantOutputs(t, testprocs.WaitOutputs(t, e.brokers, e.out, 3, waitOut), "a=[1 2] b=[1]")
-	// Every pipeline leaves (the automatic Pipelines: two on two cores;
-	// the second may get its partition after the outputs came).
+	// Every pipeline leaves (the second may get its partition after the
+	// outputs came).
 	var m []string
 	testprocs.Eventually(t, waitOut, "one member per pipeline, i1 first", func() bool {
 		m = groupMembers(t, adm, e.app)
@@ -127,8 +128,8 @@ func TestShutdownStaysStatic(t *testing.T) {
 	stop := testprocs.Start(t, first)
 	testprocs.Produce(t, e.brokers, e.in, "a=x", "b=x", "a=y")
 	wantOutputs(t, testprocs.WaitOutputs(t, e.brokers, e.out, 3, waitOut), "a=[1 2] b=[1]")
-	// One static member per pipeline (the automatic Pipelines: two on two
-	// cores; the second may get its partition after the outputs came).
+	// One static member per pipeline (the default; with several, the
+	// second may get its partition after the outputs came).
 	var want []string
 	testprocs.Eventually(t, waitOut, "one member per pipeline, i1 first", func() bool {
 		want = groupMembers(t, adm, e.app)
