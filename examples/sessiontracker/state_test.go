@@ -147,9 +147,35 @@ func TestStateReaderSessions(t *testing.T) {
 			}
 		}
 	}
+	// A running application's state directory holds what its shards wrote:
+	// committed batches kept in memory (write-behind) reach it when the
+	// application is idle (the next poll that brings nothing). Wait for
+	// that, then compare everything.
+	settled := func(want map[string]map[string][]string) {
+		n := 0
+		for _, sessions := range want {
+			n += len(sessions)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			local, err := statereader.OpenStateDir(dir, appID)
+			if err == nil {
+				ents, rerr := local.Read("sessions", statereader.Query{})
+				if rerr == nil && len(ents) == n {
+					return
+				}
+				err = rerr
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("state directory of the running application: %d sessions not there after 30s (last error %v)", n, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	const half = 7 // before the first session ends: u1 has s1 and s2 open
 	feed(rows[:half])
 	waitIn(half)
+	settled(model(rows[:half]))
 	check("running", model(rows[:half]))
 	feed(rows[half:])
 	waitIn(len(rows))

@@ -330,6 +330,11 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 		if err := c.batch(recs); err != nil {
 			return err
 		}
+		if len(recs) == 0 {
+			if err := c.flushIdle(); err != nil {
+				return err
+			}
+		}
 		took := c.clock.Elapsed() - polled
 		c.noteLag()
 		c.sizer.observe(batchObs{n: len(recs), took: took, txn: c.lastTxn, lag: c.totalLag()})
@@ -542,4 +547,22 @@ func (c *Coordinator) retire(add Counters) {
 	c.mu.Lock()
 	c.mu.retired.Add(add)
 	c.mu.Unlock()
+}
+
+// flushIdle writes the shards' committed batches kept in memory
+// (write-behind, shard.Flush) to their stores once a poll brought nothing:
+// an idle application's state directory then holds everything committed
+// (state readers, kstate state --state-dir) instead of lagging until the
+// next batch. A failed write fails the coordinator like a failed local
+// commit: Kafka has the batches, a restart restores them.
+func (c *Coordinator) flushIdle() error {
+	for _, s := range c.readyTasks() {
+		if s.task.Shard().InBatch() {
+			continue
+		}
+		if err := s.task.Shard().Flush(); err != nil {
+			return fmt.Errorf("kstate: partition %d: %w", s.part, err)
+		}
+	}
+	return nil
 }

@@ -320,7 +320,33 @@ func (s *Shard) ChangelogOffset() int64 { return s.offset }
 
 // Estimate returns the store's estimated size (kv.Store.Estimate); safe
 // to call concurrently with the shard's goroutine, like Stats.
-func (s *Shard) Estimate() (kv.Estimate, error) { return s.store.Estimate() }
+func (s *Shard) Estimate() (kv.Estimate, error) {
+	e, err := s.store.Estimate()
+	if err != nil || s.wb == nil || e.Keys < 0 {
+		return e, err
+	}
+	// Keys committed but still in the write-behind layer: some may be in
+	// the store too (counted twice), as estimates go.
+	s.wbMu.Lock()
+	e.Keys += int64(len(s.wb.items))
+	s.wbMu.Unlock()
+	return e, nil
+}
+
+// Flush writes the committed batches kept in memory (write-behind) to the
+// store now, with their changelog offset, so that a reader of the store
+// (a state reader on the state directory, an estimate) sees them. The
+// engine calls it when a poll brought nothing (idle). Not during a batch;
+// a no-op with write-through or nothing kept.
+func (s *Shard) Flush() error {
+	switch {
+	case s.closed:
+		return shardErr("Flush", state.ErrClosed)
+	case s.inBatch:
+		return shardErr("Flush", ErrInBatch)
+	}
+	return shardErr("Flush", s.flush())
+}
 
 func (s *Shard) checkRestore(op string) error {
 	switch {
