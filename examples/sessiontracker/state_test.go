@@ -152,22 +152,32 @@ func TestStateReaderSessions(t *testing.T) {
 	// application is idle (the next poll that brings nothing). Wait for
 	// that, then compare everything.
 	settled := func(want map[string]map[string][]string) {
-		n := 0
-		for _, sessions := range want {
-			n += len(sessions)
-		}
+		wantJSON, _ := json.Marshal(want)
 		deadline := time.Now().Add(30 * time.Second)
 		for {
+			got := map[string]map[string][]string{}
 			local, err := statereader.OpenStateDir(dir, appID)
 			if err == nil {
-				ents, rerr := local.Read("sessions", statereader.Query{})
-				if rerr == nil && len(ents) == n {
-					return
+				var ents []statereader.Entry
+				ents, err = local.Read("sessions", statereader.Query{})
+				for _, e := range ents {
+					var session string
+					var pages []string
+					if json.Unmarshal(e.MapKey, &session) != nil || json.Unmarshal(e.Value, &pages) != nil {
+						continue
+					}
+					if got[e.Key] == nil {
+						got[e.Key] = map[string][]string{}
+					}
+					got[e.Key][session] = pages
 				}
-				err = rerr
+			}
+			gotJSON, _ := json.Marshal(got) // map keys sorted: equal maps, equal bytes
+			if err == nil && string(gotJSON) == string(wantJSON) {
+				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("state directory of the running application: %d sessions not there after 30s (last error %v)", n, err)
+				t.Fatalf("state directory of the running application after 30s: %s (last error %v), want %s", gotJSON, err, wantJSON)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
