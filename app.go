@@ -313,7 +313,7 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		DeferFirstBatch:      true,
 		Admin:                kadm,
 		CheckTopics:          kadm.checkRecordLimit(a.producedTopics()...),
-		NewSession:           a.newSession(cfg.InstanceID, nil),
+		NewSession:           a.newSession(cfg.InstanceID, nil, 0),
 		Changelog:            kafkaChangelog{client: cfg.clientConfig(), admin: adm, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
 		Clock:                clock{now: cfg.Clock, start: time.Now()},
 		NewTask:              a.taskFactory(runID, mem, cache),

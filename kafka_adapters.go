@@ -21,13 +21,14 @@ import (
 // pipeline with static instance id instance: it joins the group. The
 // session does not leave the group (LeaveGroupOnShutdown) once stayIn
 // (if not nil) returns true: another pipeline failed, and Run, returning
-// an error, never leaves the group.
-func (a *App[K, I, O]) newSession(instance string, stayIn func() bool) func() (engine.Session, error) {
-	return func() (engine.Session, error) { return a.joinGroup(instance, stayIn) }
+// an error, never leaves the group. closeJoinGrace is
+// kafka.SessionConfig.CloseJoinGrace (0: its default).
+func (a *App[K, I, O]) newSession(instance string, stayIn func() bool, closeJoinGrace time.Duration) func() (engine.Session, error) {
+	return func() (engine.Session, error) { return a.joinGroup(instance, stayIn, closeJoinGrace) }
 }
 
 // joinGroup joins the group as instance.
-func (a *App[K, I, O]) joinGroup(instance string, stayIn func() bool) (engine.Session, error) {
+func (a *App[K, I, O]) joinGroup(instance string, stayIn func() bool, closeJoinGrace time.Duration) (engine.Session, error) {
 	cfg := &a.cfg
 	s := &kafkaSession{stayIn: stayIn}
 	ks, err := kafka.NewSession(kafka.SessionConfig{
@@ -39,6 +40,7 @@ func (a *App[K, I, O]) joinGroup(instance string, stayIn func() bool) (engine.Se
 		CoPartitioned:      len(cfg.engineTopics()) > 1,
 		TransactionTimeout: cfg.TransactionTimeout,
 		SessionTimeout:     cfg.SessionTimeout,
+		CloseJoinGrace:     closeJoinGrace,
 		FetchMaxWait:       cfg.MaxBatchWait,
 		MaxRecordBytes:     cfg.MaxRecordBytes,
 		StartupTimeout:     cfg.StartupTimeout,

@@ -37,16 +37,8 @@ func pipelineInstanceID(instance string, i int) string {
 }
 
 // maxAutoPipelines caps the automatic pipeline count (Config.Pipelines 0).
-// It is 1 in this release: several pipelines pay off on a backlog (1.22x
-// on two cores) but a graceful stop while an App's own pipelines are
-// still rebalancing among themselves can wait for ShutdownTimeout (the
-// stopping pipeline's static member stays in the group; docs/OPERATIONS.md
-// "Pipelines"). Once that stop is fixed the cap becomes 4: past the core
-// count pipelines only compete for the CPU, and each one is a Kafka client
-// of its own (a producer, a consumer and its fetch buffers, a transaction
-// per batch on the broker, a group member), so many cores do not mean many
-// pipelines (docs/BENCHMARKS.md, "Pipelines by default"). A variable so
-// that the tests of the automatic count can raise it.
+// It is 1 until the automatic count is raised in the next change. A
+// variable so that the tests of the automatic count can raise it.
 var maxAutoPipelines = 1
 
 // autoPipelines is the automatic pipeline count before the partition
@@ -113,6 +105,14 @@ func (a *App[K, I, O]) pipelineCount(ctx context.Context, adm engine.Admin) (int
 	return n, nil
 }
 
+// siblingsCloseJoinGrace is how long a pipeline's session waits at close
+// for a group join in flight when the App runs several pipelines
+// (kafka.SessionConfig.CloseJoinGrace). They close together, and a sibling
+// closes its session without joining (a static member does not leave): a
+// join that waits for it would wait for its session timeout. Abandoning
+// the join costs nothing a static member's stop does not cost anyway.
+const siblingsCloseJoinGrace = 500 * time.Millisecond
+
 // Backoff between the automatic pipeline count's start-up retries (the
 // engine's start-up uses the same).
 const (
@@ -141,10 +141,20 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 	// hands the same option to every pipeline's client (a data race under
 	// -race with two pipelines). Creating a session only builds the client.
 	var sessionMu sync.Mutex
+	closing := newCloseBarrier(n, a.cfg.ShutdownTimeout)
 	for i := range n {
 		cc := base
 		cc.InstanceID = pipelineInstanceID(a.cfg.InstanceID, i)
-		newSession := a.newSession(cc.InstanceID, failed.Load)
+		if n > 1 {
+			cc.BeforeSessionClose = func(graceful bool) { closing.arrive(i, graceful) }
+		}
+		var grace time.Duration
+		if n > 1 {
+			// The pipelines close their sessions together (closeBarrier):
+			// a join in flight then waits for a sibling that has closed.
+			grace = siblingsCloseJoinGrace
+		}
+		newSession := a.newSession(cc.InstanceID, failed.Load, grace)
 		cc.NewSession = func() (engine.Session, error) {
 			sessionMu.Lock()
 			defer sessionMu.Unlock()
@@ -175,6 +185,7 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 	for i, c := range set.coords {
 		wg.Go(func() {
 			err := c.Run(rctx)
+			closing.arrive(i, false) // a Run that ended before its shutdown (a failed start)
 			if err == nil {
 				return
 			}
@@ -190,6 +201,50 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 	}
 	wg.Wait()
 	return first
+}
+
+// closeBarrier lets the pipelines of one Run close their sessions together
+// (engine.CoordinatorConfig.BeforeSessionClose). A pipeline's last
+// transaction commit and a group join in flight both wait until every
+// member of the group has joined the rebalance again; a pipeline that has
+// closed its session stays in the group as a static member without
+// joining, so a sibling still committing would wait for its session
+// timeout (or ShutdownTimeout). On a graceful stop each pipeline
+// therefore keeps its session (and its group member, which goes on
+// heartbeating and joining) until all have finished their batches, or
+// for ShutdownTimeout at most. A pipeline that fails does not wait.
+type closeBarrier struct {
+	mu      sync.Mutex
+	arrived []bool
+	pending int
+	all     chan struct{} // closed once every pipeline arrived
+	timeout time.Duration
+}
+
+func newCloseBarrier(n int, timeout time.Duration) *closeBarrier {
+	return &closeBarrier{arrived: make([]bool, n), pending: n, all: make(chan struct{}), timeout: timeout}
+}
+
+// arrive counts pipeline i as done with its batches (once; later calls
+// only wait) and, if the shutdown is graceful, waits for the others.
+func (b *closeBarrier) arrive(i int, graceful bool) {
+	b.mu.Lock()
+	if !b.arrived[i] {
+		b.arrived[i] = true
+		if b.pending--; b.pending == 0 {
+			close(b.all)
+		}
+	}
+	b.mu.Unlock()
+	if !graceful {
+		return
+	}
+	t := time.NewTimer(b.timeout)
+	defer t.Stop()
+	select {
+	case <-b.all:
+	case <-t.C:
+	}
 }
 
 // pipelineSet is the coordinators of one Run, seen as one: the App's

@@ -2,12 +2,14 @@ package kstate_test
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/testprocs"
+	"github.com/kstate/kstate/kafka/embedded"
 	"github.com/kstate/kstate/processor"
 )
 
@@ -141,6 +143,68 @@ func TestEmbeddedPipelinesRebalanceTwoInstances(t *testing.T) {
 	m1, m2 := app1.Metrics().Total, app2.Metrics().Total
 	t.Logf("instance 1: %d commits, %d aborts; instance 2: %d commits, %d aborts, %d records restored",
 		m1.Commits, m1.Aborts, m2.Commits, m2.Aborts, m2.RestoreRecords)
+}
+
+// A graceful stop in the first second of a run, while the App's pipelines
+// are still rebalancing among themselves (the second pipeline joins after
+// the first took every partition; cooperative-sticky then moves half of
+// them), returns promptly: the pipelines close their sessions together and
+// do not wait for a group join that waits for a sibling already closed
+// (without the fix: SessionTimeout, or ShutdownTimeout with a batch in
+// flight). Records are produced while the runs start and stop, and a last
+// run checks that every count is exact.
+func TestEmbeddedPipelinesStopDuringRebalance(t *testing.T) {
+	rounds := 6
+	if testing.Short() {
+		rounds = 3
+	}
+	topics := map[string]int{}
+	for r := range rounds {
+		topics["in"+strconv.Itoa(r)], topics["out"+strconv.Itoa(r)] = 4, 4
+	}
+	e, err := embedded.Start(embedded.Options{Topics: topics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	brokers := e.Brokers()
+	const keys = 20
+	var slow []string
+	for round := range rounds {
+		// A new application per round (its own group and topics): the
+		// rebalance among the pipelines is at its longest in a group's
+		// first second, as the second pipeline joins after the first
+		// took every partition.
+		r := strconv.Itoa(round)
+		cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
+		cfg.ApplicationID, cfg.InputTopics, cfg.OutputTopic = "stop"+r, []string{"in" + r}, "out"+r
+		cfg.Pipelines = 2
+		cfg.SessionTimeout = 6 * time.Second
+		cfg.ShutdownTimeout = 20 * time.Second
+		in := &testprocs.KeyCycler{T: t, Brokers: brokers, Topic: "in" + r, Keys: keys}
+		in.Produce(40)
+		stop := testprocs.Start(t, newApp(t, cfg))
+		time.Sleep(time.Duration(round%4) * 200 * time.Millisecond)
+		in.Produce(40) // a batch in flight at the stop, often
+		start := time.Now()
+		if err := stop(); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			slow = append(slow, fmt.Sprintf("round %d: %v", round, d.Round(time.Millisecond)))
+		}
+		// The same application again (the group possibly still in the
+		// rebalance the stop abandoned): every count exact.
+		in.Produce(20)
+		stop = testprocs.Start(t, newApp(t, cfg))
+		checkExact(t, testprocs.WaitOutputs(t, brokers, "out"+r, in.Sent, 30*time.Second), in.Sent, keys)
+		if err := stop(); err != nil {
+			t.Fatalf("round %d, second run: %v", round, err)
+		}
+	}
+	if len(slow) > 0 {
+		t.Fatalf("stops that took over 3s: %v", slow)
+	}
 }
 
 // A processor error in one pipeline stops the other too: Run returns that

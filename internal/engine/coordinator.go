@@ -72,6 +72,13 @@ type CoordinatorConfig struct {
 	// is only closed, and a static member stays in the group until its
 	// session times out.
 	LeaveGroupOnShutdown bool
+	// BeforeSessionClose, if set, is called once the tasks are closed and
+	// before the session is closed, with whether the shutdown is graceful.
+	// Several pipelines of one App use it to close their sessions together:
+	// a pipeline's last transaction, or a group join in flight, waits for
+	// every member to join the group's rebalance again, and a pipeline that
+	// closed its session (a static member) never does. Optional.
+	BeforeSessionClose func(graceful bool)
 	// MaxBatchDuration bounds the processor calls of one batch: past it
 	// the round is given up and Run returns a StuckError (watchdog.go).
 	// Optional; default 5m.
@@ -478,6 +485,9 @@ func (c *Coordinator) shutdown(graceful bool) error {
 	c.mu.Unlock()
 	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
 	err := c.closeTasks(parts, "shutdown")
+	if c.cfg.BeforeSessionClose != nil {
+		c.cfg.BeforeSessionClose(graceful)
+	}
 	if c.session != nil {
 		c.closeSession(graceful)
 	}

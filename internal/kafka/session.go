@@ -54,6 +54,10 @@ type SessionConfig struct {
 	// (Kafka's default minimum is 6s). Heartbeats go out every third of it,
 	// at most every 3s.
 	SessionTimeout time.Duration
+	// CloseJoinGrace is how long Close waits for a group join in flight
+	// before abandoning it (see Close). Optional; default one heartbeat
+	// interval and a second.
+	CloseJoinGrace time.Duration
 
 	// RebalanceTimeout, overriding franz-go's default 60s, is how long the
 	// group waits for members to rejoin during a rebalance.
@@ -134,6 +138,9 @@ type Session struct {
 	cfg SessionConfig
 	log *slog.Logger
 	gts *kgo.GroupTransactSession
+	// cancel cancels the client's context (kgo.WithContext): Close uses it
+	// to stop waiting for a group join that cannot complete.
+	cancel context.CancelFunc
 
 	fence *generationFence
 
@@ -243,13 +250,16 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 
+	cctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
 	opts := append(cfg.clientConfig().Opts(),
+		kgo.WithContext(cctx),
 		kgo.ConsumerGroup(cfg.GroupID),
 		kgo.ConsumeTopics(cfg.Topics...),
 		kgo.TransactionalID(cfg.TransactionalID),
 		kgo.TransactionTimeout(cfg.TransactionTimeout),
 		kgo.SessionTimeout(cfg.SessionTimeout),
-		kgo.HeartbeatInterval(min(3*time.Second, cfg.SessionTimeout/3)),
+		kgo.HeartbeatInterval(heartbeatInterval(cfg.SessionTimeout)),
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
 		// Only committed input: an aborted upstream batch must never feed
 		// state. (Stable offset fetches, KIP-447, are always on in this
@@ -291,6 +301,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	}
 	gts, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("kafka: new session for group %q: %w", cfg.GroupID, err)
 	}
 	s.gts = gts
@@ -626,6 +637,18 @@ func (s *Session) End(ctx context.Context, commit bool) (committed bool, err err
 // in it until its session times out, so a restart keeps its partitions; see
 // Leave) and releases the client. Idempotent. Group callbacks are not called during
 // Close. Must not run concurrently with Begin, Produce or End.
+//
+// franz-go's Close first waits for a group join in flight, and a join waits
+// for every member of the group to join again: for a member that stopped
+// without leaving (a static member, such as another pipeline of the same
+// instance that stopped a moment earlier) until its session times out.
+// Close waits for the join for closeJoinGrace only (a join among live
+// members completes within a heartbeat interval, the time they need to
+// notice the rebalance), then cancels the client's context: the join is
+// abandoned, and this member stays in the group as a static member does
+// after any stop, until it comes back or its session times out. (The join
+// request itself has reached the broker by then, so the rebalance goes on
+// with this member's new subscription and assigns what it revoked.)
 func (s *Session) Close() error {
 	s.once.Do(func() {
 		s.closed.Store(true)
@@ -637,9 +660,40 @@ func (s *Session) Close() error {
 			cancel()
 			s.inTxn.Store(false)
 		}
-		s.gts.Close()
+		done := make(chan struct{})
+		go func() {
+			s.gts.Close()
+			close(done)
+		}()
+		grace := s.closeJoinGrace()
+		t := time.NewTimer(grace)
+		select {
+		case <-done:
+		case <-t.C:
+			s.log.Info("close: the group's rebalance waits for a member that has stopped; not waiting for it (this member stays in the group until it comes back or its session times out)",
+				"group", s.cfg.GroupID, "instance", s.cfg.InstanceID, "waited", grace)
+			s.cancel()
+			<-done
+		}
+		t.Stop()
+		s.cancel()
 	})
 	return nil
+}
+
+// closeJoinGrace is how long Close waits for a group join in flight:
+// SessionConfig.CloseJoinGrace, by default one heartbeat interval (when the
+// other members learn of the rebalance) and a second for their joins.
+func (s *Session) closeJoinGrace() time.Duration {
+	if s.cfg.CloseJoinGrace > 0 {
+		return s.cfg.CloseJoinGrace
+	}
+	return heartbeatInterval(s.cfg.SessionTimeout) + time.Second
+}
+
+// heartbeatInterval is the group heartbeat interval for a session timeout.
+func heartbeatInterval(sessionTimeout time.Duration) time.Duration {
+	return min(3*time.Second, sessionTimeout/3)
 }
 
 func toMap(parts []Partition) map[string][]int32 {
