@@ -245,10 +245,9 @@ type Config[K, I, O any] struct {
 	// More pipelines than input partitions are not started. 1 runs one
 	// pipeline, the batch loop strictly in sequence. With several, the
 	// Sinks' WriteBatch is called concurrently, one call per pipeline at
-	// most. Default 0: automatic, which is one pipeline in this release
-	// (several are faster on a backlog, but a stop while an App's own
-	// pipelines rebalance can wait for ShutdownTimeout: docs/OPERATIONS.md,
-	// "Pipelines"); set 2 or more for several.
+	// most. Default 0: automatic, one pipeline per core the Go runtime
+	// uses (GOMAXPROCS), at most 4 and at most the input's partitions, and
+	// one with Sinks (docs/OPERATIONS.md, "Pipelines").
 	Pipelines int
 	// Clock gives the batch processing time. Default time.Now. Tests inject
 	// a fake clock to drive timers and TTL without sleeping.

@@ -37,9 +37,12 @@ func pipelineInstanceID(instance string, i int) string {
 }
 
 // maxAutoPipelines caps the automatic pipeline count (Config.Pipelines 0).
-// It is 1 until the automatic count is raised in the next change. A
-// variable so that the tests of the automatic count can raise it.
-var maxAutoPipelines = 1
+// Past the core count pipelines only compete for the CPU, and each one is
+// a Kafka client of its own (a producer, a consumer and its fetch buffers,
+// a transaction per batch on the broker, a group member), so many cores do
+// not mean many pipelines (docs/BENCHMARKS.md, "Pipelines by default"). A
+// variable so that the tests of the automatic count can change it.
+var maxAutoPipelines = 4
 
 // autoPipelines is the automatic pipeline count before the partition
 // bound: one per core the Go scheduler runs on (GOMAXPROCS, which follows

@@ -43,7 +43,7 @@ var (
 func TestPipelineCount(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	defer func(n int) { maxAutoPipelines = n }(maxAutoPipelines)
-	maxAutoPipelines = 4 // the rule as it will ship once enabled
+	maxAutoPipelines = 4 // the shipped cap (set again: another test may change it)
 	tests := []struct {
 		pipelines, procs, parts int
 		errs                    []error

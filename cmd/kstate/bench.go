@@ -110,7 +110,7 @@ the within-run ratio of each processor to the first one.`,
 	fl.Int64Var(&o.StateMemory, "state-memory", 0, "Config.StateMemory in bytes (0, the default: a 64 MiB cache and memtable per shard; positive: one shared budget)")
 	fl.Int64Var(&o.StateCache, "state-cache", 0, "Config.StateCacheBytes: bytes of the committed-state cache (0: Config's default, 16 MiB; negative: off)")
 	fl.StringSliceVar(&o.Backends, "backend", nil, "Config.StateBackend values to compare (rocksdb, pebble): every processor runs once per backend in each run, interleaved, named processor.backend (e.g. count.pebble); default: the build's default backend only")
-	fl.IntSliceVar(&o.Pipelines, "pipelines", nil, "Config.Pipelines values to compare: every processor runs once per value in each run, interleaved, named processor-pN (e.g. count-p2); default: Config's default (1) only")
+	fl.IntSliceVar(&o.Pipelines, "pipelines", nil, "Config.Pipelines values to compare: every processor runs once per value in each run, interleaved, named processor-pN (e.g. count-p2); default: Config's default (automatic: one per core, at most 4 and the partitions) only")
 	fl.StringVar(&o.JSON, "json", "", "also write every run and the summary as JSON to this file")
 	fl.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole benchmark process (go tool pprof)")
 	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "show the applications' logs")
