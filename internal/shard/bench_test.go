@@ -174,16 +174,22 @@ func BenchmarkCommit(b *testing.B) {
 // the list read, an append (a Put of the last 5 once longer), four map
 // writes, and the key's timer listed, deleted and registered again. Keys
 // cycle over 10,000 (a key comes back every 10 batches of 1,000 calls, so
-// its state is read from the store); Finish and Commit are included.
+// its state is read from the store); Finish and Commit are included. The
+// -big variant has the batches of `kstate bench` on a backlog: 15,000 calls
+// over 100,000 keys, so most keys of a batch are new to it.
 func BenchmarkHeavyCall(b *testing.B) {
-	for _, variant := range []string{"rocksdb", "rocksdb-wb", "pebble"} {
-		backend := kv.Backend(strings.TrimSuffix(variant, "-wb"))
+	for _, variant := range []string{"rocksdb", "rocksdb-wb", "rocksdb-wb-big", "pebble"} {
+		backend := kv.Backend(strings.TrimSuffix(strings.TrimSuffix(variant, "-big"), "-wb"))
+		batch, nkeys := 1000, 10_000
+		if strings.HasSuffix(variant, "-big") {
+			batch, nkeys = 15_000, 100_000
+		}
 		b.Run(variant, func(b *testing.B) {
 			if backend == kv.BackendRocksDB && !kv.RocksDBAvailable {
 				b.Skip("RocksDB is not compiled in")
 			}
 			o := shard.ShardOptions{Dir: filepath.Join(b.TempDir(), "shard"), StoreBackend: backend}
-			if strings.HasSuffix(variant, "-wb") {
+			if strings.Contains(variant, "-wb") {
 				o.WriteBehindBytes = shard.DefaultWriteBehindBytes
 			}
 			s, err := shard.OpenShard(o)
@@ -199,14 +205,14 @@ func BenchmarkHeavyCall(b *testing.B) {
 			})
 			tm := timers.New(s)
 			names := [4]string{"count", "sum", "min", "max"}
-			keys := make([][]byte, 10_000)
+			keys := make([][]byte, nkeys)
 			for i := range keys {
 				keys[i] = []byte(fmt.Sprintf("key-%06d", i*7919%len(keys)))
 			}
 			off, now := int64(0), int64(1_000)
 			s.Begin(now)
 			for i := 0; b.Loop(); i++ {
-				if i%1000 == 999 {
+				if i%batch == batch-1 {
 					recs, err := s.Finish()
 					if err != nil {
 						b.Fatal(err)

@@ -231,7 +231,7 @@ func (sc *shardCache) commit(st *staging) {
 	if sc.inserted.Load() == 0 {
 		return
 	}
-	for e := st.first(); e != nil; e = e.next[0] {
+	for _, e := range st.ordered() {
 		if e.key[0] > byte(changelog.KindState) {
 			break // staged keys are sorted: timer and TTL keys are never cached
 		}

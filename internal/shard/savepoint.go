@@ -1,6 +1,11 @@
 package shard
 
-import "github.com/kstate/kstate/state"
+import (
+	"slices"
+	"unsafe"
+
+	"github.com/kstate/kstate/state"
+)
 
 // Savepoints let the engine discard the writes of one grouping key's
 // handler call without dropping the rest of the batch (a failing key whose
@@ -74,9 +79,16 @@ func (st *staging) rollback(n int) {
 	st.undo = st.undo[:n]
 }
 
-// unlink removes e from the skiplist and the index. Only rollback calls
-// it, between handler calls, so no walk of the list is in progress.
+// unlink removes e from the skiplist or its unit, and from the index.
+// Only rollback calls it, between handler calls, so no walk of the layer
+// is in progress.
 func (st *staging) unlink(e *stagedEntry) {
+	delete(st.index, string(e.key))
+	st.allOK = false
+	if n := unitLen(e.key); n > 0 {
+		st.unlinkUnit(e, string(e.key[:n]))
+		return
+	}
 	var prev [stagingMaxLevel]*stagedEntry
 	st.findLT(e.key, &prev)
 	for i := range e.next {
@@ -84,5 +96,36 @@ func (st *staging) unlink(e *stagedEntry) {
 			prev[i].next[i] = e.next[i]
 		}
 	}
-	delete(st.index, string(e.key))
+}
+
+// unlinkUnit removes the unit entry e from unit u's chain and from
+// unitEntries (rolled back entries are recent: searched from the end).
+func (st *staging) unlinkUnit(e *stagedEntry, u string) {
+	delete(st.unitSorted, u)
+	st.lastUnit, st.lastHead = "", nil
+	if h := st.units[u]; h == e {
+		if e.unitNext == nil {
+			delete(st.units, u)
+		} else {
+			// The next entry heads the chain; the map key must be a
+			// string over its key bytes, which outlive this entry's.
+			delete(st.units, u)
+			nh := e.unitNext
+			st.units[unsafe.String(&nh.key[0], len(u))] = nh
+		}
+	} else {
+		for p := h; p != nil; p = p.unitNext {
+			if p.unitNext == e {
+				p.unitNext = e.unitNext
+				break
+			}
+		}
+	}
+	e.unitNext = nil
+	for i := len(st.unitEntries) - 1; i >= 0; i-- {
+		if st.unitEntries[i] == e {
+			st.unitEntries = slices.Delete(st.unitEntries, i, i+1)
+			break
+		}
+	}
 }

@@ -504,7 +504,7 @@ func (s *Shard) Finish() ([]changelog.Record, error) {
 		s.finished = true
 	}
 	recs := make([]changelog.Record, 0, s.stage.len())
-	for e := s.stage.first(); e != nil; e = e.next[0] {
+	for _, e := range s.stage.ordered() {
 		recs = append(recs, changelog.Record{Key: e.key, Value: e.val})
 	}
 	return recs, nil

@@ -275,19 +275,20 @@ type wbCopy struct {
 // addTo appends the layer's entries, merged with the staged entries of st
 // (nil: none; staged ones win on equal keys), to b in key order.
 func (w *wbLayer) addTo(b *kv.Batch, items []wbItem, st *staging) {
-	var e *stagedEntry
+	var staged []*stagedEntry
 	if st != nil {
-		e = st.first()
+		staged = st.ordered()
 	}
+	j := 0
 	for _, it := range items {
 		kb := itemKey(it)
-		for e != nil && bytes.Compare(e.key, kb) < 0 {
-			addStaged(b, e)
-			e = e.next[0]
+		for j < len(staged) && bytes.Compare(staged[j].key, kb) < 0 {
+			addStaged(b, staged[j])
+			j++
 		}
-		if e != nil && bytes.Equal(e.key, kb) {
-			addStaged(b, e)
-			e = e.next[0]
+		if j < len(staged) && bytes.Equal(staged[j].key, kb) {
+			addStaged(b, staged[j])
+			j++
 			continue
 		}
 		ent := w.entry(it.ref)
@@ -297,7 +298,7 @@ func (w *wbLayer) addTo(b *kv.Batch, items []wbItem, st *staging) {
 			b.Put(wbKey(ent), v)
 		}
 	}
-	for ; e != nil; e = e.next[0] {
+	for _, e := range staged[j:] {
 		addStaged(b, e)
 	}
 }
@@ -332,7 +333,7 @@ func (s *Shard) commitStore(next int64) error {
 	}
 	s.wbMu.Lock()
 	n := 0
-	for e := s.stage.first(); e != nil; e = e.next[0] {
+	for _, e := range s.stage.ordered() {
 		w.put(e.key, e.val, e.deleted)
 		n++
 	}
