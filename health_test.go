@@ -54,6 +54,11 @@ func TestHealthLifecycle(t *testing.T) {
 	var ch changes
 	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
 	cfg.OnStateChange = ch.record
+	// One pipeline: the test reads /status once both partitions are
+	// assigned, and with two pipelines on the embedded cluster (no initial
+	// rebalance delay) a partition can still move to the second pipeline
+	// in the first second (TestStatusPageChromium runs two).
+	cfg.Pipelines = 1
 	app := newApp(t, cfg)
 	h := app.Handler()
 	if app.State() != kstate.Created {

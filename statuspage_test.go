@@ -280,9 +280,14 @@ func TestStatusPageChromium(t *testing.T) {
 	}
 	testprocs.Produce(t, brokers, "in", input...)
 	testprocs.WaitOutputs(t, brokers, "out", len(input), 20*time.Second)
+	// The page must show the App's per-partition counts once every record
+	// is processed. They sum to len(input) unless a partition moved between
+	// the App's pipelines in its first second (a partition's counters are
+	// those of its current task), so the count to wait for is the App's.
+	rowsIn := settledRowsIn(t, app, 2)
 	waitPage("2 partitions processing, every record in, Running", `document.getElementById("state").textContent === "Running" &&
 		[...document.querySelectorAll("#partition-rows tr")].filter(tr => tr.dataset.phase === "processing").length === 2 &&
-		[...document.querySelectorAll("#partition-rows tr")].reduce((a, tr) => a + Number(tr.cells[6].textContent.replace(/,/g, "")), 0) === `+fmt.Sprint(len(input))+` &&
+		[...document.querySelectorAll("#partition-rows tr")].reduce((a, tr) => a + Number(tr.cells[6].textContent.replace(/,/g, "")), 0) === `+fmt.Sprint(rowsIn)+` &&
 		document.getElementById("ready-in").textContent === "Ready now"`)
 	matches(app)
 	// Let the charts get a few points of the 40 records.
@@ -468,4 +473,35 @@ func fakeStatus(page http.Handler) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(st)
 	})
+}
+
+// settledRowsIn waits until app processes n partitions with no batch in
+// flight and the same per-partition counts on two reads 300 ms apart, and
+// returns the sum of their RowsIn.
+func settledRowsIn(t *testing.T, app *kstate.App[string, string, string], n int) int64 {
+	t.Helper()
+	read := func() (sum int64, ok bool) {
+		st := app.Status()
+		if len(st.Partitions) != n || st.BatchInFlight != 0 {
+			return 0, false
+		}
+		for _, p := range st.Partitions {
+			if p.Restoring {
+				return 0, false
+			}
+			sum += p.Counters.RowsIn
+		}
+		return sum, true
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		a, ok1 := read()
+		time.Sleep(300 * time.Millisecond)
+		b, ok2 := read()
+		if ok1 && ok2 && a == b && a > 0 {
+			return a
+		}
+	}
+	t.Fatalf("App.Status did not settle on %d processing partitions: %+v", n, app.Status().Partitions)
+	return 0
 }

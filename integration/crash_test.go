@@ -386,7 +386,7 @@ func freezeRound(t *testing.T, rng *rand.Rand, in *eosInput, args eosChildArgs, 
 	args.killPoint = fmt.Sprintf("%s@%d/stop", engine.AfterProduce, 1+rng.IntN(2))
 	v := startEOSChild(t, args)
 	in.produce(t, rng, 60+rng.IntN(120))
-	waitFor(t, 20*time.Second, args.instance+" reaches its stop point", func() bool { return v.find(stopPointRe) != nil }, v, sv)
+	waitFor(t, time.Minute, args.instance+" reaches its stop point", func() bool { return v.find(stopPointRe) != nil }, v, sv)
 	t0 := time.Now()
 	waitFor(t, time.Minute, sv.name+" owns every partition", func() bool {
 		m := sv.metrics()
@@ -394,7 +394,7 @@ func freezeRound(t *testing.T, rng *rand.Rand, in *eosInput, args eosChildArgs, 
 	}, sv)
 	took := time.Since(t0)
 	v.cmd.Process.Signal(syscall.SIGCONT)
-	waitFor(t, 30*time.Second, "the zombie "+args.instance+" aborts its transaction or stops", func() bool {
+	waitFor(t, time.Minute, "the zombie "+args.instance+" aborts its transaction or stops", func() bool {
 		return v.exited() || v.findAfter(continuedRe, zombieRe)
 	}, sv)
 	if v.exited() {
