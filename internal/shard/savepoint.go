@@ -104,13 +104,10 @@ func (st *staging) unlinkUnit(e *stagedEntry, u string) {
 	delete(st.unitSorted, u)
 	st.lastUnit, st.lastHead = "", nil
 	if h := st.units[u]; h == e {
-		if e.unitNext == nil {
-			delete(st.units, u)
-		} else {
+		delete(st.units, u)
+		if nh := e.unitNext; nh != nil {
 			// The next entry heads the chain; the map key must be a
 			// string over its key bytes, which outlive this entry's.
-			delete(st.units, u)
-			nh := e.unitNext
 			st.units[unsafe.String(&nh.key[0], len(u))] = nh
 		}
 	} else {

@@ -265,16 +265,6 @@ func unitLen(key []byte) int {
 	return n
 }
 
-// untouched reports whether staging certainly holds no key in [lower,
-// upper): the range lies inside one scan unit that no staged key is in.
-func (s *staging) untouched(lower, upper []byte) bool {
-	n := unitLen(lower)
-	if n == 0 || !withinUnit(lower[:n], upper) {
-		return false
-	}
-	return s.units[string(lower[:n])] == nil
-}
-
 // withinUnit reports whether upper ≤ keys.PrefixEnd(unit), that is, whether
 // a range from unit up to upper stays inside the unit: upper has unit as
 // its prefix, or is the unit's prefix end itself (computed in place).

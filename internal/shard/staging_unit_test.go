@@ -11,9 +11,20 @@ import (
 	"github.com/kstate/kstate/internal/keys"
 )
 
-// TestStagingUntouched checks the scan-unit filter that lets a scan skip
-// the skiplist: it may only say "untouched" for a range inside one unit
-// that holds no staged key.
+// untouched reports whether staging certainly holds no key in [lower,
+// upper) by the unit rules sorted uses: the range lies inside one scan unit
+// that no staged key is in.
+func (s *staging) untouched(lower, upper []byte) bool {
+	n := unitLen(lower)
+	if n == 0 || !withinUnit(lower[:n], upper) {
+		return false
+	}
+	return s.units[string(lower[:n])] == nil
+}
+
+// TestStagingUntouched checks the scan-unit rules that let a scan skip
+// the skiplist: a range may only count as untouched when it lies inside
+// one unit that holds no staged key.
 func TestStagingUntouched(t *testing.T) {
 	st := newStaging()
 	list := keys.StateKeyPrefix(3, []byte("k1"))
