@@ -482,12 +482,7 @@ func (i *pebbleIter) SetBounds(lower, upper []byte) {
 	if i.closed || i.err != nil {
 		return
 	}
-	// No lower bound is nil, never empty: Pebble seeks to an empty lower
-	// bound, which its invariants builds (-race) reject.
 	i.lower = append(i.lower[:0], lower...)
-	if len(i.lower) == 0 {
-		i.lower = nil
-	}
 	if upper == nil {
 		i.upper = nil
 	} else if i.upper = append(i.upper[:0], upper...); i.upper == nil {
