@@ -316,7 +316,7 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		NewSession:           a.newSession(cfg.InstanceID, nil, 0),
 		Changelog:            kafkaChangelog{client: cfg.clientConfig(), admin: adm, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
 		Clock:                clock{now: cfg.Clock, start: time.Now()},
-		NewTask:              a.taskFactory(runID, mem, cache, engine.KillHookFrom(ctx)),
+		NewTask:              a.taskFactory(runID, mem, cache),
 		KillHook:             engine.KillHookFrom(ctx),
 		Logger:               cfg.Logger,
 		OnPhase:              func() { a.followPhase() },
@@ -337,7 +337,7 @@ func (a *App[K, I, O]) followPhase() {
 
 // taskFactory builds the generic partition tasks for the non-generic
 // coordinator; the tasks of one Run share the initial state.
-func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory, cache *shard.Cache, kill engine.KillHook) engine.NewTask {
+func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory, cache *shard.Cache) engine.NewTask {
 	cfg := &a.cfg
 	// Write-behind local commits; negative: write-through.
 	writeBehind := max(cfg.StateWriteBehindBytes, 0)
@@ -363,7 +363,6 @@ func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory, cache *sh
 			Memory:            mem,
 			StateCache:        cache,
 			WriteBehindBytes:  writeBehind,
-			KillHook:          kill,
 			StoreBackend:      kv.Backend(cfg.StateBackend),
 			TimeMode:          cfg.TimeMode,
 			OutputMode:        cfg.OutputMode,

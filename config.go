@@ -219,9 +219,7 @@ type Config[K, I, O any] struct {
 	// shard keeps in memory instead of writing each to the store at its
 	// local commit (write-behind: one entry per key, a later batch's write
 	// replacing the earlier one; written in one store write when over this
-	// bound or 256Ki changelog records, in the background while the next
-	// batches commit, so it holds up to twice the bound, and on revoke and
-	// shutdown). Kafka holds every committed batch,
+	// bound or 256Ki changelog records, and on revoke and shutdown). Kafka holds every committed batch,
 	// so a crash loses nothing: the restore replays the changelog from the
 	// last write (docs/OPERATIONS.md, "Memory"). Negative: write-through,
 	// every local commit writes the store. Default 4 MiB (when 0; measured

@@ -39,7 +39,7 @@ const (
 	killFreeze = "freeze"
 )
 
-var killKinds = []string{killDelay, killShutdown, string(engine.AfterProduce), string(engine.BeforeLocalCommit), string(engine.DuringRestore), string(engine.DuringFlight)}
+var killKinds = []string{killDelay, killShutdown, string(engine.AfterProduce), string(engine.BeforeLocalCommit), string(engine.DuringRestore)}
 
 // crashSeed returns the seed of the test's random choices:
 // KSTATE_CRASH_SEED, or a new one, logged.
@@ -131,7 +131,7 @@ func killRound(t *testing.T, rng *rand.Rand, in *eosInput, args eosChildArgs, pa
 	args.maxBatch = []int{5, 25, 100, 1000}[rng.IntN(4)]
 	switch kind {
 	case string(engine.AfterProduce), string(engine.BeforeLocalCommit),
-		string(engine.AfterTaskProduce), string(engine.AfterLocalCommit), string(engine.DuringFlight):
+		string(engine.AfterTaskProduce), string(engine.AfterLocalCommit):
 		args.maxBatch = min(args.maxBatch, 25)
 		args.killPoint = fmt.Sprintf("%s@%d", kind, 1+rng.IntN(plan.maxNth))
 		if args.deadLetter {

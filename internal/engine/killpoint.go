@@ -26,11 +26,6 @@ const (
 	// the batch had not finished (reached only then): local commits run in
 	// parallel.
 	AfterLocalCommit KillPoint = "after-local-commit"
-	// DuringFlight: a shard's write-behind layer is about to be written to
-	// its store in the background (the write is not made), while the
-	// batches after the one that sent it run and commit (reached once per
-	// background write; internal/shard/writebehind.go).
-	DuringFlight KillPoint = "during-flight"
 	// AfterPlan: with a sink, the batch plans committed (input offsets
 	// included); the batch has not executed.
 	AfterPlan KillPoint = "after-plan"

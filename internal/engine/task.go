@@ -71,9 +71,6 @@ type Config[K, I, O any] struct {
 	// WriteBehindBytes is the shard's write-behind budget
 	// (shard.ShardOptions.WriteBehindBytes); 0 = write-through.
 	WriteBehindBytes int64
-	// KillHook is the coordinator's (crash tests only; see WithKillHook):
-	// the shard's background writes reach DuringFlight. Optional.
-	KillHook KillHook
 	// StoreBackend selects the store at Dir; "" = kv.DefaultBackend().
 	StoreBackend kv.Backend
 
@@ -280,7 +277,6 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 		// has every committed batch, restore replays what the store lacks.
 		WriteBehindBytes: cfg.WriteBehindBytes,
 		AllowTTL:         cfg.TimeMode == processor.ProcessingTime,
-		BeforeFlight:     flightHook(cfg.KillHook),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: open shard: %w", cfg.Partition, err)
@@ -612,11 +608,3 @@ func (t *Task[K, I, O]) CurrentCall() (Call, bool) {
 // skips the processor's Close. The batch is never committed: the owner
 // does not call Commit after abandoning.
 func (t *Task[K, I, O]) Abandon() { t.abandoned.Store(true) }
-
-// flightHook is the shard's BeforeFlight for kill hook h (nil: none).
-func flightHook(h KillHook) func() {
-	if h == nil {
-		return nil
-	}
-	return func() { h.at(DuringFlight) }
-}

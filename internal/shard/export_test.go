@@ -4,25 +4,8 @@ package shard
 // kept in memory by write-behind are lost, then the store is closed (a
 // store closed or not is the same to a reopen: its writes were made).
 func CrashForTest(s *Shard) error {
-	if s.flight != nil {
-		// A background write of the layer, made or failed, is the
-		// store's: the kill came after it (a store kept open across the
-		// "crash" must not take it later).
-		<-s.flight.done
-		s.flight = nil
-	}
 	s.wb = nil
 	return s.Close()
-}
-
-// FlightForTest reports whether a background write of the layer is out.
-func FlightForTest(s *Shard) bool { return s.flight != nil }
-
-// LandForTest waits for the layer's background write, if any, and lands it
-// (outside a batch), returning its error.
-func LandForTest(s *Shard) error {
-	s.resetReads()
-	return s.land(true)
 }
 
 // StoredOffsetForTest is the changelog offset in the store (a restore

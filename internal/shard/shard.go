@@ -48,10 +48,6 @@ type ShardOptions struct {
 	// restore. Overriding the default of 0: write-through, every Commit
 	// writes its batch to the store.
 	WriteBehindBytes int64
-	// BeforeFlight, if set, is called on the goroutine of every background
-	// write of the write-behind layer, before the write (crash tests kill
-	// the process there).
-	BeforeFlight func()
 }
 
 // lockFile is the name of the flock'ed file inside a shard directory.
@@ -90,17 +86,11 @@ type Shard struct {
 	offset, stored int64
 
 	// wb is the write-behind layer of committed, unflushed batches (nil:
-	// write-through). Only the shard's goroutine changes it (or replaces
-	// it), under wbMu; ReadCommitted and Estimate read it from other
-	// goroutines under wbMu.
+	// write-through). Only the shard's goroutine changes it, under wbMu;
+	// ReadCommitted reads it from other goroutines under wbMu.
 	wb      *wbLayer
 	wbMu    sync.Mutex
 	wbBatch kv.Batch // reused by flushes
-	// flight is the layer's write to the store in progress in the
-	// background (nil: none); wbSpare is an emptied layer kept for reuse
-	// when a landed flight replaces the layer (writebehind.go).
-	flight  *wbFlight
-	wbSpare *wbLayer
 
 	// readers guards the store against Close while ReadCommitted reads it
 	// from another goroutine; readClosed is set under it by Close.
@@ -332,15 +322,13 @@ func (s *Shard) ChangelogOffset() int64 { return s.offset }
 // to call concurrently with the shard's goroutine, like Stats.
 func (s *Shard) Estimate() (kv.Estimate, error) {
 	e, err := s.store.Estimate()
-	if err != nil || e.Keys < 0 {
+	if err != nil || s.wb == nil || e.Keys < 0 {
 		return e, err
 	}
 	// Keys committed but still in the write-behind layer: some may be in
 	// the store too (counted twice), as estimates go.
 	s.wbMu.Lock()
-	if s.wb != nil {
-		e.Keys += int64(len(s.wb.items))
-	}
+	e.Keys += int64(len(s.wb.items))
 	s.wbMu.Unlock()
 	return e, nil
 }

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bytes"
 	"encoding/binary"
 	"slices"
 	"strings"
@@ -28,43 +29,20 @@ import (
 // once, in key order, plus the newest changelog offset, when
 //   - it holds more than WriteBehindBytes, or more than wbMaxRecords
 //     changelog records were committed since the last flush (this bounds
-//     the replay after a crash): in the background (a flight, below);
-//   - Close, Flush (the engine's idle flush), and before every restore
-//     entry point (ApplyChangelog, Wipe, the re-seed), so that those see
-//     and write a store that is up to date: synchronously, after waiting
-//     for a flight.
-//
-// A flight: the commit that takes the layer over its bound builds the
-// write batch of everything in the layer (and the batch's offset) and
-// hands it to a goroutine that writes the store, so the store's write (the
-// memtable inserts, most of a flush's cost) runs beside the next batches
-// instead of before them. The layer keeps every entry meanwhile, so reads
-// need not know whether the write has happened: the layer over the store
-// is the committed state either way (the layer's values are the same or
-// newer). While the flight is out the flown entries are never changed in
-// place (a later commit of such a key adds a new entry) and new entries go
-// to chunks after the flown ones (refs ≥ mark); the write batch aliases
-// the flown entries. The flight lands at the next commit after the write
-// returned (or at once when the layer reaches twice its bound, or at
-// a synchronous flush): the entries added since the mark are copied into a
-// fresh layer, which replaces this one under wbMu, and the store's offset
-// becomes the flight's. Reads never hold the old layer then: every batch
-// iterator is dropped at Commit (resetReads) before the landing. A failed
-// write lands as the error of that commit (or flush) with the layer
-// complete, as if it had never been tried: the engine fails the run, and
-// Close writes the layer synchronously.
+//     the replay after a crash), together with the committing batch;
+//   - Close, and before every restore entry point (ApplyChangelog, Wipe,
+//     the re-seed), so that those see and write a store that is up to date.
 //
 // Reads see exactly what they saw with write-through: staging → committed
 // cache → unflushed layer → store for point reads; scans merge staging
 // over the layer over the store (wbIter, the batch's reused iterator: the
 // layer does not change during a batch). ReadCommitted (any goroutine) takes a copy of the layer's range and
-// creates its store iterator under wbMu, and a synchronous flush writes and
-// empties the layer, and a landing flight replaces it, under wbMu, so it
-// sees one committed state.
+// creates its store iterator under wbMu, and a flush writes and empties the
+// layer under wbMu, so it sees one committed state.
 //
 // A crash (SIGKILL) loses the layer; the store holds the state and offset of
 // the last flush, and restore replays the changelog from there: at most
-// twice wbMaxRecords records (plus one batch) more than with write-through.
+// wbMaxRecords records (plus one batch) more than with write-through.
 //
 // Layout: an index map (key → the entry's place) whose key strings alias the
 // entries' key bytes, and entries (key, value room, value) back to back in
@@ -80,19 +58,6 @@ type wbLayer struct {
 	// sorted as commits add keys (a merge of two sorted lists: a batch's
 	// staged keys come in order), so that neither scans nor flushes sort.
 	items, spare, added []wbItem
-	// mark is 0, or, while a flight is out, the ref above every flown
-	// entry: entries below it are not changed in place. seal makes the
-	// next new entry start a chunk of its own, so none is added below mark.
-	mark uint64
-	seal bool
-}
-
-// wbFlight is a background write of the layer to the store.
-type wbFlight struct {
-	done chan error // the write's result, once
-	mark uint64     // the layer's mark: entries at or above it were added after
-	recs int64      // the layer's recs when it flew
-	next int64      // the changelog offset written with it
 }
 
 const (
@@ -105,9 +70,8 @@ const (
 	wbIndexCost = 96
 	wbDeleted   = 1 << 31
 	// wbMaxRecords bounds the changelog records committed since the last
-	// flush, so a crash replays at most about twice that many more records
-	// (a flight may be out while as many again are committed): about a
-	// second at the restore rate measured in docs/BENCHMARKS.md.
+	// flush, so a crash replays at most about that many more records
+	// (about 0.5 s at the restore rate measured in docs/BENCHMARKS.md).
 	wbMaxRecords = 256 << 10
 )
 
@@ -158,7 +122,7 @@ func (w *wbLayer) get(key []byte) (val []byte, deleted, found bool) {
 // callers put a batch's keys in key order and then call mergeAdded.
 func (w *wbLayer) put(key, val []byte, deleted bool) {
 	ref, ok := w.index[string(key)]
-	if ok && ref >= w.mark {
+	if ok {
 		e := w.entry(ref)
 		kl := binary.LittleEndian.Uint32(e)
 		if room := binary.LittleEndian.Uint32(e[4:]); len(val) <= int(room) {
@@ -171,9 +135,8 @@ func (w *wbLayer) put(key, val []byte, deleted bool) {
 		room = 8
 	}
 	size := wbHeader + len(key) + room
-	if w.seal || w.cur >= len(w.chunks) || cap(w.chunks[w.cur])-len(w.chunks[w.cur]) < size {
+	if w.cur >= len(w.chunks) || cap(w.chunks[w.cur])-len(w.chunks[w.cur]) < size {
 		w.nextChunk(size)
-		w.seal = false
 	}
 	c := w.chunks[w.cur]
 	off := len(c)
@@ -281,7 +244,6 @@ func (w *wbLayer) reset() {
 		w.chunks = w.chunks[:4]
 	}
 	w.cur, w.used, w.recs = 0, 0, 0
-	w.mark, w.seal = 0, false
 }
 
 // rangeCopy returns copies of the layer's entries in [lower, upper) (nil
@@ -310,9 +272,25 @@ type wbCopy struct {
 	deleted  bool
 }
 
-// addTo appends the layer's entries items to b, in their (key) order.
-func (w *wbLayer) addTo(b *kv.Batch, items []wbItem) {
+// addTo appends the layer's entries, merged with the staged entries of st
+// (nil: none; staged ones win on equal keys), to b in key order.
+func (w *wbLayer) addTo(b *kv.Batch, items []wbItem, st *staging) {
+	var staged []*stagedEntry
+	if st != nil {
+		staged = st.ordered()
+	}
+	j := 0
 	for _, it := range items {
+		kb := itemKey(it)
+		for j < len(staged) && bytes.Compare(staged[j].key, kb) < 0 {
+			addStaged(b, staged[j])
+			j++
+		}
+		if j < len(staged) && bytes.Equal(staged[j].key, kb) {
+			addStaged(b, staged[j])
+			j++
+			continue
+		}
 		ent := w.entry(it.ref)
 		if v, deleted := wbVal(ent); deleted {
 			b.Delete(wbKey(ent))
@@ -320,13 +298,24 @@ func (w *wbLayer) addTo(b *kv.Batch, items []wbItem) {
 			b.Put(wbKey(ent), v)
 		}
 	}
+	for _, e := range staged[j:] {
+		addStaged(b, e)
+	}
+}
+
+func addStaged(b *kv.Batch, e *stagedEntry) {
+	if e.deleted {
+		b.Delete(e.key)
+	} else {
+		b.Put(e.key, e.val)
+	}
 }
 
 // commitStore makes the finished batch (the staging layer) committed
 // locally with next as the changelog offset: written to the store with
-// write-through, else kept in the layer, which flies to the store when over
-// a bound. On error nothing changed: the store, the layer and the staging
-// layer are as before (a landing flight's error is returned here too).
+// write-through, else kept in the layer, or written with the layer when
+// the layer is over a bound. On error nothing changed: the store, the
+// layer and the staging layer are as before.
 func (s *Shard) commitStore(next int64) error {
 	if s.wb == nil {
 		var b kv.Batch
@@ -338,14 +327,10 @@ func (s *Shard) commitStore(next int64) error {
 		s.offset, s.stored = next, next
 		return nil
 	}
-	// Land a flight whose write returned; wait for one still out if the
-	// layer reached twice its bounds meanwhile (that bounds its memory and
-	// the replay after a crash).
-	wait := s.wb.used >= 2*s.opts.WriteBehindBytes || s.wb.recs >= 2*wbMaxRecords
-	if err := s.land(wait); err != nil {
-		return err
-	}
 	w := s.wb
+	if w.used >= s.opts.WriteBehindBytes || w.recs >= wbMaxRecords {
+		return s.flushWith(s.stage, next)
+	}
 	s.wbMu.Lock()
 	n := 0
 	for _, e := range s.stage.ordered() {
@@ -356,117 +341,39 @@ func (s *Shard) commitStore(next int64) error {
 	w.recs += int64(n)
 	s.wbMu.Unlock()
 	s.offset = next
-	if s.flight == nil && (w.used >= s.opts.WriteBehindBytes || w.recs >= wbMaxRecords) {
-		s.fly()
-	}
-	return nil
-}
-
-// fly starts the write of the whole layer and the committed offset to the
-// store in the background (see "A flight" above). Its batch aliases the
-// layer's entries, which the mark protects until the flight lands.
-func (s *Shard) fly() {
-	w := s.wb
-	b := &s.wbBatch
-	b.Reset()
-	b.Grow(len(w.items) + 1)
-	w.addTo(b, w.items)
-	b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(s.offset)))
-	w.mark, w.seal = uint64(w.cur+1)<<32, true
-	f := &wbFlight{done: make(chan error, 1), mark: w.mark, recs: w.recs, next: s.offset}
-	s.flight = f
-	store, hook := s.store, s.opts.BeforeFlight
-	go func() {
-		if hook != nil {
-			hook()
-		}
-		f.done <- store.Write(b, kv.WriteOptions{})
-	}()
-}
-
-// land ends the flight, if any, once its write returned (wait: waiting for
-// it): the entries it wrote leave the layer, and the store's offset is
-// its. On a failed write the layer stays whole and the error is returned.
-// Not during a batch's reads: the caller dropped the batch's iterator.
-func (s *Shard) land(wait bool) error {
-	f := s.flight
-	if f == nil {
-		return nil
-	}
-	var err error
-	if wait {
-		err = <-f.done
-	} else {
-		select {
-		case err = <-f.done:
-		default:
-			return nil
-		}
-	}
-	s.flight = nil
-	w := s.wb
-	b := &s.wbBatch
-	clear(b.Ops()) // drop the batch's slices of the chunks
-	b.Reset()
-	if err != nil {
-		w.mark, w.seal = 0, false
-		return err
-	}
-	// The entries added since the flight left go to a fresh layer (in key
-	// order: items are sorted), which replaces this one.
-	nw := s.wbSpare
-	if nw == nil {
-		nw = newWBLayer()
-	}
-	for _, it := range w.items {
-		if it.ref >= f.mark {
-			e := w.entry(it.ref)
-			v, deleted := wbVal(e)
-			nw.put(wbKey(e), v, deleted)
-		}
-	}
-	nw.mergeAdded()
-	nw.recs = w.recs - f.recs
-	s.wbMu.Lock()
-	s.wb = nw
-	s.wbMu.Unlock()
-	w.reset()
-	s.wbSpare = w
-	s.stored = f.next
 	return nil
 }
 
 // flush writes the layer and the committed offset to the store, if it
-// has anything the store does not, after landing a flight.
+// has anything the store does not.
 func (s *Shard) flush() error {
-	if s.wb == nil {
+	if s.wb == nil || (s.wb.empty() && s.stored == s.offset) {
 		return nil
 	}
-	s.resetReads() // the writes change the store under the batch's iterator
-	if err := s.land(true); err != nil {
-		return err
-	}
-	if s.wb.empty() && s.stored == s.offset {
-		return nil
-	}
-	return s.flushWith(s.offset)
+	s.resetReads() // the write changes the store under the batch's iterator
+	return s.flushWith(nil, s.offset)
 }
 
-// flushWith writes the layer and offset next in one atomic write, and
-// empties the layer. The write and the emptying happen under wbMu, so
-// ReadCommitted sees the layer over the old store or the new store, never
-// a mix. On error the layer is unchanged. No flight may be out.
-func (s *Shard) flushWith(next int64) error {
+// flushWith writes the layer merged with st (nil: none; st wins on equal
+// keys) and offset next in one atomic write, and empties the layer. The
+// write and the emptying happen under wbMu, so ReadCommitted sees the
+// layer over the old store or the new store, never a mix. On error the
+// layer is unchanged.
+func (s *Shard) flushWith(st *staging, next int64) error {
 	w := s.wb
 	s.wbMu.Lock()
 	defer s.wbMu.Unlock()
 	b := &s.wbBatch
 	b.Reset()
-	b.Grow(len(w.items) + 1)
-	w.addTo(b, w.items)
+	n := len(w.items) + 1
+	if st != nil {
+		n += st.len()
+	}
+	b.Grow(n)
+	w.addTo(b, w.items, st)
 	b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(next)))
 	err := s.store.Write(b, kv.WriteOptions{})
-	clear(b.Ops()) // drop the batch's slices of the chunks
+	clear(b.Ops()) // drop the batch's slices of the chunks and of staged values
 	b.Reset()
 	if err != nil {
 		return err

@@ -236,13 +236,13 @@ func (f *failingStore) Write(b *kv.Batch, o kv.WriteOptions) error {
 	return f.Store.Write(b, o)
 }
 
-// TestWriteBehindFlushFailure: a background flush that fails fails the
-// next Commit, with the store's error, and changes nothing: that batch stays
-// open (the engine aborts it), the layer keeps every committed batch, and
-// the next flush writes them all.
+// TestWriteBehindFlushFailure: a flush that fails fails the Commit that
+// triggered it, with the store's error, and changes nothing: the batch stays
+// open (the engine aborts it), the layer keeps the earlier batches, and the
+// next commit's flush writes them all.
 func TestWriteBehindFlushFailure(t *testing.T) {
 	fs := &failingStore{Store: kv.NewMemory()}
-	// A 1-byte budget: every commit sends the layer to the store.
+	// A 1-byte budget: a commit flushes whenever the layer is not empty.
 	s, err := shard.OpenShard(shard.ShardOptions{Backend: noClose{fs}, WriteBehindBytes: 1})
 	noErr(t, err)
 	w := declareWB(t, s)
@@ -251,41 +251,39 @@ func TestWriteBehindFlushFailure(t *testing.T) {
 		s.SetCurrentKey([]byte("k"))
 		noErr(t, w.v.Update(i))
 	}
-	commit(t, s, &l, 0, func() { set(1) })
-	if n, _ := shard.UnflushedForTest(s); n == 0 || !shard.FlightForTest(s) {
-		t.Fatalf("the first commit: %d keys in the layer, flight %v; want the layer kept while it flies", n, shard.FlightForTest(s))
+	commit(t, s, &l, 0, func() { set(1) }) // into the empty layer
+	if n, _ := shard.UnflushedForTest(s); n == 0 {
+		t.Fatal("the first commit did not stay in the layer")
 	}
-	noErr(t, shard.LandForTest(s))
-	fs.fail.Store(true)
-	commit(t, s, &l, 1, func() { set(2) }) // its flight fails in the background
-	committed := s.ChangelogOffset()
-	s.Begin(2)
-	set(3)
+	s.Begin(1)
+	set(2)
 	recs, err := s.Finish()
 	noErr(t, err)
+	fs.fail.Store(true)
 	l.append(recs)
 	err = s.Commit(l.next())
 	wantErr(t, err, errDiskFull, "Commit")
-	if s.ChangelogOffset() != committed {
-		t.Fatalf("a failed Commit moved the offset from %d to %d", committed, s.ChangelogOffset())
+	if s.ChangelogOffset() == l.next() {
+		t.Fatal("a failed Commit advanced the offset")
 	}
-	l.recs = l.recs[:committed]
 	s.Abort()
-	s.Begin(3)
+	fs.fail.Store(false)
+	s.Begin(2)
 	s.SetCurrentKey([]byte("k"))
-	if v, ok, err := w.v.Get(); err != nil || !ok || v != 2 {
-		t.Fatalf("after the failed flush: k = %d, %v, %v; want the committed 2", v, ok, err)
+	if v, ok, err := w.v.Get(); err != nil || !ok || v != 1 {
+		t.Fatalf("after the failed flush: k = %d, %v, %v; want the committed 1", v, ok, err)
 	}
 	// A scan reads the layer over the store: no write.
+	fs.fail.Store(true)
 	_, err = w.m.Iterator()
 	noErr(t, err)
 	fs.fail.Store(false)
-	set(4)
+	set(3)
 	recs, err = s.Finish()
 	noErr(t, err)
 	l.append(recs)
 	noErr(t, s.Commit(l.next()))
-	noErr(t, s.Close()) // lands the flight, flushes the rest
+	noErr(t, s.Close()) // flushes
 	writes := fs.writes.Load()
 	s, err = shard.OpenShard(shard.ShardOptions{Backend: noClose{fs}})
 	noErr(t, err)
@@ -382,6 +380,7 @@ func TestWriteBehindBound(t *testing.T) {
 	var l log
 	flushes, maxBytes := 0, int64(0)
 	for i := range 200 {
+		before := shard.StoredOffsetForTest(s)
 		commit(t, s, &l, int64(i), func() {
 			for k := range 20 { // 20 new keys a batch
 				s.SetCurrentKey(fmt.Appendf(nil, "b%03dk%02d", i, k))
@@ -390,12 +389,9 @@ func TestWriteBehindBound(t *testing.T) {
 		})
 		_, b := shard.UnflushedForTest(s)
 		maxBytes = max(maxBytes, b)
-		if shard.FlightForTest(s) {
-			// The commit sent the whole layer to the store; once landed,
-			// nothing is left in memory.
+		if shard.StoredOffsetForTest(s) != before {
 			flushes++
-			noErr(t, shard.LandForTest(s))
-			if _, b := shard.UnflushedForTest(s); b != 0 || shard.StoredOffsetForTest(s) != l.next() {
+			if b != 0 || shard.StoredOffsetForTest(s) != l.next() {
 				t.Fatalf("batch %d flushed: layer %d bytes, stored offset %d of %d", i, b, shard.StoredOffsetForTest(s), l.next())
 			}
 		}
@@ -408,162 +404,4 @@ func TestWriteBehindBound(t *testing.T) {
 		t.Fatalf("%d flushes in 200 batches of 20 new keys with a %d-byte budget", flushes, budget)
 	}
 	t.Logf("%d flushes, layer at most %d bytes", flushes, maxBytes)
-}
-
-// gatedStore holds every Write while held, until release is closed; with
-// drop set a released write fails without writing (a process killed
-// before it).
-type gatedStore struct {
-	kv.Store
-	held, drop atomic.Bool
-	release    chan struct{}
-	waiting    chan struct{} // receives once per held write
-}
-
-var errDropped = errors.New("injected: write dropped by a kill")
-
-func (g *gatedStore) Write(b *kv.Batch, o kv.WriteOptions) error {
-	if g.held.Load() {
-		g.waiting <- struct{}{}
-		<-g.release
-		if g.drop.Load() {
-			return errDropped
-		}
-	}
-	return g.Store.Write(b, o)
-}
-
-// TestWriteBehindFlight holds the layer's background write while more
-// batches commit and read (the layer over the old store must be the
-// committed state), then either lets it land (the written entries leave
-// the layer, the store's offset is the flight's) or kills the shard before
-// the write (restore from the older stored offset). Every read and the
-// final state are compared with a write-through twin.
-func TestWriteBehindFlight(t *testing.T) {
-	stores := map[string]func(t *testing.T) kv.Store{
-		"memory": func(*testing.T) kv.Store { return kv.NewMemory() },
-		"rocksdb": func(t *testing.T) kv.Store {
-			st, err := kv.OpenRocksDB(t.TempDir(), kv.RocksOptions{})
-			noErr(t, err)
-			return st
-		},
-		"pebble": func(t *testing.T) kv.Store {
-			st, err := kv.OpenPebble(t.TempDir(), kv.PebbleOptions{})
-			noErr(t, err)
-			return st
-		},
-	}
-	for name, newStore := range stores {
-		for _, kill := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/kill=%v", name, kill), func(t *testing.T) {
-				base := newStore(t)
-				defer base.Close()
-				gs := &gatedStore{Store: base, release: make(chan struct{}), waiting: make(chan struct{}, 1)}
-				const budget = 32 << 10
-				s, err := shard.OpenShard(shard.ShardOptions{Backend: noClose{gs}, WriteBehindBytes: budget})
-				noErr(t, err)
-				twin, err := shard.OpenShard(shard.ShardOptions{Backend: kv.NewMemory()})
-				noErr(t, err)
-				defer twin.Close()
-				w, tw := declareWB(t, s), declareWB(t, twin)
-				var l, tl log
-				both := func(i int) {
-					wbBatch(t, s, w, &l, i, i%3 == 0)
-					wbBatch(t, twin, tw, &tl, i, i%3 == 0)
-				}
-				same := func(when string) {
-					t.Helper()
-					if got, want := dump(t, s), dump(t, twin); !maps.Equal(got, want) {
-						var diff []string
-						for k := range maps.Keys(want) {
-							if got[k] != want[k] {
-								diff = append(diff, fmt.Sprintf("%q: got %q, want %q", k, got[k], want[k]))
-							}
-						}
-						for k := range maps.Keys(got) {
-							if _, ok := want[k]; !ok {
-								diff = append(diff, fmt.Sprintf("%q: got %q, want none", k, got[k]))
-							}
-						}
-						slices.Sort(diff)
-						t.Fatalf("%s: ReadCommitted differs in %d keys, first: %q", when, len(diff), diff[:min(len(diff), 3)])
-					}
-					if got, want := readAll(t, s, w), readAll(t, twin, tw); !slices.Equal(got, want) {
-						t.Fatalf("%s: reads:\n got %q\nwant %q", when, got, want)
-					}
-				}
-				gs.held.Store(true)
-				i := 1
-				for ; !shard.FlightForTest(s); i++ {
-					if i > 500 {
-						t.Fatal("no flight after 500 batches")
-					}
-					both(i)
-				}
-				<-gs.waiting // the flight's write is held: the store has none of it
-				flown, stored := l.next(), shard.StoredOffsetForTest(s)
-				if stored >= flown {
-					t.Fatalf("stored offset %d with the flight of %d held", stored, flown)
-				}
-				same("flight held")
-				// Commit while it is held, short of twice the budget (where a
-				// commit waits for the flight).
-				held := 0
-				for ; held < 12; held++ {
-					if _, b := shard.UnflushedForTest(s); b > 2*budget-8<<10 {
-						break
-					}
-					both(i)
-					i++
-					same(fmt.Sprint("batch ", i-1, " committed with the flight held"))
-				}
-				if held < 2 {
-					t.Fatalf("only %d batches committed with the flight held", held)
-				}
-				if !shard.FlightForTest(s) || shard.StoredOffsetForTest(s) != stored {
-					t.Fatal("the held flight landed")
-				}
-				if kill {
-					gs.drop.Store(true)
-					close(gs.release)
-					noErr(t, shard.CrashForTest(s))
-					gs.held.Store(false)
-					s, err = shard.OpenShard(shard.ShardOptions{Backend: noClose{gs}, WriteBehindBytes: budget})
-					noErr(t, err)
-					if s.ChangelogOffset() != stored {
-						t.Fatalf("reopened at offset %d, want the stored %d (the flight never wrote)", s.ChangelogOffset(), stored)
-					}
-					noErr(t, s.ApplyChangelog(l.recs[stored:], l.next()))
-					w = declareWB(t, s)
-					same("restored after a kill with the flight held")
-				} else {
-					keysHeld, _ := shard.UnflushedForTest(s)
-					gs.held.Store(false)
-					close(gs.release)
-					noErr(t, shard.LandForTest(s))
-					if got := shard.StoredOffsetForTest(s); got != flown {
-						t.Fatalf("stored offset %d after landing, want the flight's %d", got, flown)
-					}
-					if n, _ := shard.UnflushedForTest(s); n >= keysHeld || n == 0 {
-						t.Fatalf("layer keys %d after landing, %d before: want only the keys committed since it flew", n, keysHeld)
-					}
-					same("landed")
-				}
-				for n := 0; n < 40; n++ {
-					both(i)
-					i++
-				}
-				same("after more batches")
-				noErr(t, s.Close())
-				s, err = shard.OpenShard(shard.ShardOptions{Backend: noClose{gs}})
-				noErr(t, err)
-				defer s.Close()
-				if s.ChangelogOffset() != l.next() {
-					t.Fatalf("offset %d after Close and reopen, want %d", s.ChangelogOffset(), l.next())
-				}
-				w = declareWB(t, s)
-				same("reopened")
-			})
-		}
-	}
 }

@@ -226,7 +226,7 @@ func killHook(spec string, bad *atomic.Int64, logger *log.Logger) (engine.KillHo
 		return nil, fmt.Errorf("%s=%q: want <point>@<n>[/stop][/dlq], n >= 1", KillPointEnv, spec)
 	case point != engine.AfterProduce && point != engine.BeforeLocalCommit && point != engine.DuringRestore &&
 		point != engine.AfterPlan && point != engine.AfterSink &&
-		point != engine.AfterTaskProduce && point != engine.AfterLocalCommit && point != engine.DuringFlight:
+		point != engine.AfterTaskProduce && point != engine.AfterLocalCommit:
 		return nil, fmt.Errorf("%s=%q: unknown kill point %q", KillPointEnv, spec, name)
 	case onlyDLQ && (bad == nil || point == engine.DuringRestore):
 		return nil, fmt.Errorf("%s=%q: /dlq needs -proc eos -dead-letter and a batch kill point", KillPointEnv, spec)

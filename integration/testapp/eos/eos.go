@@ -405,11 +405,10 @@ func Config(o Options) kstate.Config[string, string, string] {
 		// proves the cache exact under kills (evicting all the time).
 		StateCacheBytes: 256 << 10,
 		// A small write-behind budget, so that the crash tests kill
-		// shards with committed batches still in memory (restored from
-		// the changelog), while the layer is being written in the
-		// background (a flight every few batches) and right after, and a
-		// full disk shows at a local commit.
-		StateWriteBehindBytes: 8 << 10,
+		// shards both with committed batches still in memory (restored
+		// from the changelog) and right after their flush, and a full
+		// disk shows at a local commit.
+		StateWriteBehindBytes: 64 << 10,
 		Logger:                o.Logger,
 	}
 	if o.Pad > 0 {
