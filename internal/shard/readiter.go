@@ -14,23 +14,20 @@ import (
 // key and batch (a list, a map, a key's timers). Creating a store iterator
 // per scan costs a dozen cgo crossings on RocksDB (read options, C copies of
 // the bounds, the iterator, its first step, then the same again to free
-// them); re-seeking an existing one costs one. The committed state does not
+// them); re-seeking an existing one costs one. The committed store does not
 // change while a batch runs — only Commit, ApplyChangelog, Wipe and the
-// re-seed change it, and a synchronous write-behind flush (Close, Flush, a
-// restore) — so an iterator created at the first scan of a batch sees
-// exactly the committed state every scan of that batch must merge the
-// staging layer over. (A write-behind flight may write the store during a
-// batch, but only entries the layer holds, which the iterator merges over
-// the store: the merged view is the same whether the write is seen.) It is
-// dropped (closed) whenever that stops being true or the batch ends:
-// resetReads runs at Begin, Commit, Abort, restore, re-seed and Close. The
-// next scan creates a fresh one, which sees the writes.
+// re-seed write it, and a write-behind flush (at a commit, Close or a
+// restore) — so an iterator created at the first scan of a batch
+// sees exactly the committed state every scan of that batch must merge the
+// staging layer over. It is dropped (closed) whenever that stops being true
+// or the batch ends: resetReads runs at Begin, Commit, Abort, restore,
+// re-seed and Close. The next scan creates a fresh one, which sees the
+// writes.
 //
-// Every scan sets the iterator's bounds to its range first (kv.Rebounder),
-// so that no seek walks past the range over entries it cannot see: a
-// flight's entries written after the iterator was created, tombstones, and
-// the layer's tombstones. A scan nested inside another scan's callback (no
-// caller does it today) gets an iterator of its own.
+// The iterator has no bounds: every scan checks its own upper bound (the
+// kv iterators clamp a seek to their bounds, so a bounded iterator would
+// not do for the next range). A scan nested inside another scan's callback
+// (no caller does it today) gets an iterator of its own.
 type readState struct {
 	it   kv.Iterator // nil until the batch's first scan
 	busy bool        // it is positioned by a scan in progress
@@ -93,11 +90,6 @@ func (s *Shard) storeIter(lower, upper []byte) (it kv.Iterator, own bool) {
 	}
 	if r.it == nil {
 		r.it = s.committedIter(s.store.NewIter(nil, nil))
-	}
-	if rb, ok := r.it.(kv.Rebounder); ok {
-		// Seeks stay inside the scan's range (see kv.Rebounder): past its
-		// end they would walk over what the iterator cannot see.
-		rb.SetBounds(lower, upper)
 	}
 	r.busy = true
 	return r.it, false

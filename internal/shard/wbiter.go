@@ -25,30 +25,6 @@ type wbIter struct {
 	layer bool // the current key is the layer's items[i] (else the store's)
 	key   []byte
 	val   []byte
-	// lower and upper (when hasUpper) bound the layer's side as SetBounds
-	// bounds the store's, so that a seek does not walk over the layer's
-	// tombstones beyond the range either.
-	lower, upper []byte
-	hasUpper     bool
-}
-
-// SetBounds implements kv.Rebounder for both sides.
-func (m *wbIter) SetBounds(lower, upper []byte) {
-	m.valid = false
-	m.lower = append(m.lower[:0], lower...)
-	m.upper, m.hasUpper = append(m.upper[:0], upper...), upper != nil
-	if rb, ok := m.st.(kv.Rebounder); ok {
-		rb.SetBounds(lower, upper)
-	}
-}
-
-// inRange reports whether the layer's items[i] is inside the bounds on the
-// side the iterator moves towards.
-func (m *wbIter) inRange(k string) bool {
-	if m.fwd {
-		return !m.hasUpper || k < string(m.upper)
-	}
-	return k >= string(m.lower)
 }
 
 func newWBIter(st kv.Iterator, w *wbLayer) *wbIter { return &wbIter{st: st, w: w} }
@@ -57,7 +33,7 @@ func newWBIter(st kv.Iterator, w *wbLayer) *wbIter { return &wbIter{st: st, w: w
 func (m *wbIter) settle() bool {
 	items := m.w.items
 	for {
-		lOK := m.i >= 0 && m.i < len(items) && m.inRange(items[m.i].key)
+		lOK := m.i >= 0 && m.i < len(items)
 		if !m.sOK && !lOK {
 			m.valid = false
 			return false
@@ -112,16 +88,13 @@ func (m *wbIter) move() {
 }
 
 func (m *wbIter) First() bool {
-	m.fwd, m.i = true, m.w.find(m.lower)
+	m.fwd, m.i = true, 0
 	m.sOK = m.st.First()
 	return m.settle()
 }
 
 func (m *wbIter) Last() bool {
 	m.fwd, m.i = false, len(m.w.items)-1
-	if m.hasUpper {
-		m.i = m.w.find(m.upper) - 1
-	}
 	m.sOK = m.st.Last()
 	return m.settle()
 }
