@@ -33,20 +33,6 @@ type WriteOptions struct {
 	DisableWAL bool
 }
 
-// Rebounder is an Iterator whose range can change: SetBounds replaces the
-// bounds (nil: open) for the positioning calls that follow, and leaves the
-// iterator unpositioned. The iterators of every store here implement it.
-//
-// Why: a reused iterator that scans many small ranges should seek within
-// each range. A seek past the last entry of a range walks on to the next
-// entry the iterator can see, over every entry it cannot: deleted ones, and
-// on RocksDB and Pebble every entry written after the iterator was created
-// (an iterator reads the store as of its creation), which is the whole
-// store write of a shard's background flush when the range is empty.
-type Rebounder interface {
-	SetBounds(lower, upper []byte)
-}
-
 // Iterator walks keys in ascending order. Key and Value are valid until the
 // next positioning call.
 type Iterator interface {

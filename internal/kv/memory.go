@@ -243,12 +243,6 @@ func (it *memIter) position(fn func(l *memSkiplist) *memNode) bool {
 	return true
 }
 
-// SetBounds implements Rebounder.
-func (it *memIter) SetBounds(lower, upper []byte) {
-	it.valid, it.key, it.val = false, nil, nil
-	it.lower, it.upper = memClone(lower), memClone(upper)
-}
-
 func (it *memIter) inBounds(k []byte) bool {
 	if it.lower != nil && bytes.Compare(k, it.lower) < 0 {
 		return false

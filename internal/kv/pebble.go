@@ -476,44 +476,6 @@ func (i *pebbleIter) step(move func(it *pebble.Iterator) bool) bool {
 	return true
 }
 
-// SetBounds implements Rebounder.
-func (i *pebbleIter) SetBounds(lower, upper []byte) {
-	i.valid, i.key, i.value = false, nil, nil
-	if i.closed || i.err != nil {
-		return
-	}
-	i.lower = append(i.lower[:0], lower...)
-	if upper == nil {
-		i.upper = nil
-	} else if i.upper = append(i.upper[:0], upper...); i.upper == nil {
-		i.upper = []byte{} // an empty upper bound: an empty range
-	}
-	i.empty = upper != nil && (len(upper) == 0 || bytes.Compare(lower, upper) >= 0)
-	if i.empty {
-		return
-	}
-	i.s.mu.RLock()
-	defer i.s.mu.RUnlock()
-	if i.s.mu.closed {
-		i.err = fmt.Errorf("%w: iterator used after close of %s", ErrClosed, i.s.dir)
-		return
-	}
-	if i.it == nil {
-		// Created over an empty range: no Pebble iterator yet.
-		pi, err := i.s.db.NewIter(&pebble.IterOptions{LowerBound: i.lower, UpperBound: i.upper})
-		if err != nil {
-			i.err = fmt.Errorf("kv: pebble iterator on %s: %w", i.s.dir, err)
-			return
-		}
-		i.it = pi
-		i.s.iters.Lock()
-		i.s.iters.m[i] = struct{}{}
-		i.s.iters.Unlock()
-		return
-	}
-	i.it.SetBounds(i.lower, i.upper)
-}
-
 func (i *pebbleIter) First() bool { return i.step((*pebble.Iterator).First) }
 func (i *pebbleIter) Last() bool  { return i.step((*pebble.Iterator).Last) }
 

@@ -40,45 +40,21 @@ struct kstate_iter {
   std::unique_ptr<rocksdb::Iterator> it;
 };
 
-// Every iterator has both bounds set: RocksDB keeps the pointers to the
-// bound Slices given at creation, so kstate_iter_bounds can change what
-// they hold between positioning calls (LogDevice and MyRocks change bounds
-// between seeks too; RocksDB re-checks them after every Seek). No lower
-// bound is the empty key, which every key is at or above; no upper bound is
-// kOpenUpper, above every key the shards write (their first byte is below
-// 0xff, and the one 0xff key, the changelog offset, is far shorter).
-namespace {
-const char kOpenUpper[] =
-    "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff";
-const size_t kOpenUpperLen = sizeof(kOpenUpper) - 1;
-}  // namespace
-
-extern "C" void kstate_iter_bounds(kstate_iter* i, const char* lower,
-                                   size_t llen, const char* upper,
-                                   size_t ulen, int has_upper) {
-  if (llen > 0) {
-    i->lower.assign(lower, llen);
-  } else {
-    i->lower.clear();
-  }
-  i->lower_slice = rocksdb::Slice(i->lower);
-  if (has_upper && ulen > 0) {
-    i->upper.assign(upper, ulen);
-  } else if (has_upper) {
-    i->upper.clear();
-  } else {
-    i->upper.assign(kOpenUpper, kOpenUpperLen);
-  }
-  i->upper_slice = rocksdb::Slice(i->upper);
-}
-
 extern "C" kstate_iter* kstate_iter_new(rocksdb_t* db, const char* lower,
-                                        size_t llen, const char* upper,
-                                        size_t ulen, int has_upper) {
+                                        size_t llen, int has_lower,
+                                        const char* upper, size_t ulen,
+                                        int has_upper) {
   auto* i = new kstate_iter;
-  kstate_iter_bounds(i, lower, llen, upper, ulen, has_upper);
-  i->ro.iterate_lower_bound = &i->lower_slice;
-  i->ro.iterate_upper_bound = &i->upper_slice;
+  if (has_lower) {
+    i->lower.assign(lower, llen);
+    i->lower_slice = rocksdb::Slice(i->lower);
+    i->ro.iterate_lower_bound = &i->lower_slice;
+  }
+  if (has_upper) {
+    i->upper.assign(upper, ulen);
+    i->upper_slice = rocksdb::Slice(i->upper);
+    i->ro.iterate_upper_bound = &i->upper_slice;
+  }
   rocksdb::DB* d = iter_db_of(db);
   i->it.reset(d->NewIterator(i->ro, d->DefaultColumnFamily()));
   return i;

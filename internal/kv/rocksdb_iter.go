@@ -49,64 +49,19 @@ func (s *rocksStore) NewIter(lower, upper []byte) Iterator {
 	}
 	// The C side copies the bounds (RocksDB keeps pointers to them for the
 	// iterator's life); the Go copies are for the seek clamps below.
-	var hasUpper C.int
+	var hasLower, hasUpper C.int
 	if len(lower) > 0 {
-		it.lower = bytes.Clone(lower)
+		it.lower, hasLower = bytes.Clone(lower), 1
 	}
 	if upper != nil {
 		it.upper, hasUpper = bytes.Clone(upper), 1
 	}
-	it.c = C.kstate_iter_new(dbHandle(s.db), cPtr(lower), C.size_t(len(lower)),
+	it.c = C.kstate_iter_new(dbHandle(s.db), cPtr(lower), C.size_t(len(lower)), hasLower,
 		cPtr(upper), C.size_t(len(upper)), hasUpper)
 	s.iters.Lock()
 	s.iters.m[it] = struct{}{}
 	s.iters.Unlock()
 	return it
-}
-
-// SetBounds implements Rebounder: one crossing that changes what the C
-// iterator's bound Slices hold (nothing when the bounds are unchanged).
-func (i *rocksIter) SetBounds(lower, upper []byte) {
-	i.valid, i.key, i.value = false, nil, nil
-	if i.closed || i.err != nil {
-		return
-	}
-	if i.c != nil && !i.empty && bytes.Equal(lower, i.lower) && bytes.Equal(upper, i.upper) && (upper == nil) == (i.upper == nil) {
-		return
-	}
-	i.lower = append(i.lower[:0], lower...)
-	if upper == nil {
-		i.upper = nil
-	} else {
-		i.upper = append(i.upper[:0], upper...)
-		if i.upper == nil {
-			i.upper = []byte{} // an empty upper bound: an empty range
-		}
-	}
-	i.empty = upper != nil && (len(upper) == 0 || bytes.Compare(lower, upper) >= 0)
-	if i.empty {
-		return
-	}
-	i.s.mu.RLock()
-	defer i.s.mu.RUnlock()
-	if i.s.mu.closed {
-		i.err = fmt.Errorf("%w: iterator used after close of %s", ErrClosed, i.s.dir)
-		return
-	}
-	var hasUpper C.int
-	if upper != nil {
-		hasUpper = 1
-	}
-	if i.c == nil {
-		// Created over an empty range: no C iterator yet.
-		i.c = C.kstate_iter_new(dbHandle(i.s.db), cPtr(lower), C.size_t(len(lower)),
-			cPtr(upper), C.size_t(len(upper)), hasUpper)
-		i.s.iters.Lock()
-		i.s.iters.m[i] = struct{}{}
-		i.s.iters.Unlock()
-		return
-	}
-	C.kstate_iter_bounds(i.c, cPtr(lower), C.size_t(len(lower)), cPtr(upper), C.size_t(len(upper)), hasUpper)
 }
 
 // rocksIter is an iterator of rocksdb_iter.cc. It is not safe for

@@ -24,9 +24,8 @@ enum {
 typedef struct kstate_iter kstate_iter;
 
 kstate_iter* kstate_iter_new(rocksdb_t* db, const char* lower, size_t llen,
-                             const char* upper, size_t ulen, int has_upper);
-void kstate_iter_bounds(kstate_iter* i, const char* lower, size_t llen,
-                        const char* upper, size_t ulen, int has_upper);
+                             int has_lower, const char* upper, size_t ulen,
+                             int has_upper);
 void kstate_iter_free(kstate_iter* i);
 int kstate_iter_step(kstate_iter* i, int op, const char* key, size_t klen,
                      char* buf, size_t cap, size_t* kout, size_t* vout,

@@ -34,7 +34,6 @@ func RunConformance(t *testing.T, open func(t *testing.T, dir string) kv.Store) 
 	t.Run("DeleteRange", func(t *testing.T) { testDeleteRange(t, o) })
 	t.Run("DeleteRangeOpenEnd", func(t *testing.T) { testDeleteRangeOpenEnd(t, o) })
 	t.Run("IterBounds", func(t *testing.T) { testIterBounds(t, o) })
-	t.Run("IterSetBounds", func(t *testing.T) { testIterSetBounds(t, o) })
 	t.Run("IterEdges", func(t *testing.T) { testIterEdges(t, o) })
 	t.Run("BoundsCopied", func(t *testing.T) { testBoundsCopied(t, o) })
 	t.Run("BinaryKeys", func(t *testing.T) { testBinaryKeys(t, o) })
@@ -319,89 +318,33 @@ func testIterBounds(t *testing.T, open Opener) {
 	for _, k := range all {
 		put(t, s, k, "v"+k)
 	}
-	for _, tc := range iterBoundCases {
+	cases := []struct {
+		lower, upper []byte
+		want         []string
+	}{
+		{nil, nil, all},
+		{b("b"), b("d"), []string{"b", "c"}},
+		{b("b\x00"), b("d\x00"), []string{"c", "d"}},
+		{[]byte{}, nil, all}, // empty lower = unbounded
+		{nil, b("a"), nil},
+		{nil, b("a\x00"), []string{"a"}},
+		{b("e\x00"), nil, nil},
+		{b("e"), nil, []string{"e"}},
+		{b("c"), b("c"), nil},
+		{b("d"), b("b"), nil}, // inverted: empty
+		{nil, []byte{}, nil},  // empty (non-nil) upper: nothing sorts below ""
+		{b("0"), b("z"), all},
+	}
+	probes := [][]byte{nil, b("0"), b("a"), b("a\x00"), b("b"), b("c"), b("c\x00"), b("d"), b("e"), b("e\x00"), b("z")}
+	for _, tc := range cases {
 		t.Run(rangeName(tc.lower, tc.upper), func(t *testing.T) {
 			if got := keysOf(scan(t, s, tc.lower, tc.upper)); !slices.Equal(got, tc.want) {
 				t.Fatalf("got %q, want %q", got, tc.want)
 			}
 			it := s.NewIter(tc.lower, tc.upper)
 			defer closeIter(t, it)
-			for _, p := range iterProbes {
+			for _, p := range probes {
 				checkSeek(t, it, p, tc.want)
-			}
-		})
-	}
-}
-
-// iterBoundCases are ranges over the keys a..e, with the keys inside.
-var iterBoundCases = []struct {
-	lower, upper []byte
-	want         []string
-}{
-	{nil, nil, []string{"a", "b", "c", "d", "e"}},
-	{b("b"), b("d"), []string{"b", "c"}},
-	{b("b\x00"), b("d\x00"), []string{"c", "d"}},
-	{[]byte{}, nil, []string{"a", "b", "c", "d", "e"}}, // empty lower = unbounded
-	{nil, b("a"), nil},
-	{nil, b("a\x00"), []string{"a"}},
-	{b("e\x00"), nil, nil},
-	{b("e"), nil, []string{"e"}},
-	{b("c"), b("c"), nil},
-	{b("d"), b("b"), nil}, // inverted: empty
-	{nil, []byte{}, nil},  // empty (non-nil) upper: nothing sorts below ""
-	{b("0"), b("z"), []string{"a", "b", "c", "d", "e"}},
-}
-
-var iterProbes = [][]byte{nil, b("0"), b("a"), b("a\x00"), b("b"), b("c"), b("c\x00"), b("d"), b("e"), b("e\x00"), b("z")}
-
-// testIterSetBounds: kv.Rebounder's SetBounds gives a live iterator every
-// range of testIterBounds in turn, in both directions, whether it was
-// created unbounded, bounded or over an empty range; the bounds are copied.
-func testIterSetBounds(t *testing.T, open Opener) {
-	s := open(t, t.TempDir())
-	defer s.Close()
-	for _, k := range []string{"a", "b", "c", "d", "e"} {
-		put(t, s, k, "v"+k)
-	}
-	created := map[string][2][]byte{"unbounded": {nil, nil}, "bounded": {b("b"), b("c")}, "empty": {b("d"), b("b")}}
-	for name, r := range created {
-		t.Run(name, func(t *testing.T) {
-			it := s.NewIter(r[0], r[1])
-			defer closeIter(t, it)
-			rb, ok := it.(kv.Rebounder)
-			if !ok {
-				t.Fatalf("%T is not a kv.Rebounder", it)
-			}
-			for round := range 2 {
-				for _, tc := range iterBoundCases {
-					lower, upper := bytes.Clone(tc.lower), bytes.Clone(tc.upper)
-					rb.SetBounds(lower, upper)
-					if it.Valid() {
-						t.Fatalf("%s: valid right after SetBounds", rangeName(tc.lower, tc.upper))
-					}
-					for i := range lower {
-						lower[i] = 'z' // the store must have copied them
-					}
-					for i := range upper {
-						upper[i] = '0'
-					}
-					var fwd, back []string
-					for ok := it.First(); ok; ok = it.Next() {
-						fwd = append(fwd, string(it.Key()))
-					}
-					for ok := it.Last(); ok; ok = it.Prev() {
-						back = append([]string{string(it.Key())}, back...)
-					}
-					if !slices.Equal(fwd, tc.want) || !slices.Equal(back, tc.want) {
-						t.Fatalf("round %d, %s: First/Next %q, Last/Prev %q, want %q", round, rangeName(tc.lower, tc.upper), fwd, back, tc.want)
-					}
-					for _, p := range iterProbes {
-						checkSeek(t, it, p, tc.want)
-					}
-				}
-			}
-			if err := it.Error(); err != nil {
-				t.Fatal(err)
 			}
 		})
 	}
