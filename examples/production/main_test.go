@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -145,17 +146,10 @@ func TestServiceRuns(t *testing.T) {
 		// test's) the second pipeline joins after the first one took every
 		// partition and gets half of them, which it restores ("Restoring")
 		// in the first seconds (docs/OPERATIONS.md, kstate_aborts_total).
-		deadline := time.Now().Add(15 * time.Second)
-		for {
+		testprocs.Eventually(t, 15*time.Second, fmt.Sprintf("GET %s: 200 with %q", path, want), func() bool {
 			code, body := get(path)
-			if code == 200 && strings.Contains(body, want) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("GET %s: %d, want 200 with %q:\n%.300s", path, code, want, body)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return code == 200 && strings.Contains(body, want)
+		})
 	}
 	testprocs.Eventually(t, 10*time.Second, "live query of u1", func() bool {
 		time.Sleep(20 * time.Millisecond)
