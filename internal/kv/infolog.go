@@ -3,7 +3,6 @@
 package kv
 
 // #cgo CXXFLAGS: -std=c++17
-// #cgo LDFLAGS: -lrocksdb -lstdc++
 // #include <rocksdb/c.h>
 // void kstate_rocksdb_discard_info_log(rocksdb_options_t* opts);
 import "C"
