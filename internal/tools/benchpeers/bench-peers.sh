@@ -149,15 +149,18 @@ for peer in $PEERS; do
   export "PEER_CMD_$v=$bin -brokers \$BROKERS -group \$APP_ID -state \$STATE_DIR $args"
   export "PEER_GUARANTEE_$v=eos"
 done
-# A warm-up of the broker the script just started: one unreported backlog
-# run (WARMUP_N records, default 300000; 0: none) of the first peer, so that
-# the first measured run does not meet a cold broker JVM (its JIT) alone;
-# the harness's own WARMUP warms the peer, not the broker. Its results go
-# to a .warmup.tsv beside the results, outside the summary.
-if [ -n "$started_broker" ] && [ "${WARMUP_N:-300000}" != 0 ]; then
+# A warm-up of the broker the script just started: one unreported run of the
+# first peer in the measured mode (WARMUP_N records, default 300000 for a
+# backlog, 100000 at RATE; 0: none), so that the first measured run does
+# not meet a cold broker JVM alone: a backlog warm-up leaves the paths a
+# live rate takes (small produces, long polls woken by each record) cold.
+# The harness's own WARMUP warms the peer, not the broker. Its results go to
+# a .warmup.tsv beside the results, outside the summary.
+warmup_n=${WARMUP_N:-300000}; [ "$RATE" != 0 ] && warmup_n=${WARMUP_N:-100000}
+if [ -n "$started_broker" ] && [ "$warmup_n" != 0 ]; then
   first=${PEERS%% *}
-  log "warming the broker up: one $first run, N=${WARMUP_N:-300000}, not reported"
-  N=${WARMUP_N:-300000} REPEATS=1 RATE=0 RESULTS=$results.warmup.tsv LOGDIR=$CACHE/results/logs \
+  log "warming the broker up: one $first run, N=$warmup_n RATE=$RATE, not reported"
+  N=$warmup_n REPEATS=1 RATE=$RATE RESULTS=$results.warmup.tsv LOGDIR=$CACHE/results/logs \
     "$H/run.sh" "$first" >/dev/null 2>&1 || log "warm-up run failed (rc $?): going on"
 fi
 log "running: PEERS=\"$PEERS\" REPEATS=$REPEATS N=$N RATE=$RATE (results: $results)"
