@@ -7,6 +7,7 @@ package handle
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/internal/timers"
@@ -107,44 +108,59 @@ func (h handle) StateShard() *shard.Shard { return h.r.cfg.Shard }
 
 func (h handle) QueryInfo() processor.QueryInfo { return h.r.query }
 
+// timerOp names a timer call in its errors. Its text is built only for an
+// error: the calls are on every handler call's path.
+type timerOp struct {
+	name      string
+	expiry    int64
+	hasExpiry bool
+}
+
+func (o timerOp) String() string {
+	if !o.hasExpiry {
+		return o.name
+	}
+	return o.name + "(" + strconv.FormatInt(o.expiry, 10) + ")"
+}
+
 // timerCheck validates a timer operation against the time mode and the call
 // in progress.
-func (h handle) timerCheck(op string) error {
+func (h handle) timerCheck(op timerOp) error {
 	r := h.r
 	if r.cfg.TimeMode == processor.NoTime || r.cfg.Timers == nil {
-		return &processor.OpError{Op: op, Err: processor.ErrNoTimers}
+		return &processor.OpError{Op: op.String(), Err: processor.ErrNoTimers}
 	}
 	switch r.phase {
 	case PhaseInput, PhaseTimer, PhaseInitialState:
 		return nil
 	}
-	return &processor.OpError{Op: op + " in " + r.phase.String(), Err: processor.ErrNoKey}
+	return &processor.OpError{Op: op.String() + " in " + r.phase.String(), Err: processor.ErrNoKey}
 }
 
 func (h handle) RegisterTimer(expiryMs int64) error {
-	op := fmt.Sprintf("RegisterTimer(%d)", expiryMs)
+	op := timerOp{"RegisterTimer", expiryMs, true}
 	if err := h.timerCheck(op); err != nil {
 		return err
 	}
 	if err := h.r.cfg.Timers.Register(h.r.key, expiryMs); err != nil {
-		return &processor.OpError{Op: op, Err: err}
+		return &processor.OpError{Op: op.String(), Err: err}
 	}
 	return nil
 }
 
 func (h handle) DeleteTimer(expiryMs int64) error {
-	op := fmt.Sprintf("DeleteTimer(%d)", expiryMs)
+	op := timerOp{"DeleteTimer", expiryMs, true}
 	if err := h.timerCheck(op); err != nil {
 		return err
 	}
 	if err := h.r.cfg.Timers.Delete(h.r.key, expiryMs); err != nil {
-		return &processor.OpError{Op: op, Err: err}
+		return &processor.OpError{Op: op.String(), Err: err}
 	}
 	return nil
 }
 
 func (h handle) ListTimers() ([]int64, error) {
-	if err := h.timerCheck("ListTimers"); err != nil {
+	if err := h.timerCheck(timerOp{name: "ListTimers"}); err != nil {
 		return nil, err
 	}
 	ts, err := h.r.cfg.Timers.List(h.r.key)
