@@ -52,8 +52,11 @@ deps-go:
 build: deps
 	$(GO) build $(PKGS)
 
+# The second line type-checks the shared-librocksdb link variant
+# (internal/kv/link_shared.go; the default on Linux is link_static.go).
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags kstate_rocksdb_shared ./internal/kv/
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
