@@ -154,14 +154,7 @@ func BenchmarkCommit(b *testing.B) {
 							b.Fatal(err)
 						}
 					}
-					recs, err := s.Finish()
-					if err != nil {
-						b.Fatal(err)
-					}
-					off += int64(len(recs))
-					if err := s.Commit(off); err != nil {
-						b.Fatal(err)
-					}
+					off = finishCommit(b, s, off)
 				}
 				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "mutations/s")
 			})
@@ -213,14 +206,7 @@ func BenchmarkHeavyCall(b *testing.B) {
 			s.Begin(now)
 			for i := 0; b.Loop(); i++ {
 				if i%batch == batch-1 {
-					recs, err := s.Finish()
-					if err != nil {
-						b.Fatal(err)
-					}
-					off += int64(len(recs))
-					if err := s.Commit(off); err != nil {
-						b.Fatal(err)
-					}
+					off = finishCommit(b, s, off)
 					now += 10
 					s.Begin(now)
 				}
@@ -307,13 +293,22 @@ func BenchmarkCommitCaughtUp(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		recs, err := s.Finish()
-		if err != nil {
-			b.Fatal(err)
-		}
-		off += int64(len(recs))
-		if err := s.Commit(off); err != nil {
-			b.Fatal(err)
-		}
+		off = finishCommit(b, s, off)
 	}
+}
+
+// finishCommit finishes the shard's batch and commits it locally with the
+// changelog offset after its records, given the offset before them, and
+// returns that new offset.
+func finishCommit(b *testing.B, s *shard.Shard, off int64) int64 {
+	b.Helper()
+	recs, err := s.Finish()
+	if err != nil {
+		b.Fatal(err)
+	}
+	off += int64(len(recs))
+	if err := s.Commit(off); err != nil {
+		b.Fatal(err)
+	}
+	return off
 }
