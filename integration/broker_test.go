@@ -113,6 +113,40 @@ func TestCompactedTopicConfig(t *testing.T) {
 	}
 }
 
+// TestBrokerKeepsOldRecords: the broker the tests start has no time
+// retention, so records with old timestamps (fixed event times) are not
+// deleted by a retention check in the middle of a test (which made
+// TestHeadersMetadataAndSecondTopic fail whenever it ran across one). A
+// cluster of the user's (KSTATE_KAFKA_BROKERS) keeps its own settings.
+func TestBrokerKeepsOldRecords(t *testing.T) {
+	k := realKafka(t)
+	if !strings.HasPrefix(k.Source(), "Apache Kafka") {
+		t.Skipf("broker %s is not one the tests started", k.Source())
+	}
+	adm := newAdmin(t, k.Brokers())
+	topic := uniqueName(t, "old")
+	createTopic(t, adm, topic, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("describe %s: %v %v", topic, err, rc.Err)
+	}
+	retention := "(not listed)"
+	for _, c := range rc.Configs {
+		if c.Key == "retention.ms" && c.Value != nil {
+			retention = *c.Value
+		}
+	}
+	if retention != "-1" {
+		t.Fatalf("topic %s: retention.ms = %s, want -1 (kafkabroker's commonConfig)", topic, retention)
+	}
+}
+
 func produceTxn(t *testing.T, brokers []string, txnID, topic string, commit bool, values ...string) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID(txnID),

@@ -54,8 +54,15 @@ type auditRow struct {
 	V   string `json:"v"`
 }
 
-// outTsBase is the timestamp base of the main output's records (+ count).
-const outTsBase = 1_600_000_000_000
+// inTsBase and outTsBase are the timestamp bases of the input records
+// (+ index) and of the main output's records (+ count): an hour and half an
+// hour ago, whole seconds. Not fixed dates: a broker with time retention
+// (7 days by default, counted from the records' own timestamps) deletes old
+// records at its next retention check, in the middle of the test.
+var (
+	inTsBase  = time.Now().Add(-time.Hour).Truncate(time.Second).UnixMilli()
+	outTsBase = inTsBase + (30 * time.Minute).Milliseconds()
+)
 
 // metaCounter counts rows per key and, per row, emits "<key>:<n>" to the
 // output topic with headers (the input's trace, its topic/partition/offset
@@ -177,7 +184,7 @@ func TestHeadersMetadataAndSecondTopic(t *testing.T) {
 	newTopic(t, e.brokers, auditTopic, 3)
 
 	// Input: key k<i%keys>, value v<i>, header trace=t<i>, timestamp
-	// 1_500_000_000_000+i.
+	// inTsBase+i.
 	p, err := kafka.NewProducer(e.brokers)
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +193,7 @@ func TestHeadersMetadataAndSecondTopic(t *testing.T) {
 	for i := range keys * perKey {
 		recs = append(recs, kafka.Record{Topic: e.in, Partition: kafka.AnyPartition,
 			Key: fmt.Appendf(nil, "k%d", i%keys), Value: fmt.Appendf(nil, "v%d", i),
-			Timestamp: time.UnixMilli(1_500_000_000_000 + int64(i)),
+			Timestamp: time.UnixMilli(inTsBase + int64(i)),
 			Headers:   []kafka.Header{{Key: "trace", Value: fmt.Appendf(nil, "t%d", i)}}})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -293,7 +300,7 @@ func TestHeadersMetadataAndSecondTopic(t *testing.T) {
 		if err != nil || fmt.Sprintf("k%d", i%keys) != r.Key {
 			t.Fatalf("output %s: trace header %q is not one of key %s's inputs", r.Payload, trace, r.Key)
 		}
-		if want := strconv.FormatInt(1_500_000_000_000+int64(i), 10); inTs != want {
+		if want := strconv.FormatInt(inTsBase+int64(i), 10); inTs != want {
 			t.Fatalf("output %s: input timestamp %s, want %s", r.Payload, inTs, want)
 		}
 		if !strings.HasPrefix(src, e.in+"/") {

@@ -115,7 +115,8 @@ func clusterID() string {
 
 // brokerConfig is a single combined broker+controller tuned for tests:
 // replication 1 for internal topics, no initial rebalance delay, and a short
-// transaction abort/cleanup cadence so tests of zombie transactions are fast.
+// transaction abort/cleanup cadence so tests of zombie transactions are fast,
+// and no time retention (commonConfig).
 func brokerConfig(dir string, port, cport int) string {
 	return strings.Join(append([]string{
 		"process.roles=broker,controller",
@@ -143,6 +144,12 @@ func commonConfig(dir string) []string {
 		"group.initial.rebalance.delay.ms=0",
 		"transaction.abort.timed.out.transaction.cleanup.interval.ms=2000",
 		"log.cleaner.backoff.ms=1000",
+		// No time retention. The broker's default (7 days) counts from a
+		// record's own timestamp, and tests use fixed event times: a
+		// segment of records from 2024 is deleted by the first retention
+		// check (30 s after start, then every 5 minutes), input or output
+		// vanishing mid-test depending only on when the test runs.
+		"log.retention.ms=-1",
 		"auto.create.topics.enable=false",
 		"",
 	}

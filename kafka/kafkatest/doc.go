@@ -21,7 +21,11 @@
 //  3. Java and Maven on PATH: a real Apache Kafka broker (KRaft, one
 //     combined broker+controller) run from the official jars on Maven
 //     Central, resolved once into ~/.cache/kstate/ ($KSTATE_CACHE_DIR) and
-//     started on free loopback ports with a temporary log directory;
+//     started on free loopback ports with a temporary log directory and
+//     no time retention (a broker's default, 7 days from each record's
+//     own timestamp, would delete records with fixed old event times at
+//     its next retention check, in the middle of a test; a cluster of
+//     yours keeps its own settings);
 //  4. otherwise the in-process cluster of package kafka/embedded, which
 //     completes transactions synchronously and so hides timing races that a
 //     real broker shows.
