@@ -46,7 +46,7 @@ func (m *wbIter) settle() bool {
 		case !lOK:
 			c = -1
 		default:
-			c = bytes.Compare(m.st.Key(), itemKey(items[m.i]))
+			c = bytes.Compare(m.st.Key(), m.w.refKey(items[m.i]))
 			if !m.fwd {
 				c = -c
 			}
@@ -59,13 +59,13 @@ func (m *wbIter) settle() bool {
 		if c == 0 {
 			m.sOK = m.step() // the layer shadows the store's key
 		}
-		v, deleted := wbVal(m.w.entry(items[m.i].ref))
+		v, deleted := wbVal(m.w.entry(items[m.i]))
 		if deleted {
 			m.move()
 			continue
 		}
 		m.valid, m.layer = true, true
-		m.key, m.val = itemKey(items[m.i]), v
+		m.key, m.val = m.w.refKey(items[m.i]), v
 		return true
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"slices"
-	"strings"
 	"unsafe"
 
 	"github.com/kstate/kstate/internal/kv"
@@ -54,10 +53,12 @@ type wbLayer struct {
 	cur    int               // the chunk being filled
 	used   int64             // bytes charged: entries + index overhead
 	recs   int64             // changelog records committed into the layer
-	// items are the indexed keys and their entries in key order, kept
+	// items are the refs of the indexed keys' entries in key order, kept
 	// sorted as commits add keys (a merge of two sorted lists: a batch's
 	// staged keys come in order), so that neither scans nor flushes sort.
-	items, spare, added []wbItem
+	// They hold no pointers: a merge moves 8 bytes a key without write
+	// barriers, and the garbage collector does not scan them.
+	items, spare, added []uint64
 }
 
 const (
@@ -151,7 +152,7 @@ func (w *wbLayer) put(key, val []byte, deleted bool) {
 	nref := uint64(w.cur)<<32 | uint64(off)
 	if ok {
 		w.index[string(key)] = nref // the map keeps its key string (the old entry's bytes, unchanged)
-		w.items[w.find(key)].ref = nref
+		w.items[w.find(key)] = nref
 		return
 	}
 	k := e[wbHeader : wbHeader+len(key)]
@@ -160,46 +161,80 @@ func (w *wbLayer) put(key, val []byte, deleted bool) {
 		ks = unsafe.String(&k[0], len(k))
 	}
 	w.index[ks] = nref
-	w.added = append(w.added, wbItem{ks, nref})
+	w.added = append(w.added, nref)
 	w.used += wbIndexCost
 }
 
 // find returns the position in items of the first key ≥ key.
 func (w *wbLayer) find(key []byte) int {
-	ks := ""
-	if len(key) > 0 {
-		ks = unsafe.String(&key[0], len(key))
-	}
-	i, _ := slices.BinarySearchFunc(w.items, ks, func(it wbItem, k string) int { return strings.Compare(it.key, k) })
+	i, _ := slices.BinarySearchFunc(w.items, key, w.cmpRef)
 	return i
 }
 
+// refKey returns the key of the entry at ref (aliasing its chunk).
+func (w *wbLayer) refKey(ref uint64) []byte {
+	c := w.chunks[ref>>32]
+	off := uint32(ref)
+	kl := binary.LittleEndian.Uint32(c[off:])
+	return c[off+wbHeader : off+wbHeader+kl]
+}
+
+// cmpRef compares the key of the entry at ref with key.
+func (w *wbLayer) cmpRef(ref uint64, key []byte) int { return bytes.Compare(w.refKey(ref), key) }
+
+// cmpRefs compares the keys of the entries at two refs.
+func (w *wbLayer) cmpRefs(a, b uint64) int { return bytes.Compare(w.refKey(a), w.refKey(b)) }
+
 // mergeAdded merges the keys added since the last call (in key order)
-// into items.
+// into items. A few keys into many (the small commits of a caught-up
+// input: a few keys into a layer of tens of thousands): each added key's
+// place is found by a galloping search from the previous one and the items
+// between two places are copied as a run, O(k·log(n/k)) comparisons for k
+// keys over n items, not one per item of the layer. About as many keys as
+// the layer holds (a backlog's large commits): a linear merge.
 func (w *wbLayer) mergeAdded() {
 	if len(w.added) == 0 {
 		return
 	}
-	if !slices.IsSortedFunc(w.added, cmpItems) {
-		slices.SortFunc(w.added, cmpItems) // not the commit path: staged keys are sorted
+	if !slices.IsSortedFunc(w.added, w.cmpRefs) {
+		slices.SortFunc(w.added, w.cmpRefs) // not the commit path: staged keys are sorted
 	}
 	out := slices.Grow(w.spare[:0], len(w.items)+len(w.added))
-	a, b := w.items, w.added
-	for len(a) > 0 && len(b) > 0 {
-		if a[0].key < b[0].key {
-			out, a = append(out, a[0]), a[1:]
-		} else {
-			out, b = append(out, b[0]), b[1:]
+	a := w.items
+	if len(w.added)*16 < len(a) {
+		for _, b := range w.added {
+			i := w.gallop(a, w.refKey(b))
+			out = append(append(out, a[:i]...), b)
+			a = a[i:]
 		}
+	} else { // about as many keys as the layer holds: a linear merge
+		b := w.added
+		for len(a) > 0 && len(b) > 0 {
+			if w.cmpRefs(a[0], b[0]) < 0 {
+				out, a = append(out, a[0]), a[1:]
+			} else {
+				out, b = append(out, b[0]), b[1:]
+			}
+		}
+		out = append(out, b...)
 	}
-	out = append(append(out, a...), b...)
-	clear(w.items)
+	out = append(out, a...)
 	w.spare, w.items = w.items[:0], out
-	clear(w.added)
 	w.added = w.added[:0]
 }
 
-func cmpItems(a, b wbItem) int { return strings.Compare(a.key, b.key) }
+// gallop returns the number of refs of a (sorted) whose key is below
+// key: probing a[0], a[1], a[3], a[7], … and then a binary search within
+// the last step, so a place near the start costs few comparisons.
+func (w *wbLayer) gallop(a []uint64, key []byte) int {
+	lo, hi := 0, 1
+	for hi <= len(a) && w.cmpRef(a[hi-1], key) < 0 {
+		lo, hi = hi, 2*hi+1
+	}
+	hi = min(hi, len(a))
+	i, _ := slices.BinarySearchFunc(a[lo:hi], key, w.cmpRef)
+	return lo + i
+}
 
 func setWBVal(e []byte, kl uint32, val []byte, deleted bool) {
 	if deleted {
@@ -223,18 +258,11 @@ func (w *wbLayer) nextChunk(size int) {
 	w.cur = len(w.chunks) - 1
 }
 
-// wbItem is one indexed key and its entry, for sorting.
-type wbItem struct {
-	key string
-	ref uint64
-}
-
 // reset empties the layer, keeping its memory. Nothing may alias the
 // chunks any more (the flush's store write has returned).
 func (w *wbLayer) reset() {
 	clear(w.index)
-	clear(w.items) // drop the key strings: the chunks are reused
-	w.items = w.items[:0]
+	w.items, w.spare, w.added = w.items[:0], w.spare[:0], w.added[:0]
 	for i := range w.chunks {
 		w.chunks[i] = w.chunks[i][:0]
 	}
@@ -250,12 +278,12 @@ func (w *wbLayer) reset() {
 // bounds are open), in key order; a tombstone has a nil value.
 func (w *wbLayer) rangeCopy(lower, upper []byte) []wbCopy {
 	var out []wbCopy
-	for _, it := range w.items[w.find(lower):] {
-		kb := itemKey(it)
+	for _, ref := range w.items[w.find(lower):] {
+		kb := w.refKey(ref)
 		if !below(kb, upper) {
 			break
 		}
-		v, deleted := wbVal(w.entry(it.ref))
+		v, deleted := wbVal(w.entry(ref))
 		c := wbCopy{key: cloneBytes(kb), deleted: deleted}
 		if !deleted {
 			c.val = cloneBytes(v)
@@ -265,8 +293,6 @@ func (w *wbLayer) rangeCopy(lower, upper []byte) []wbCopy {
 	return out
 }
 
-func itemKey(it wbItem) []byte { return unsafe.Slice(unsafe.StringData(it.key), len(it.key)) }
-
 type wbCopy struct {
 	key, val []byte
 	deleted  bool
@@ -274,14 +300,14 @@ type wbCopy struct {
 
 // addTo appends the layer's entries, merged with the staged entries of st
 // (nil: none; staged ones win on equal keys), to b in key order.
-func (w *wbLayer) addTo(b *kv.Batch, items []wbItem, st *staging) {
+func (w *wbLayer) addTo(b *kv.Batch, items []uint64, st *staging) {
 	var staged []*stagedEntry
 	if st != nil {
 		staged = st.ordered()
 	}
 	j := 0
-	for _, it := range items {
-		kb := itemKey(it)
+	for _, ref := range items {
+		kb := w.refKey(ref)
 		for j < len(staged) && bytes.Compare(staged[j].key, kb) < 0 {
 			addStaged(b, staged[j])
 			j++
@@ -291,7 +317,7 @@ func (w *wbLayer) addTo(b *kv.Batch, items []wbItem, st *staging) {
 			j++
 			continue
 		}
-		ent := w.entry(it.ref)
+		ent := w.entry(ref)
 		if v, deleted := wbVal(ent); deleted {
 			b.Delete(wbKey(ent))
 		} else {
