@@ -58,6 +58,10 @@ type SessionConfig struct {
 	// before abandoning it (see Close). Optional; default one heartbeat
 	// interval and a second.
 	CloseJoinGrace time.Duration
+	// TxnSettle is how long after End returned the next transaction's
+	// first produce waits (see settle). Optional; default
+	// DefaultTxnSettle; negative: no wait.
+	TxnSettle time.Duration
 
 	// RebalanceTimeout, overriding franz-go's default 60s, is how long the
 	// group waits for members to rejoin during a rebalance.
@@ -153,6 +157,12 @@ type Session struct {
 
 	inTxn  atomic.Bool
 	closed atomic.Bool
+	// ended is when the last End returned (time since created; 0 before
+	// the first End); settled is set once the open transaction's first
+	// produce waited for it (settle; under settleMu).
+	ended    atomic.Int64
+	settleMu sync.Mutex
+	settled  bool
 	// producerReady is set once the transactional producer id is loaded
 	// (see Poll).
 	producerReady atomic.Bool
@@ -244,6 +254,9 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	}
 	if cfg.StartupTimeout <= 0 {
 		cfg.StartupTimeout = DefaultStartupTimeout
+	}
+	if cfg.TxnSettle == 0 {
+		cfg.TxnSettle = DefaultTxnSettle
 	}
 	s := &Session{cfg: cfg, log: cfg.Logger, created: time.Now(), owned: make(map[Partition]struct{}), fence: newGenerationFence()}
 	if s.log == nil {
@@ -494,8 +507,59 @@ func (s *Session) Begin() error {
 	if err := s.gts.Begin(); err != nil {
 		return s.wrapTxnErr("begin transaction", "", err)
 	}
+	s.settleMu.Lock()
+	s.settled = false
+	s.settleMu.Unlock()
 	s.inTxn.Store(true)
 	return nil
+}
+
+// DefaultTxnSettle is SessionConfig.TxnSettle's default: on this project's
+// single-broker benchmark the transaction markers of nine in ten commits
+// are written within it (docs/BENCHMARKS.md).
+const DefaultTxnSettle = 4 * time.Millisecond
+
+// settle delays the first produce of a transaction until TxnSettle after
+// the previous End returned, if it comes sooner.
+//
+// Why: End returns once the transaction coordinator has logged the commit
+// (PrepareCommit); it then writes the markers to every partition of the
+// transaction and only after that completes the transaction. A produce of
+// the next transaction that reaches the broker before then finds the
+// transactional id busy: with transactions version 2 (Kafka 4), the
+// partition leader's implicit AddPartitionsToTxn gets
+// CONCURRENT_TRANSACTIONS and the broker retries it after
+// add.partitions.to.txn.retry.backoff.ms (20 ms by default); older brokers
+// return the error to franz-go's own AddPartitionsToTxn, which retries
+// too. At a low input rate the next batch is often ready within a
+// millisecond or two of End, and one produce in ten paid those 20 ms: the
+// tail of the end-to-end latency. Waiting out the markers costs a
+// fraction of that. A batch that takes longer than TxnSettle to process
+// (a backlog) never waits.
+func (s *Session) settle(ctx context.Context) {
+	if s.cfg.TxnSettle < 0 {
+		return
+	}
+	s.settleMu.Lock()
+	defer s.settleMu.Unlock()
+	if s.settled {
+		return
+	}
+	s.settled = true
+	ended := s.ended.Load()
+	if ended == 0 {
+		return
+	}
+	wait := time.Duration(ended) + s.cfg.TxnSettle - time.Since(s.created)
+	if wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // Produce writes recs in the open transaction, waits until the broker has
@@ -515,6 +579,7 @@ func (s *Session) Produce(ctx context.Context, recs []Record) ([]int64, error) {
 			return nil, err
 		}
 	}
+	s.settle(ctx)
 	krs := toKgos(recs)
 	ptrs := make([]*kgo.Record, len(krs))
 	for i := range krs {
@@ -539,12 +604,13 @@ func (s *Session) Produce(ctx context.Context, recs []Record) ([]int64, error) {
 // ProduceAsync hands recs to the producer in the open transaction, after
 // the records of earlier calls, and returns without waiting for the broker
 // (it blocks only while franz-go's buffer of unacknowledged records is
-// full). done is called once, on one of franz-go's goroutines or before
-// ProduceAsync returns, when every record is acknowledged: with their
-// offsets in order, or with the first error (the transaction can then only
-// be aborted). End must not be called before every done ran. recs is
-// not kept (franz-go gets copies): the caller may reuse it once
-// ProduceAsync returned.
+// full, or while a transaction's first produce waits for the previous
+// transaction's markers: settle). done is called once, on one of
+// franz-go's goroutines or before ProduceAsync returns, when every record
+// is acknowledged: with their offsets in order, or with the first error
+// (the transaction can then only be aborted). End must not be called
+// before every done ran. recs is not kept (franz-go gets copies): the
+// caller may reuse it once ProduceAsync returned.
 func (s *Session) ProduceAsync(ctx context.Context, recs []Record, done func(offsets []int64, err error)) {
 	if !s.inTxn.Load() {
 		done(nil, ErrNotInTransaction)
@@ -561,6 +627,7 @@ func (s *Session) ProduceAsync(ctx context.Context, recs []Record, done func(off
 			return
 		}
 	}
+	s.settle(ctx)
 	krs := toKgos(recs)
 	pg := &pendingProduce{left: int64(len(krs))}
 	promise := func(r *kgo.Record, err error) {
@@ -622,6 +689,7 @@ func (s *Session) End(ctx context.Context, commit bool) (committed bool, err err
 		ctx = kgo.PreTxnCommitFnContext(ctx, s.fence.preCommit)
 	}
 	committed, err = s.gts.End(ctx, kgo.TransactionEndTry(commit))
+	s.ended.Store(int64(max(time.Since(s.created), 1)))
 	s.fence.ended(committed && err == nil)
 	s.inTxn.Store(false)
 	if err != nil {
