@@ -84,26 +84,13 @@ func TestCompactedTopicConfig(t *testing.T) {
 	compact := "compact"
 	createTopic(t, adm, topic, 3, map[string]*string{"cleanup.policy": &compact})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := rcs.On(topic, nil)
-	if err != nil || rc.Err != nil {
-		t.Fatalf("describe %s: %v %v", topic, err, rc.Err)
-	}
-	var policy string
-	for _, c := range rc.Configs {
-		if c.Key == "cleanup.policy" && c.Value != nil {
-			policy = *c.Value
-		}
-	}
+	policy := topicConfig(t, adm, topic, "cleanup.policy")
 	t.Logf("topic %s cleanup.policy=%s", topic, policy)
 	if policy != "compact" {
 		t.Fatalf("cleanup.policy = %q, want compact", policy)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	td, err := adm.ListTopics(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +113,15 @@ func TestBrokerKeepsOldRecords(t *testing.T) {
 	adm := newAdmin(t, k.Brokers())
 	topic := uniqueName(t, "old")
 	createTopic(t, adm, topic, 1, nil)
+	if retention := topicConfig(t, adm, topic, "retention.ms"); retention != "-1" {
+		t.Fatalf("topic %s: retention.ms = %q, want -1 (kafkabroker's commonConfig)", topic, retention)
+	}
+}
+
+// topicConfig returns the value of topic's config key as the broker
+// describes it ("" when it lists none).
+func topicConfig(t *testing.T, adm *kadm.Client, topic, key string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
@@ -136,15 +132,12 @@ func TestBrokerKeepsOldRecords(t *testing.T) {
 	if err != nil || rc.Err != nil {
 		t.Fatalf("describe %s: %v %v", topic, err, rc.Err)
 	}
-	retention := "(not listed)"
 	for _, c := range rc.Configs {
-		if c.Key == "retention.ms" && c.Value != nil {
-			retention = *c.Value
+		if c.Key == key && c.Value != nil {
+			return *c.Value
 		}
 	}
-	if retention != "-1" {
-		t.Fatalf("topic %s: retention.ms = %s, want -1 (kafkabroker's commonConfig)", topic, retention)
-	}
+	return ""
 }
 
 func produceTxn(t *testing.T, brokers []string, txnID, topic string, commit bool, values ...string) {
