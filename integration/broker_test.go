@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -119,17 +121,28 @@ func TestBrokerKeepsOldRecords(t *testing.T) {
 }
 
 // topicConfig returns the value of topic's config key as the broker
-// describes it ("" when it lists none).
+// describes it ("" when it lists none). CreateTopics returns once the
+// controller has the topic; the broker answering DescribeConfigs may not
+// have it in its metadata yet and say UNKNOWN_TOPIC_OR_PARTITION for a
+// moment, so that answer is retried until the deadline.
 func topicConfig(t *testing.T, adm *kadm.Client, topic, key string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := rcs.On(topic, nil)
-	if err != nil || rc.Err != nil {
+	var rc kadm.ResourceConfig
+	for {
+		rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err = rcs.On(topic, nil)
+		if err == nil && rc.Err == nil {
+			break
+		}
+		if err == nil && errors.Is(rc.Err, kerr.UnknownTopicOrPartition) && ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
 		t.Fatalf("describe %s: %v %v", topic, err, rc.Err)
 	}
 	for _, c := range rc.Configs {

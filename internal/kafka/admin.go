@@ -66,6 +66,9 @@ const (
 	// clientMetadataMinAge, overriding kgo's 5s, lets a producer or session
 	// started right after a topic was created find it quickly.
 	clientMetadataMinAge = 250 * time.Millisecond
+	// describeConfigsPatience bounds how long topicConfig waits for a
+	// broker to learn of a topic another broker (the controller) created.
+	describeConfigsPatience = 5 * time.Second
 )
 
 // Close releases the client.
@@ -194,18 +197,34 @@ func (a *Admin) validate(ctx context.Context, spec TopicSpec) error {
 	return nil
 }
 
-// topicConfig returns the effective value of one topic config.
+// topicConfig returns the effective value of one topic config. The topic is
+// known to exist (metadata showed it), but the broker answering
+// DescribeConfigs may not have a topic created a moment ago in its metadata
+// yet; its UNKNOWN_TOPIC_OR_PARTITION is retried for up to
+// describeConfigsPatience.
 func (a *Admin) topicConfig(ctx context.Context, topic, key string) (string, error) {
-	rcs, err := a.adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		err = access{topicOp: "DescribeConfigs", topic: topic}.classify(err)
-		return "", fmt.Errorf("kafka: describe configs of topic %q: %w", topic, err)
-	}
-	rc, err := rcs.On(topic, nil)
-	if err == nil {
-		err = rc.Err
-	}
-	if err != nil {
+	var rc kadm.ResourceConfig
+	deadline := time.Now().Add(describeConfigsPatience)
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
+		rcs, err := a.adm.DescribeTopicConfigs(ctx, topic)
+		if err != nil {
+			err = access{topicOp: "DescribeConfigs", topic: topic}.classify(err)
+			return "", fmt.Errorf("kafka: describe configs of topic %q: %w", topic, err)
+		}
+		rc, err = rcs.On(topic, nil)
+		if err == nil {
+			err = rc.Err
+		}
+		if err == nil {
+			break
+		}
+		if errors.Is(err, kerr.UnknownTopicOrPartition) && time.Now().Add(delay).Before(deadline) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(delay):
+				continue
+			}
+		}
 		err = access{topicOp: "DescribeConfigs", topic: topic}.classify(err)
 		return "", fmt.Errorf("kafka: describe configs of topic %q: %w", topic, err)
 	}
