@@ -13,6 +13,12 @@ import (
 // Decode must not modify its argument: the bytes may be shared with the
 // batch's staged state and the committed-state cache (returning a value
 // that aliases them is fine as long as nobody modifies it).
+//
+// A Codec may also have a method AppendEncode(dst []byte, v T) ([]byte,
+// error) that appends what Encode returns to dst (and returns the extended
+// slice, as append does); the state layer then encodes keys and values into
+// reused buffers instead of allocating a slice per call. The built-in codecs
+// have it.
 type Codec[T any] interface {
 	Encode(T) ([]byte, error)
 	Decode([]byte) (T, error)
@@ -64,12 +70,18 @@ func JSON[T any]() Codec[T] { return jsonCodec[T]{} }
 type stringCodec struct{}
 
 func (stringCodec) Encode(v string) ([]byte, error) { return []byte(v), nil }
+func (stringCodec) AppendEncode(dst []byte, v string) ([]byte, error) {
+	return append(dst, v...), nil
+}
 func (stringCodec) Decode(b []byte) (string, error) { return string(b), nil }
 func (stringCodec) Schema() string                  { return "string" }
 
 type bytesCodec struct{}
 
 func (bytesCodec) Encode(v []byte) ([]byte, error) { return append([]byte{}, v...), nil }
+func (bytesCodec) AppendEncode(dst, v []byte) ([]byte, error) {
+	return append(dst, v...), nil
+}
 func (bytesCodec) Decode(b []byte) ([]byte, error) { return append([]byte{}, b...), nil }
 func (bytesCodec) Schema() string                  { return "bytes" }
 
@@ -78,11 +90,13 @@ type intCodec[T int | int32 | int64] struct {
 	size int
 }
 
-func (c intCodec[T]) Encode(v T) ([]byte, error) {
+func (c intCodec[T]) Encode(v T) ([]byte, error) { return c.AppendEncode(make([]byte, 0, c.size), v) }
+
+func (c intCodec[T]) AppendEncode(dst []byte, v T) ([]byte, error) {
 	if c.size == 4 {
-		return binary.BigEndian.AppendUint32(nil, uint32(v)^(1<<31)), nil
+		return binary.BigEndian.AppendUint32(dst, uint32(v)^(1<<31)), nil
 	}
-	return binary.BigEndian.AppendUint64(nil, uint64(v)^(1<<63)), nil
+	return binary.BigEndian.AppendUint64(dst, uint64(v)^(1<<63)), nil
 }
 
 func (c intCodec[T]) Decode(b []byte) (T, error) {
@@ -102,6 +116,10 @@ type uint64Codec struct{}
 func (uint64Codec) Encode(v uint64) ([]byte, error) {
 	return binary.BigEndian.AppendUint64(nil, v), nil
 }
+
+func (uint64Codec) AppendEncode(dst []byte, v uint64) ([]byte, error) {
+	return binary.BigEndian.AppendUint64(dst, v), nil
+}
 func (uint64Codec) Decode(b []byte) (uint64, error) {
 	if len(b) != 8 {
 		return 0, fmt.Errorf("state: uint64 codec: %d bytes, want 8", len(b))
@@ -116,14 +134,16 @@ func (uint64Codec) Schema() string { return "uint64" }
 
 type float64Codec struct{}
 
-func (float64Codec) Encode(v float64) ([]byte, error) {
+func (c float64Codec) Encode(v float64) ([]byte, error) { return c.AppendEncode(nil, v) }
+
+func (float64Codec) AppendEncode(dst []byte, v float64) ([]byte, error) {
 	u := math.Float64bits(v)
 	if u&(1<<63) != 0 {
 		u = ^u
 	} else {
 		u ^= 1 << 63
 	}
-	return binary.BigEndian.AppendUint64(nil, u), nil
+	return binary.BigEndian.AppendUint64(dst, u), nil
 }
 
 func (float64Codec) Decode(b []byte) (float64, error) {
@@ -143,14 +163,16 @@ func (float64Codec) Schema() string { return "float64" }
 
 type float32Codec struct{}
 
-func (float32Codec) Encode(v float32) ([]byte, error) {
+func (c float32Codec) Encode(v float32) ([]byte, error) { return c.AppendEncode(nil, v) }
+
+func (float32Codec) AppendEncode(dst []byte, v float32) ([]byte, error) {
 	u := math.Float32bits(v)
 	if u&(1<<31) != 0 {
 		u = ^u
 	} else {
 		u ^= 1 << 31
 	}
-	return binary.BigEndian.AppendUint32(nil, u), nil
+	return binary.BigEndian.AppendUint32(dst, u), nil
 }
 
 func (float32Codec) Decode(b []byte) (float32, error) {
@@ -175,6 +197,13 @@ func (boolCodec) Encode(v bool) ([]byte, error) {
 		return []byte{1}, nil
 	}
 	return []byte{0}, nil
+}
+
+func (boolCodec) AppendEncode(dst []byte, v bool) ([]byte, error) {
+	if v {
+		return append(dst, 1), nil
+	}
+	return append(dst, 0), nil
 }
 
 func (boolCodec) Decode(b []byte) (bool, error) {

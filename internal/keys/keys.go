@@ -78,3 +78,35 @@ func PrefixEnd(prefix []byte) []byte {
 	}
 	return nil
 }
+
+// AppendTimerKey appends changelog.TimerKey(expiry, groupKey) to dst.
+func AppendTimerKey(dst []byte, expiry int64, groupKey []byte) []byte {
+	dst = append(dst, byte(changelog.KindTimer))
+	dst = binary.BigEndian.AppendUint64(dst, FlipInt64(expiry))
+	return append(dst, groupKey...)
+}
+
+// AppendTimerByKeyPrefix appends TimerByKeyPrefix(groupKey) to dst.
+func AppendTimerByKeyPrefix(dst, groupKey []byte) []byte {
+	dst = append(dst, byte(changelog.KindTimerKey))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(groupKey)))
+	return append(dst, groupKey...)
+}
+
+// AppendTimerByKey appends changelog.TimerByKey(groupKey, expiry) to dst.
+func AppendTimerByKey(dst, groupKey []byte, expiry int64) []byte {
+	return binary.BigEndian.AppendUint64(AppendTimerByKeyPrefix(dst, groupKey), FlipInt64(expiry))
+}
+
+// AppendPrefixEnd appends PrefixEnd(prefix) to dst; ok=false (and dst
+// unchanged) when it does not exist.
+func AppendPrefixEnd(dst, prefix []byte) (_ []byte, ok bool) {
+	for i := len(prefix) - 1; i >= 0; i-- {
+		if prefix[i] < 0xff {
+			dst = append(dst, prefix[:i+1]...)
+			dst[len(dst)-1]++
+			return dst, true
+		}
+	}
+	return dst, false
+}

@@ -104,3 +104,31 @@ func TestPrefixEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendersMatchChangelog: the appending encoders the timers use with
+// scratch buffers write exactly package changelog's keys.
+func TestAppendersMatchChangelog(t *testing.T) {
+	expiries := []int64{math.MinInt64, -1, 0, 1, 1_700_000_000_000, math.MaxInt64}
+	groupKeys := [][]byte{nil, {}, {0x00}, []byte("alice"), bytes.Repeat([]byte{0xff}, 12)}
+	dirty := []byte("left over")
+	for _, e := range expiries {
+		for _, g := range groupKeys {
+			if got, want := keys.AppendTimerKey(dirty[:0], e, g), changelog.TimerKey(e, g); !bytes.Equal(got, want) {
+				t.Fatalf("AppendTimerKey(%d, %x) = %x, want %x", e, g, got, want)
+			}
+			if got, want := keys.AppendTimerByKey(dirty[:0], g, e), changelog.TimerByKey(g, e); !bytes.Equal(got, want) {
+				t.Fatalf("AppendTimerByKey(%x, %d) = %x, want %x", g, e, got, want)
+			}
+			if got, want := keys.AppendTimerByKeyPrefix(dirty[:0], g), keys.TimerByKeyPrefix(g); !bytes.Equal(got, want) {
+				t.Fatalf("AppendTimerByKeyPrefix(%x) = %x, want %x", g, got, want)
+			}
+		}
+	}
+	for _, p := range [][]byte{nil, {0xff}, {0xff, 0xff}, {0x01}, {0x01, 0xff}, {0x00, 0xfe, 0xff}, []byte("abc")} {
+		got, ok := keys.AppendPrefixEnd([]byte("x"), p)
+		want := keys.PrefixEnd(p)
+		if ok != (want != nil) || (ok && !bytes.Equal(got, append([]byte("x"), want...))) || (!ok && string(got) != "x") {
+			t.Fatalf("AppendPrefixEnd(x, %x) = %x, %v; PrefixEnd = %x", p, got, ok, want)
+		}
+	}
+}

@@ -51,7 +51,7 @@ func floorKey(k changelog.Kind, e int64) []byte {
 
 // set stages key=val (val nil: tombstone; both copied) and keeps the
 // floors true.
-func (s *Shard) set(key, val []byte) { s.setOwned(key, cloneBytes(val)) }
+func (s *Shard) set(key, val []byte) { s.setOwned(key, s.stage.keepValue(val)) }
 
 // setOwned is set handing val over to the staging layer (not copied; the
 // caller must not modify it afterwards).

@@ -24,9 +24,15 @@ import (
 type listState[T any] struct {
 	varBase
 	c       state.Codec[T]
+	enc     encoder[T]
 	dec     *decoder[T]
 	nilable bool
 	seqKey  []byte // scratch for element keys (the staging layer copies them)
+	// ebuf, offs and eps are scratch for encodeAll (write copies the
+	// encodings).
+	ebuf []byte
+	offs []int
+	eps  [][]byte
 }
 
 // NewListState declares a ListState (only during Init).
@@ -35,7 +41,7 @@ func NewListState[T any](s *Shard, name string, c state.Codec[T], opts ...state.
 	if err != nil {
 		return nil, err
 	}
-	return &listState[T]{varBase: b, c: c, dec: newDecoder(name, c, b.schemas, b.schemaID), nilable: nilable[T]()}, nil
+	return &listState[T]{varBase: b, c: c, enc: newEncoder(c), dec: newDecoder(name, c, b.schemas, b.schemaID), nilable: nilable[T]()}, nil
 }
 
 // Exists reports whether the current key's list has a (non-expired) element.
@@ -45,8 +51,8 @@ func (l *listState[T]) Exists() (bool, error) {
 	}
 	found := false
 	var derr error
-	prefix := l.prefix()
-	err := l.s.scan(prefix, keys.PrefixEnd(prefix), func(k, v []byte) bool {
+	prefix, end := l.scanBounds()
+	err := l.s.scan(prefix, end, func(k, v []byte) bool {
 		h, _, err := changelog.DecodeValue(v)
 		if err != nil {
 			derr = fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, k, err)
@@ -71,10 +77,10 @@ func (l *listState[T]) Get() (iter.Seq[T], error) {
 	}
 	var out []T
 	var derr error
-	prefix := l.prefix()
+	prefix, end := l.scanBounds() // setListTail copies prefix
 	// The greatest element seen, expired or not (k is only valid during fn).
 	seen, lastSeq, lastValid := false, uint64(0), false
-	err := l.s.scan(prefix, keys.PrefixEnd(prefix), func(k, v []byte) bool {
+	err := l.s.scan(prefix, end, func(k, v []byte) bool {
 		seen = true
 		lastSeq, lastValid = listSeq(prefix, k)
 		h, p, err := changelog.DecodeValue(v)
@@ -111,23 +117,30 @@ func (l *listState[T]) Get() (iter.Seq[T], error) {
 }
 
 // encodeAll encodes vs, rejecting an empty list and nil elements before
-// anything is staged.
+// anything is staged. The encodings are in l's scratch buffers, valid until
+// the next encodeAll (write copies them).
 func (l *listState[T]) encodeAll(vs []T) ([][]byte, error) {
 	if len(vs) == 0 {
 		return nil, state.ErrEmptyList
 	}
-	out := make([][]byte, len(vs))
+	buf, offs := l.ebuf[:0], l.offs[:0]
 	for i, v := range vs {
 		if l.nilable && isNil(v) {
 			return nil, fmt.Errorf("%w (element %d)", state.ErrNilValue, i)
 		}
-		p, err := l.c.Encode(v)
-		if err != nil {
+		var err error
+		if buf, err = l.enc.appendTo(buf, v); err != nil {
 			return nil, fmt.Errorf("element %d: %w", i, err)
 		}
-		out[i] = p
+		offs = append(offs, len(buf)) // buf may still move: slice it after
 	}
-	return out, nil
+	ps, start := l.eps[:0], 0
+	for _, end := range offs {
+		ps = append(ps, buf[start:end:end])
+		start = end
+	}
+	l.ebuf, l.offs, l.eps = buf, offs, ps
+	return ps, nil
 }
 
 // Put replaces the current key's list with vs (all with a fresh TTL).
@@ -189,10 +202,10 @@ func (l *listState[T]) append(op string, vs []T) error {
 	if err != nil {
 		return l.err(op, err)
 	}
-	prefix := l.prefix()
+	prefix, end := l.scanBounds() // write and setListTail copy prefix
 	next, known := l.s.listTail(prefix)
 	if !known {
-		last, ok, err := l.s.last(prefix, keys.PrefixEnd(prefix))
+		last, ok, err := l.s.last(prefix, end)
 		if err != nil {
 			return l.err(op, err)
 		}
@@ -214,7 +227,7 @@ func (l *listState[T]) write(prefix []byte, seq uint64, ps [][]byte, exp int64) 
 	for i, p := range ps {
 		l.seqKey = binary.BigEndian.AppendUint64(append(l.seqKey[:0], prefix...), seq+uint64(i))
 		key := l.seqKey
-		l.s.setOwned(key, changelog.EncodeValue(changelog.Header{SchemaID: l.schemaID, Expiry: exp}, p)) // a fresh slice
+		l.s.setOwned(key, l.s.stage.appendValue(changelog.Header{SchemaID: l.schemaID, Expiry: exp}, p)) // a copy
 		if exp != changelog.NoExpiry {
 			l.s.set(changelog.TTLKey(exp, key), indexValue)
 		}

@@ -16,6 +16,8 @@ type mapState[K, V any] struct {
 	varBase
 	kc         state.Codec[K]
 	vc         state.Codec[V]
+	kenc       encoder[K]
+	venc       encoder[V]
 	dec        *decoder[V]
 	knil, vnil bool
 
@@ -45,18 +47,20 @@ func NewMapState[K, V any](s *Shard, name string, kc state.Codec[K], vc state.Co
 	if err != nil {
 		return nil, err
 	}
-	return &mapState[K, V]{varBase: b, kc: kc, vc: vc, dec: newDecoder(name, vc, b.schemas, b.schemaID), knil: nilable[K](), vnil: nilable[V]()}, nil
+	return &mapState[K, V]{varBase: b, kc: kc, vc: vc, kenc: newEncoder(kc), venc: newEncoder(vc),
+		dec: newDecoder(name, vc, b.schemas, b.schemaID), knil: nilable[K](), vnil: nilable[V]()}, nil
 }
 
 func (m *mapState[K, V]) entryKey(k K) ([]byte, error) {
 	if m.knil && isNil(k) {
 		return nil, fmt.Errorf("%w (map key)", state.ErrNilValue)
 	}
-	ek, err := m.kc.Encode(k)
+	key, err := m.kenc.appendTo(m.keyHead(), k)
 	if err != nil {
 		return nil, fmt.Errorf("encode map key: %w", err)
 	}
-	return m.stateKey(ek), nil // valid until the next entryKey or stateKey call
+	m.kbuf = key
+	return key, nil // valid until the next entryKey or stateKey call
 }
 
 // Exists reports whether the current key's map has a (non-expired) entry.
@@ -166,7 +170,7 @@ func (m *mapState[K, V]) UpdateValue(k K, v V) error {
 	if m.vnil && isNil(v) {
 		return m.err("UpdateValue", state.ErrNilValue)
 	}
-	p, err := m.vc.Encode(v)
+	p, err := m.venc.encode(v) // putEntry copies it
 	if err != nil {
 		return m.err("UpdateValue", err)
 	}
@@ -179,9 +183,9 @@ func (m *mapState[K, V]) UpdateValue(k K, v V) error {
 
 // walk calls fn with the header, encoded user key and payload of every live entry.
 func (m *mapState[K, V]) walk(fn func(h changelog.Header, ek, p []byte) bool) error {
-	prefix := m.prefix()
+	prefix, end := m.scanBounds() // fn runs no state operation of m
 	var derr error
-	err := m.s.scan(prefix, keys.PrefixEnd(prefix), func(k, v []byte) bool {
+	err := m.s.scan(prefix, end, func(k, v []byte) bool {
 		h, p, err := changelog.DecodeValue(v)
 		if err != nil {
 			derr = fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, k, err)

@@ -84,16 +84,48 @@ type varBase struct {
 	schemas  []string
 	// kbuf is reused by stateKey: building a state key allocates nothing.
 	kbuf []byte
+	// pbuf and ebuf are reused by scanBounds.
+	pbuf, ebuf []byte
+}
+
+// scanBounds returns prefix() and keys.PrefixEnd(prefix()) in buffers reused
+// by the next call: only for a scan or lookup that does not keep them past
+// its return (never for a range the shard records, like deleteRange's).
+func (b *varBase) scanBounds() (prefix, end []byte) {
+	p := b.appendHead(b.pbuf[:0])
+	b.pbuf = p
+	// The header's kind byte is below 0xff, so the end is never unbounded.
+	e := append(b.ebuf[:0], p...)
+	for i := len(e) - 1; i >= 0; i-- {
+		if e[i] < 0xff {
+			e[i]++
+			e = e[:i+1]
+			break
+		}
+	}
+	b.ebuf = e
+	return p, e
+}
+
+// keyHead returns the state key of the current grouping key without a
+// suffix in kbuf; the caller appends the suffix and stores the result back
+// in kbuf (see stateKey).
+func (b *varBase) keyHead() []byte { return b.appendHead(b.kbuf[:0]) }
+
+// appendHead appends the state key prefix of the variable and the current
+// grouping key (changelog.StateKey without a suffix) to dst.
+func (b *varBase) appendHead(dst []byte) []byte {
+	dst = append(dst, byte(changelog.KindState))
+	dst = binary.BigEndian.AppendUint32(dst, b.id)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(b.s.key)))
+	return append(dst, b.s.key...)
 }
 
 // stateKey returns changelog.StateKey(b.id, current grouping key, suffix)
 // in a buffer reused by the next call: it is valid until then, and the
 // shard copies what it keeps (staging, cache, TTL index keys).
 func (b *varBase) stateKey(suffix []byte) []byte {
-	k := append(b.kbuf[:0], byte(changelog.KindState), 0, 0, 0, 0, 0, 0, 0, 0)
-	binary.BigEndian.PutUint32(k[1:], b.id)
-	binary.BigEndian.PutUint32(k[5:], uint32(len(b.s.key)))
-	k = append(append(k, b.s.key...), suffix...)
+	k := append(b.keyHead(), suffix...)
 	b.kbuf = k
 	return k
 }

@@ -33,16 +33,24 @@ import (
 // Why not reuse kv.NewMemory: the staging layer needs tombstones, must be
 // fast without locking, and its iteration must survive inserts.
 //
-// Allocation: a batch stages thousands of entries, so each costs one
-// allocation (the entry, with its next pointers for the usual heights);
-// staged keys are copied into shared chunks (arena) instead of one string
-// each, and reset keeps the maps' buckets and the slices for the next batch.
+// Allocation: a batch stages thousands of entries. Unit entries come from
+// slabs of stagingSlab; a skiplist entry is one allocation (with its next
+// pointers for the usual heights); staged keys and the values the shard
+// builds or copies go into shared chunks (arena, vals) instead of one
+// allocation each; reset keeps the maps' buckets and the slices for the
+// next batch. Slabs and chunks are never reused, only dropped.
 type staging struct {
 	head  stagedEntry
 	level int
 	rnd   uint64
 	index map[string]*stagedEntry
 	arena []byte // the current chunk of staged keys (append-only)
+	// vals is the current chunk of staged values built by appendValue or
+	// copied by set, and slab the current chunk of unit entries: both
+	// append-only and never reused (an entry or value handed out stays
+	// valid), so a staged write costs no allocation of its own.
+	vals []byte
+	slab []stagedEntry
 
 	// units maps a scan unit to the first entry of its chain (stagedEntry.
 	// unitNext); lastUnit and lastHead are the unit of the previous insert
@@ -115,13 +123,54 @@ func (s *staging) reset() {
 	s.undo, s.logUndo = s.undo[:0], false
 }
 
-// newEntry allocates an entry of height h with its next pointers in the
-// same allocation (3 in 4 skiplist entries have height 1; unit entries
-// have none).
+// stagingSlab is the number of unit entries allocated together.
+const stagingSlab = 256
+
+// newUnitEntry returns a zero unit entry (no skiplist levels) from the slab.
+func (s *staging) newUnitEntry() *stagedEntry {
+	if len(s.slab) == cap(s.slab) {
+		s.slab = make([]stagedEntry, 0, stagingSlab)
+	}
+	s.slab = s.slab[:len(s.slab)+1]
+	return &s.slab[len(s.slab)-1]
+}
+
+// maxValueHeader bounds the header changelog.AppendValue writes: version,
+// flags, a uvarint schema id (< 2^32: 5 bytes) and an expiry.
+const maxValueHeader = 2 + 5 + 8
+
+// appendValue returns changelog.AppendValue(h, payload) in the value
+// chunk, for setOwned.
+func (s *staging) appendValue(h changelog.Header, payload []byte) []byte {
+	s.valRoom(maxValueHeader + len(payload))
+	off := len(s.vals)
+	s.vals = changelog.AppendValue(s.vals, h, payload)
+	return s.vals[off:len(s.vals):len(s.vals)]
+}
+
+// keepValue copies val into the value chunk (nil stays nil: a tombstone).
+func (s *staging) keepValue(val []byte) []byte {
+	if val == nil {
+		return nil
+	}
+	s.valRoom(len(val))
+	off := len(s.vals)
+	s.vals = append(s.vals, val...)
+	return s.vals[off:len(s.vals):len(s.vals)]
+}
+
+// valRoom makes room for n more bytes in the value chunk. A value larger
+// than a chunk gets a chunk of its own.
+func (s *staging) valRoom(n int) {
+	if n > cap(s.vals)-len(s.vals) {
+		s.vals = make([]byte, 0, max(stagingChunk, n))
+	}
+}
+
+// newEntry allocates a skiplist entry of height h ≥ 1 with its next
+// pointers in the same allocation (3 in 4 skiplist entries have height 1).
 func newEntry(h int) *stagedEntry {
 	switch h {
-	case 0:
-		return &stagedEntry{}
 	case 1:
 		n := &struct {
 			e stagedEntry
@@ -164,7 +213,7 @@ func (s *staging) get(key []byte) *stagedEntry { return s.index[string(key)] }
 
 // set stages a value (val != nil) or a tombstone (val == nil). It copies key
 // and value.
-func (s *staging) set(key, val []byte) { s.setOwned(key, cloneBytes(val)) }
+func (s *staging) set(key, val []byte) { s.setOwned(key, s.keepValue(val)) }
 
 // setOwned is set without copying val: the staging layer takes it over,
 // and the caller must not modify it afterwards. Staged keys and values are
@@ -180,7 +229,7 @@ func (s *staging) setOwned(key, val []byte) {
 	}
 	var e *stagedEntry
 	if n := unitLen(key); n > 0 {
-		e = newEntry(0)
+		e = s.newUnitEntry()
 		e.key = s.keep(key)
 		s.addToUnit(e, unsafe.String(&e.key[0], n))
 	} else {

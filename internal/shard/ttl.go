@@ -69,7 +69,7 @@ func (s *Shard) putEntry(key, payload []byte, schemaID uint32, expiry int64, rep
 			}
 		}
 	}
-	s.setOwned(key, changelog.EncodeValue(changelog.Header{SchemaID: schemaID, Expiry: expiry}, payload))
+	s.setOwned(key, s.stage.appendValue(changelog.Header{SchemaID: schemaID, Expiry: expiry}, payload))
 	if expiry != changelog.NoExpiry {
 		s.set(changelog.TTLKey(expiry, key), indexValue)
 	}

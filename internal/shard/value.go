@@ -8,6 +8,7 @@ import (
 type valueState[T any] struct {
 	varBase
 	c       state.Codec[T]
+	enc     encoder[T]
 	dec     *decoder[T]
 	nilable bool
 }
@@ -18,7 +19,7 @@ func NewValueState[T any](s *Shard, name string, c state.Codec[T], opts ...state
 	if err != nil {
 		return nil, err
 	}
-	return &valueState[T]{varBase: b, c: c, dec: newDecoder(name, c, b.schemas, b.schemaID), nilable: nilable[T]()}, nil
+	return &valueState[T]{varBase: b, c: c, enc: newEncoder(c), dec: newDecoder(name, c, b.schemas, b.schemaID), nilable: nilable[T]()}, nil
 }
 
 // key is the current grouping key's entry (in v's reused key buffer).
@@ -58,7 +59,7 @@ func (v *valueState[T]) Update(val T) error {
 	if v.nilable && isNil(val) {
 		return v.err("Update", state.ErrNilValue)
 	}
-	p, err := v.c.Encode(val)
+	p, err := v.enc.encode(val) // putEntry copies it
 	if err != nil {
 		return v.err("Update", err)
 	}

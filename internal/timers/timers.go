@@ -42,6 +42,21 @@ type Timers struct {
 		key      []byte
 		expiries []int64 // ascending
 	}
+	// kbuf, bbuf and ebuf are scratch for keys and bounds: the shard copies
+	// the keys it stages and keeps no bound past a scan.
+	kbuf, bbuf, ebuf []byte
+}
+
+// timerKey returns changelog.TimerKey(expiry, key) in t.kbuf.
+func (t *Timers) timerKey(expiry int64, key []byte) []byte {
+	t.kbuf = keys.AppendTimerKey(t.kbuf[:0], expiry, key)
+	return t.kbuf
+}
+
+// byKey returns changelog.TimerByKey(key, expiry) in t.bbuf.
+func (t *Timers) byKey(key []byte, expiry int64) []byte {
+	t.bbuf = keys.AppendTimerByKey(t.bbuf[:0], key, expiry)
+	return t.bbuf
 }
 
 // New returns the timers of shard s.
@@ -60,11 +75,11 @@ func (t *Timers) Register(key []byte, expiry int64) error {
 	}
 	gen := t.s.TimerGen()
 	// The TimerKey put is what the shard counts as a registration.
-	if err := t.s.Put(changelog.TimerKey(expiry, key), value); err != nil {
+	if err := t.s.Put(t.timerKey(expiry, key), value); err != nil {
 		t.known.valid = false
 		return opErr("Register", key, expiry, err)
 	}
-	if err := t.s.Put(changelog.TimerByKey(key, expiry), value); err != nil {
+	if err := t.s.Put(t.byKey(key, expiry), value); err != nil {
 		t.known.valid = false
 		return opErr("Register", key, expiry, err)
 	}
@@ -79,11 +94,11 @@ func (t *Timers) Delete(key []byte, expiry int64) error {
 		return opErr("Delete", key, expiry, err)
 	}
 	gen := t.s.TimerGen()
-	if err := t.s.Delete(changelog.TimerKey(expiry, key)); err != nil {
+	if err := t.s.Delete(t.timerKey(expiry, key)); err != nil {
 		t.known.valid = false
 		return opErr("Delete", key, expiry, err)
 	}
-	if err := t.s.Delete(changelog.TimerByKey(key, expiry)); err != nil {
+	if err := t.s.Delete(t.byKey(key, expiry)); err != nil {
 		t.known.valid = false
 		return opErr("Delete", key, expiry, err)
 	}
@@ -102,7 +117,7 @@ func (t *Timers) exists(key []byte, expiry int64) (bool, error) {
 		_, found := slices.BinarySearch(es, expiry)
 		return found, nil
 	}
-	_, ok, err := t.s.Get(changelog.TimerKey(expiry, key))
+	_, ok, err := t.s.Get(t.timerKey(expiry, key))
 	return ok, err
 }
 
@@ -150,10 +165,13 @@ func (t *Timers) List(key []byte) ([]int64, error) {
 		}
 		return slices.Clone(es), nil
 	}
-	prefix := keys.TimerByKeyPrefix(key)
+	// A key's timers: the prefix is never all 0xff (its kind byte is not).
+	prefix := keys.AppendTimerByKeyPrefix(t.bbuf[:0], key)
+	end, _ := keys.AppendPrefixEnd(t.ebuf[:0], prefix)
+	t.bbuf, t.ebuf = prefix, end
 	var out []int64
 	var derr error
-	err := t.s.Scan(prefix, keys.PrefixEnd(prefix), func(k, _ []byte) bool {
+	err := t.s.Scan(prefix, end, func(k, _ []byte) bool {
 		dk, err := changelog.DecodeKey(k)
 		if err != nil {
 			derr = err
