@@ -148,10 +148,14 @@ func (s *staging) appendValue(h changelog.Header, payload []byte) []byte {
 	return s.vals[off:len(s.vals):len(s.vals)]
 }
 
-// keepValue copies val into the value chunk (nil stays nil: a tombstone).
+// keepValue copies val into the value chunk (nil stays nil: a tombstone;
+// an empty value stays empty and not nil).
 func (s *staging) keepValue(val []byte) []byte {
-	if val == nil {
+	switch {
+	case val == nil:
 		return nil
+	case len(val) == 0:
+		return []byte{}
 	}
 	s.valRoom(len(val))
 	off := len(s.vals)

@@ -173,3 +173,19 @@ func TestStagingModel(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepValueKeepsEmptyApart: an empty value is not a tombstone, also
+// before the value chunk exists.
+func TestKeepValueKeepsEmptyApart(t *testing.T) {
+	s := newStaging()
+	if v := s.keepValue([]byte{}); v == nil || len(v) != 0 {
+		t.Fatalf("keepValue(empty) = %#v, want a non-nil empty slice", v)
+	}
+	if v := s.keepValue(nil); v != nil {
+		t.Fatalf("keepValue(nil) = %#v, want nil", v)
+	}
+	a, b := s.keepValue([]byte("ab")), s.keepValue([]byte("cd"))
+	if a = append(a, 'x'); string(a) != "abx" || string(b) != "cd" {
+		t.Fatalf("appending to one kept value changed the next: %q, %q", a, b)
+	}
+}
