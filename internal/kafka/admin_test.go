@@ -36,21 +36,29 @@ func unknownDescribeConfigs(c *kfake.Cluster, n int) *atomic.Int32 {
 	return &answered
 }
 
+// newFakeAdmin starts a one-broker kfake cluster and an Admin on it, both
+// closed when t ends.
+func newFakeAdmin(t *testing.T, opts ...kfake.Opt) (*kfake.Cluster, *Admin) {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	a, err := NewAdmin(c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return c, a
+}
+
 // TestEnsureTopicWaitsForDescribeConfigs: a compacted topic's policy is
 // checked with DescribeConfigs right after the topic was created; a broker
 // that answers UNKNOWN_TOPIC_OR_PARTITION for a moment must not fail the
 // start-up.
 func TestEnsureTopicWaitsForDescribeConfigs(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	a, err := NewAdmin(c.ListenAddrs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	c, a := newFakeAdmin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -70,22 +78,13 @@ func TestEnsureTopicDescribeConfigsGivesUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits describeConfigsPatience")
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	a, err := NewAdmin(c.ListenAddrs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	c, a := newFakeAdmin(t, kfake.SeedTopics(1, "log"))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
 	unknownDescribeConfigs(c, 1<<30)
 	start := time.Now()
-	err = a.EnsureTopic(ctx, TopicSpec{Name: "log", Compacted: true})
+	err := a.EnsureTopic(ctx, TopicSpec{Name: "log", Compacted: true})
 	took := time.Since(start)
 	if err == nil || !strings.Contains(err.Error(), "UNKNOWN_TOPIC_OR_PARTITION") || !strings.Contains(err.Error(), `"log"`) {
 		t.Fatalf("EnsureTopic: %v, want the describe-configs error naming the topic", err)

@@ -2,6 +2,7 @@ package shard_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/kstate/kstate/internal/shard"
@@ -140,11 +141,7 @@ func TestCodecAppendEncode(t *testing.T) {
 	}
 	keys, err := m.Keys()
 	noErr(t, err)
-	var ks []int64
-	for k := range keys {
-		ks = append(ks, k)
-	}
-	if fmt.Sprint(ks) != "[7 8]" {
+	if ks := slices.Collect(keys); fmt.Sprint(ks) != "[7 8]" {
 		t.Errorf("map keys %v, want [7 8]", ks)
 	}
 	if v, ok, err := m.GetValue(8); err != nil || !ok || v != 80 {
@@ -152,11 +149,7 @@ func TestCodecAppendEncode(t *testing.T) {
 	}
 	got, err := l.Get()
 	noErr(t, err)
-	var vs []int64
-	for v := range got {
-		vs = append(vs, v)
-	}
-	if fmt.Sprint(vs) != "[1 2 3]" {
+	if vs := slices.Collect(got); fmt.Sprint(vs) != "[1 2 3]" {
 		t.Errorf("list %v, want [1 2 3] (a failed AppendList stages nothing)", vs)
 	}
 	s.Abort()
