@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -90,13 +91,27 @@ type Broker struct {
 	waitErr error
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts returns n distinct free ports, none of them in taken. It keeps
+// every port it found listening until it has all of them: a port picked
+// and released one at a time can come back for the next pick (CI once
+// gave the broker and controller listeners the same port, and Kafka
+// refused to format its storage).
+func freePorts(n int, taken ...int) ([]int, error) {
+	var ports []int
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 100 {
+			return nil, fmt.Errorf("kafkabroker: no %d free ports outside %v", n, taken)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		if p := l.Addr().(*net.TCPAddr).Port; !slices.Contains(taken, p) {
+			ports = append(ports, p)
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 // clusterID is a random cluster id in Kafka's form (a base64url UUID).
@@ -194,15 +209,19 @@ func StartBroker(ctx context.Context, libs string, o StartOptions, logf func(str
 	if err != nil {
 		return nil, err
 	}
-	port := o.Port
+	port, cport := o.Port, 0
 	if port == 0 {
-		if port, err = freePort(); err != nil {
+		ports, err := freePorts(2)
+		if err != nil {
 			return nil, err
 		}
-	}
-	cport, err := freePort()
-	if err != nil {
-		return nil, err
+		port, cport = ports[0], ports[1]
+	} else {
+		ports, err := freePorts(1, port)
+		if err != nil {
+			return nil, err
+		}
+		cport = ports[0]
 	}
 	props := filepath.Join(dir, "server.properties")
 	config := brokerConfig(dir, port, cport)
