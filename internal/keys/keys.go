@@ -69,14 +69,11 @@ func upperBound(k changelog.Kind, max int64) []byte {
 // PrefixEnd returns the smallest key greater than every key with the given
 // prefix, or nil when no such key exists (prefix of all 0xff).
 func PrefixEnd(prefix []byte) []byte {
-	end := append([]byte(nil), prefix...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] < 0xff {
-			end[i]++
-			return end[:i+1]
-		}
+	end, ok := AppendPrefixEnd(nil, prefix)
+	if !ok {
+		return nil
 	}
-	return nil
+	return end
 }
 
 // AppendTimerKey appends changelog.TimerKey(expiry, groupKey) to dst.

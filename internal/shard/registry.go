@@ -93,17 +93,9 @@ type varBase struct {
 // its return (never for a range the shard records, like deleteRange's).
 func (b *varBase) scanBounds() (prefix, end []byte) {
 	p := b.appendHead(b.pbuf[:0])
-	b.pbuf = p
-	// The header's kind byte is below 0xff, so the end is never unbounded.
-	e := append(b.ebuf[:0], p...)
-	for i := len(e) - 1; i >= 0; i-- {
-		if e[i] < 0xff {
-			e[i]++
-			e = e[:i+1]
-			break
-		}
-	}
-	b.ebuf = e
+	// The header's kind byte is below 0xff, so the end always exists.
+	e, _ := keys.AppendPrefixEnd(b.ebuf[:0], p)
+	b.pbuf, b.ebuf = p, e
 	return p, e
 }
 
