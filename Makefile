@@ -8,13 +8,14 @@ APT_PACKAGES  := librocksdb-dev kcat g++ chromium-headless-shell postgresql
 TEST_TIMEOUT  ?= 20m
 PKGS          := ./...
 
-.PHONY: bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down clean help
+.PHONY: test-long bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down clean help
 
 all: build
 
 help:
 	@echo "make demo       run the end-to-end example on the embedded in-process Kafka"
 	@echo "make test       deps + vet + gofmt + staticcheck + go test -race (real Kafka broker included)"
+	@echo "make test-long  make test's tests and the long ones (KSTATE_LONG=1: broker outages, long faults)"
 	@echo "make bench      end-to-end benchmark on a real Kafka broker (BENCH_FLAGS=... for kstate bench flags)"
 	@echo "make bench-peers  kstate vs Kafka Streams, Flink and a raw franz-go pipe on the shared peer harness (~9 min;"
 	@echo "                 PEERS=, REPEATS=, N=, KSTATE_ARGS=; prints the table and the commit; before/after in one run:"
@@ -76,6 +77,11 @@ test: deps vet fmt-check lint broker-proof
 # the logs of passing tests without -v).
 broker-proof:
 	$(GO) test -count=1 -v -run '^(TestRealBrokerIdentity|TestCompactedTopicConfig|TestTransactionsReadCommitted|TestKcatInterop)$$' ./integration/
+
+# The tests that are too long for `make test` (broker outages of tens of
+# seconds and the like, gated by KSTATE_LONG) together with everything else.
+test-long: deps
+	KSTATE_LONG=1 $(GO) test -count=1 -timeout 60m $(PKGS)
 
 test-short: deps
 	$(GO) test -short $(PKGS)

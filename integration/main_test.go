@@ -15,3 +15,13 @@ func realKafka(t testing.TB) *kafkatest.Cluster {
 	t.Helper()
 	return kafkatest.Start(t, kafkatest.RequireReal())
 }
+
+// longTest skips t unless KSTATE_LONG is set: `make test` stays within its
+// 10-minute budget, `make test-long` runs these too (broker outages of tens
+// of seconds, soak-like runs).
+func longTest(t testing.TB) {
+	t.Helper()
+	if os.Getenv("KSTATE_LONG") == "" {
+		t.Skip("long test: run with KSTATE_LONG=1 (make test-long)")
+	}
+}
