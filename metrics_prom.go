@@ -218,6 +218,7 @@ func (m *appMetrics) scraped() (perPart []partMetric, totals []totalMetric, gaug
 		tm("kstate_late_rows_dropped_total", "EventTime rows dropped at or before the watermark.", func(c engine.Counters) int64 { return c.LateRowsDropped }),
 		tm("kstate_dead_letter_records_total", "Records written to the dead-letter topic.", func(c engine.Counters) int64 { return c.DeadLettered }),
 		tm("kstate_decode_errors_total", "Undecodable input records (skipped or dead-lettered by the policy).", func(c engine.Counters) int64 { return c.DecodeErrors }),
+		tm("kstate_skipped_records_total", "Input records dropped by DecodeErrorSkip or by kstate.SkipRecord (kstate skip).", func(c engine.Counters) int64 { return c.Skipped }),
 		tm("kstate_processing_errors_total", "Processor calls that failed under ProcessingErrorDeadLetter.", func(c engine.Counters) int64 { return c.ProcessingErrors }),
 		tm("kstate_key_partition_mismatches_total", "Input records whose key does not hash to the partition they were read from.", func(c engine.Counters) int64 { return c.KeyPartitionMismatches }),
 		tm("kstate_changelog_records_total", "Changelog records produced by committed batches.", func(c engine.Counters) int64 { return c.ChangelogRecords }),

@@ -3,10 +3,12 @@ package kstate
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/skip"
 )
 
 // SetInputOffsets sets, for the stopped application cfg.ApplicationID,
@@ -18,15 +20,12 @@ import (
 // group until its SessionTimeout, and SetInputOffsets waits for that
 // (bounded by ctx).
 //
-// Two uses (docs/OPERATIONS.md):
-//   - Skip a record that stops Run under the Fail policy (a DecodeError
-//     names its partition and offset): SetInputOffsets(ctx, cfg,
-//     map[int32]int64{partition: offset + 1}), then Run again. The state is
-//     kept; only that record is never processed.
-//   - Start a new application id where another stopped ("Changing the
-//     number of input partitions"): with Config.InitialState set, a
-//     partition whose offset was set this way still gets its initial state
-//     on the first run.
+// Its use (docs/OPERATIONS.md): start a new application id where another
+// stopped ("Changing the number of input partitions"): with
+// Config.InitialState set, a partition whose offset was set this way still
+// gets its initial state on the first run. Moving an offset forward skips
+// every record before it that was not committed yet: to skip one record
+// that stops Run (a DecodeError), use SkipRecord instead.
 //
 // The offsets are committed first and the changelog records written
 // second: if SetInputOffsets fails in between, Run refuses to start on the
@@ -76,6 +75,50 @@ func SetInputOffsets[K, I, O any](ctx context.Context, cfg Config[K, I, O], offs
 	}
 	if _, err := c.clientConfig().WriteTransaction(ctx, c.ApplicationID+"-set-offsets", c.TransactionTimeout, recs); err != nil {
 		return fmt.Errorf("kstate: the offsets are committed but not recorded in the changelog (Run refuses those partitions): run SetInputOffsets again: %w", err)
+	}
+	return nil
+}
+
+// SkipRecord makes the next run of the stopped application
+// cfg.ApplicationID drop the one input record at offset of topic's
+// partition (an input topic of cfg, or the GroupBy repartition topic):
+// typically the record a DecodeError names (its Topic, Partition, Offset) when
+// it stops Run under the Fail policy. The next run processes the records
+// before it, drops it (counted in Metrics.Skipped, logged at Warn) and
+// goes on with the records after it; nothing else is skipped, and the
+// state is kept.
+//
+// The request is recorded in the partition's changelog (one transaction)
+// and consumed in the transaction of the batch that passes the offset, so
+// it holds through crashes and is applied exactly once. Every instance
+// must be stopped: SkipRecord waits (bounded by ctx) while the group has
+// members; a stopped static member stays one until its SessionTimeout.
+// It refuses, writing nothing, an offset the group committed already
+// (processed), an offset outside the partition's records, and an
+// application whose changelog is missing or has another partition count.
+// A second SkipRecord of the same partition before the next run replaces
+// the first. `kstate skip` does the same from the command line.
+func SkipRecord[K, I, O any](ctx context.Context, cfg Config[K, I, O], topic string, partition int32, offset int64) (err error) {
+	defer func() {
+		if ae, ok := authError(err); ok {
+			err = ae
+		}
+	}()
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	inputs := slices.Clone(c.inputTopics())
+	if rt := c.repartitionTopicOrNone(); rt != "" {
+		inputs = append(inputs, rt)
+	}
+	_, err = skip.Run(ctx, skip.Request{
+		Client: c.clientConfig(), App: c.ApplicationID, Inputs: inputs,
+		Topic: topic, Partition: partition, Offset: offset,
+		Wait: true, TxnTimeout: c.TransactionTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("kstate: SkipRecord: %w", err)
 	}
 	return nil
 }

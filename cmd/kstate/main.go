@@ -21,6 +21,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd(), newDemoCmd(), newBenchCmd(), newStateCmd(), newResetCmd())
+	root.AddCommand(newVersionCmd(), newDemoCmd(), newBenchCmd(), newStateCmd(), newResetCmd(), newSkipCmd())
 	return root
 }

@@ -167,9 +167,15 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 		busy = true
 	}
 
+	// A record skipped by hand (kstate.SkipRecord) is dropped here; recs
+	// keeps it for the input offsets.
+	kept, err := t.applySkips(recs)
+	if err != nil {
+		return nil, err
+	}
 	// Records of GroupBy inputs go to the repartition topic; recs keeps
 	// all of them for the input offsets.
-	rest, err := t.forward(recs, nowMs, res)
+	rest, err := t.forward(kept, nowMs, res)
 	if err != nil {
 		return nil, err
 	}

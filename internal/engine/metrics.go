@@ -27,7 +27,8 @@ type Counters struct {
 	// DecodeErrors counts undecodable input records (nil keys included)
 	// under DecodeErrorSkip or DecodeErrorDeadLetter.
 	DecodeErrors int64
-	// Skipped counts input records dropped by DecodeErrorSkip.
+	// Skipped counts input records dropped by DecodeErrorSkip or by
+	// SkipRecord (`kstate skip`).
 	Skipped int64
 	// DeadLettered counts records written to the dead-letter topic
 	// (undecodable records, misrouted records, rows of failing keys, failed

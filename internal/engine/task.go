@@ -204,6 +204,7 @@ type Task[K, I, O any] struct {
 	batchID        int64 // id of the next batch = committed non-empty batches
 	initialApplied bool
 	initial        []InitialRow[K] // rows to apply in the first batch (first run only)
+	skips          []int64         // per input, the offset of the record to skip, -1: none (skip.go)
 	wmAdvanced     bool            // the last commit advanced the watermark: timers may be due
 	stats          shard.Stats     // shard statistics at the last commit
 
@@ -248,6 +249,7 @@ type pending struct {
 	batchID        int64
 	initialApplied bool
 	counters       Counters
+	skipped        []bool // per input: the batch consumed its skip (nil: none did)
 }
 
 // Open opens the task's shard. The caller restores the changelog tail into
@@ -371,6 +373,9 @@ func (t *Task[K, I, O]) Start() error {
 		return fmt.Errorf("partition %d: read metadata: %w", t.cfg.Partition, err)
 	}
 	if err := t.loadPlan(); err != nil {
+		return err
+	}
+	if err := t.loadSkips(); err != nil {
 		return err
 	}
 	t.stats = t.shard.Stats()
@@ -505,6 +510,7 @@ func (t *Task[K, I, O]) Commit(nextChangelogOffset int64) error {
 	t.lateWatermark = p.lateWatermark
 	t.batchID = p.batchID
 	t.initialApplied = p.initialApplied
+	t.commitSkips()
 	if t.initialApplied {
 		t.initial = nil
 	}
