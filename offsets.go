@@ -84,7 +84,7 @@ func SetInputOffsets[K, I, O any](ctx context.Context, cfg Config[K, I, O], offs
 // partition (an input topic of cfg, or the GroupBy repartition topic):
 // typically the record a DecodeError names (its Topic, Partition, Offset) when
 // it stops Run under the Fail policy. The next run processes the records
-// before it, drops it (counted in Metrics.Skipped, logged at Warn) and
+// before it, drops it (counted in Counters.Skipped, logged at Warn) and
 // goes on with the records after it; nothing else is skipped, and the
 // state is kept.
 //

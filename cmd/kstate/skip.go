@@ -31,7 +31,7 @@ func newSkipCmd() *cobra.Command {
 a kstate.DecodeError names (its topic, partition and offset) when it stops
 Run under the Fail policy. The next run processes the records before it
 from the group's committed offset, drops that one record (counted in
-Metrics.Skipped, kstate_skipped_records_total, logged at Warn) and goes on with
+Counters.Skipped, kstate_skipped_records_total, logged at Warn) and goes on with
 the records after it: nothing else is skipped and the state is kept. Same
 as kstate.SkipRecord.
 
