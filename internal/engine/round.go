@@ -24,6 +24,9 @@ func (c *Coordinator) batch(recs []Message) error {
 	if len(unready) > 0 {
 		return c.rewind(unready)
 	}
+	if ok, err := c.checkMisrouted(byPart); err != nil || !ok {
+		return err
+	}
 	trigger := c.cfg.ProcessingTime && (c.forceTrigger || now.Sub(c.lastTrigger) >= c.cfg.TriggerInterval)
 	var parts []*slot
 	deferred := false // a slot sits this trigger out (deferFirst): keep it due

@@ -17,8 +17,8 @@ import (
 // MetadataRefresh, and checks at once when an assignment names a partition
 // it does not know. A change stops Run with a *PartitionsChangedError
 // before the next batch, so nothing is committed on the new layout (records
-// a producer wrote with the new layout to an old partition before the
-// change is noticed are the exception: see docs/OPERATIONS.md).
+// a producer wrote with the new layout to an old partition are caught by
+// checkMisrouted: see docs/OPERATIONS.md).
 
 // checkChangelog compares the changelog's partition count with the input
 // topic's. A missing changelog is created by EnsureChangelog; if the group
@@ -87,6 +87,58 @@ func (c *Coordinator) checkLayout(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// checkMisrouted runs before a batch's tasks: a batch holding a record
+// whose key does not hash to its partition among the known count (a
+// key/partition mismatch) re-reads the partition counts first, one
+// metadata request, so that nothing of it runs or commits on a changed
+// layout. Such records are what a producer writes with the new layout
+// right after partitions were added, long before the next MetadataRefresh
+// (a non-murmur2 producer's records pay the request in every batch that
+// holds one). A change is a *PartitionsChangedError; a failed read
+// rewinds the batch to the committed offsets (ok false), so the records
+// are polled and checked again.
+func (c *Coordinator) checkMisrouted(byPart map[int32][]Record) (ok bool, err error) {
+	var mis *Record
+	var part int32
+	for p, rs := range byPart {
+		for i := range rs {
+			if rs[i].Misrouted {
+				mis, part = &rs[i], p
+				break
+			}
+		}
+		if mis != nil {
+			break
+		}
+	}
+	if mis == nil {
+		return true, nil
+	}
+	ctx := c.workCtx
+	c.lastMetadata = c.clock.Elapsed()
+	for _, t := range c.cfg.Topics {
+		n, err := c.cfg.Admin.Partitions(ctx, t)
+		if err != nil {
+			c.log.Warn("a batch holds a record whose key hashes to another partition, and reading the partition count failed: retrying the batch from the committed offsets",
+				"topic", t, "partition", part, "offset", mis.Offset, "key_partition", mis.KeyPartition, "err", err)
+			// An empty aborted transaction rewinds consumption (rewind).
+			if err := c.session.Begin(); err != nil {
+				return false, c.kafkaErr("begin transaction", err)
+			}
+			if _, err := c.session.End(ctx, false); err != nil {
+				return false, c.kafkaErr("abort transaction", err)
+			}
+			return false, nil
+		}
+		if n != c.partitions {
+			c.log.Error("a record written with another partition count arrived: the input topic's partition count changed; nothing of this batch is processed",
+				"topic", t, "partition", part, "offset", mis.Offset, "key_partition", mis.KeyPartition, "partitions", c.partitions, "now", n)
+			return false, fmt.Errorf("kstate: %w", &PartitionsChangedError{Topic: t, Changelog: c.cfg.ChangelogTopic, Old: c.partitions, New: n})
+		}
+	}
+	return true, nil
 }
 
 // InputOffsetRecord is the changelog record of MetaInputOffset = offset:
