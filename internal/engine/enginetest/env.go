@@ -428,6 +428,22 @@ func (e *Env) Exec(line string) (string, error) {
 			return "", err
 		}
 		return e.B.describe(ChangelogTopic, p)
+	case "skip":
+		// skip pN offset: kstate.SkipRecord of the input record at
+		// offset (internal/skip writes this record, application stopped).
+		if len(args) != 2 {
+			return "", errors.New("skip pN offset")
+		}
+		p, err := parsePart(args[0])
+		if err != nil {
+			return "", err
+		}
+		off, err := strconv.ParseInt(args[1], 10, 64)
+		if err != nil {
+			return "", err
+		}
+		k, v := engine.SkipRecord(Input, off)
+		return "", e.B.Append(ChangelogTopic, p, engine.Message{Key: k, Value: v})
 	case "add-partitions":
 		// add-partitions N: the input topic grows to N partitions; input
 		// routed by key follows the new layout, as producers would.
