@@ -285,7 +285,9 @@ func restartOnEmptyDir(t *testing.T, e specEnv, cfg kstate.Config[string, string
 // application stopped, SetInputOffsets moves the partition past it and
 // records the same input offset in the changelog, so the restart's
 // consistency check accepts it: the other records are counted exactly,
-// and the poison record never.
+// and the poison record never. (Here nothing uncommitted precedes the
+// poison record; in general moving the offset skips every such record, and
+// kstate.SkipRecord is the way to skip one: fault_skip_test.go.)
 func TestTopologySkipPoisonRecord(t *testing.T) {
 	e := newSpecEnv(t, 1)
 	cfg := e.config(t, testprocs.NewCounter)
