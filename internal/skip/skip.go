@@ -94,6 +94,10 @@ func Run(ctx context.Context, r Request) (Result, error) {
 		return res, err
 	}
 	committed, err := adm.CommittedOffsets(ctx, r.App, r.Topic)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		// A group that never committed (some brokers, kfake, say so).
+		committed, err = nil, nil
+	}
 	if err != nil {
 		return res, fmt.Errorf("skip: %w", err)
 	}
