@@ -194,6 +194,10 @@ func Build(src map[int32]map[string][]byte, n int, offsets []int64) (*Plan, erro
 
 	other := map[string][]byte{} // other meta name → value
 	otherFrom := map[string]int32{}
+	// A pending skip (kstate.SkipRecord) names an offset of A's input
+	// partition p, which B's partition p continues: it stays there only;
+	// consumed ones are dropped.
+	skips := map[int32][]Entry{}
 	minMax := func(dst **int64, v []byte, name string, p int32, takeMax bool) error {
 		if len(v) != 8 {
 			return fmt.Errorf("%w: partition %d: %s of %d bytes, want 8", ErrRefused, p, name, len(v))
@@ -223,6 +227,10 @@ func Build(src map[int32]map[string][]byte, n int, offsets []int64) (*Plan, erro
 				case strings.HasPrefix(name, engine.MetaInputOffset+"/"):
 					err = fmt.Errorf("%w: partition %d has metadata %q: the application reads several input topics, which rescale does not support yet",
 						ErrRefused, p, name)
+				case strings.HasPrefix(name, engine.SkipMetaPrefix):
+					if _, off, ok := engine.SkipOffset([]byte(k), v); ok && off >= 0 {
+						skips[p] = append(skips[p], Entry{[]byte(k), v})
+					}
 				case strings.HasPrefix(name, metaVarPrefix), name == metaNextVarID, name == engine.MetaInputOffset:
 					// Merged above; input offsets replaced by offsets.
 				case name == engine.MetaBatchID:
@@ -329,6 +337,7 @@ func Build(src map[int32]map[string][]byte, n int, offsets []int64) (*Plan, erro
 		}
 		pp.Keys, pp.KeysMoved = len(groups), len(movedG)
 		pp.Records = append(pp.Records, meta...)
+		pp.Records = append(pp.Records, skips[int32(p)]...)
 		k, v := engine.InputOffsetRecord(offsets[p])
 		pp.Records = append(pp.Records, Entry{k, v})
 		slices.SortFunc(pp.Records, func(a, b Entry) int { return bytes.Compare(a.Key, b.Key) })

@@ -238,3 +238,30 @@ func TestBuildRemapsIDs(t *testing.T) {
 		t.Errorf("%d state entries, want %d: %v", len(got), len(want), got)
 	}
 }
+
+// A pending skip (kstate.SkipRecord) of A's partition 1 stays with B's
+// partition 1, which continues that input partition; a consumed one (-1)
+// in partition 0 is dropped, and neither refuses the rescale as metadata
+// that differs between partitions.
+func TestBuildKeepsPendingSkip(t *testing.T) {
+	src := twoPartitions()
+	k0, v0 := engine.SkipRecord("in", -1)
+	src[0][string(k0)] = v0
+	k1, v1 := engine.SkipRecord("in", 175)
+	src[1][string(k1)] = v1
+	plan, err := Build(src, 4, []int64{10, 11, 0, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, pp := range plan.Partitions {
+		var got []int64
+		for _, e := range pp.Records {
+			if _, off, ok := engine.SkipOffset(e.Key, e.Value); ok {
+				got = append(got, off)
+			}
+		}
+		if want := p == 1; (len(got) == 1 && got[0] == 175) != want || len(got) > 1 || (!want && len(got) > 0) {
+			t.Errorf("partition %d: skips %v", p, got)
+		}
+	}
+}
