@@ -10,6 +10,7 @@ package enginetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -31,6 +32,7 @@ type Broker struct {
 	hideMarkers bool
 	hidden      []*txn // committed transactions whose markers are not visible yet
 	failReseed  bool   // the next Reseed produces, aborts and fails (a crash mid-transaction)
+	failMeta    int    // the next failMeta Admin.Partitions calls fail
 }
 
 type txnState int
@@ -237,6 +239,13 @@ func (b *Broker) Delete(topic string) {
 	b.mu.Unlock()
 }
 
+// FailMetadata makes the next n Admin.Partitions calls fail.
+func (b *Broker) FailMetadata(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failMeta = n
+}
+
 // FailReseed makes the next Changelog.Reseed write its records in a
 // transaction, abort it and fail, as a crash in the middle of a re-seed
 // would leave the log.
@@ -275,6 +284,10 @@ type Admin struct{ B *Broker }
 func (a Admin) Partitions(_ context.Context, topic string) (int, error) {
 	a.B.mu.Lock()
 	defer a.B.mu.Unlock()
+	if a.B.failMeta > 0 {
+		a.B.failMeta--
+		return 0, errors.New("enginetest: metadata request failed")
+	}
 	ls, ok := a.B.topics[topic]
 	if !ok {
 		return 0, fmt.Errorf("%w: enginetest: topic %q not found", engine.ErrUnknownTopic, topic)

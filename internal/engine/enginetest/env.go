@@ -462,6 +462,17 @@ func (e *Env) Exec(line string) (string, error) {
 	case "delete-changelog":
 		e.B.Delete(ChangelogTopic)
 		return "", nil
+	case "fail-metadata":
+		// fail-metadata N: the next N partition-count reads fail.
+		if len(args) != 1 {
+			return "", errors.New("fail-metadata N")
+		}
+		n, err := strconv.Atoi(args[0])
+		if err != nil {
+			return "", err
+		}
+		e.B.FailMetadata(n)
+		return "", nil
 	case "fail-reseed":
 		e.B.FailReseed()
 		return "", nil
