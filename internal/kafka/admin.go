@@ -243,15 +243,26 @@ func (a *Admin) topicConfig(ctx context.Context, topic, key string) (string, err
 // partition; partitions without a commit are absent. It waits for pending
 // transactional commits to resolve (KIP-447 RequireStable) so the answer
 // never includes an offset that may still be aborted.
+//
+// A group that does not exist has no committed offsets: the empty map, not
+// an error. A real broker answers an offset fetch for an unknown group with
+// no offsets; kfake (kafka/embedded) answers GROUP_ID_NOT_FOUND, and so
+// would a broker for a group deleted in between.
 func (a *Admin) CommittedOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
 		resps, err := a.adm.FetchOffsetsForTopics(kadm.RequireStable(ctx), group, topic)
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			return map[int32]int64{}, nil
+		}
 		if err != nil && !errors.Is(err, kerr.UnstableOffsetCommit) {
 			return nil, fmt.Errorf("kafka: committed offsets of group %q topic %q: %w", group, topic, access{topic: topic, groupOp: "Describe", group: group}.classify(err))
 		}
 		if err == nil {
 			out := make(map[int32]int64)
 			for p, r := range resps[topic] {
+				if errors.Is(r.Err, kerr.GroupIDNotFound) {
+					continue
+				}
 				if r.Err != nil {
 					err = r.Err
 					break
