@@ -3,8 +3,10 @@ package shard_test
 import (
 	"encoding/binary"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/kv"
@@ -135,4 +137,54 @@ func TestCustomCodecSchemaCannotChange(t *testing.T) {
 		_, err := shard.NewValueState[string](s, "c", custom{"mine:v2"})
 		wantErr(t, err, state.ErrSchemaIncompatible, "mine:v1", "mine:v2", "custom codec")
 	})
+}
+
+// Spark (TransformWithStateSuite, "test that introducing TTL after restart
+// fails query") fails a query whose variable gains a TTL on restart with
+// STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE: a TTL is part of the variable's
+// value schema. kstate refuses the declaration in Init (so Run fails at
+// start-up) naming the variable and both settings; removing the TTL
+// likewise. Changing the duration is accepted, as in Spark.
+func TestTTLAddedOrRemovedOnRestartRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		old, now []state.Option
+		want     []string // nil: accepted
+	}{
+		{"added", nil, []state.Option{state.WithTTL(time.Hour)}, []string{`"v"`, "TTL change refused", "stored with no TTL", "now declared with TTL 1h0m0s"}},
+		{"removed", []state.Option{state.WithTTL(time.Minute)}, nil, []string{`"v"`, "stored with TTL 1m0s", "now declared with no TTL"}},
+		{"duration changed", []state.Option{state.WithTTL(time.Minute)}, []state.Option{state.WithTTL(time.Hour)}, nil},
+		{"unchanged", nil, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := noClose{kv.NewMemory()}
+			s, err := shard.OpenShard(shard.ShardOptions{Backend: store, AllowTTL: true})
+			noErr(t, err)
+			var v state.ValueState[int64]
+			declare(t, s, func() { v = must[state.ValueState[int64]](t)(shard.NewValueState(s, "v", state.Int64(), tc.old...)) })
+			commit(t, s, nil, 0, func() { s.SetCurrentKey([]byte("a")); noErr(t, v.Update(1)) })
+			before, err := s.Variables()
+			noErr(t, err)
+			noErr(t, s.Close())
+
+			s, err = shard.OpenShard(shard.ShardOptions{Backend: store, AllowTTL: true})
+			noErr(t, err)
+			defer s.Close()
+			declare(t, s, func() { _, err = shard.NewValueState(s, "v", state.Int64(), tc.now...) })
+			if tc.want == nil {
+				noErr(t, err)
+				return
+			}
+			wantErr(t, err, state.ErrTTLChanged, tc.want...)
+			var sce *state.SchemaChangeError
+			if !errors.As(err, &sce) || sce.Variable != "v" {
+				t.Fatalf("err %v: want a *state.SchemaChangeError for \"v\"", err)
+			}
+			after, err := s.Variables()
+			noErr(t, err)
+			if !reflect.DeepEqual(before, after) {
+				t.Fatalf("registry changed by a refused declaration: %+v → %+v", before, after)
+			}
+		})
+	}
 }

@@ -176,6 +176,9 @@ func (s *Shard) declare(typeName, kind, name, schema, keySchema string, codecs [
 				"(and drop the old data once with DeleteIfExists(%q) in Init, in a release that no longer declares %q)",
 				state.ErrKindChanged, name, old.Kind, kind, name, name))
 		}
+		if err := checkTTL(name, old.TTLMs, want.TTLMs); err != nil {
+			return fail(err)
+		}
 		want.ID = old.ID
 		stored := old
 		old.normalize()
