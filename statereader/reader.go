@@ -62,6 +62,7 @@ type options struct {
 	kafkaOpts []kgo.Opt
 	progress  func(read, total int64)
 	decoders  func(schema string) Decoder
+	at        *atBatch // AtBatch
 }
 
 // WithKafkaOptions adds client options (TLS, SASL, timeouts) to the
