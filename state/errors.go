@@ -76,6 +76,12 @@ var (
 	// the variable's schema, as in Spark (a variable with a TTL stores an
 	// expiry with every value); the duration itself may change.
 	ErrTTLChanged = errors.New("state: TTL added to or removed from a state variable")
+	// ErrTooManyVariableSetVersions: a start would add or drop a state
+	// variable although the set of variables already had the maximum
+	// number of versions (kstate.Config.MaxStateVariableSetVersions,
+	// DefaultMaxVariableSetVersions), like Spark's
+	// STATE_STORE_STATE_SCHEMA_FILES_THRESHOLD_EXCEEDED.
+	ErrTooManyVariableSetVersions = errors.New("state: too many versions of the set of state variables")
 )
 
 // SchemaChangeError refuses a state variable declared with a schema that
