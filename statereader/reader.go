@@ -8,7 +8,10 @@
 // partition up to the last stable offset captured at open, the last value of
 // each key winning and tombstones deleting (the view compaction converges
 // to); from a state directory, the RocksDB contents as of the open. Either
-// works while the application runs, and shows committed state only.
+// works while the application runs, and shows committed state only. With
+// AtBatch, OpenChangelog reads one partition as of one of its batches
+// (time travel, while the changelog still holds that history; see
+// BatchNotReadableError).
 //
 // Values are decoded with the codec schema recorded when the variable was
 // declared (state.SchemaCodec): int64, int32, int, uint64, float64, float32,
