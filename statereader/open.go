@@ -89,7 +89,7 @@ func OpenChangelog(ctx context.Context, brokers []string, appID string, opts ...
 			var err error
 			if o.at != nil {
 				m, err = readAtBatch(ctx, r, *o.at, func(n int) { read.Add(int64(n)) })
-				if _, ok := errors.AsType[*BatchNotReadableError](err); ok {
+				if nr := (*BatchNotReadableError)(nil); errors.As(err, &nr) {
 					errs[p] = err
 					return
 				}
