@@ -364,6 +364,7 @@ func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory, cache *sh
 			Memory:            mem,
 			StateCache:        cache,
 			WriteBehindBytes:  writeBehind,
+			MaxVarSets:        cfg.MaxStateVariableSetVersions,
 			StoreBackend:      kv.Backend(cfg.StateBackend),
 			TimeMode:          cfg.TimeMode,
 			OutputMode:        cfg.OutputMode,

@@ -225,6 +225,17 @@ type Config[K, I, O any] struct {
 	// every local commit writes the store. Default 4 MiB (when 0; measured
 	// in docs/BENCHMARKS.md, "Write-behind local commits").
 	StateWriteBehindBytes int64
+	// MaxStateVariableSetVersions bounds how many times the set of state
+	// variables may change over the application's life, like Spark's
+	// spark.sql.streaming.stateStore.stateSchemaFilesThreshold: the first
+	// start that declares variables makes version 1, and each later start
+	// whose Init declares a new variable or drops one (DeleteIfExists) the
+	// next, however many it adds or drops. A start past the bound fails in
+	// Init with state.ErrTooManyVariableSetVersions, writing nothing.
+	// (Each variable's own schema versions are bounded apart:
+	// state.WithMaxSchemaVersions.) Default 128
+	// (state.DefaultMaxVariableSetVersions, when 0); negative: no bound.
+	MaxStateVariableSetVersions int
 	// StateBackend is the store of every shard: StateBackendRocksDB
 	// (RocksDB through cgo, as the design names it) or StateBackendPebble
 	// (Pebble, pure Go; StateMemory then shares only its block cache).

@@ -69,7 +69,10 @@ type PartitionStatus struct {
 	// unknown.
 	Lag int64 `json:"lag"`
 	// Watermark (EventTime mode, ms; -1: none) and BatchID (the id of the
-	// partition's next batch), as of its last commit or its restore.
+	// partition's last committed batch, the id its sinks received for it;
+	// -1: none yet), as of its last commit or its restore. Batch ids are
+	// per partition and count the batches that processed rows or fired
+	// timers, as statereader.PartitionMeta.BatchID.
 	Watermark int64 `json:"watermark"`
 	BatchID   int64 `json:"batch_id"`
 	// Counters are the partition task's counters.
@@ -101,7 +104,7 @@ func (a *App[K, I, O]) Status() Status {
 		st.Partitions = append(st.Partitions, PartitionStatus{
 			Partition: p, Pipeline: owner[p], Restoring: !ps.Ready, RestoredRecords: ps.RestoredRecords, RestoreTotal: ps.RestoreTotal,
 			RestoreRate: ps.RestoreRate, RestoreETA: ps.RestoreETA, Lag: ps.Lag,
-			Watermark: ps.Watermark, BatchID: ps.BatchID, Counters: ct,
+			Watermark: ps.Watermark, BatchID: ps.BatchID - 1, Counters: ct,
 		})
 		if ps.Lag >= 0 {
 			st.Lag = max(st.Lag, 0) + ps.Lag

@@ -33,8 +33,8 @@ func ValueOf[T, K, I, O any](d *Driver[K, I, O], key K, name string, c state.Cod
 	d.t.Helper()
 	var v T
 	var ok bool
-	d.read(key, name, func(s *shard.Shard) error {
-		vs, err := shard.NewValueState(s, name, c)
+	d.read(key, name, func(s *shard.Shard, opts ...state.Option) error {
+		vs, err := shard.NewValueState(s, name, c, opts...)
 		if err != nil {
 			return err
 		}
@@ -51,8 +51,8 @@ func ValueOf[T, K, I, O any](d *Driver[K, I, O], key K, name string, c state.Cod
 func ListOf[T, K, I, O any](d *Driver[K, I, O], key K, name string, c state.Codec[T]) []T {
 	d.t.Helper()
 	var out []T
-	d.read(key, name, func(s *shard.Shard) error {
-		ls, err := shard.NewListState(s, name, c)
+	d.read(key, name, func(s *shard.Shard, opts ...state.Option) error {
+		ls, err := shard.NewListState(s, name, c, opts...)
 		if err != nil {
 			return err
 		}
@@ -75,8 +75,8 @@ func ListOf[T, K, I, O any](d *Driver[K, I, O], key K, name string, c state.Code
 func MapOf[UK, V, K, I, O any](d *Driver[K, I, O], key K, name string, kc state.Codec[UK], vc state.Codec[V]) []Entry[UK, V] {
 	d.t.Helper()
 	var out []Entry[UK, V]
-	d.read(key, name, func(s *shard.Shard) error {
-		ms, err := shard.NewMapState(s, name, kc, vc)
+	d.read(key, name, func(s *shard.Shard, opts ...state.Option) error {
+		ms, err := shard.NewMapState(s, name, kc, vc, opts...)
 		if err != nil {
 			return err
 		}
@@ -134,8 +134,10 @@ func withKey[K, I, O any](d *Driver[K, I, O], s *shard.Shard, key K, fn func() e
 }
 
 // read checks that name is a committed variable of key's partition and
-// runs declare (which declares and reads it) on a throw-away shard.
-func (d *Driver[K, I, O]) read(key K, name string, declare func(*shard.Shard) error) {
+// runs declare (which declares and reads it) on a throw-away shard, with
+// the variable's stored TTL (a declaration that adds or drops a TTL is
+// refused).
+func (d *Driver[K, I, O]) read(key K, name string, declare func(*shard.Shard, ...state.Option) error) {
 	d.t.Helper()
 	d.withShard(key, func(s *shard.Shard) error {
 		vars, err := s.Variables()
@@ -144,9 +146,15 @@ func (d *Driver[K, I, O]) read(key K, name string, declare func(*shard.Shard) er
 		}
 		var names []string
 		found := false
+		var opts []state.Option
 		for _, v := range vars {
 			names = append(names, v.Name)
-			found = found || v.Name == name
+			if v.Name == name {
+				found = true
+				if v.TTL > 0 {
+					opts = append(opts, state.WithTTL(v.TTL))
+				}
+			}
 		}
 		if !found {
 			return fmt.Errorf("partition %d has no committed state variable %q (it has %s); Init declares variables, and the first RunBatch commits them",
@@ -154,7 +162,7 @@ func (d *Driver[K, I, O]) read(key K, name string, declare func(*shard.Shard) er
 		}
 		s.SetDeclaring(true)
 		defer s.SetDeclaring(false)
-		return declare(s)
+		return declare(s, opts...)
 	})
 }
 

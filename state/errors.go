@@ -71,13 +71,25 @@ var (
 	// ErrTooManySchemaVersions: the variable already has the maximum number
 	// of schema versions (WithMaxSchemaVersions).
 	ErrTooManySchemaVersions = errors.New("state: too many schema versions")
+	// ErrTTLChanged: a variable declared without a TTL is now declared
+	// with one (WithTTL), or the reverse. Whether entries expire is part of
+	// the variable's schema, as in Spark (a variable with a TTL stores an
+	// expiry with every value); the duration itself may change.
+	ErrTTLChanged = errors.New("state: TTL added to or removed from a state variable")
+	// ErrTooManyVariableSetVersions: a start would add or drop a state
+	// variable although the set of variables already had the maximum
+	// number of versions (kstate.Config.MaxStateVariableSetVersions,
+	// DefaultMaxVariableSetVersions), like Spark's
+	// STATE_STORE_STATE_SCHEMA_FILES_THRESHOLD_EXCEEDED.
+	ErrTooManyVariableSetVersions = errors.New("state: too many versions of the set of state variables")
 )
 
 // SchemaChangeError refuses a state variable declared with a schema that
 // cannot replace the one in the registry. It is returned by the
 // declaration in Init, so the application fails at start-up, before any
-// batch, and nothing is written. Err is ErrSchemaIncompatible or
-// ErrTooManySchemaVersions.
+// batch, and nothing is written. Err is ErrSchemaIncompatible,
+// ErrTooManySchemaVersions or ErrTTLChanged (then Old and New are the TTL
+// settings, "no TTL" or "TTL 1h0m0s").
 type SchemaChangeError struct {
 	Variable string
 	Key      bool   // the MapState user key schema (else the value schema)
@@ -93,8 +105,13 @@ func (e *SchemaChangeError) Error() string {
 		what = "map key schema"
 	}
 	hint := "keep a compatible type, or declare the new type under a new variable name (drop the old one with DeleteIfExists in Init)"
-	if errors.Is(e.Err, ErrTooManySchemaVersions) {
+	switch {
+	case errors.Is(e.Err, ErrTooManySchemaVersions):
 		hint = "raise the limit with state.WithMaxSchemaVersions, or move the state to a new variable name"
+	case errors.Is(e.Err, ErrTTLChanged):
+		return fmt.Sprintf("state: variable %q: TTL change refused: %s; stored with %s, now declared with %s "+
+			"(declare it as before — a TTL's duration may change, its presence may not — or declare the variable under a new name "+
+			"and drop the old one with DeleteIfExists in Init)", e.Variable, e.Reason, e.Old, e.New)
 	}
 	return fmt.Sprintf("state: variable %q: %s change refused: %s; old schema %s; new schema %s (%s)",
 		e.Variable, what, e.Reason, e.Old, e.New, hint)

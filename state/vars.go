@@ -89,6 +89,15 @@ type Options struct {
 // default of spark.sql.streaming.stateStore.valueStateSchemaEvolutionThreshold.
 const DefaultMaxSchemaVersions = 16
 
+// DefaultMaxVariableSetVersions is the number of versions the set of an
+// application's state variables may have unless
+// kstate.Config.MaxStateVariableSetVersions says otherwise: Spark's
+// default of spark.sql.streaming.stateStore.stateSchemaFilesThreshold. The
+// first start that declares variables makes version 1; every later start
+// that declares a new variable or drops one (DeleteIfExists) makes the next
+// version, however many it adds or drops.
+const DefaultMaxVariableSetVersions = 128
+
 // WithMaxSchemaVersions sets how many schema versions (n ≥ 1) the
 // variable's registry entry may hold, overriding the default of 16
 // (DefaultMaxSchemaVersions; n == 0 keeps it). Declaring a schema that would be version n+1

@@ -25,9 +25,10 @@ func TestDecoding(t *testing.T) {
 	mp := uint32(2)
 	custom := uint32(3)
 	raw := map[string][]byte{
-		string(changelog.MetaKey("var/events")):       []byte(`{"id":1,"kind":"list","schema":"string"}`),
-		string(changelog.MetaKey("var/scores")):       []byte(`{"id":2,"kind":"map","schema":"float64","keySchema":"int32"}`),
-		string(changelog.MetaKey("var/blob")):         []byte(`{"id":3,"kind":"value","schema":"myproto"}`),
+		string(changelog.MetaKey("var/events")): []byte(`{"id":1,"kind":"list","schema":"string"}`),
+		string(changelog.MetaKey("var/scores")): []byte(`{"id":2,"kind":"map","schema":"float64","keySchema":"int32"}`),
+		string(changelog.MetaKey("var/blob")):   []byte(`{"id":3,"kind":"value","schema":"myproto"}`),
+		// The stored next batch id 7: the last committed batch is 6.
 		string(changelog.MetaKey("engine/batch_id")):  binary.BigEndian.AppendUint64(nil, 7),
 		string(changelog.MetaKey("engine/time_mode")): []byte("EventTime"),
 		// list elements of key "k": sequence numbers 5 and 9 are positions 0 and 1
@@ -91,7 +92,7 @@ func TestDecoding(t *testing.T) {
 		t.Errorf("timers %+v %v", tm, err)
 	}
 	md := r.Metadata()
-	if len(md.Variables) != 3 || md.Partitions[0].BatchID == nil || *md.Partitions[0].BatchID != 7 || md.Partitions[0].TimeMode != "EventTime" {
+	if len(md.Variables) != 3 || md.Partitions[0].BatchID == nil || *md.Partitions[0].BatchID != 6 || md.Partitions[0].TimeMode != "EventTime" {
 		t.Errorf("metadata %+v", md)
 	}
 	if e := (Entry{Key: "/wA=", KeyEncoding: "base64"}); string(must(e.KeyBytes())) != "\xff\x00" {

@@ -22,11 +22,14 @@ var ErrNoState = errors.New("statereader: no state found")
 
 // OpenChangelog reads the changelog topic "<appID>-changelog" of the
 // cluster at brokers: every partition, read_committed, up to its last
-// stable offset at open.
+// stable offset at open. With AtBatch, one partition as of one batch.
 func OpenChangelog(ctx context.Context, brokers []string, appID string, opts ...Option) (*Reader, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if err := o.at.check(); err != nil {
+		return nil, err
 	}
 	topic := appID + "-changelog"
 	cc := kafka.ClientConfig{Brokers: brokers, Extra: o.kafkaOpts}
@@ -42,6 +45,9 @@ func OpenChangelog(ctx context.Context, brokers []string, appID string, opts ...
 	if err != nil {
 		return nil, fmt.Errorf("statereader: %w", err)
 	}
+	if o.at != nil && int(o.at.partition) >= n {
+		return nil, fmt.Errorf("statereader: AtBatch: partition %d of %s, which has %d partitions", o.at.partition, topic, n)
+	}
 	readers := make([]*kafka.PartitionReader, n)
 	defer func() {
 		for _, r := range readers {
@@ -52,6 +58,9 @@ func OpenChangelog(ctx context.Context, brokers []string, appID string, opts ...
 	}()
 	var total int64
 	for p := range readers {
+		if o.at != nil && int32(p) != o.at.partition {
+			continue
+		}
 		r, err := cc.NewPartitionReader(ctx, topic, int32(p), 0)
 		if err != nil {
 			return nil, fmt.Errorf("statereader: %w", err)
@@ -68,12 +77,25 @@ func OpenChangelog(ctx context.Context, brokers []string, appID string, opts ...
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
 	for p, r := range readers {
+		if r == nil {
+			continue // not the AtBatch partition
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			m, err := r.ReadView(ctx, func(n int) { read.Add(int64(n)) })
+			var m map[string][]byte
+			var err error
+			if o.at != nil {
+				m, err = readAtBatch(ctx, r, *o.at, func(n int) { read.Add(int64(n)) })
+				if nr := (*BatchNotReadableError)(nil); errors.As(err, &nr) {
+					errs[p] = err
+					return
+				}
+			} else {
+				m, err = r.ReadView(ctx, func(n int) { read.Add(int64(n)) })
+			}
 			if err != nil {
 				errs[p] = fmt.Errorf("statereader: read %s partition %d: %w", topic, p, err)
 				return
@@ -99,12 +121,18 @@ func OpenChangelog(ctx context.Context, brokers []string, appID string, opts ...
 		return nil, err
 	}
 	for p, m := range maps {
-		raw[int32(p)] = m
+		if readers[p] != nil {
+			raw[int32(p)] = m
+		}
 	}
 	if o.progress != nil {
 		o.progress(read.Load(), total)
 	}
-	return newReader(appID, "changelog topic "+topic, o, raw)
+	source := "changelog topic " + topic
+	if o.at != nil {
+		source += fmt.Sprintf(" partition %d as of batch %d", o.at.partition, o.at.batch)
+	}
+	return newReader(appID, source, o, raw)
 }
 
 // OpenStateDir reads the local state of appID under stateDir (the
@@ -118,6 +146,9 @@ func OpenStateDir(stateDir, appID string, opts ...Option) (*Reader, error) {
 		opt(&o)
 	}
 	base := filepath.Join(stateDir, appID)
+	if o.at != nil {
+		return nil, errNoHistory("a state directory")
+	}
 	ents, err := os.ReadDir(base)
 	if err != nil {
 		return nil, fmt.Errorf("%w: application %q has no state directory %s: %w", ErrNoState, appID, base, err)
@@ -186,6 +217,9 @@ func FromEntries(appID string, partitions map[int32]map[string][]byte, opts ...O
 	var o options
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.at != nil {
+		return nil, errNoHistory("FromEntries")
 	}
 	return newReader(appID, "entries", o, partitions)
 }

@@ -8,7 +8,10 @@
 // partition up to the last stable offset captured at open, the last value of
 // each key winning and tombstones deleting (the view compaction converges
 // to); from a state directory, the RocksDB contents as of the open. Either
-// works while the application runs, and shows committed state only.
+// works while the application runs, and shows committed state only. With
+// AtBatch, OpenChangelog reads one partition as of one of its batches
+// (time travel, while the changelog still holds that history; see
+// BatchNotReadableError).
 //
 // Values are decoded with the codec schema recorded when the variable was
 // declared (state.SchemaCodec): int64, int32, int, uint64, float64, float32,
@@ -62,6 +65,7 @@ type options struct {
 	kafkaOpts []kgo.Opt
 	progress  func(read, total int64)
 	decoders  func(schema string) Decoder
+	at        *atBatch // AtBatch
 }
 
 // WithKafkaOptions adds client options (TLS, SASL, timeouts) to the
@@ -116,7 +120,12 @@ type PartitionMeta struct {
 	Partition  int32  `json:"partition"`
 	TimeMode   string `json:"timeMode,omitempty"`
 	OutputMode string `json:"outputMode,omitempty"`
-	// BatchID is the id of the last committed batch.
+	// BatchID is the id of the partition's last committed batch, the id
+	// its sinks received for it (processor.QueryInfo().BatchID during it):
+	// ids start at 0 and count the partition's batches that processed
+	// rows or fired timers. Nil before the first such batch. (The shard
+	// stores the id of the next batch, "engine/batch_id"; this is one
+	// less, like Spark's state metadata maxBatchId.)
 	BatchID *int64 `json:"batchId,omitempty"`
 	// Watermark and LateWatermark are event-time watermarks in ms since
 	// the epoch.
@@ -263,6 +272,23 @@ func (p *part) metaInt(name string) *int64 {
 	return &v
 }
 
+// metaNextBatch is the engine metadata holding the id of a partition's
+// next batch (engine.MetaBatchID): the number of its batches that
+// processed rows or fired timers. Its meaning is kept as it is stored by
+// every release, so that sink batch ids (used for idempotence) never
+// change across an upgrade; readers subtract one.
+const metaNextBatch = "engine/batch_id"
+
+// lastBatch converts a stored next-batch id into the last committed
+// batch's id: nil when none committed.
+func lastBatch(next *int64) *int64 {
+	if next == nil || *next <= 0 {
+		return nil
+	}
+	v := *next - 1
+	return &v
+}
+
 // Metadata returns the variables and the engine metadata per partition.
 func (r *Reader) Metadata() Metadata {
 	md := Metadata{ApplicationID: r.app, Source: r.source, Variables: []Variable{}, Partitions: []PartitionMeta{}}
@@ -275,7 +301,7 @@ func (r *Reader) Metadata() Metadata {
 		if b, ok := p.meta("engine/output_mode"); ok {
 			pm.OutputMode = string(b)
 		}
-		pm.BatchID = p.metaInt("engine/batch_id")
+		pm.BatchID = lastBatch(p.metaInt(metaNextBatch))
 		pm.Watermark = p.metaInt("engine/watermark")
 		pm.LateWatermark = p.metaInt("engine/late_watermark")
 		pm.InputOffset = p.metaInt("engine/input_offset")

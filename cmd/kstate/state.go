@@ -51,7 +51,8 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ce):
 		return ce.code
-	case errors.Is(err, statereader.ErrNoState), errors.Is(err, statereader.ErrVariableNotFound), errors.Is(err, rescale.ErrNoSource):
+	case errors.Is(err, statereader.ErrNoState), errors.Is(err, statereader.ErrVariableNotFound), errors.Is(err, rescale.ErrNoSource),
+		errors.Is(err, statereader.ErrBatchNotReadable):
 		return exitNotFound
 	case errors.Is(err, rescale.ErrRefused):
 		return exitRefused
@@ -61,7 +62,7 @@ func exitCode(err error) int {
 
 const stateExitCodes = `Exit codes: 0 success; 1 error (Kafka unreachable, unreadable state);
 2 usage (bad or missing flags); 3 not found (no state for the application,
-no such variable, or --key has no entries).`
+no such variable, --key has no entries, or --batch is not readable).`
 
 // stateFlags are the source flags every `kstate state` command takes.
 type stateFlags struct {
@@ -70,6 +71,7 @@ type stateFlags struct {
 	stateDir string
 	quiet    bool
 	sec      securityFlags
+	extra    []statereader.Option // set by a command's own flags (read --batch)
 }
 
 func (f *stateFlags) add(cmd *cobra.Command) {
@@ -89,7 +91,7 @@ func (f *stateFlags) open(cmd *cobra.Command) (*statereader.Reader, error) {
 		return nil, usageErr("give exactly one of --brokers (read the changelog) and --state-dir (read local state)")
 	}
 	if f.stateDir != "" {
-		return statereader.OpenStateDir(f.stateDir, f.app)
+		return statereader.OpenStateDir(f.stateDir, f.app, f.extra...)
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 	defer stop()
@@ -101,7 +103,7 @@ func (f *stateFlags) open(cmd *cobra.Command) (*statereader.Reader, error) {
 	if !f.quiet {
 		opts = append(opts, statereader.WithProgress(progressLine(cmd.ErrOrStderr())))
 	}
-	return statereader.OpenChangelog(ctx, strings.Split(f.brokers, ","), f.app, opts...)
+	return statereader.OpenChangelog(ctx, strings.Split(f.brokers, ","), f.app, append(opts, f.extra...)...)
 }
 
 // progressLine prints "read N/M records (P%)" on w, rewritten in place, for
@@ -277,6 +279,20 @@ func (q *queryFlags) query(cmd *cobra.Command) (statereader.Query, error) {
 	return out, nil
 }
 
+// atBatch makes f open partition as of batch (read --batch).
+func atBatch(f *stateFlags, partition int32, batch int64, hasPartition bool) error {
+	switch {
+	case batch < 0:
+		return usageErr("--batch must not be negative, got %d", batch)
+	case !hasPartition:
+		return usageErr("--batch needs --partition: batch ids are per partition (kstate state metadata lists each partition's last batch)")
+	case f.stateDir != "":
+		return usageErr("--batch reads the changelog's history: give --brokers, not --state-dir (local state holds the latest state only)")
+	}
+	f.extra = append(f.extra, statereader.AtBatch(partition, batch))
+	return nil
+}
+
 // writeLines writes each item as one JSON line.
 func writeLines[T any](w io.Writer, items []T) error {
 	bw := bufio.NewWriterSize(w, 1<<16)
@@ -293,6 +309,7 @@ func newStateReadCmd() *cobra.Command {
 	var f stateFlags
 	var q queryFlags
 	var variable string
+	var batch int64
 	cmd := &cobra.Command{
 		Use:   "read --var NAME",
 		Short: "Print a variable's values, list elements or map entries as JSON lines",
@@ -304,10 +321,17 @@ partition, grouping key and position:
 
 "expiryMs" is the TTL expiry of variables with a TTL.
 
+--batch N --partition P reads partition P as of its batch N (the id its sinks
+received; kstate state metadata shows the last one): the changelog replayed up
+to the end of that batch. Only the changelog has history (--brokers), and only
+until compaction removes it: an older batch, or one not committed yet, exits 3
+naming the oldest and latest readable batches.
+
 ` + stateExitCodes,
 		Example: `  kstate state read --brokers localhost:9092 --app orders --var count
   kstate state read --brokers localhost:9092 --app orders --var count --key user-42
-  kstate state read --state-dir /var/lib/kstate --app orders --var sessions --partition 3 --limit 10`,
+  kstate state read --state-dir /var/lib/kstate --app orders --var sessions --partition 3 --limit 10
+  kstate state read --brokers localhost:9092 --app orders --var count --partition 3 --batch 41`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if variable == "" {
@@ -316,6 +340,11 @@ partition, grouping key and position:
 			query, err := q.query(cmd)
 			if err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("batch") {
+				if err := atBatch(&f, q.partition, batch, cmd.Flags().Changed("partition")); err != nil {
+					return err
+				}
 			}
 			rd, err := f.open(cmd)
 			if err != nil {
@@ -337,6 +366,7 @@ partition, grouping key and position:
 	f.add(cmd)
 	q.add(cmd, true)
 	cmd.Flags().StringVar(&variable, "var", "", "the state variable's name; required")
+	cmd.Flags().Int64Var(&batch, "batch", -1, "read --partition as of this batch id (changelog only, while it holds the batch's history)")
 	return cmd
 }
 

@@ -71,6 +71,8 @@ type Config[K, I, O any] struct {
 	// WriteBehindBytes is the shard's write-behind budget
 	// (shard.ShardOptions.WriteBehindBytes); 0 = write-through.
 	WriteBehindBytes int64
+	// MaxVarSets is shard.ShardOptions.MaxVariableSetVersions.
+	MaxVarSets int
 	// StoreBackend selects the store at Dir; "" = kv.DefaultBackend().
 	StoreBackend kv.Backend
 
@@ -279,6 +281,8 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 		// has every committed batch, restore replays what the store lacks.
 		WriteBehindBytes: cfg.WriteBehindBytes,
 		AllowTTL:         cfg.TimeMode == processor.ProcessingTime,
+		// Bound on changes of the set of variables (shard/registry.go).
+		MaxVariableSetVersions: cfg.MaxVarSets,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: open shard: %w", cfg.Partition, err)

@@ -243,29 +243,25 @@ func (a *Admin) topicConfig(ctx context.Context, topic, key string) (string, err
 // partition; partitions without a commit are absent. It waits for pending
 // transactional commits to resolve (KIP-447 RequireStable) so the answer
 // never includes an offset that may still be aborted.
+//
+// A group that does not exist has no committed offsets: the empty map, not
+// an error. A real broker answers an offset fetch for an unknown group with
+// no offsets; kfake (kafka/embedded) answers GROUP_ID_NOT_FOUND, and so
+// would a broker for a group deleted in between. A coordinator not
+// available yet (a new cluster creating its offsets topic: the first group
+// of a fresh broker) is waited for up to coordinatorWait.
 func (a *Admin) CommittedOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	start := time.Now()
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
-		resps, err := a.adm.FetchOffsetsForTopics(kadm.RequireStable(ctx), group, topic)
-		if err != nil && !errors.Is(err, kerr.UnstableOffsetCommit) {
+		out, err := a.committedOnce(ctx, group, topic)
+		retry := errors.Is(err, kerr.UnstableOffsetCommit) ||
+			(time.Since(start) < coordinatorWait &&
+				(errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.CoordinatorLoadInProgress) || errors.Is(err, kerr.NotCoordinator)))
+		switch {
+		case err == nil:
+			return out, nil
+		case !retry:
 			return nil, fmt.Errorf("kafka: committed offsets of group %q topic %q: %w", group, topic, access{topic: topic, groupOp: "Describe", group: group}.classify(err))
-		}
-		if err == nil {
-			out := make(map[int32]int64)
-			for p, r := range resps[topic] {
-				if r.Err != nil {
-					err = r.Err
-					break
-				}
-				if r.At >= 0 {
-					out[p] = r.At
-				}
-			}
-			if err == nil {
-				return out, nil
-			}
-			if !errors.Is(err, kerr.UnstableOffsetCommit) {
-				return nil, fmt.Errorf("kafka: committed offsets of group %q topic %q: %w", group, topic, access{topic: topic, groupOp: "Describe", group: group}.classify(err))
-			}
 		}
 		select {
 		case <-ctx.Done():
@@ -274,6 +270,34 @@ func (a *Admin) CommittedOffsets(ctx context.Context, group, topic string) (map[
 		}
 	}
 }
+
+// committedOnce is one offset fetch of CommittedOffsets.
+func (a *Admin) committedOnce(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	resps, err := a.adm.FetchOffsetsForTopics(kadm.RequireStable(ctx), group, topic)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return map[int32]int64{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]int64)
+	for p, r := range resps[topic] {
+		if errors.Is(r.Err, kerr.GroupIDNotFound) {
+			continue
+		}
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		if r.At >= 0 {
+			out[p] = r.At
+		}
+	}
+	return out, nil
+}
+
+// coordinatorWait bounds how long CommittedOffsets waits for a group
+// coordinator that is not available (yet).
+const coordinatorWait = 30 * time.Second
 
 // EndOffsets returns the high watermark of every partition of topic.
 func (a *Admin) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {

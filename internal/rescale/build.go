@@ -241,6 +241,12 @@ func Build(src map[int32]map[string][]byte, n int, offsets []int64) (*Plan, erro
 					err = minMax(&plan.LateWatermark, v, name, p, false)
 				case name == engine.MetaInitialApplied:
 					plan.InitialStateApplied = true
+				case name == shard.VarSetMeta:
+					// Versions of the set of variables: the most any partition
+					// counted (u32 big-endian, so bytes compare as numbers).
+					if old, ok := other[name]; !ok || bytes.Compare(v, old) > 0 {
+						other[name], otherFrom[name] = v, p
+					}
 				default:
 					if old, ok := other[name]; ok && !bytes.Equal(old, v) {
 						return nil, fmt.Errorf("%w: metadata %q is %q in partition %d and %q in partition %d: the partitions of the application ran with different settings",

@@ -9,6 +9,7 @@ import (
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/murmur2"
+	"github.com/kstate/kstate/internal/shard"
 )
 
 func i64(v int64) []byte  { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
@@ -37,6 +38,10 @@ func twoPartitions() map[int32]map[string][]byte {
 	src[0][meta(engine.MetaWatermark)] = i64(5000)
 	src[1][meta(engine.MetaWatermark)] = i64(4000)
 	src[1][meta(engine.MetaInitialApplied)] = []byte{1}
+	// Versions of the set of variables differ (a partition added later
+	// counted fewer): the largest is kept, not refused.
+	src[0][meta(shard.VarSetMeta)] = u32(3)
+	src[1][meta(shard.VarSetMeta)] = u32(2)
 	// Keys where the old partitioning (2) put them.
 	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
 		p := murmur2.Partition([]byte(k), 2)
@@ -84,7 +89,8 @@ func TestBuildRoutesAndMerges(t *testing.T) {
 			t.Errorf("partition %d: input offset %x", pp.Partition, got[engine.MetaInputOffset])
 		}
 		if got["var/count"] != regCount || got[engine.MetaTimeMode] != "ProcessingTime" || got[engine.MetaBatchID] != string(i64(9)) ||
-			got[engine.MetaWatermark] != string(i64(4000)) || got[engine.MetaInitialApplied] != "\x01" || got["varid/next"] != string(u32(2)) {
+			got[engine.MetaWatermark] != string(i64(4000)) || got[engine.MetaInitialApplied] != "\x01" || got["varid/next"] != string(u32(2)) ||
+			got[shard.VarSetMeta] != string(u32(3)) {
 			t.Errorf("partition %d: meta %q", pp.Partition, got)
 		}
 		if pp.Entries != 4*pp.Keys {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hamba/avro/v2"
 	"github.com/kstate/kstate/changelog"
@@ -96,6 +97,33 @@ func checkKeySchema(name, old, now string) error {
 	}
 	return &state.SchemaChangeError{Variable: name, Key: true, Old: old, New: now,
 		Reason: "MapState keys are compared as encoded bytes, so their schema cannot change", Err: state.ErrSchemaIncompatible}
+}
+
+// checkTTL refuses a variable that gains or loses its TTL across a restart
+// (Spark fails the query: a TTL changes the variable's value schema, which
+// then carries an expiry). The duration may change: entries keep the expiry
+// they were written with, and new writes take the new duration.
+//
+// An entry's "ttlMs" has been in the registry since the registry exists
+// (absent: no TTL), so a shard written by an earlier release is checked
+// against what it recorded last; an earlier release accepted such a change,
+// so a registry may record a TTL added by it: that is the setting kept.
+func checkTTL(name string, oldMs, newMs int64) error {
+	if (oldMs == 0) == (newMs == 0) {
+		return nil
+	}
+	setting := func(ms int64) string {
+		if ms == 0 {
+			return "no TTL"
+		}
+		return "TTL " + time.Duration(ms*int64(time.Millisecond)).String()
+	}
+	reason := "entries written without an expiry would never expire"
+	if newMs == 0 {
+		reason = "entries written with an expiry would still expire"
+	}
+	return &state.SchemaChangeError{Variable: name, Old: setting(oldMs), New: setting(newMs),
+		Reason: "whether a variable's entries expire is part of its schema: " + reason, Err: state.ErrTTLChanged}
 }
 
 // primitive widenings: writer schema → reader schemas it may become.

@@ -30,6 +30,12 @@ const (
 	nextVarIDMeta = "varid/next"
 )
 
+// VarSetMeta is the meta name holding how many versions the set of
+// declared variables has had (u32 big-endian; see varSetChanged). Absent
+// on a fresh shard, and on a shard written before it existed: then the
+// set it holds counts as version 1.
+const VarSetMeta = "varset/versions"
+
 type registryEntry struct {
 	ID        uint32 `json:"id"`
 	Kind      string `json:"kind"`
@@ -67,6 +73,7 @@ type VarInfo struct {
 func (s *Shard) SetDeclaring(on bool) {
 	if on && !s.declaring {
 		s.declared = make(map[string]bool)
+		s.setCounted = false
 	}
 	s.declaring = on
 }
@@ -176,6 +183,9 @@ func (s *Shard) declare(typeName, kind, name, schema, keySchema string, codecs [
 				"(and drop the old data once with DeleteIfExists(%q) in Init, in a release that no longer declares %q)",
 				state.ErrKindChanged, name, old.Kind, kind, name, name))
 		}
+		if err := checkTTL(name, old.TTLMs, want.TTLMs); err != nil {
+			return fail(err)
+		}
 		want.ID = old.ID
 		stored := old
 		old.normalize()
@@ -187,6 +197,9 @@ func (s *Shard) declare(typeName, kind, name, schema, keySchema string, codecs [
 		}
 		old = stored
 	} else {
+		if err := s.varSetChanged("declaring the new variable", name); err != nil {
+			return fail(err)
+		}
 		if want.ID, err = s.allocVarID(); err != nil {
 			return fail(err)
 		}
@@ -213,6 +226,53 @@ func (s *Shard) registryEntry(name string) (registryEntry, bool, error) {
 		return registryEntry{}, false, fmt.Errorf("%w: registry entry of %q: %q", state.ErrCorrupt, name, v)
 	}
 	return e, true, nil
+}
+
+// varSetChanged counts a change of the set of declared variables: an Init
+// that declares a variable the registry lacks or drops one it has makes the
+// set's next version, once per Init however many it adds or drops (Spark
+// writes one state schema file per such start). The first version is the
+// first Init that declares anything. A change past the bound
+// (ShardOptions.MaxVariableSetVersions) is refused before anything is
+// staged, so the start fails and nothing is written. A variable an Init
+// merely stops declaring keeps its data and is no change: kstate drops data
+// only on DeleteIfExists (Spark counts it as removed).
+func (s *Shard) varSetChanged(what, name string) error {
+	if s.setCounted {
+		return nil
+	}
+	key := changelog.MetaKey(VarSetMeta)
+	v, ok, err := s.get(key)
+	if err != nil {
+		return err
+	}
+	var n uint32
+	switch {
+	case ok && len(v) != 4:
+		return fmt.Errorf("%w: %s of %d bytes", state.ErrCorrupt, VarSetMeta, len(v))
+	case ok:
+		n = binary.BigEndian.Uint32(v)
+	default:
+		// Fresh, or written before the count existed: a registry that holds
+		// variables is version 1.
+		prefix := changelog.MetaKey(varMetaPrefix)
+		if err := s.scan(prefix, keys.PrefixEnd(prefix), func(_, _ []byte) bool { n = 1; return false }); err != nil {
+			return err
+		}
+	}
+	limit := s.opts.MaxVariableSetVersions
+	if limit == 0 {
+		limit = state.DefaultMaxVariableSetVersions
+	}
+	if limit > 0 && int64(n) >= int64(limit) {
+		return fmt.Errorf("%w: %s %q would make version %d of the application's set of state variables, over the limit of %d "+
+			"(Config.MaxStateVariableSetVersions, default %d like Spark's stateSchemaFilesThreshold): raise the limit, "+
+			"or add and drop variables in fewer releases",
+			state.ErrTooManyVariableSetVersions, what, name, n+1, limit, state.DefaultMaxVariableSetVersions)
+	}
+	s.stageWrite(key, binary.BigEndian.AppendUint32(nil, n+1), true)
+	s.setCounted = true
+	return nil
 }
 
 func (s *Shard) allocVarID() (uint32, error) {
@@ -253,6 +313,9 @@ func (s *Shard) DeleteIfExists(name string) error {
 	}
 	e, found, err := s.registryEntry(name)
 	if err != nil || !found {
+		return fail(err)
+	}
+	if err := s.varSetChanged("dropping the variable", name); err != nil {
 		return fail(err)
 	}
 	type entry struct {

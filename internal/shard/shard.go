@@ -37,6 +37,10 @@ type ShardOptions struct {
 	// AllowTTL permits variables with a TTL. Set it only in ProcessingTime
 	// mode, overriding the default of false (TTL declared → state.ErrTTLNotAllowed).
 	AllowTTL bool
+	// MaxVariableSetVersions bounds the versions of the set of declared
+	// variables (registry.go, varSetChanged), overriding the default of 0
+	// (state.DefaultMaxVariableSetVersions); negative: no bound.
+	MaxVariableSetVersions int
 	// Cache is the committed-state cache shared with the process's other
 	// shards (see Cache), overriding the default of nil (no cache: every
 	// point read goes to the store).
@@ -114,8 +118,9 @@ type Shard struct {
 	key       []byte
 	hasKey    bool
 
-	declaring bool
-	declared  map[string]bool // names declared in the current Init
+	declaring  bool
+	declared   map[string]bool // names declared in the current Init
+	setCounted bool            // the current Init changed the set of variables (counted once)
 	// declaredAny is set by the first declaration: from then on a restore
 	// (ApplyChangelog, Wipe) could silently invalidate the variables' ids.
 	declaredAny bool

@@ -58,8 +58,8 @@ func TestShardStagingNotInStoreBeforeCommit(t *testing.T) {
 	}
 	recs, err := s.Finish()
 	noErr(t, err)
-	// Registry entry, id counter, the value.
-	if len(recs) != 3 || !slices.IsSortedFunc(recs, func(a, b changelog.Record) int { return bytes.Compare(a.Key, b.Key) }) {
+	// Registry entry, id counter, variable set version, the value.
+	if len(recs) != 4 || !slices.IsSortedFunc(recs, func(a, b changelog.Record) int { return bytes.Compare(a.Key, b.Key) }) {
 		t.Fatalf("Finish records = %d, sorted=%v", len(recs), slices.IsSortedFunc(recs, func(a, b changelog.Record) int { return bytes.Compare(a.Key, b.Key) }))
 	}
 	// Records share the staging layer's slices (no copies): the staging
@@ -73,8 +73,8 @@ func TestShardStagingNotInStoreBeforeCommit(t *testing.T) {
 		t.Fatalf("after Finish: Get %q, record %q", got, recs[2].Value)
 	}
 	noErr(t, s.Commit(42))
-	if n := storeKeys(); n != 4 { // + the local offset
-		t.Fatalf("store has %d keys after Commit, want 4", n)
+	if n := storeKeys(); n != 5 { // + the local offset
+		t.Fatalf("store has %d keys after Commit, want 5", n)
 	}
 	if s.ChangelogOffset() != 42 {
 		t.Fatalf("ChangelogOffset = %d", s.ChangelogOffset())
@@ -269,8 +269,8 @@ func TestDeclarationsSurviveAbort(t *testing.T) {
 	noErr(t, v.Update(1))
 	s.Abort()
 	recs := commit(t, s, nil, 0, func() {})
-	if len(recs) != 2 {
-		t.Fatalf("first committed batch has %d records, want registry + id counter", len(recs))
+	if len(recs) != 3 {
+		t.Fatalf("first committed batch has %d records, want registry + id counter + variable set version", len(recs))
 	}
 	vars, _ := s.Variables()
 	if len(vars) != 1 || vars[0].Name != "v" {

@@ -20,8 +20,8 @@ import (
 //
 // Index entries are removed whenever their entry is overwritten or deleted;
 // cleanup still re-checks the entry's header, so an index entry that is
-// stale for any reason (for example a variable whose TTL was removed across
-// a restart) never deletes live data.
+// stale for any reason (for example a variable whose TTL an earlier release
+// let a restart remove; checkTTL refuses that now) never deletes live data.
 
 // indexValue is the value of TTL index and timer entries: an empty payload
 // behind a normal header, so no changelog record is ever empty (Kafka cannot
