@@ -33,7 +33,7 @@ func TestAppMetricsSemantics(t *testing.T) {
 			TimersRegistered: 6, TimersFired: 5, TTLRemovals: 4, LateRowsDropped: 9, RestoreRecords: 40, Batches: 7,
 		},
 	}
-	view.sizes = map[int32]kv.Estimate{0: {LiveDataBytes: 4096, Keys: 12}}
+	view.sizes = map[int32]kv.Estimate{0: {Bytes: 4096, Entries: 12}}
 
 	m.Rebalanced("assigned", []int32{0, 1})
 	m.Rebalanced("revoked", []int32{1})
