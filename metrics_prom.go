@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kstate/kstate/internal/engine"
@@ -26,6 +27,9 @@ type appMetrics struct {
 
 	batchDuration, commitLatency, endToEnd prometheus.Histogram
 	rebalances                             *prometheus.CounterVec
+
+	// kafka collects the Kafka client metrics (metrics_kafka.go).
+	kafka *kafkaMetrics
 
 	// The series read at scrape time (built once by newAppMetrics).
 	perPart []partMetric
@@ -63,20 +67,30 @@ func (a *App[K, I, O]) scrapeView() scrapeView {
 	return v
 }
 
-// Collector returns the App's Prometheus collector: the series GET
-// /metrics of Handler serves (docs/OPERATIONS.md, "Metrics"), each with
-// the label application. Register it into your own registry to expose
-// them with your other metrics (a registry takes it once; two Apps with
-// distinct ApplicationIDs can share one). Each call returns the same
-// collector.
+// Collector returns the App's Prometheus collector: the kstate_* series
+// GET /metrics of Handler serves (docs/OPERATIONS.md, "Metrics"), each
+// with the label application. Register it into your own registry to
+// expose them with your other metrics (a registry takes it once; two Apps
+// with distinct ApplicationIDs can share one). Each call returns the same
+// collector. GET /metrics also serves the Go runtime (go_*), process
+// (process_*) and Kafka client (kstate_kafka_*) series; Collector has only
+// kstate's own, as your registry may have the Go and process collectors
+// already.
 func (a *App[K, I, O]) Collector() prometheus.Collector { return a.metrics }
 
 // metricsHandler serves the App's metrics from a registry of its own (the
-// global default registry is never touched).
+// global default registry is never touched): kstate's, the Kafka clients'
+// (kprom) and the standard Go runtime and process collectors.
 func (a *App[K, I, O]) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(a.registry(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// registry is a new registry of everything GET /metrics serves.
+func (a *App[K, I, O]) registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(a.metrics)
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	reg.MustRegister(a.metrics, a.metrics.kafka,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
 
 // Histogram buckets, in seconds.
@@ -93,6 +107,7 @@ func newAppMetrics(app string, scrape func() scrapeView) *appMetrics {
 	m := &appMetrics{
 		app:    app,
 		scrape: scrape,
+		kafka:  newKafkaMetrics(app),
 		batchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "kstate_batch_duration_seconds", ConstLabels: labels, Buckets: latencyBuckets,
 			Help: "Time of a committed micro-batch, from the start of its processor calls to the end of its transaction commit.",
