@@ -261,7 +261,7 @@ func (a *App[K, I, O]) serve(wg *sync.WaitGroup) (*http.Server, error) {
 // run is Run's work: the coordinator's run.
 func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 	cfg := &a.cfg
-	adm, err := cfg.clientConfig().NewAdmin()
+	adm, err := a.metrics.kafka.clientConfig(cfg.clientConfig(), "admin").NewAdmin()
 	if err != nil {
 		return fmt.Errorf("kstate: %w", err)
 	}

@@ -19,6 +19,10 @@ type Status struct {
 	// BatchInFlight is the age of the micro-batch in flight; 0 between
 	// batches. Live reports stuck once it passes MaxBatchDuration/2.
 	BatchInFlight time.Duration `json:"batch_in_flight_ns"`
+	// BatchInFlightRecords is the number of input records of the batch in
+	// flight (summed over the pipelines' batches); 0 between batches.
+	// Its partitions have InBatch set.
+	BatchInFlightRecords int `json:"batch_in_flight_records"`
 	// MaxBatchDuration is Config.MaxBatchDuration after defaults.
 	MaxBatchDuration time.Duration `json:"max_batch_duration_ns"`
 	// SinceCommit is the time since the last committed transaction of this
@@ -64,10 +68,17 @@ type PartitionStatus struct {
 	// RestoreETA the estimated time left at that rate (0 when unknown).
 	RestoreRate float64       `json:"restore_rate"`
 	RestoreETA  time.Duration `json:"restore_eta_ns"`
-	// Lag is the number of input records after the partition's consumed
-	// position (high watermark - position, as of the last fetch); -1 when
-	// unknown.
+	// Lag is the number of input records after the partition's committed
+	// position: the partition's end offset (for the read_committed
+	// consumer, its last stable offset) minus the group's committed
+	// offset. The end offsets are read every few seconds independently of
+	// the batches, so the lag is current (a few seconds stale at most)
+	// also while a batch runs; the records of the batch in flight count
+	// until it commits. -1 when unknown.
 	Lag int64 `json:"lag"`
+	// InBatch: the partition is part of the batch in flight (see
+	// Status.BatchInFlight).
+	InBatch bool `json:"in_batch"`
 	// Watermark (EventTime mode, ms; -1: none) and BatchID (the id of the
 	// partition's last committed batch, the id its sinks received for it;
 	// -1: none yet), as of its last commit or its restore. Batch ids are
@@ -96,6 +107,7 @@ func (a *App[K, I, O]) Status() Status {
 	}
 	s, owner := c.snapshot()
 	st.BatchInFlight, st.SinceCommit, st.FirstCommit = s.BatchInFlight, s.SinceCommit, s.FirstCommit
+	st.BatchInFlightRecords = s.BatchInFlightRecords
 	st.Total = Counters(s.Total)
 	st.LastError, st.LastErrorAt, st.LastCommitAt = a.metrics.last()
 	st.Lag = -1
@@ -103,7 +115,7 @@ func (a *App[K, I, O]) Status() Status {
 		ps, ct := s.Status[p], Counters(s.Partitions[p])
 		st.Partitions = append(st.Partitions, PartitionStatus{
 			Partition: p, Pipeline: owner[p], Restoring: !ps.Ready, RestoredRecords: ps.RestoredRecords, RestoreTotal: ps.RestoreTotal,
-			RestoreRate: ps.RestoreRate, RestoreETA: ps.RestoreETA, Lag: ps.Lag,
+			RestoreRate: ps.RestoreRate, RestoreETA: ps.RestoreETA, Lag: ps.Lag, InBatch: ps.InBatch,
 			Watermark: ps.Watermark, BatchID: ps.BatchID - 1, Counters: ct,
 		})
 		if ps.Lag >= 0 {

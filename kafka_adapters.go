@@ -33,7 +33,7 @@ func (a *App[K, I, O]) joinGroup(instance string, stayIn func() bool, closeJoinG
 	s := &kafkaSession{stayIn: stayIn}
 	ks, err := kafka.NewSession(kafka.SessionConfig{
 		Brokers:            cfg.Brokers,
-		Client:             cfg.clientConfig(),
+		Client:             a.metrics.kafka.clientConfig(cfg.clientConfig(), a.pipelineClient(instance)),
 		GroupID:            cfg.ApplicationID,
 		InstanceID:         instance,
 		Topics:             cfg.engineTopics(),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kstate/kstate/internal/engine"
@@ -27,8 +28,12 @@ type appMetrics struct {
 	batchDuration, commitLatency, endToEnd prometheus.Histogram
 	rebalances                             *prometheus.CounterVec
 
+	// kafka collects the Kafka client metrics (metrics_kafka.go).
+	kafka *kafkaMetrics
+
 	// The series read at scrape time (built once by newAppMetrics).
 	perPart []partMetric
+	sizes   []scrapeMetric // size, entries, then their deprecated names
 	totals  []totalMetric
 	gauges  scrapeGauges
 
@@ -62,20 +67,30 @@ func (a *App[K, I, O]) scrapeView() scrapeView {
 	return v
 }
 
-// Collector returns the App's Prometheus collector: the series GET
-// /metrics of Handler serves (docs/OPERATIONS.md, "Metrics"), each with
-// the label application. Register it into your own registry to expose
-// them with your other metrics (a registry takes it once; two Apps with
-// distinct ApplicationIDs can share one). Each call returns the same
-// collector.
+// Collector returns the App's Prometheus collector: the kstate_* series
+// GET /metrics of Handler serves (docs/OPERATIONS.md, "Metrics"), each
+// with the label application. Register it into your own registry to
+// expose them with your other metrics (a registry takes it once; two Apps
+// with distinct ApplicationIDs can share one). Each call returns the same
+// collector. GET /metrics also serves the Go runtime (go_*), process
+// (process_*) and Kafka client (kstate_kafka_*) series; Collector has only
+// kstate's own, as your registry may have the Go and process collectors
+// already.
 func (a *App[K, I, O]) Collector() prometheus.Collector { return a.metrics }
 
 // metricsHandler serves the App's metrics from a registry of its own (the
-// global default registry is never touched).
+// global default registry is never touched): kstate's, the Kafka clients'
+// (kprom) and the standard Go runtime and process collectors.
 func (a *App[K, I, O]) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(a.registry(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// registry is a new registry of everything GET /metrics serves.
+func (a *App[K, I, O]) registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(a.metrics)
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	reg.MustRegister(a.metrics, a.metrics.kafka,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
 
 // Histogram buckets, in seconds.
@@ -92,6 +107,7 @@ func newAppMetrics(app string, scrape func() scrapeView) *appMetrics {
 	m := &appMetrics{
 		app:    app,
 		scrape: scrape,
+		kafka:  newKafkaMetrics(app),
 		batchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "kstate_batch_duration_seconds", ConstLabels: labels, Buckets: latencyBuckets,
 			Help: "Time of a committed micro-batch, from the start of its processor calls to the end of its transaction commit.",
@@ -109,7 +125,7 @@ func newAppMetrics(app string, scrape func() scrapeView) *appMetrics {
 			Help: "Group events delivered to this instance, by kind (assigned, revoked, lost).",
 		}, []string{"kind"}),
 	}
-	m.perPart, m.totals, m.gauges = m.scraped()
+	m.perPart, m.sizes, m.totals, m.gauges = m.scraped()
 	return m
 }
 
@@ -172,7 +188,7 @@ func (m *appMetrics) metric(name, help string, typ prometheus.ValueType, labels 
 // scraped builds the series read from the Snapshot: per partition (currently assigned:
 // they reset when a partition moves away and comes back, which rate()
 // handles) and totals of the Run.
-func (m *appMetrics) scraped() (perPart []partMetric, totals []totalMetric, gauges scrapeGauges) {
+func (m *appMetrics) scraped() (perPart []partMetric, sizes []scrapeMetric, totals []totalMetric, gauges scrapeGauges) {
 	pm := func(name, help string, typ prometheus.ValueType, v func(engine.Counters, engine.PartitionStatus) (float64, bool)) partMetric {
 		return partMetric{m.metric(name, help, typ, "partition"), v}
 	}
@@ -186,7 +202,7 @@ func (m *appMetrics) scraped() (perPart []partMetric, totals []totalMetric, gaug
 			prometheus.CounterValue, ct(func(c engine.Counters) int64 { return c.RowsOut })),
 		pm("kstate_partition_batches_total", "Committed micro-batches that ran on the partition.",
 			prometheus.CounterValue, ct(func(c engine.Counters) int64 { return c.Batches })),
-		pm("kstate_consumer_lag", "Input records after the committed position (high watermark of the last fetch minus the position); absent while unknown.",
+		pm("kstate_consumer_lag", "Input records after the group's committed position: the end offset (last stable offset, read every few seconds independently of the batches, or the last fetch's high watermark when newer) minus the committed offset; the batch in flight's records count until it commits. Absent while unknown.",
 			prometheus.GaugeValue, func(_ engine.Counters, s engine.PartitionStatus) (float64, bool) { return float64(s.Lag), s.Lag >= 0 }),
 		pm("kstate_restoring", "1 while the partition restores its state from the changelog, 0 once it processes.",
 			prometheus.GaugeValue, func(_ engine.Counters, s engine.PartitionStatus) (float64, bool) { return b2f(!s.Ready), true }),
@@ -200,10 +216,19 @@ func (m *appMetrics) scraped() (perPart []partMetric, totals []totalMetric, gaug
 			}),
 		pm("kstate_restore_eta_seconds", "Estimated time left of the partition's restore at its rate so far; 0 when done or unknown.",
 			prometheus.GaugeValue, func(_ engine.Counters, s engine.PartitionStatus) (float64, bool) { return s.RestoreETA.Seconds(), true }),
-		pm("kstate_state_live_data_bytes", "Estimated live data size of the partition's state shard (RocksDB estimate-live-data-size).",
-			prometheus.GaugeValue, nil),
-		pm("kstate_state_keys", "Estimated number of keys of the partition's state shard (RocksDB estimate-num-keys).",
-			prometheus.GaugeValue, nil),
+	}
+	// The state size series (read from the shards, not the Snapshot), in
+	// sizeMetrics order.
+	sizes = []scrapeMetric{
+		m.metric("kstate_state_size_bytes", "Estimated size of the partition's state store: its tables on disk (compressed) plus its memtables and unflushed committed writes. Overwritten and deleted entries count until compaction drops them.",
+			prometheus.GaugeValue, "partition"),
+		m.metric("kstate_state_entries", "Estimated number of entries of the partition's state store: every variable's values, list and map elements, timers, TTL index entries and kstate's metadata (not grouping keys); overwrites and deletions count until compaction. Absent with Pebble, which keeps no estimate.",
+			prometheus.GaugeValue, "partition"),
+		// Before issue #25: kept for dashboards and alerts that use them.
+		m.metric("kstate_state_live_data_bytes", "Deprecated: the same value as kstate_state_size_bytes (it was RocksDB's estimate-live-data-size, far too low before compaction).",
+			prometheus.GaugeValue, "partition"),
+		m.metric("kstate_state_keys", "Deprecated: the same value as kstate_state_entries (store entries, not grouping keys).",
+			prometheus.GaugeValue, "partition"),
 	}
 	tm := func(name, help string, f func(engine.Counters) int64) totalMetric {
 		return totalMetric{m.metric(name, help, prometheus.CounterValue), f}
@@ -225,23 +250,23 @@ func (m *appMetrics) scraped() (perPart []partMetric, totals []totalMetric, gaug
 		tm("kstate_restored_records_total", "Changelog records applied by finished restores.", func(c engine.Counters) int64 { return c.RestoreRecords }),
 	}
 	gauges = scrapeGauges{
-		state:       m.metric("kstate_app_state", "1 for the App's current state (label state), 0 for the others.", prometheus.GaugeValue, "state"),
-		ready:       m.metric("kstate_ready", "1 when the App is ready (Running: /readyz 200), else 0.", prometheus.GaugeValue),
-		live:        m.metric("kstate_live", "1 when the App is live (/healthz 200), else 0.", prometheus.GaugeValue),
-		inFlight:    m.metric("kstate_batch_in_flight_seconds", "Age of the micro-batch in flight; 0 between batches.", prometheus.GaugeValue),
-		lastError:   m.metric("kstate_last_error_timestamp_seconds", "Unix time of the last error the App met (an aborted transaction, a dead-lettered record, Run's error); 0 when none.", prometheus.GaugeValue),
-		lastCommit:  m.metric("kstate_last_commit_timestamp_seconds", "Unix time of the last committed transaction; 0 before the first.", prometheus.GaugeValue),
-		assigned:    m.metric("kstate_assigned_partitions", "Input partitions assigned to this instance.", prometheus.GaugeValue),
-		firstCommit: m.metric("kstate_first_commit_seconds", "Time from the start of Run to its first committed transaction; 0 until then.", prometheus.GaugeValue),
-		batchLimit:  m.metric("kstate_batch_record_limit", "Record limit of the next micro-batch (adaptive batches: grows under a backlog, back to MaxBatchRecords when caught up); the largest over the pipelines.", prometheus.GaugeValue),
+		state:           m.metric("kstate_app_state", "1 for the App's current state (label state), 0 for the others.", prometheus.GaugeValue, "state"),
+		ready:           m.metric("kstate_ready", "1 when the App is ready (Running: /readyz 200), else 0.", prometheus.GaugeValue),
+		live:            m.metric("kstate_live", "1 when the App is live (/healthz 200), else 0.", prometheus.GaugeValue),
+		inFlight:        m.metric("kstate_batch_in_flight_seconds", "Age of the micro-batch in flight; 0 between batches.", prometheus.GaugeValue),
+		inFlightRecords: m.metric("kstate_batch_in_flight_records", "Input records of the micro-batch in flight (summed over the pipelines); 0 between batches.", prometheus.GaugeValue),
+		lastError:       m.metric("kstate_last_error_timestamp_seconds", "Unix time of the last error the App met (an aborted transaction, a dead-lettered record, Run's error); 0 when none.", prometheus.GaugeValue),
+		lastCommit:      m.metric("kstate_last_commit_timestamp_seconds", "Unix time of the last committed transaction; 0 before the first.", prometheus.GaugeValue),
+		assigned:        m.metric("kstate_assigned_partitions", "Input partitions assigned to this instance.", prometheus.GaugeValue),
+		firstCommit:     m.metric("kstate_first_commit_seconds", "Time from the start of Run to its first committed transaction; 0 until then.", prometheus.GaugeValue),
+		batchLimit:      m.metric("kstate_batch_record_limit", "Record limit of the next micro-batch (adaptive batches: grows under a backlog, back to MaxBatchRecords when caught up); the largest over the pipelines.", prometheus.GaugeValue),
 	}
-	return perPart, totals, gauges
+	return perPart, sizes, totals, gauges
 }
 
 type partMetric struct {
 	scrapeMetric
 	// value returns the series' value of a partition; ok false: absent.
-	// nil: a state size metric (read from the shard).
 	value func(engine.Counters, engine.PartitionStatus) (float64, bool)
 }
 
@@ -252,11 +277,11 @@ type totalMetric struct {
 
 type scrapeGauges struct {
 	state, ready, live, inFlight, lastError, lastCommit, assigned, firstCommit scrapeMetric
-	batchLimit                                                                 scrapeMetric
+	batchLimit, inFlightRecords                                                scrapeMetric
 }
 
 func (g scrapeGauges) all() []scrapeMetric {
-	return []scrapeMetric{g.state, g.ready, g.live, g.inFlight, g.lastError, g.lastCommit, g.assigned, g.firstCommit, g.batchLimit}
+	return []scrapeMetric{g.state, g.ready, g.live, g.inFlight, g.lastError, g.lastCommit, g.assigned, g.firstCommit, g.batchLimit, g.inFlightRecords}
 }
 
 // Describe implements prometheus.Collector.
@@ -264,6 +289,9 @@ func (m *appMetrics) Describe(ch chan<- *prometheus.Desc) {
 	perPart, totals, gauges := m.perPart, m.totals, m.gauges
 	for _, p := range perPart {
 		ch <- p.desc
+	}
+	for _, sz := range m.sizes {
+		ch <- sz.desc
 	}
 	for _, t := range totals {
 		ch <- t.desc
@@ -286,9 +314,6 @@ func (m *appMetrics) Collect(ch chan<- prometheus.Metric) {
 		part := strconv.Itoa(int(p))
 		ct, st := s.Partitions[p], s.Status[p]
 		for _, pm := range perPart {
-			if pm.value == nil {
-				continue
-			}
 			if x, ok := pm.value(ct, st); ok {
 				ch <- prometheus.MustNewConstMetric(pm.desc, pm.typ, x, part)
 			}
@@ -296,9 +321,14 @@ func (m *appMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for p, sz := range v.sizes {
 		part := strconv.Itoa(int(p))
-		ch <- prometheus.MustNewConstMetric(perPart[len(perPart)-2].desc, prometheus.GaugeValue, float64(sz.LiveDataBytes), part)
-		if sz.Keys >= 0 { // unknown with Pebble
-			ch <- prometheus.MustNewConstMetric(perPart[len(perPart)-1].desc, prometheus.GaugeValue, float64(sz.Keys), part)
+		for i, d := range m.sizes {
+			x := sz.Bytes
+			if i%2 == 1 {
+				x = sz.Entries
+			}
+			if x >= 0 { // entries: unknown with Pebble
+				ch <- prometheus.MustNewConstMetric(d.desc, d.typ, float64(x), part)
+			}
 		}
 	}
 	for _, t := range totals {
@@ -311,6 +341,7 @@ func (m *appMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(g.ready.desc, g.ready.typ, b2f(v.ready))
 	ch <- prometheus.MustNewConstMetric(g.live.desc, g.live.typ, b2f(v.live))
 	ch <- prometheus.MustNewConstMetric(g.inFlight.desc, g.inFlight.typ, s.BatchInFlight.Seconds())
+	ch <- prometheus.MustNewConstMetric(g.inFlightRecords.desc, g.inFlightRecords.typ, float64(s.BatchInFlightRecords))
 	ch <- prometheus.MustNewConstMetric(g.lastError.desc, g.lastError.typ, unixSeconds(lastErr != "", lastErrAt))
 	ch <- prometheus.MustNewConstMetric(g.lastCommit.desc, g.lastCommit.typ, unixSeconds(true, lastCommit))
 	ch <- prometheus.MustNewConstMetric(g.assigned.desc, g.assigned.typ, float64(len(s.Assigned)))

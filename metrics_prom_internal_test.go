@@ -33,7 +33,8 @@ func TestAppMetricsSemantics(t *testing.T) {
 			TimersRegistered: 6, TimersFired: 5, TTLRemovals: 4, LateRowsDropped: 9, RestoreRecords: 40, Batches: 7,
 		},
 	}
-	view.sizes = map[int32]kv.Estimate{0: {LiveDataBytes: 4096, Keys: 12}}
+	view.snap.BatchInFlight, view.snap.BatchInFlightRecords = time.Second, 321
+	view.sizes = map[int32]kv.Estimate{0: {Bytes: 4096, Entries: 12}}
 
 	m.Rebalanced("assigned", []int32{0, 1})
 	m.Rebalanced("revoked", []int32{1})
@@ -49,7 +50,7 @@ func TestAppMetricsSemantics(t *testing.T) {
 	m.Aborted(errors.New("boom"))
 
 	want := `
-# HELP kstate_consumer_lag Input records after the committed position (high watermark of the last fetch minus the position); absent while unknown.
+# HELP kstate_consumer_lag Input records after the group's committed position: the end offset (last stable offset, read every few seconds independently of the batches, or the last fetch's high watermark when newer) minus the committed offset; the batch in flight's records count until it commits. Absent while unknown.
 # TYPE kstate_consumer_lag gauge
 kstate_consumer_lag{application="app",partition="0"} 5
 # HELP kstate_records_in_total Input records consumed by committed batches, per assigned partition (rows handed to the processor).
@@ -72,12 +73,21 @@ kstate_restore_eta_seconds{application="app",partition="1"} 3
 # TYPE kstate_restoring gauge
 kstate_restoring{application="app",partition="0"} 0
 kstate_restoring{application="app",partition="1"} 1
-# HELP kstate_state_keys Estimated number of keys of the partition's state shard (RocksDB estimate-num-keys).
-# TYPE kstate_state_keys gauge
-kstate_state_keys{application="app",partition="0"} 12
-# HELP kstate_state_live_data_bytes Estimated live data size of the partition's state shard (RocksDB estimate-live-data-size).
+# HELP kstate_state_size_bytes Estimated size of the partition's state store: its tables on disk (compressed) plus its memtables and unflushed committed writes. Overwritten and deleted entries count until compaction drops them.
+# TYPE kstate_state_size_bytes gauge
+kstate_state_size_bytes{application="app",partition="0"} 4096
+# HELP kstate_state_entries Estimated number of entries of the partition's state store: every variable's values, list and map elements, timers, TTL index entries and kstate's metadata (not grouping keys); overwrites and deletions count until compaction. Absent with Pebble, which keeps no estimate.
+# TYPE kstate_state_entries gauge
+kstate_state_entries{application="app",partition="0"} 12
+# HELP kstate_state_live_data_bytes Deprecated: the same value as kstate_state_size_bytes (it was RocksDB's estimate-live-data-size, far too low before compaction).
 # TYPE kstate_state_live_data_bytes gauge
 kstate_state_live_data_bytes{application="app",partition="0"} 4096
+# HELP kstate_state_keys Deprecated: the same value as kstate_state_entries (store entries, not grouping keys).
+# TYPE kstate_state_keys gauge
+kstate_state_keys{application="app",partition="0"} 12
+# HELP kstate_batch_in_flight_records Input records of the micro-batch in flight (summed over the pipelines); 0 between batches.
+# TYPE kstate_batch_in_flight_records gauge
+kstate_batch_in_flight_records{application="app"} 321
 # HELP kstate_rebalances_total Group events delivered to this instance, by kind (assigned, revoked, lost).
 # TYPE kstate_rebalances_total counter
 kstate_rebalances_total{application="app",kind="assigned"} 2
@@ -114,7 +124,8 @@ kstate_ready{application="app"} 0
 kstate_live{application="app"} 1
 `
 	names := []string{"kstate_consumer_lag", "kstate_records_in_total", "kstate_restore_records", "kstate_restore_records_expected",
-		"kstate_restore_eta_seconds", "kstate_restoring", "kstate_state_keys", "kstate_state_live_data_bytes", "kstate_rebalances_total",
+		"kstate_restore_eta_seconds", "kstate_restoring", "kstate_state_size_bytes", "kstate_state_entries", "kstate_state_live_data_bytes",
+		"kstate_state_keys", "kstate_batch_in_flight_records", "kstate_rebalances_total",
 		"kstate_aborts_total", "kstate_dead_letter_records_total", "kstate_decode_errors_total", "kstate_processing_errors_total",
 		"kstate_timers_fired_total", "kstate_timers_registered_total", "kstate_ttl_removals_total", "kstate_late_rows_dropped_total",
 		"kstate_ready", "kstate_live"}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -175,6 +176,7 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 	a.mu.Lock()
 	a.mu.coord = set
 	a.mu.Unlock()
+	defer a.refreshLag(ctx, base.Admin, set)() // lag.go
 	if n == 1 {
 		return set.coords[0].Run(ctx)
 	}
@@ -297,6 +299,8 @@ func (ps *pipelineSet) snapshot() (engine.Snapshot, map[int32]int) {
 		m.FirstCommit = minPositive(m.FirstCommit, s.FirstCommit)
 		m.SinceCommit = minPositive(m.SinceCommit, s.SinceCommit)
 		m.BatchInFlight = max(m.BatchInFlight, s.BatchInFlight)
+		m.BatchInFlightRecords += s.BatchInFlightRecords
+		m.BatchInFlightPartitions = append(m.BatchInFlightPartitions, s.BatchInFlightPartitions...)
 		m.BatchRecordLimit = max(m.BatchRecordLimit, s.BatchRecordLimit)
 		for _, p := range s.Assigned {
 			st := s.Status[p]
@@ -320,6 +324,7 @@ func (ps *pipelineSet) snapshot() (engine.Snapshot, map[int32]int) {
 	}
 	sort.Slice(m.Assigned, func(i, j int) bool { return m.Assigned[i] < m.Assigned[j] })
 	sort.Slice(m.Restoring, func(i, j int) bool { return m.Restoring[i] < m.Restoring[j] })
+	slices.Sort(m.BatchInFlightPartitions)
 	return m, owner
 }
 

@@ -238,6 +238,7 @@ func TestStatusPageChromium(t *testing.T) {
 		"app-id": "orders", "caught-up": "No: 1,234 behind", "restoring": "Yes: 1 of 3 partitions",
 		"restoring-detail": "2,500 of 10,000 changelog records (25%)", "ready-in": "About 7.5 s", "ready": "no",
 		"last-error": `kafka: produce to topic "out" partition 2: NOT_ENOUGH_REPLICAS`,
+		"batch":      "20.0 s", "batch-detail": "4,000 records on partition 0; given up at 1 min 0 s",
 	} {
 		if got, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID(id))); err != nil || got != want {
 			t.Errorf("fake status: #%s: %q (%v), want %q", id, got, err, want)
@@ -250,6 +251,10 @@ func TestStatusPageChromium(t *testing.T) {
 	cell, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#partition-1 .restore span")))
 	if err != nil || cell != "2,500 / 10,000 · 1,000 rec/s · ETA 7.5 s" {
 		t.Errorf("fake status: restore cell of partition 1: %q (%v)", cell, err)
+	}
+	inBatch, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#partition-rows .phase.in-batch")].map(s => s.closest("tr").dataset.partition)`))
+	if err != nil || !slices.Equal(inBatch, []string{"0"}) {
+		t.Errorf("fake status: partitions marked in batch: %q (%v), want 0", inBatch, err)
 	}
 	pipes, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#partition-rows td.pipeline")].map(td => td.textContent)`))
 	if err != nil || !slices.Equal(pipes, []string{"0", "0", "1"}) {
@@ -462,10 +467,11 @@ func fakeStatus(page http.Handler) http.Handler {
 			MaxBatchDuration: time.Minute, SinceCommit: 800 * time.Millisecond, FirstCommit: 2 * time.Second,
 			LastCommitAt: now.Add(-800 * time.Millisecond),
 			LastError:    `kafka: produce to topic "out" partition 2: NOT_ENOUGH_REPLICAS`, LastErrorAt: now.Add(-2 * time.Minute),
-			Lag:   1234,
+			Lag:           1234,
+			BatchInFlight: 20 * time.Second, BatchInFlightRecords: 4000,
 			Total: kstate.Counters{RowsIn: 100 * i * i, RowsOut: 90 * i * i, Commits: 2 * i, CommitLatency: time.Duration(2*i) * (10 + time.Duration(i%3)) * time.Millisecond, Aborts: 1},
 			Partitions: []kstate.PartitionStatus{
-				{Partition: 0, Lag: 1000, BatchID: 17, Watermark: -1, Counters: kstate.Counters{RowsIn: 60 * i * i, RowsOut: 55 * i * i}},
+				{Partition: 0, Lag: 1000, InBatch: true, BatchID: 17, Watermark: -1, Counters: kstate.Counters{RowsIn: 60 * i * i, RowsOut: 55 * i * i}},
 				{Partition: 1, Restoring: true, RestoredRecords: 2500, RestoreTotal: 10000, RestoreRate: 1000, RestoreETA: 7500 * time.Millisecond, Lag: -1, Watermark: -1},
 				{Partition: 2, Pipeline: 1, Lag: 234, BatchID: 12, Watermark: 1764518400000, Counters: kstate.Counters{RowsIn: 40 * i * i, RowsOut: 35 * i * i}},
 			},

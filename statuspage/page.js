@@ -132,6 +132,22 @@
     text("ready", state === "Running" ? "yes" : "no");
     tone("card-state", state === "Running" ? (stuck ? "bad" : "ok") : stopped ? "bad" : state === "Restoring" ? "info" : "warn");
 
+    // Batch in flight: its age, records and partitions (the lag counts its
+    // records until it commits).
+    const age = st.batch_in_flight_ns || 0;
+    if (age > 0) {
+      const inBatch = parts.filter((p) => p.in_batch).map((p) => p.partition);
+      text("batch", dur(age));
+      text("batch-detail", plural(st.batch_in_flight_records || 0, "record") +
+        (inBatch.length ? " on partition" + (inBatch.length === 1 ? " " : "s ") + inBatch.join(", ") : "") +
+        (half > 0 ? "; given up at " + dur(2 * half) : ""));
+      tone("card-batch", stuck ? "bad" : half > 0 && age >= half / 2 ? "warn" : "");
+    } else {
+      text("batch", stopped ? "None" : "None now");
+      text("batch-detail", stopped ? "Run returned" : "between batches");
+      tone("card-batch", "");
+    }
+
     // Last commit.
     const lastCommit = when(st.last_commit_at);
     if (st.since_last_commit_ns > 0) {
@@ -185,6 +201,10 @@
       tr.append(th);
       const phase = el("td");
       phase.append(el("span", "phase " + tr.dataset.phase, tr.dataset.phase));
+      if (p.in_batch) {
+        tr.dataset.inBatch = "true";
+        phase.append(el("span", "phase in-batch", "in batch"));
+      }
       tr.append(phase, restoreCell(p));
       tr.append(p.lag >= 0 ? el("td", "num", int(p.lag)) : el("td", "num unknown", "unknown"));
       tr.append(el("td", "num", String(p.batch_id)));

@@ -205,6 +205,11 @@ type Coordinator struct {
 		lastCommit time.Duration // Clock.Elapsed of the last commit; 0: none
 		partitions int           // copy of partitions for other goroutines (query.go)
 		batchLimit int           // the record limit of the next poll (Snapshot)
+
+		// roundParts and roundRecords are the partitions and the input
+		// records of the round in flight (valid while inFlight; Snapshot).
+		roundParts   []int32
+		roundRecords int
 	}
 }
 

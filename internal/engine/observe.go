@@ -77,14 +77,21 @@ type EndOffsetter interface {
 }
 
 // noteEndOffset records s's input end offset as of its restore (restore
-// goroutine); errors only leave the lag unknown until a fetch.
+// goroutine): the last stable offset when the Admin is a StableOffsetter
+// (the end of what the read_committed sessions can read), else the high
+// watermark. Errors only leave the lag unknown until a fetch or the next
+// NoteEndOffsets.
 func (c *Coordinator) noteEndOffset(ctx context.Context, s *slot) {
-	eo, ok := c.cfg.Admin.(EndOffsetter)
-	if !ok {
+	var list func(context.Context, string) (map[int32]int64, error)
+	if so, ok := c.cfg.Admin.(StableOffsetter); ok {
+		list = so.StableOffsets
+	} else if eo, ok := c.cfg.Admin.(EndOffsetter); ok {
+		list = eo.EndOffsets
+	} else {
 		return
 	}
 	for i, topic := range c.cfg.Topics {
-		ends, err := eo.EndOffsets(ctx, topic)
+		ends, err := list(ctx, topic)
 		if err != nil {
 			c.log.Debug("end offsets for the lag: unavailable", "partition", s.part, "topic", topic, "err", err)
 			return
@@ -137,47 +144,29 @@ func (c *Coordinator) observeCommit(parts []*slot, byPart map[int32][]Record, re
 	o.BatchCommitted(b)
 }
 
-// noteLag recomputes the lag of every ready partition from the session's
-// high watermarks and the committed positions (loop only, after a batch).
+// noteLag notes the session's high watermarks and recomputes the lag of
+// every partition (loop only, after a batch: the positions moved). The
+// session's watermarks are only read here, on the loop goroutine;
+// NoteEndOffsets updates the lag from any goroutine in between.
 func (c *Coordinator) noteLag() {
-	hw, ok := c.session.(HighWatermarks)
-	if !ok {
-		return
-	}
+	hw, _ := c.session.(HighWatermarks)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for p, s := range c.mu.slots {
-		s.lag = -1
-		if !s.ready {
-			continue
+		if hw != nil && s.ready {
+			for i, topic := range c.cfg.Topics {
+				if h, start, ok := hw.HighWatermark(topic, p); ok && i < len(s.fetchEnd) {
+					s.fetchEnd[i], s.logStart[i] = h, start
+				}
+			}
 		}
-		var lag int64
-		for i, topic := range c.cfg.Topics {
-			h, start, ok := hw.HighWatermark(topic, p)
-			if !ok {
-				h, start = -1, -1
-			}
-			// The end offset read by the restore stands in until a fetch
-			// returns the partition (high watermarks only grow).
-			h = max(h, s.endOffset[i])
-			pos := s.position[i]
-			if pos < 0 {
-				// Nothing committed yet: consumption starts at the log
-				// start (the sessions reset to the earliest offset).
-				pos = start
-			}
-			if h < 0 || pos < 0 {
-				lag = -1
-				break
-			}
-			lag += max(0, h-pos)
-		}
-		s.lag = lag
+		s.lag = s.computeLag()
 	}
 }
 
 // totalLag is the consumer lag summed over the ready partitions as of the
-// last noteLag; -1 when none is ready or one's lag is unknown.
+// last noteLag or NoteEndOffsets; -1 when none is ready or one's lag is
+// unknown.
 func (c *Coordinator) totalLag() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()

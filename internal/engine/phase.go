@@ -40,12 +40,14 @@ type PartitionStatus struct {
 	// next batch will have) as of the last commit of the partition, or of
 	// its restore.
 	Watermark, BatchID int64
-	// Lag is the number of input records after the committed position, as
-	// of the last fetch (high watermark - position; before a fetch returned
-	// the partition, the end offset read by its restore); -1 when unknown
-	// (not ready, or neither a Session with HighWatermarks nor an Admin
-	// with EndOffsetter).
+	// Lag is the number of input records after the committed position:
+	// end offset - position, the end offset being the latest of the last
+	// fetch's high watermark and the end offsets read by the restore and by
+	// NoteEndOffsets (lag.go); -1 when unknown (not ready, or no end offset
+	// known yet).
 	Lag int64
+	// InBatch: the partition's task is part of the batch in flight.
+	InBatch bool
 	// RestoredRecords is the number of changelog records the partition's
 	// restore applied so far (live); RestoreTotal its upper bound (the
 	// changelog offsets to read; exact once restored). RestoreRate is in

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -52,9 +53,11 @@ type slot struct {
 	position []int64
 	lag      int64
 	// Under mu: per input topic, the input partition's end offset read by
-	// the restore (EndOffsetter; -1 unknown), the lag's high watermark
-	// until a fetch returns one.
-	endOffset []int64
+	// the restore (EndOffsetter) and then by every NoteEndOffsets (-1
+	// unknown); and the high watermark and log start offset of the last
+	// fetch that returned the partition (noteLag; -1 unknown). The lag's
+	// end is the larger of endOffset and fetchEnd (lag.go).
+	endOffset, fetchEnd, logStart []int64
 	// topics (loop-only) are the inputs whose partition is assigned: the
 	// task is promoted only when every input's is (inputs.go).
 	topics           map[int]bool
@@ -99,7 +102,8 @@ func (g groupEvents) Assigned(_ context.Context, parts []Partition) {
 		}
 		ctx, cancel := context.WithCancel(c.workCtx)
 		s := &slot{part: p.Partition, cancel: cancel, done: make(chan struct{}), watermark: -1, lag: -1,
-			position: minusOnes(len(c.cfg.Topics)), endOffset: minusOnes(len(c.cfg.Topics)), topics: map[int]bool{in: true}}
+			position: minusOnes(len(c.cfg.Topics)), endOffset: minusOnes(len(c.cfg.Topics)),
+			fetchEnd: minusOnes(len(c.cfg.Topics)), logStart: minusOnes(len(c.cfg.Topics)), topics: map[int]bool{in: true}}
 		c.mu.slots[p.Partition] = s
 		c.mu.Unlock()
 		if old != nil {
@@ -216,6 +220,7 @@ func (c *Coordinator) promote() {
 				continue
 			}
 			s.ready, s.waitFirst, s.resumedAt = true, c.cfg.DeferFirstBatch, c.clock.Elapsed()
+			s.lag = s.computeLag() // from the restore's end offsets (lag.go)
 			ps = append(ps, c.inputPartitions(p)...)
 			promoted = append(promoted, s)
 		}
@@ -257,6 +262,11 @@ type Snapshot struct {
 	// BatchInFlight is the age of the batch in flight (its tasks running
 	// or its transaction ending); 0 between batches.
 	BatchInFlight time.Duration
+	// BatchInFlightRecords and BatchInFlightPartitions are the input
+	// records and the partitions (sorted) of the batch in flight; 0 and
+	// nil between batches.
+	BatchInFlightRecords    int
+	BatchInFlightPartitions []int32
 	// Phase is the coordinator's phase (phase.go).
 	Phase Phase
 	// SinceCommit is the time since the last committed transaction; 0
@@ -283,6 +293,8 @@ func (c *Coordinator) Snapshot() Snapshot {
 	}
 	if c.mu.inFlight {
 		m.BatchInFlight = max(c.clock.Elapsed()-c.mu.roundStart, time.Nanosecond)
+		m.BatchInFlightRecords = c.mu.roundRecords
+		m.BatchInFlightPartitions = slices.Clone(c.mu.roundParts)
 	}
 	for p, s := range c.mu.slots {
 		m.Assigned = append(m.Assigned, p)
@@ -290,7 +302,8 @@ func (c *Coordinator) Snapshot() Snapshot {
 			m.Restoring = append(m.Restoring, p)
 		}
 		ps := PartitionStatus{Ready: s.ready, Watermark: s.watermark, BatchID: s.batchID, Lag: s.lag,
-			RestoredRecords: s.restore.done, RestoreTotal: s.restore.total}
+			RestoredRecords: s.restore.done, RestoreTotal: s.restore.total,
+			InBatch: c.mu.inFlight && slices.Contains(c.mu.roundParts, p)}
 		ps.RestoreRate, ps.RestoreETA = s.restore.rate(c.clock.Elapsed())
 		m.Status[p] = ps
 		if s.task != nil {

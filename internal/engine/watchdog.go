@@ -74,8 +74,15 @@ func (c *Coordinator) runTasks(parts []*slot, nowMs int64, byPart map[int32][]Re
 	rd := &round{start: c.clock.Elapsed(), done: make(chan int, len(parts))}
 	c.mu.Lock()
 	c.mu.inFlight, c.mu.roundStart = true, rd.start
+	c.mu.roundParts, c.mu.roundRecords = c.mu.roundParts[:0], 0
 	for _, s := range parts {
 		s.running = true
+		c.mu.roundParts = append(c.mu.roundParts, s.part)
+		if pl := s.task.Planned(); pl != nil {
+			c.mu.roundRecords += len(pl.Recs)
+		} else {
+			c.mu.roundRecords += len(byPart[s.part])
+		}
 	}
 	c.mu.Unlock()
 	for i, s := range parts {

@@ -150,8 +150,8 @@ func (s *memStore) Estimate() (Estimate, error) {
 	}
 	var e Estimate
 	for n := s.list.head.next[0]; n != nil; n = n.next[0] {
-		e.Keys++
-		e.LiveDataBytes += int64(len(n.key) + len(n.val))
+		e.Entries++
+		e.Bytes += int64(len(n.key) + len(n.val))
 	}
 	return e, nil
 }

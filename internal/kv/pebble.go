@@ -533,7 +533,7 @@ func (i *pebbleIter) Close() error {
 }
 
 // Estimate returns the size of the store's tables plus its memtables;
-// Pebble keeps no key count estimate, so Keys is -1 (unknown).
+// Pebble keeps no entry count estimate, so Entries is -1 (unknown).
 func (s *pebbleStore) Estimate() (Estimate, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -541,5 +541,5 @@ func (s *pebbleStore) Estimate() (Estimate, error) {
 		return Estimate{}, fmt.Errorf("%w: estimate of %s", ErrClosed, s.dir)
 	}
 	m := s.db.Metrics()
-	return Estimate{LiveDataBytes: m.Total().TablesSize + int64(m.MemTable.Size), Keys: -1}, nil
+	return Estimate{Bytes: m.Total().TablesSize + int64(m.MemTable.Size), Entries: -1}, nil
 }

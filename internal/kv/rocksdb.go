@@ -330,9 +330,10 @@ func (s *rocksStore) Estimate() (Estimate, error) {
 	if s.mu.closed {
 		return Estimate{}, fmt.Errorf("%w: estimate of %s", ErrClosed, s.dir)
 	}
-	live, _ := s.db.GetIntProperty("rocksdb.estimate-live-data-size")
-	keys, _ := s.db.GetIntProperty("rocksdb.estimate-num-keys")
-	return Estimate{LiveDataBytes: int64(live), Keys: int64(keys)}, nil
+	sst, _ := s.db.GetIntProperty("rocksdb.live-sst-files-size")
+	mem, _ := s.db.GetIntProperty("rocksdb.cur-size-all-mem-tables")
+	entries, _ := s.db.GetIntProperty("rocksdb.estimate-num-keys")
+	return Estimate{Bytes: int64(sst + mem), Entries: int64(entries)}, nil
 }
 
 func (s *rocksStore) Close() error {

@@ -327,13 +327,16 @@ func (s *Shard) ChangelogOffset() int64 { return s.offset }
 // to call concurrently with the shard's goroutine, like Stats.
 func (s *Shard) Estimate() (kv.Estimate, error) {
 	e, err := s.store.Estimate()
-	if err != nil || s.wb == nil || e.Keys < 0 {
+	if err != nil || s.wb == nil {
 		return e, err
 	}
-	// Keys committed but still in the write-behind layer: some may be in
-	// the store too (counted twice), as estimates go.
+	// Entries committed but still in the write-behind layer: some may be
+	// in the store too (counted twice), as estimates go.
 	s.wbMu.Lock()
-	e.Keys += int64(len(s.wb.items))
+	if e.Entries >= 0 {
+		e.Entries += int64(len(s.wb.items))
+	}
+	e.Bytes += s.wb.used
 	s.wbMu.Unlock()
 	return e, nil
 }
