@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
 
 	"github.com/kstate/kstate/internal/engine"
@@ -424,82 +423,11 @@ const (
 // default socket.request.max.bytes (100 MiB).
 const maxMaxRecordBytes = 95 << 20
 
-var (
-	validID    = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
-	validTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
-)
-
-// withDefaults validates c and fills in defaults.
+// withDefaults validates c (validate, config_validate.go) and fills in
+// defaults.
 func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
-	bad := func(format string, args ...any) (Config[K, I, O], error) {
-		return c, fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case !validID.MatchString(c.ApplicationID):
-		return bad("ApplicationID %q: want letters, digits, '.', '_' or '-'", c.ApplicationID)
-	case len(c.Brokers) == 0:
-		return bad("Brokers is empty")
-	case c.checkInputs() != "":
-		return bad("%s", c.checkInputs())
-	case c.checkGroupBy() != "":
-		return bad("%s", c.checkGroupBy())
-	case c.KeySerde == nil:
-		return bad("KeySerde is required")
-	case c.NewProcessor == nil:
-		return bad("NewProcessor is required")
-	case c.OutputTopic == "" && len(c.Sinks) == 0:
-		return bad("OutputTopic is required unless Sinks is set")
-	case c.OutputTopic != "" && c.OutputSerde == nil:
-		return bad("OutputSerde is required with OutputTopic")
-	case !c.TimeMode.Valid():
-		return bad("unknown TimeMode %v", c.TimeMode)
-	case !c.OutputMode.Valid():
-		return bad("unknown OutputMode %v", c.OutputMode)
-	case c.OnDecodeError < DecodeErrorFail || c.OnDecodeError > DecodeErrorDeadLetter:
-		return bad("unknown OnDecodeError %d", c.OnDecodeError)
-	case c.OnKeyPartitionMismatch < KeyPartitionAllow || c.OnKeyPartitionMismatch > KeyPartitionDeadLetter:
-		return bad("unknown OnKeyPartitionMismatch %d", c.OnKeyPartitionMismatch)
-	case c.OnProcessingError < ProcessingErrorFail || c.OnProcessingError > ProcessingErrorDeadLetter:
-		return bad("unknown OnProcessingError %d", c.OnProcessingError)
-	case c.DeadLetterTopic != "" && !validTopic.MatchString(c.DeadLetterTopic):
-		return bad("DeadLetterTopic %q: want letters, digits, '.', '_' or '-'", c.DeadLetterTopic)
-	case c.TimeMode != processor.EventTime && (c.EventTime != nil || c.AllowedLateness != 0):
-		return bad("EventTime and AllowedLateness need TimeMode EventTime (have %v)", c.TimeMode)
-	case c.AllowedLateness < 0:
-		return bad("AllowedLateness %v is negative", c.AllowedLateness)
-	case c.TriggerInterval < 0 || c.MaxBatchRecords < 0 || c.MaxBatchWait < 0 ||
-		c.TransactionTimeout < 0 || c.SessionTimeout < 0 || c.ShutdownTimeout < 0 || c.MaxBatchDuration < 0 || c.MetadataRefresh < 0 ||
-		c.StartupTimeout < 0 || c.MaxRecordBytes < 0:
-		return bad("durations, MaxBatchRecords and MaxRecordBytes must not be negative")
-	case c.MaxRecordBytes > maxMaxRecordBytes:
-		return bad("MaxRecordBytes %d is over %d bytes", c.MaxRecordBytes, maxMaxRecordBytes)
-	case c.StateMemory > 0 && c.StateMemory < minStateMemory:
-		return bad("StateMemory %d bytes is under 1 MiB (0 turns the shared budget off)", c.StateMemory)
-	case c.StateCacheBytes > 0 && c.StateCacheBytes < minStateCacheBytes:
-		return bad("StateCacheBytes %d bytes: want at least 64 KiB, 0 for the default or negative for off", c.StateCacheBytes)
-	case c.StateBackend != "" && kv.Backend(c.StateBackend).Check() != nil:
-		return bad("StateBackend: %v", kv.Backend(c.StateBackend).Check())
-	case c.Pipelines < 0:
-		return bad("Pipelines %d is negative", c.Pipelines)
-	case c.InstanceID != "" && !validID.MatchString(c.InstanceID):
-		return bad("InstanceID %q: want letters, digits, '.', '_' or '-'", c.InstanceID)
-	}
-	if len(c.KafkaOptions) > 0 || c.TLS != nil || c.SASL != nil {
-		if err := c.clientConfig().Check(); err != nil {
-			return bad("KafkaOptions, TLS, SASL: %v", err)
-		}
-	}
-	seen := map[string]bool{}
-	for i, t := range c.OutputTopics {
-		switch {
-		case t == nil:
-			return bad("OutputTopics[%d] is nil", i)
-		case !validTopic.MatchString(t.Name()):
-			return bad("OutputTopics[%d] %q: want letters, digits, '.', '_' or '-'", i, t.Name())
-		case seen[t.Name()]:
-			return bad("OutputTopics: %q is declared twice", t.Name())
-		}
-		seen[t.Name()] = true
+	if err := c.validate(); err != nil {
+		return c, err
 	}
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = c.ApplicationID + "-dlq"
@@ -553,7 +481,7 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	}
 	if c.InstanceID == "" {
 		host, err := os.Hostname()
-		if err != nil || !validID.MatchString(host) {
+		if err != nil || kafka.CheckInstanceID(host+"-00000000") != nil {
 			host = "kstate"
 		}
 		h := fnv.New32a()
@@ -562,7 +490,7 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	}
 	if c.InitialState != nil {
 		if err := c.InitialState.Check(c.NewProcessor()); err != nil {
-			return bad("%v", err)
+			return c, fmt.Errorf("%w: %v", ErrConfig, err)
 		}
 	}
 	return c, nil
