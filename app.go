@@ -274,6 +274,11 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		a.mu.Unlock()
 	}()
 	runID := newRunID()
+	// The marker lets kstate reset tell this directory from any other
+	// before it deletes it.
+	if err := shard.MarkAppDir(filepath.Join(cfg.StateDir, cfg.ApplicationID), cfg.ApplicationID); err != nil {
+		return fmt.Errorf("kstate: Config.StateDir %s: %w", cfg.StateDir, err)
+	}
 	var mem *kv.SharedMemory // nil: a block cache and memtable per shard
 	if cfg.StateMemory > 0 {
 		if mem, err = kv.NewSharedMemory(cfg.StateMemory); err != nil {
