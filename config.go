@@ -25,9 +25,12 @@ import (
 type Config[K, I, O any] struct {
 	// ApplicationID (required) is the consumer group id, the prefix of the
 	// changelog topic "<ApplicationID>-changelog" and of the transactional
-	// id, and the state directory name. Letters, digits, '.', '_', '-'.
+	// id, and the state directory name: 1 to 237 letters, digits, '.', '_'
+	// or '-' (Kafka's topic name rules for "<ApplicationID>-repartition"),
+	// not "." or "..".
 	ApplicationID string
-	// Brokers (required) are the bootstrap addresses.
+	// Brokers (required) are the bootstrap addresses, "host:port" (or
+	// "host" for port 9092; "[::1]:9092" for IPv6), checked by New.
 	Brokers []string
 	// TLS, when not nil, encrypts every connection to Kafka (and, with
 	// Certificates, authenticates the client by certificate); see
@@ -61,7 +64,7 @@ type Config[K, I, O any] struct {
 	// without a rebalance if it is back within the session timeout.
 	// Default: "<hostname>-<8 hex digits of a hash of StateDir>", stable per
 	// host and state directory (two instances on one host need two
-	// StateDirs anyway).
+	// StateDirs anyway). Like ApplicationID, at most 249 characters.
 	InstanceID string
 
 	// InputTopics (required) are the input topics, all decoded with
@@ -120,8 +123,10 @@ type Config[K, I, O any] struct {
 	// written in the batch's transaction (read it read_committed). It is
 	// created with the input topic's partition count when missing; a
 	// record goes to the partition numbered like its source partition
-	// (modulo the topic's count). Default "<ApplicationID>-dlq"; unused
-	// unless a policy is DeadLetter.
+	// (modulo the topic's count). It must not be an input, the changelog
+	// or the repartition topic (New refuses it, as it refuses any output
+	// topic that is: a record written to an input is read again, forever).
+	// Default "<ApplicationID>-dlq"; unused unless a policy is DeadLetter.
 	DeadLetterTopic string
 
 	// NewProcessor (required) returns a new processor; it is called once
@@ -141,8 +146,8 @@ type Config[K, I, O any] struct {
 	// seen to give the watermark. Default 0.
 	AllowedLateness time.Duration
 
-	// OutputTopic receives the emitted rows. It must exist. Required
-	// unless Sinks is set. Default (with Sinks): none: the rows go to Sinks only.
+	// OutputTopic receives the emitted rows. It must exist, and not be an
+	// input topic (nor OutputTopics one). Required unless Sinks is set. Default (with Sinks): none: the rows go to Sinks only.
 	OutputTopic string
 	// OutputSerde encodes emitted rows; required with OutputTopic. Default
 	// (without OutputTopic): none.
@@ -253,7 +258,8 @@ type Config[K, I, O any] struct {
 	Clock func() time.Time
 
 	// TransactionTimeout is how long the broker lets a transaction of a
-	// dead instance stay open. Default 10s.
+	// dead instance stay open: 1s to 15m (Kafka's minimum, and the
+	// broker's default transaction.max.timeout.ms). Default 10s.
 	TransactionTimeout time.Duration
 	// SessionTimeout is how long the group waits for a silent member.
 	// Default 10s.
@@ -267,11 +273,13 @@ type Config[K, I, O any] struct {
 	// records of state): the size of a record batch holding only it,
 	// uncompressed, as Kafka measures it against a topic's
 	// max.message.bytes (key + value + at most ~80 bytes). A larger output
-	// fails its batch with a RecordTooLargeError (ErrRecordTooLarge). Run
+	// fails its call at Emit (ErrOutputTooLarge), a larger state value the
+	// call that wrote it (ErrStateTooLarge): OnProcessingError applies. Run
 	// checks at start that it does not exceed the max.message.bytes of the
 	// output and changelog topics; a changelog topic kstate creates gets a
-	// max.message.bytes to match. Default 1048576 (1 MiB, Kafka's default
-	// max.request.size), which fits Kafka's default max.message.bytes.
+	// max.message.bytes to match. At least 1024. Default
+	// 1048576 (1 MiB, Kafka's default max.request.size), which fits Kafka's
+	// default max.message.bytes.
 	MaxRecordBytes int
 	// ShutdownTimeout bounds the graceful shutdown after ctx is cancelled:
 	// the batch in flight gets this long to commit before it is abandoned

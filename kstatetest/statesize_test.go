@@ -172,6 +172,7 @@ func TestOversizedStateFails(t *testing.T) {
 	if !errors.As(err, &ue) || !errors.Is(err, kstate.ErrStateTooLarge) || ue.Key != `"big"` || ue.Method != "HandleInputRows" {
 		t.Fatalf("RunBatch = %v, want a UserError of key big wrapping ErrStateTooLarge", err)
 	}
+	t.Logf("%v", err)
 	for _, w := range []string{`MapState "byRow"`, "UpdateValue", "MaxRecordBytes = 1048576", "raise MaxRecordBytes"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error %q does not say %q", err, w)
