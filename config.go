@@ -147,7 +147,8 @@ type Config[K, I, O any] struct {
 	AllowedLateness time.Duration
 
 	// OutputTopic receives the emitted rows. It must exist, and not be an
-	// input topic (nor OutputTopics one). Required unless Sinks is set. Default (with Sinks): none: the rows go to Sinks only.
+	// input, the changelog or the repartition topic. Required unless Sinks
+	// is set. Default (with Sinks): none: the rows go to Sinks only.
 	OutputTopic string
 	// OutputSerde encodes emitted rows; required with OutputTopic. Default
 	// (without OutputTopic): none.

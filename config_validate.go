@@ -21,9 +21,9 @@ const (
 	// kstate's changelog metadata records (input offsets, batch ids)
 	// must fit; franz-go refuses batch limits under 512 bytes.
 	minMaxRecordBytes = 1 << 10
-	// minMillis: durations sent to Kafka in milliseconds, and the
+	// minMsDuration: durations sent to Kafka in milliseconds, and the
 	// trigger interval, must be at least a millisecond.
-	minMillis = time.Millisecond
+	minMsDuration = time.Millisecond
 )
 
 // validate checks every field of c (before defaults: zero means the
@@ -202,14 +202,14 @@ func (c *Config[K, I, O]) checkNumbers() string {
 		v     time.Duration
 		min   time.Duration // when positive; 0: any positive value
 	}{
-		{"TriggerInterval", c.TriggerInterval, minMillis},
-		{"MaxBatchWait", c.MaxBatchWait, minMillis},
+		{"TriggerInterval", c.TriggerInterval, minMsDuration},
+		{"MaxBatchWait", c.MaxBatchWait, minMsDuration},
 		{"TransactionTimeout", c.TransactionTimeout, minTransactionTimeout},
-		{"SessionTimeout", c.SessionTimeout, minMillis},
+		{"SessionTimeout", c.SessionTimeout, minMsDuration},
 		{"StartupTimeout", c.StartupTimeout, 0},
 		{"ShutdownTimeout", c.ShutdownTimeout, 0},
-		{"MaxBatchDuration", c.MaxBatchDuration, minMillis},
-		{"MetadataRefresh", c.MetadataRefresh, minMillis},
+		{"MaxBatchDuration", c.MaxBatchDuration, minMsDuration},
+		{"MetadataRefresh", c.MetadataRefresh, minMsDuration},
 	} {
 		switch {
 		case d.v < 0:

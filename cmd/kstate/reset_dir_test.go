@@ -12,18 +12,16 @@ import (
 
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/shard"
-	"github.com/kstate/kstate/kafka/embedded"
+	"github.com/kstate/kstate/kafka/kafkatest"
 )
 
-// resetCluster starts an in-process cluster with the input topic "in".
-func resetCluster(t *testing.T) string {
+// resetCluster returns the bootstrap addresses of the package's test
+// cluster (a real broker when one is available, else the in-process one)
+// and a new input topic of 2 partitions.
+func resetCluster(t *testing.T) (brokers, input string) {
 	t.Helper()
-	e, err := embedded.Start(embedded.Options{Partitions: 2, Topics: map[string]int{"in": 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	return strings.Join(e.Brokers(), ",")
+	c := kafkatest.Start(t)
+	return strings.Join(c.Brokers(), ","), c.CreateTopic(t, "reset-dir-in", 2)
 }
 
 // mustExist fails the test when path is missing.
@@ -39,7 +37,7 @@ func mustExist(t *testing.T, path, why string) {
 // refused (Kafka's rules, and "<state-dir>/.." leaves the state
 // directory) before anything is changed.
 func TestResetHostileAppStaysInStateDir(t *testing.T) {
-	brokers := resetCluster(t)
+	brokers, in := resetCluster(t)
 	for _, app := range []string{"..", ".", "../parent", "a/b"} {
 		t.Run(app, func(t *testing.T) {
 			parent := t.TempDir()
@@ -54,7 +52,7 @@ func TestResetHostileAppStaysInStateDir(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			var out bytes.Buffer
-			err := runReset(ctx, &out, resetFlags{brokers: brokers, app: app, inputTopics: []string{"in"}, stateDir: stateDir})
+			err := runReset(ctx, &out, resetFlags{brokers: brokers, app: app, inputTopics: []string{in}, stateDir: stateDir})
 			var ce *codeError
 			if !errors.As(err, &ce) || ce.code != exitUsage || !strings.Contains(err.Error(), "--app") {
 				t.Errorf("reset --app %q: %v (output %q), want a usage error naming --app", app, err, out.String())
@@ -70,7 +68,7 @@ func TestResetHostileAppStaysInStateDir(t *testing.T) {
 // older release), and refuses any other directory before it changes
 // anything (the changelog topic is still there).
 func TestResetRemovesOnlyKstateDirs(t *testing.T) {
-	brokers := resetCluster(t)
+	brokers, in := resetCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	adm, err := kafka.NewAdmin(strings.Split(brokers, ","))
@@ -89,11 +87,11 @@ func TestResetRemovesOnlyKstateDirs(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		prepare func(t *testing.T, dir string)
+		prepare func(t *testing.T, dir, app string)
 		refused string // "" when the directory is removed
 	}{
-		{"marker", func(t *testing.T, dir string) {
-			if err := shard.MarkAppDir(dir, "app"); err != nil {
+		{"marker", func(t *testing.T, dir, app string) {
+			if err := shard.MarkAppDir(dir, app); err != nil {
 				t.Fatal(err)
 			}
 			shardDir(t, dir, "0")
@@ -101,36 +99,38 @@ func TestResetRemovesOnlyKstateDirs(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, ""},
-		{"older release", func(t *testing.T, dir string) { shardDir(t, dir, "0"); shardDir(t, dir, "1") }, ""},
-		{"foreign file", func(t *testing.T, dir string) {
+		{"older release", func(t *testing.T, dir, _ string) { shardDir(t, dir, "0"); shardDir(t, dir, "1") }, ""},
+		{"foreign file", func(t *testing.T, dir, _ string) {
 			shardDir(t, dir, "0")
 			if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}, `holds "notes.txt", which is not a shard directory`},
-		{"numbered dir without lock", func(t *testing.T, dir string) {
+		{"numbered dir without lock", func(t *testing.T, dir, _ string) {
 			if err := os.MkdirAll(filepath.Join(dir, "3", "photos"), 0o755); err != nil {
 				t.Fatal(err)
 			}
 		}, "has no shard lock file"},
-		{"other application's marker", func(t *testing.T, dir string) {
+		{"other application's marker", func(t *testing.T, dir, _ string) {
 			if err := shard.MarkAppDir(dir, "other"); err != nil {
 				t.Fatal(err)
 			}
 		}, `belongs to application "other"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			app := kafkatest.Name(t, "reset-dir-app")
 			stateDir := t.TempDir()
-			dir := filepath.Join(stateDir, "app")
+			dir := filepath.Join(stateDir, app)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			tc.prepare(t, dir)
-			if err := adm.EnsureTopic(ctx, kafka.TopicSpec{Name: "app-changelog", Partitions: 2, ReplicationFactor: -1, Compacted: true}); err != nil {
+			tc.prepare(t, dir, app)
+			changelog := app + "-changelog"
+			if err := adm.EnsureTopic(ctx, kafka.TopicSpec{Name: changelog, Partitions: 2, ReplicationFactor: -1, Compacted: true}); err != nil {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
-			err := runReset(ctx, &out, resetFlags{brokers: brokers, app: "app", inputTopics: []string{"in"}, stateDir: stateDir})
+			err := runReset(ctx, &out, resetFlags{brokers: brokers, app: app, inputTopics: []string{in}, stateDir: stateDir})
 			if tc.refused == "" {
 				if err != nil {
 					t.Fatalf("reset: %v\n%s", err, out.String())
@@ -144,7 +144,7 @@ func TestResetRemovesOnlyKstateDirs(t *testing.T) {
 				t.Fatalf("reset: %v, want a refusal naming %s and %q", err, dir, tc.refused)
 			}
 			mustExist(t, dir, "the refused directory")
-			if _, err := adm.Partitions(ctx, "app-changelog"); err != nil {
+			if _, err := adm.Partitions(ctx, changelog); err != nil {
 				t.Fatalf("the changelog after a refused reset: %v, want it untouched", err)
 			}
 		})
