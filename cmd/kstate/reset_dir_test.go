@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/kafka/kafkatest"
@@ -53,6 +55,13 @@ func TestResetHostileAppStaysInStateDir(t *testing.T) {
 			defer cancel()
 			var out bytes.Buffer
 			err := runReset(ctx, &out, resetFlags{brokers: brokers, app: app, inputTopics: []string{in}, stateDir: stateDir})
+			for errors.Is(err, kerr.CoordinatorNotAvailable) && ctx.Err() == nil {
+				// A new broker creates its offsets topic at the first group
+				// request.
+				time.Sleep(500 * time.Millisecond)
+				out.Reset()
+				err = runReset(ctx, &out, resetFlags{brokers: brokers, app: app, inputTopics: []string{in}, stateDir: stateDir})
+			}
 			var ce *codeError
 			if !errors.As(err, &ce) || ce.code != exitUsage || !strings.Contains(err.Error(), "--app") {
 				t.Errorf("reset --app %q: %v (output %q), want a usage error naming --app", app, err, out.String())
@@ -131,6 +140,13 @@ func TestResetRemovesOnlyKstateDirs(t *testing.T) {
 			}
 			var out bytes.Buffer
 			err := runReset(ctx, &out, resetFlags{brokers: brokers, app: app, inputTopics: []string{in}, stateDir: stateDir})
+			for errors.Is(err, kerr.CoordinatorNotAvailable) && ctx.Err() == nil {
+				// A new broker creates its offsets topic at the first group
+				// request.
+				time.Sleep(500 * time.Millisecond)
+				out.Reset()
+				err = runReset(ctx, &out, resetFlags{brokers: brokers, app: app, inputTopics: []string{in}, stateDir: stateDir})
+			}
 			if tc.refused == "" {
 				if err != nil {
 					t.Fatalf("reset: %v\n%s", err, out.String())
