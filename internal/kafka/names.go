@@ -81,7 +81,8 @@ func CheckBroker(addr string) error {
 	if host == "" {
 		return errors.New(`has no host: want "host:port"`)
 	}
-	if net.ParseIP(host) == nil && !hostName.MatchString(host) {
+	ip, _, _ := strings.Cut(host, "%") // an IPv6 zone: "fe80::1%eth0"
+	if net.ParseIP(ip) == nil && !hostName.MatchString(host) {
 		return fmt.Errorf("host %q is neither a host name nor an IP address", host)
 	}
 	return nil
