@@ -117,8 +117,10 @@ type Metrics struct {
 	// Assigned lists the assigned partitions; Restoring the subset still
 	// restoring (paused).
 	Assigned, Restoring []int32
-	// FirstCommit is the time from the start of Run to its first committed
-	// transaction (0 until then): the restart-to-first-batch time.
+	// FirstCommit is the time from the start of Run (the call) to its
+	// first committed transaction, 0 until then: the restart-to-first-batch
+	// time, including the start-up checks, a wait for an unreachable
+	// cluster (StartupTimeout), the group join and the restore.
 	FirstCommit time.Duration
 	// BatchInFlight is the age of the micro-batch in flight (processor
 	// calls running or its transaction ending), 0 between batches: alert
@@ -214,9 +216,10 @@ func (a *App[K, I, O]) start(ctx context.Context, bounded bool) error {
 	if a.sm.listener != nil {
 		wg.Go(func() { a.sm.listen(stop) })
 	}
+	started := time.Now() // Metrics.FirstCommit is measured from here
 	srv, err := a.serve(&wg)
 	if err == nil {
-		err = a.run(ctx, bounded)
+		err = a.run(ctx, bounded, started)
 	}
 	if ctx.Err() != nil {
 		a.sm.set(Stopping)
@@ -258,8 +261,9 @@ func (a *App[K, I, O]) serve(wg *sync.WaitGroup) (*http.Server, error) {
 	return srv, nil
 }
 
-// run is Run's work: the coordinator's run.
-func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
+// run is Run's work: the coordinator's run. started is Run's start, the
+// zero of the engine's Clock.Elapsed.
+func (a *App[K, I, O]) run(ctx context.Context, bounded bool, started time.Time) error {
 	cfg := &a.cfg
 	adm, err := a.metrics.kafka.clientConfig(cfg.clientConfig(), "admin").NewAdmin()
 	if err != nil {
@@ -275,6 +279,11 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		a.mu.Unlock()
 	}()
 	runID := newRunID()
+	// The marker lets kstate reset tell this directory from any other
+	// before it deletes it.
+	if err := shard.MarkAppDir(filepath.Join(cfg.StateDir, cfg.ApplicationID), cfg.ApplicationID); err != nil {
+		return fmt.Errorf("kstate: Config.StateDir %s: %w", cfg.StateDir, err)
+	}
 	var mem *kv.SharedMemory // nil: a block cache and memtable per shard
 	if cfg.StateMemory > 0 {
 		if mem, err = kv.NewSharedMemory(cfg.StateMemory); err != nil {
@@ -316,7 +325,7 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool) error {
 		CheckTopics:          kadm.checkRecordLimit(a.producedTopics()...),
 		NewSession:           a.newSession(cfg.InstanceID, nil, 0),
 		Changelog:            kafkaChangelog{client: cfg.clientConfig(), admin: adm, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
-		Clock:                clock{now: cfg.Clock, start: time.Now()},
+		Clock:                clock{now: cfg.Clock, start: started},
 		NewTask:              a.taskFactory(runID, mem, cache),
 		KillHook:             engine.KillHookFrom(ctx),
 		Logger:               cfg.Logger,

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/internal/testlog"
 	"github.com/kstate/kstate/internal/testprocs"
 	"github.com/kstate/kstate/kafka/embedded"
@@ -76,6 +79,14 @@ func TestEmbeddedCounterExactlyOnceAcrossRestarts(t *testing.T) {
 	m := app.Metrics()
 	if m.Total.RowsIn != 5 || m.Total.RowsOut != 5 || m.Total.Commits == 0 || m.FirstCommit <= 0 {
 		t.Fatalf("metrics %+v", m)
+	}
+	// Run marked the application's state directory as kstate's (kstate
+	// reset deletes no other).
+	if err := shard.CheckAppDir(filepath.Join(dir, "app"), "app"); err != nil {
+		t.Fatalf("state directory after Run: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "app", shard.AppDirMarker)); err != nil || string(b) != "app\n" {
+		t.Fatalf("marker: %q, %v", b, err)
 	}
 
 	// Same state dir: local shards continue.

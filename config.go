@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
 
 	"github.com/kstate/kstate/internal/engine"
@@ -26,9 +25,12 @@ import (
 type Config[K, I, O any] struct {
 	// ApplicationID (required) is the consumer group id, the prefix of the
 	// changelog topic "<ApplicationID>-changelog" and of the transactional
-	// id, and the state directory name. Letters, digits, '.', '_', '-'.
+	// id, and the state directory name: 1 to 237 letters, digits, '.', '_'
+	// or '-' (Kafka's topic name rules for "<ApplicationID>-repartition"),
+	// not "." or "..".
 	ApplicationID string
-	// Brokers (required) are the bootstrap addresses.
+	// Brokers (required) are the bootstrap addresses, "host:port" (or
+	// "host" for port 9092; "[::1]:9092" for IPv6), checked by New.
 	Brokers []string
 	// TLS, when not nil, encrypts every connection to Kafka (and, with
 	// Certificates, authenticates the client by certificate); see
@@ -62,7 +64,7 @@ type Config[K, I, O any] struct {
 	// without a rebalance if it is back within the session timeout.
 	// Default: "<hostname>-<8 hex digits of a hash of StateDir>", stable per
 	// host and state directory (two instances on one host need two
-	// StateDirs anyway).
+	// StateDirs anyway). Like ApplicationID, at most 249 characters.
 	InstanceID string
 
 	// InputTopics (required) are the input topics, all decoded with
@@ -121,8 +123,10 @@ type Config[K, I, O any] struct {
 	// written in the batch's transaction (read it read_committed). It is
 	// created with the input topic's partition count when missing; a
 	// record goes to the partition numbered like its source partition
-	// (modulo the topic's count). Default "<ApplicationID>-dlq"; unused
-	// unless a policy is DeadLetter.
+	// (modulo the topic's count). It must not be an input, the changelog
+	// or the repartition topic (New refuses it, as it refuses any output
+	// topic that is: a record written to an input is read again, forever).
+	// Default "<ApplicationID>-dlq"; unused unless a policy is DeadLetter.
 	DeadLetterTopic string
 
 	// NewProcessor (required) returns a new processor; it is called once
@@ -142,8 +146,9 @@ type Config[K, I, O any] struct {
 	// seen to give the watermark. Default 0.
 	AllowedLateness time.Duration
 
-	// OutputTopic receives the emitted rows. It must exist. Required
-	// unless Sinks is set. Default (with Sinks): none: the rows go to Sinks only.
+	// OutputTopic receives the emitted rows. It must exist, and not be an
+	// input, the changelog or the repartition topic. Required unless Sinks
+	// is set. Default (with Sinks): none: the rows go to Sinks only.
 	OutputTopic string
 	// OutputSerde encodes emitted rows; required with OutputTopic. Default
 	// (without OutputTopic): none.
@@ -265,7 +270,8 @@ type Config[K, I, O any] struct {
 	Clock func() time.Time
 
 	// TransactionTimeout is how long the broker lets a transaction of a
-	// dead instance stay open. Default 10s.
+	// dead instance stay open: 1s to 15m (Kafka's minimum, and the
+	// broker's default transaction.max.timeout.ms). Default 10s.
 	TransactionTimeout time.Duration
 	// SessionTimeout is how long the group waits for a silent member.
 	// Default 10s.
@@ -279,11 +285,13 @@ type Config[K, I, O any] struct {
 	// records of state): the size of a record batch holding only it,
 	// uncompressed, as Kafka measures it against a topic's
 	// max.message.bytes (key + value + at most ~80 bytes). A larger output
-	// fails its batch with a RecordTooLargeError (ErrRecordTooLarge). Run
+	// fails its call at Emit (ErrOutputTooLarge), a larger state value the
+	// call that wrote it (ErrStateTooLarge): OnProcessingError applies. Run
 	// checks at start that it does not exceed the max.message.bytes of the
 	// output and changelog topics; a changelog topic kstate creates gets a
-	// max.message.bytes to match. Default 1048576 (1 MiB, Kafka's default
-	// max.request.size), which fits Kafka's default max.message.bytes.
+	// max.message.bytes to match. At least 1024. Default
+	// 1048576 (1 MiB, Kafka's default max.request.size), which fits Kafka's
+	// default max.message.bytes.
 	MaxRecordBytes int
 	// ShutdownTimeout bounds the graceful shutdown after ctx is cancelled:
 	// the batch in flight gets this long to commit before it is abandoned
@@ -435,82 +443,11 @@ const (
 // default socket.request.max.bytes (100 MiB).
 const maxMaxRecordBytes = 95 << 20
 
-var (
-	validID    = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
-	validTopic = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
-)
-
-// withDefaults validates c and fills in defaults.
+// withDefaults validates c (validate, config_validate.go) and fills in
+// defaults.
 func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
-	bad := func(format string, args ...any) (Config[K, I, O], error) {
-		return c, fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case !validID.MatchString(c.ApplicationID):
-		return bad("ApplicationID %q: want letters, digits, '.', '_' or '-'", c.ApplicationID)
-	case len(c.Brokers) == 0:
-		return bad("Brokers is empty")
-	case c.checkInputs() != "":
-		return bad("%s", c.checkInputs())
-	case c.checkGroupBy() != "":
-		return bad("%s", c.checkGroupBy())
-	case c.KeySerde == nil:
-		return bad("KeySerde is required")
-	case c.NewProcessor == nil:
-		return bad("NewProcessor is required")
-	case c.OutputTopic == "" && len(c.Sinks) == 0:
-		return bad("OutputTopic is required unless Sinks is set")
-	case c.OutputTopic != "" && c.OutputSerde == nil:
-		return bad("OutputSerde is required with OutputTopic")
-	case !c.TimeMode.Valid():
-		return bad("unknown TimeMode %v", c.TimeMode)
-	case !c.OutputMode.Valid():
-		return bad("unknown OutputMode %v", c.OutputMode)
-	case c.OnDecodeError < DecodeErrorFail || c.OnDecodeError > DecodeErrorDeadLetter:
-		return bad("unknown OnDecodeError %d", c.OnDecodeError)
-	case c.OnKeyPartitionMismatch < KeyPartitionAllow || c.OnKeyPartitionMismatch > KeyPartitionDeadLetter:
-		return bad("unknown OnKeyPartitionMismatch %d", c.OnKeyPartitionMismatch)
-	case c.OnProcessingError < ProcessingErrorFail || c.OnProcessingError > ProcessingErrorDeadLetter:
-		return bad("unknown OnProcessingError %d", c.OnProcessingError)
-	case c.DeadLetterTopic != "" && !validTopic.MatchString(c.DeadLetterTopic):
-		return bad("DeadLetterTopic %q: want letters, digits, '.', '_' or '-'", c.DeadLetterTopic)
-	case c.TimeMode != processor.EventTime && (c.EventTime != nil || c.AllowedLateness != 0):
-		return bad("EventTime and AllowedLateness need TimeMode EventTime (have %v)", c.TimeMode)
-	case c.AllowedLateness < 0:
-		return bad("AllowedLateness %v is negative", c.AllowedLateness)
-	case c.TriggerInterval < 0 || c.MaxBatchRecords < 0 || c.MaxBatchWait < 0 ||
-		c.TransactionTimeout < 0 || c.SessionTimeout < 0 || c.ShutdownTimeout < 0 || c.MaxBatchDuration < 0 || c.MetadataRefresh < 0 ||
-		c.StartupTimeout < 0 || c.MaxRecordBytes < 0:
-		return bad("durations, MaxBatchRecords and MaxRecordBytes must not be negative")
-	case c.MaxRecordBytes > maxMaxRecordBytes:
-		return bad("MaxRecordBytes %d is over %d bytes", c.MaxRecordBytes, maxMaxRecordBytes)
-	case c.StateMemory > 0 && c.StateMemory < minStateMemory:
-		return bad("StateMemory %d bytes is under 1 MiB (0 turns the shared budget off)", c.StateMemory)
-	case c.StateCacheBytes > 0 && c.StateCacheBytes < minStateCacheBytes:
-		return bad("StateCacheBytes %d bytes: want at least 64 KiB, 0 for the default or negative for off", c.StateCacheBytes)
-	case c.StateBackend != "" && kv.Backend(c.StateBackend).Check() != nil:
-		return bad("StateBackend: %v", kv.Backend(c.StateBackend).Check())
-	case c.Pipelines < 0:
-		return bad("Pipelines %d is negative", c.Pipelines)
-	case c.InstanceID != "" && !validID.MatchString(c.InstanceID):
-		return bad("InstanceID %q: want letters, digits, '.', '_' or '-'", c.InstanceID)
-	}
-	if len(c.KafkaOptions) > 0 || c.TLS != nil || c.SASL != nil {
-		if err := c.clientConfig().Check(); err != nil {
-			return bad("KafkaOptions, TLS, SASL: %v", err)
-		}
-	}
-	seen := map[string]bool{}
-	for i, t := range c.OutputTopics {
-		switch {
-		case t == nil:
-			return bad("OutputTopics[%d] is nil", i)
-		case !validTopic.MatchString(t.Name()):
-			return bad("OutputTopics[%d] %q: want letters, digits, '.', '_' or '-'", i, t.Name())
-		case seen[t.Name()]:
-			return bad("OutputTopics: %q is declared twice", t.Name())
-		}
-		seen[t.Name()] = true
+	if err := c.validate(); err != nil {
+		return c, err
 	}
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = c.ApplicationID + "-dlq"
@@ -564,7 +501,7 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	}
 	if c.InstanceID == "" {
 		host, err := os.Hostname()
-		if err != nil || !validID.MatchString(host) {
+		if err != nil || kafka.CheckInstanceID(host+"-00000000") != nil {
 			host = "kstate"
 		}
 		h := fnv.New32a()
@@ -573,7 +510,7 @@ func (c Config[K, I, O]) withDefaults() (Config[K, I, O], error) {
 	}
 	if c.InitialState != nil {
 		if err := c.InitialState.Check(c.NewProcessor()); err != nil {
-			return bad("%v", err)
+			return c, fmt.Errorf("%w: %v", ErrConfig, err)
 		}
 	}
 	return c, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/shard"
 )
 
 var (
@@ -31,6 +32,14 @@ var (
 	// emitted a record larger than Config.MaxRecordBytes (as Kafka counts
 	// it: key + value + ~80 bytes). Config.OnProcessingError applies.
 	ErrOutputTooLarge = engine.ErrOutputTooLarge
+	// ErrStateTooLarge is wrapped by the error of a state write (a
+	// ValueState value, ListState element or MapState entry) whose
+	// changelog record would be larger than Config.MaxRecordBytes (as
+	// Kafka counts it: key + value + ~80 bytes): the write is refused, and
+	// the call that made it fails with a UserError wrapping it even if the
+	// processor ignored the error, naming the variable and the grouping
+	// key. Config.OnProcessingError applies, as to an oversized output.
+	ErrStateTooLarge = shard.ErrValueTooLarge
 	// ErrUndeclaredTopic is wrapped by the UserError of a handler call
 	// that emitted (processor.EmitTo) to a topic missing from
 	// Config.OutputTopics. Config.OnProcessingError applies.
@@ -61,10 +70,12 @@ func (e *StuckError) Error() string {
 
 func (e *StuckError) Unwrap() error { return ErrStuck }
 
-// RecordTooLargeError is a produced record (an output row, or a changelog
-// record of state) over Config.MaxRecordBytes. It is found before anything
-// of its batch is sent; the batch was not committed. Raise MaxRecordBytes
-// (and the topic's max.message.bytes) or emit smaller rows.
+// RecordTooLargeError is a produced record over Config.MaxRecordBytes
+// that was not found earlier, at the Emit or the state write that made it
+// (those fail their call: ErrOutputTooLarge, ErrStateTooLarge). It is
+// found before anything of its batch is sent; the batch was not
+// committed. Raise MaxRecordBytes (and the topic's max.message.bytes) or
+// make the record smaller.
 type RecordTooLargeError struct {
 	Topic     string
 	Partition int32 // -1 when the partition was to be chosen by key
@@ -75,7 +86,7 @@ type RecordTooLargeError struct {
 
 func (e *RecordTooLargeError) Error() string {
 	return fmt.Sprintf("kstate: a record of %d bytes (key %.64q) for topic %q is over the client-side limit Config.MaxRecordBytes = %d: "+
-		"raise MaxRecordBytes (and the topic's max.message.bytes), or emit smaller rows",
+		"raise MaxRecordBytes (and the topic's max.message.bytes), or make the record smaller",
 		e.Size, e.Key, e.Topic, e.Limit)
 }
 

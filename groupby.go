@@ -65,18 +65,13 @@ func (c *Config[K, I, O]) checkGroupBy() string {
 		}
 		switch {
 		case !found:
-			return fmt.Sprintf("GroupBy[%d]: topic %q is not an input topic (Inputs or InputTopics)", i, g.Topic)
+			return fmt.Sprintf("Config.GroupBy[%d]: topic %q is not an input topic (Inputs or InputTopics)", i, g.Topic)
 		case g.Key == nil:
-			return fmt.Sprintf("GroupBy[%d] (topic %q): Key is required", i, g.Topic)
+			return fmt.Sprintf("Config.GroupBy[%d] (topic %q): Key is required", i, g.Topic)
 		case seen[g.Topic]:
-			return fmt.Sprintf("GroupBy: topic %q is listed twice", g.Topic)
+			return fmt.Sprintf("Config.GroupBy[%d]: topic %q is listed twice", i, g.Topic)
 		}
 		seen[g.Topic] = true
-	}
-	for _, in := range c.inputList() {
-		if len(c.GroupBy) > 0 && in.Topic == c.repartitionTopic() {
-			return fmt.Sprintf("input topic %q is the GroupBy repartition topic", in.Topic)
-		}
 	}
 	return ""
 }

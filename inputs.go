@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kstate/kstate/internal/engine"
+	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
 )
@@ -90,31 +91,34 @@ func (c *Config[K, I, O]) inputDecoders() []engine.InputDecoder[I] {
 
 // checkInputs validates Inputs / InputTopics; "" when valid.
 func (c *Config[K, I, O]) checkInputs() string {
+	field := func(i int) string { return fmt.Sprintf("Config.InputTopics[%d]", i) }
 	if len(c.Inputs) > 0 {
 		if len(c.InputTopics) > 0 || c.ValueSerde != nil || c.ValueFromRecord != nil {
-			return "set Inputs or InputTopics with ValueSerde (or ValueFromRecord), not both: Inputs names each topic with its decoder"
+			return "Config.Inputs: set Inputs or InputTopics with ValueSerde (or ValueFromRecord), not both: Inputs names each topic with its decoder"
 		}
+		field = func(i int) string { return fmt.Sprintf("Config.Inputs[%d].Topic", i) }
 	} else {
 		switch {
 		case len(c.InputTopics) == 0:
-			return "InputTopics (or Inputs) is required"
+			return "Config.InputTopics (or Inputs) is required"
 		case c.ValueSerde == nil && c.ValueFromRecord == nil:
-			return "KeySerde and ValueSerde (or ValueFromRecord) are required"
+			return "Config.ValueSerde (or ValueFromRecord) is required with InputTopics"
 		case c.ValueSerde != nil && c.ValueFromRecord != nil:
-			return "set ValueSerde or ValueFromRecord, not both"
+			return "Config.ValueSerde, ValueFromRecord: set ValueSerde or ValueFromRecord, not both"
 		}
 	}
 	seen := map[string]bool{}
 	for i, in := range c.inputList() {
+		if err := kafka.CheckTopic(in.Topic); err != nil {
+			return fmt.Sprintf("%s: input topic %q: %v", field(i), in.Topic, err)
+		}
 		switch {
-		case !validTopic.MatchString(in.Topic):
-			return fmt.Sprintf("input topic %q: want 1 to 249 letters, digits, '.', '_' or '-'", in.Topic)
 		case seen[in.Topic]:
-			return fmt.Sprintf("input topic %q is listed twice", in.Topic)
+			return fmt.Sprintf("%s: input topic %q is listed twice", field(i), in.Topic)
 		case in.ValueSerde == nil && in.ValueFromRecord == nil:
-			return fmt.Sprintf("Inputs[%d] (topic %q) needs ValueSerde or ValueFromRecord", i, in.Topic)
+			return fmt.Sprintf("Config.Inputs[%d] (topic %q) needs ValueSerde or ValueFromRecord", i, in.Topic)
 		case in.ValueSerde != nil && in.ValueFromRecord != nil:
-			return fmt.Sprintf("Inputs[%d] (topic %q): set ValueSerde or ValueFromRecord, not both", i, in.Topic)
+			return fmt.Sprintf("Config.Inputs[%d] (topic %q): set ValueSerde or ValueFromRecord, not both", i, in.Topic)
 		}
 		seen[in.Topic] = true
 	}

@@ -89,6 +89,12 @@ func runRescale(ctx context.Context, out io.Writer, f rescaleFlags) error {
 	if f.app == f.toApp {
 		return usageErr("--to-app must name a new application, not %q", f.app)
 	}
+	if err := checkAppFlag("--app", f.app); err != nil {
+		return err
+	}
+	if err := checkAppFlag("--to-app", f.toApp); err != nil {
+		return err
+	}
 	cc, err := f.sec.client(strings.Split(f.brokers, ","))
 	if err != nil {
 		return err

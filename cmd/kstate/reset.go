@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/shard"
 )
 
 // exitRefused: kstate reset refused to change a group that has members.
@@ -70,7 +72,10 @@ position:
     (--to-datetime 2025-01-01T12:00:00Z);
   - removes the local state <state-dir>/<app> when --state-dir is given
     (do it on every host that ran the application, or they restore nothing
-    but keep stale shards: kstate discards them, at a cost).
+    but keep stale shards: kstate discards them, at a cost). Only a
+    directory kstate created is removed: one with the KSTATE_APP file Run
+    writes, or one holding nothing but shard directories (older
+    releases); any other is refused before anything is changed.
 
 The application must be stopped: a group with members is refused (exit
 code 4). A stopped instance with a static InstanceID stays a member until
@@ -104,6 +109,33 @@ offsets and no --input-topic was given; 4 refused (the group has members).`,
 func runReset(ctx context.Context, out io.Writer, f resetFlags) error {
 	if f.brokers == "" || f.app == "" {
 		return usageErr("--brokers and --app are required")
+	}
+	if err := checkAppFlag("--app", f.app); err != nil {
+		return err
+	}
+	if f.dlqTopic != "" {
+		if err := kafka.CheckTopic(f.dlqTopic); err != nil {
+			return usageErr("--dlq-topic %q: %v", f.dlqTopic, err)
+		}
+	}
+	for _, t := range f.inputTopics {
+		if err := kafka.CheckTopic(t); err != nil {
+			return usageErr("--input-topic %q: %v", t, err)
+		}
+	}
+	for _, b := range strings.Split(f.brokers, ",") {
+		if err := kafka.CheckBroker(b); err != nil {
+			return usageErr("--brokers: %q: %v", b, err)
+		}
+	}
+	// The local state is checked first: a directory reset would refuse
+	// to delete must stop it before it changes anything.
+	local := ""
+	if f.stateDir != "" {
+		local = filepath.Join(f.stateDir, f.app)
+		if err := checkLocalState(local, f.app); err != nil {
+			return err
+		}
 	}
 	n := 0
 	for _, b := range []bool{f.toEarliest, f.toLatest, f.toDatetime != ""} {
@@ -230,9 +262,7 @@ func runReset(ctx context.Context, out io.Writer, f resetFlags) error {
 			plan.missing = append(plan.missing, t)
 		}
 	}
-	if f.stateDir != "" {
-		plan.local = filepath.Join(f.stateDir, f.app)
-	}
+	plan.local = local
 	printPlan(out, plan, f.dryRun)
 	if f.dryRun {
 		fmt.Fprintln(out, "dry run: nothing changed")
@@ -330,6 +360,9 @@ func runReset(ctx context.Context, out io.Writer, f resetFlags) error {
 		}
 	}
 	if plan.local != "" {
+		if err := checkLocalState(plan.local, f.app); err != nil {
+			return err
+		}
 		if err := os.RemoveAll(plan.local); err != nil {
 			return fmt.Errorf("reset: remove local state: %w", err)
 		}
@@ -375,6 +408,28 @@ func printPlan(w io.Writer, p resetPlan, dry bool) {
 	if p.local != "" {
 		fmt.Fprintf(w, "  remove local state %s\n", p.local)
 	}
+}
+
+// checkAppFlag checks an application id given by a flag: Kafka's rules
+// for a topic name derived from it, and a single directory name ("." and
+// ".." refused: <state-dir>/<app> must stay inside the state directory).
+func checkAppFlag(flag, app string) error {
+	if err := kafka.CheckApplicationID(app); err != nil {
+		return usageErr("%s %q: %v", flag, app, err)
+	}
+	return nil
+}
+
+// checkLocalState refuses to delete a directory kstate did not create:
+// one without the marker Run writes (shard.AppDirMarker), unless it holds
+// nothing but the shard directories of an older release. A missing
+// directory is fine (nothing to delete).
+func checkLocalState(dir, app string) error {
+	err := shard.CheckAppDir(dir, app)
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return fmt.Errorf("reset refused: will not remove %s: %w; kstate deletes only the state directories it created (with a %s file naming the application): check --state-dir and --app, or remove it by hand", dir, err, shard.AppDirMarker)
 }
 
 // gone reports whether none of the listed topics exists.

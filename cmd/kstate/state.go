@@ -87,6 +87,9 @@ func (f *stateFlags) open(cmd *cobra.Command) (*statereader.Reader, error) {
 	if f.app == "" {
 		return nil, usageErr("--app is required")
 	}
+	if err := checkAppFlag("--app", f.app); err != nil {
+		return nil, err
+	}
 	if (f.brokers == "") == (f.stateDir == "") {
 		return nil, usageErr("give exactly one of --brokers (read the changelog) and --state-dir (read local state)")
 	}

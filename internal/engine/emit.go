@@ -144,9 +144,15 @@ func headers(hs []processor.Header) []Header {
 	return out
 }
 
-// close ends the call; it returns the sticky error as a UserError.
+// close ends the call; it returns the sticky error as a UserError: an
+// emit's, or a state write's refused for being over MaxOutputBytes
+// (shard.ErrValueTooLarge), even if the processor ignored it, so that the
+// processing-error policy handles it per key like an oversized output.
 func (e *emitter[K, I, O]) close() error {
 	e.done = true
+	if err := e.t.shard.TakeOversize(); err != nil && e.err == nil {
+		e.err = err
+	}
 	if e.err == nil {
 		return nil
 	}

@@ -152,7 +152,11 @@ type Clock interface {
 	Now() time.Time
 	// Elapsed is a monotonic reading for latencies and deadlines (the
 	// commit latency, the time to the first commit, the restore wait):
-	// unlike Now it is not frozen by a test's manual batch clock.
+	// unlike Now it is not frozen by a test's manual batch clock. It is
+	// the time since the application's Run started (kstate's clock starts
+	// at the top of App.Run, before the start-up checks and the wait for
+	// an unreachable cluster), so that Snapshot.FirstCommit, its reading
+	// at the first commit, is the time from Run's start.
 	Elapsed() time.Duration
 	// Sleep waits for d or until ctx is done (then it returns ctx's error):
 	// the pause between restore rounds, the shutdown timeout.

@@ -215,7 +215,7 @@ func (c *Coordinator) batch(recs []Message) error {
 	// once its tasks were done (the produce tail and End), for the sizer.
 	c.lastTxn = c.clock.Elapsed() - tasksDone
 	c.retire(Counters{Commits: 1, CommitLatency: latency})
-	since := c.clock.Elapsed() - c.start
+	since := c.clock.Elapsed() // from Run's start (Clock.Elapsed)
 	c.mu.Lock()
 	first := c.mu.firstCommit == 0
 	if first {
@@ -223,7 +223,8 @@ func (c *Coordinator) batch(recs []Message) error {
 	}
 	c.mu.Unlock()
 	if first {
-		c.log.Info("first batch committed", "since_start", since.Round(time.Millisecond), "partitions", partsOf(parts))
+		c.log.Info("first batch committed", "since_start", since.Round(time.Millisecond),
+			"since_pipeline_start", (since - c.start).Round(time.Millisecond), "partitions", partsOf(parts))
 	}
 	if err := c.commitLocal(parts, next); err != nil {
 		// Kafka has the batch; a shard does not. A restart restores the

@@ -256,8 +256,8 @@ type Snapshot struct {
 	// Assigned lists the assigned partitions, Restoring the subset not
 	// ready yet; both sorted.
 	Assigned, Restoring []int32
-	// FirstCommit is the time from the start of Run to its first committed
-	// transaction (0 until then).
+	// FirstCommit is the time from the start of the application's Run
+	// (Clock.Elapsed) to its first committed transaction (0 until then).
 	FirstCommit time.Duration
 	// BatchInFlight is the age of the batch in flight (its tasks running
 	// or its transaction ending); 0 between batches.

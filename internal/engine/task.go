@@ -122,8 +122,10 @@ type Config[K, I, O any] struct {
 	OnDecodeError, OnKeyPartition, OnProcessingError Policy
 	// MaxOutputBytes bounds an emitted record's size as Kafka counts it
 	// against max.message.bytes (recordsize.Of); a larger one is a
-	// processing error (ErrOutputTooLarge). 0: no bound; the root package
-	// sets Config.MaxRecordBytes, the limit its producer applies.
+	// processing error (ErrOutputTooLarge). It bounds a state write's
+	// changelog record likewise (shard.ErrValueTooLarge, a processing error
+	// of the call that wrote it). 0: no bound; the root package sets
+	// Config.MaxRecordBytes, the limit its producer applies.
 	MaxOutputBytes int
 	// Logger receives the warnings about skipped, dead-lettered and
 	// misrouted records. Nil discards them.
@@ -283,6 +285,9 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 		AllowTTL:         cfg.TimeMode == processor.ProcessingTime,
 		// Bound on changes of the set of variables (shard/registry.go).
 		MaxVariableSetVersions: cfg.MaxVarSets,
+		// A state value over the producer's limit fails its call, per key
+		// (emit.go, close), not the whole transaction at produce time.
+		MaxRecordBytes: cfg.MaxOutputBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: open shard: %w", cfg.Partition, err)

@@ -179,7 +179,9 @@ func (l *listState[T]) Put(vs []T) error {
 		}
 		l.s.batchStats.RowsRemoved++
 	}
-	l.write(prefix, 0, ps, exp)
+	if err := l.write(prefix, 0, ps, exp); err != nil {
+		return l.err("Put", err)
+	}
 	l.s.setListTail(prefix, uint64(len(ps)))
 	return nil
 }
@@ -217,22 +219,32 @@ func (l *listState[T]) append(op string, vs []T) error {
 			next = seq + 1
 		}
 	}
-	l.write(prefix, next, ps, exp)
+	if err := l.write(prefix, next, ps, exp); err != nil {
+		return l.err(op, err)
+	}
 	l.s.setListTail(prefix, next+uint64(len(ps)))
 	return nil
 }
 
-// write stages elements at seq, seq+1, ... (fresh keys: no old index to clean).
-func (l *listState[T]) write(prefix []byte, seq uint64, ps [][]byte, exp int64) {
+// write stages elements at seq, seq+1, ... (fresh keys: no old index to
+// clean). An element over MaxRecordBytes is refused (ErrValueTooLarge),
+// with the elements after it; those before it stay staged (the failing
+// call's changes are discarded or its batch fails).
+func (l *listState[T]) write(prefix []byte, seq uint64, ps [][]byte, exp int64) error {
 	for i, p := range ps {
 		l.seqKey = binary.BigEndian.AppendUint64(append(l.seqKey[:0], prefix...), seq+uint64(i))
 		key := l.seqKey
-		l.s.setOwned(key, l.s.stage.appendValue(changelog.Header{SchemaID: l.schemaID, Expiry: exp}, p)) // a copy
+		val := l.s.stage.appendValue(changelog.Header{SchemaID: l.schemaID, Expiry: exp}, p) // a copy
+		if err := l.s.checkRecordSize(key, val); err != nil {
+			return err
+		}
+		l.s.setOwned(key, val)
 		if exp != changelog.NoExpiry {
 			l.s.set(changelog.TTLKey(exp, key), indexValue)
 		}
 		l.s.batchStats.RowsUpdated++
 	}
+	return nil
 }
 
 // Clear removes the current key's list.

@@ -422,7 +422,13 @@ func (b *varBase) check(op string, write bool) error {
 	return b.err(op, err)
 }
 
-func (b *varBase) err(op string, err error) error { return varErr(b.kind, b.name, op, err) }
+func (b *varBase) err(op string, err error) error {
+	err = varErr(b.kind, b.name, op, err)
+	if err != nil {
+		b.s.noteOversize(err)
+	}
+	return err
+}
 
 // prefix is the key range of the variable's entries under the current key.
 func (b *varBase) prefix() []byte { return keys.StateKeyPrefix(b.id, b.s.key) }

@@ -52,6 +52,11 @@ type ShardOptions struct {
 	// restore. Overriding the default of 0: write-through, every Commit
 	// writes its batch to the store.
 	WriteBehindBytes int64
+	// MaxRecordBytes bounds a state write's changelog record as Kafka
+	// counts it (recordsize.Of): a larger write is refused with
+	// ErrValueTooLarge (see TakeOversize), overriding the default of 0:
+	// no bound.
+	MaxRecordBytes int
 }
 
 // lockFile is the name of the flock'ed file inside a shard directory.
@@ -113,6 +118,7 @@ type Shard struct {
 	inBatch   bool
 	finished  bool
 	batchErr  error // sticky misuse of the batch protocol, reported by Finish/Commit
+	oversize  error // a write refused by checkRecordSize, not taken yet (recordlimit.go)
 	batchTime int64
 	batchSeq  uint64 // incremented by Begin: a Savepoint is valid in its batch only
 	key       []byte
@@ -504,6 +510,8 @@ func (s *Shard) Finish() ([]changelog.Record, error) {
 		return nil, shardErr("Finish", state.ErrNoBatch)
 	case s.batchErr != nil:
 		return nil, s.batchErr
+	case s.oversize != nil:
+		return nil, s.oversize
 	}
 	if !s.finished {
 		if err := s.expireTTL(); err != nil {
@@ -579,7 +587,7 @@ func (s *Shard) Abort() {
 }
 
 func (s *Shard) endBatch() {
-	s.inBatch, s.finished, s.batchErr = false, false, nil
+	s.inBatch, s.finished, s.batchErr, s.oversize = false, false, nil, nil
 	s.hasKey, s.key = false, s.key[:0]
 	s.batchTime = -1
 	s.batchStats = Stats{}

@@ -54,6 +54,10 @@ func (s *Shard) readLive(key []byte) (changelog.Header, []byte, bool, error) {
 // read so its TTL index entry can be removed (needed only when entries of
 // this variable can carry an expiry). schemaID is the payload's schema version.
 func (s *Shard) putEntry(key, payload []byte, schemaID uint32, expiry int64, replacing bool) error {
+	val := s.stage.appendValue(changelog.Header{SchemaID: schemaID, Expiry: expiry}, payload)
+	if err := s.checkRecordSize(key, val); err != nil {
+		return err // nothing staged
+	}
 	if replacing {
 		old, ok, err := s.get(key)
 		if err != nil {
@@ -69,7 +73,7 @@ func (s *Shard) putEntry(key, payload []byte, schemaID uint32, expiry int64, rep
 			}
 		}
 	}
-	s.setOwned(key, s.stage.appendValue(changelog.Header{SchemaID: schemaID, Expiry: expiry}, payload))
+	s.setOwned(key, val)
 	if expiry != changelog.NoExpiry {
 		s.set(changelog.TTLKey(expiry, key), indexValue)
 	}

@@ -1,0 +1,135 @@
+package kstate_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/testprocs"
+	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
+)
+
+type cfg = kstate.Config[string, string, string]
+
+// TestConfigRefusals: every invalid field is refused by New with an
+// ErrConfig whose message names the field (Config.X) and the value.
+// Issue #25: ApplicationID ".." escaped StateDir, an output or dead-letter
+// topic equal to an input was accepted, Brokers [""] and "::not a host::"
+// were dialled, MaxRecordBytes 1 failed inside franz-go, a negative
+// StateMemory and a TransactionTimeout of 1ms were accepted, and "must not
+// be negative" named no field.
+func TestConfigRefusals(t *testing.T) {
+	long := strings.Repeat("a", 238)
+	for _, tc := range []struct {
+		name string
+		edit func(*cfg)
+		want []string // substrings of the message
+	}{
+		{"app dotdot", func(c *cfg) { c.ApplicationID = ".." }, []string{`Config.ApplicationID ".."`, `"." and ".."`}},
+		{"app dot", func(c *cfg) { c.ApplicationID = "." }, []string{`Config.ApplicationID "."`}},
+		{"app slash", func(c *cfg) { c.ApplicationID = "../x" }, []string{`Config.ApplicationID "../x"`, "want letters"}},
+		{"app empty", func(c *cfg) { c.ApplicationID = "" }, []string{`Config.ApplicationID ""`, "is empty"}},
+		{"app too long", func(c *cfg) { c.ApplicationID = long }, []string{"Config.ApplicationID", "238 characters long, over the maximum of 237"}},
+		{"instance dotdot", func(c *cfg) { c.InstanceID = ".." }, []string{`Config.InstanceID ".."`}},
+		{"instance slash", func(c *cfg) { c.InstanceID = "a/b" }, []string{`Config.InstanceID "a/b"`}},
+		{"no brokers", func(c *cfg) { c.Brokers = nil }, []string{"Config.Brokers is empty"}},
+		{"empty broker", func(c *cfg) { c.Brokers = []string{""} }, []string{`Config.Brokers[0] ""`, "is empty"}},
+		{"not a host", func(c *cfg) { c.Brokers = []string{"x:1", "::not a host::"} }, []string{`Config.Brokers[1] "::not a host::"`}},
+		{"host with space", func(c *cfg) { c.Brokers = []string{"not a host:9092"} }, []string{`Config.Brokers[0]`, "neither a host name nor an IP"}},
+		{"bad port", func(c *cfg) { c.Brokers = []string{"kafka:http"} }, []string{`Config.Brokers[0]`, `port "http"`}},
+		{"no host", func(c *cfg) { c.Brokers = []string{":9092"} }, []string{`Config.Brokers[0] ":9092"`, "no host"}},
+		{"input dotdot", func(c *cfg) { c.InputTopics = []string{".."} }, []string{`Config.InputTopics[0]: input topic ".."`}},
+		{"output bad", func(c *cfg) { c.OutputTopic = "a b" }, []string{`Config.OutputTopic "a b"`}},
+		{"dlq dotdot", func(c *cfg) { c.DeadLetterTopic = ".." }, []string{`Config.DeadLetterTopic ".."`}},
+		{"dlq is input", func(c *cfg) { c.DeadLetterTopic = "in" }, []string{"Config.InputTopics[0] and Config.DeadLetterTopic are the same topic \"in\""}},
+		{"output is input", func(c *cfg) { c.OutputTopic = "in" }, []string{"Config.InputTopics[0] and Config.OutputTopic are the same topic \"in\""}},
+		{"output topics is input", func(c *cfg) {
+			c.OutputTopics = []processor.NamedTopic{processor.NewOutputTopic("in", serde.String())}
+		}, []string{"Config.InputTopics[0] and Config.OutputTopics[0]"}},
+		{"default dlq is input", func(c *cfg) {
+			c.InputTopics, c.OnDecodeError = []string{"app-dlq"}, kstate.DecodeErrorDeadLetter
+		}, []string{"Config.InputTopics[0] and the dead-letter topic (Config.DeadLetterTopic's default"}},
+		{"output is changelog", func(c *cfg) { c.OutputTopic = "app-changelog" }, []string{"the changelog topic", "Config.OutputTopic", `"app-changelog"`}},
+		{"input is changelog", func(c *cfg) { c.InputTopics = []string{"app-changelog"} }, []string{"Config.InputTopics[0] and the changelog topic"}},
+		{"output is repartition", func(c *cfg) {
+			c.GroupBy = []kstate.GroupBy[string, string]{{Topic: "in", Key: func(_ []byte, v string) (string, error) { return v, nil }}}
+			c.OutputTopic = "app-repartition"
+		}, []string{"the GroupBy repartition topic", "Config.OutputTopic", `"app-repartition"`}},
+		{"input is repartition", func(c *cfg) {
+			c.InputTopics = []string{"in", "app-repartition"}
+			c.GroupBy = []kstate.GroupBy[string, string]{{Topic: "in", Key: func(_ []byte, v string) (string, error) { return v, nil }}}
+		}, []string{"Config.InputTopics[1] and the GroupBy repartition topic"}},
+		{"max record bytes 1", func(c *cfg) { c.MaxRecordBytes = 1 }, []string{"Config.MaxRecordBytes 1 is under the minimum 1024 bytes"}},
+		{"max record bytes negative", func(c *cfg) { c.MaxRecordBytes = -1 }, []string{"Config.MaxRecordBytes -1 is negative"}},
+		{"state memory negative", func(c *cfg) { c.StateMemory = -1 }, []string{"Config.StateMemory -1 is negative"}},
+		{"state memory tiny", func(c *cfg) { c.StateMemory = 1000 }, []string{"Config.StateMemory 1000 bytes is under 1 MiB"}},
+		{"state cache tiny", func(c *cfg) { c.StateCacheBytes = 1000 }, []string{"Config.StateCacheBytes 1000 bytes"}},
+		{"txn timeout 1ms", func(c *cfg) { c.TransactionTimeout = time.Millisecond }, []string{"Config.TransactionTimeout 1ms is under the minimum 1s"}},
+		{"txn timeout 1h", func(c *cfg) { c.TransactionTimeout = time.Hour }, []string{"Config.TransactionTimeout 1h0m0s is over 15m0s", "transaction.max.timeout.ms"}},
+		{"trigger negative", func(c *cfg) { c.TriggerInterval = -time.Second }, []string{"Config.TriggerInterval -1s is negative"}},
+		{"trigger 1ns", func(c *cfg) { c.TriggerInterval = 1 }, []string{"Config.TriggerInterval 1ns is under the minimum 1ms"}},
+		{"batch wait negative", func(c *cfg) { c.MaxBatchWait = -1 }, []string{"Config.MaxBatchWait -1ns is negative"}},
+		{"session negative", func(c *cfg) { c.SessionTimeout = -1 }, []string{"Config.SessionTimeout -1ns is negative"}},
+		{"startup negative", func(c *cfg) { c.StartupTimeout = -1 }, []string{"Config.StartupTimeout -1ns is negative"}},
+		{"shutdown negative", func(c *cfg) { c.ShutdownTimeout = -1 }, []string{"Config.ShutdownTimeout -1ns is negative"}},
+		{"batch duration negative", func(c *cfg) { c.MaxBatchDuration = -1 }, []string{"Config.MaxBatchDuration -1ns is negative"}},
+		{"metadata negative", func(c *cfg) { c.MetadataRefresh = -1 }, []string{"Config.MetadataRefresh -1ns is negative"}},
+		{"batch records negative", func(c *cfg) { c.MaxBatchRecords = -1 }, []string{"Config.MaxBatchRecords -1 is negative"}},
+		{"pipelines negative", func(c *cfg) { c.Pipelines = -1 }, []string{"Config.Pipelines -1 is negative"}},
+		{"lateness negative", func(c *cfg) { c.TimeMode, c.AllowedLateness = processor.EventTime, -time.Second }, []string{"Config.AllowedLateness -1s is negative"}},
+		{"http addr", func(c *cfg) { c.HTTPAddr = "8080" }, []string{`Config.HTTPAddr "8080"`}},
+		{"nil sink", func(c *cfg) { c.Sinks = []kstate.Sink[string, string]{nil} }, []string{"Config.Sinks[0] is nil"}},
+		{"key serde", func(c *cfg) { c.KeySerde = nil }, []string{"Config.KeySerde is required"}},
+		{"value serde", func(c *cfg) { c.ValueSerde = nil }, []string{"Config.ValueSerde (or ValueFromRecord) is required"}},
+		{"time mode", func(c *cfg) { c.TimeMode = 7 }, []string{"Config.TimeMode: unknown"}},
+		{"decode policy", func(c *cfg) { c.OnDecodeError = 9 }, []string{"Config.OnDecodeError: unknown policy 9"}},
+		{"backend", func(c *cfg) { c.StateBackend = "leveldb" }, []string{"Config.StateBackend"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := config([]string{"x:1"}, t.TempDir(), testprocs.NewCounter)
+			tc.edit(&c)
+			_, err := kstate.New(c)
+			if !errors.Is(err, kstate.ErrConfig) {
+				t.Fatalf("New: %v, want ErrConfig", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("New: %q\nwant it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestConfigAccepts: the edges of the valid ranges are accepted.
+func TestConfigAccepts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*cfg)
+	}{
+		{"longest app id", func(c *cfg) { c.ApplicationID = strings.Repeat("a", 237) }},
+		{"dots in app id", func(c *cfg) { c.ApplicationID = "a..b" }},
+		{"host only", func(c *cfg) { c.Brokers = []string{"kafka"} }},
+		{"ipv4", func(c *cfg) { c.Brokers = []string{"10.0.0.1:9092"} }},
+		{"ipv6", func(c *cfg) { c.Brokers = []string{"[::1]:9092"} }},
+		{"fqdn", func(c *cfg) { c.Brokers = []string{"b-1.kafka.example.com:9094"} }},
+		{"txn timeout 1s", func(c *cfg) { c.TransactionTimeout = time.Second }},
+		{"txn timeout 15m", func(c *cfg) { c.TransactionTimeout = 15 * time.Minute }},
+		{"max record bytes 1 KiB", func(c *cfg) { c.MaxRecordBytes = 1024 }},
+		{"dlq shared with output", func(c *cfg) { c.DeadLetterTopic = "out"; c.OnDecodeError = kstate.DecodeErrorDeadLetter }},
+		{"default dlq named like input, unused", func(c *cfg) { c.InputTopics = []string{"app-dlq"} }},
+		{"http addr", func(c *cfg) { c.HTTPAddr = ":8080" }},
+		{"cache off", func(c *cfg) { c.StateCacheBytes = -1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := config([]string{"x:1"}, t.TempDir(), testprocs.NewCounter)
+			tc.edit(&c)
+			if _, err := kstate.New(c); err != nil {
+				t.Fatalf("New: %v", err)
+			}
+		})
+	}
+}
