@@ -68,6 +68,9 @@ func runSkip(ctx context.Context, out io.Writer, f skipFlags) error {
 	if f.brokers == "" || f.app == "" || f.topic == "" || f.partition < 0 || f.offset < 0 {
 		return usageErr("--brokers, --app, --topic, --partition and --offset are required")
 	}
+	if err := checkAppFlag("--app", f.app); err != nil {
+		return err
+	}
 	cc, err := f.sec.client(strings.Split(f.brokers, ","))
 	if err != nil {
 		return err
