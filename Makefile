@@ -107,7 +107,7 @@ bench: deps
 # mvn once): one real broker, interleaved runs, a summary table with ratios
 # to Kafka Streams and the raw pipe. Defaults: PEERS="kstate kstreams-eos
 # flink-eos rawpipe-eos" REPEATS=3 N=3000000 (environment or make variables).
-# Not part of make test. See docs/BENCHMARKS.md ("Peers").
+# Not part of make test. See docs/BENCHMARKS.md ("Method", "How to reproduce").
 bench-peers: deps
 	internal/tools/benchpeers/bench-peers.sh
 

@@ -217,7 +217,7 @@ type Config[K, I, O any] struct {
 	// bytes, not Go objects (the garbage collector does not scan them),
 	// in memory outside StateMemory. At least 64 KiB when positive;
 	// negative turns the cache off. Default 16 MiB (when 0; measured in
-	// docs/BENCHMARKS.md: it saves store reads and GC time on repeated
+	// docs/benchmarks/history.md: it saves store reads and GC time on repeated
 	// keys, and costs little on keys read once).
 	StateCacheBytes int64
 	// StateWriteBehindBytes bounds, per partition, the committed batches a
@@ -228,7 +228,7 @@ type Config[K, I, O any] struct {
 	// so a crash loses nothing: the restore replays the changelog from the
 	// last write (docs/OPERATIONS.md, "Memory"). Negative: write-through,
 	// every local commit writes the store. Default 4 MiB (when 0; measured
-	// in docs/BENCHMARKS.md, "Write-behind local commits").
+	// in docs/benchmarks/history.md, "Write-behind local commits").
 	StateWriteBehindBytes int64
 	// MaxStateVariableSetVersions bounds how many times the set of state
 	// variables may change over the application's life, like Spark's

@@ -41,7 +41,7 @@ func pipelineInstanceID(instance string, i int) string {
 // Past the core count pipelines only compete for the CPU, and each one is
 // a Kafka client of its own (a producer, a consumer and its fetch buffers,
 // a transaction per batch on the broker, a group member), so many cores do
-// not mean many pipelines (docs/BENCHMARKS.md, "Pipelines by default"). A
+// not mean many pipelines (docs/benchmarks/history.md, "Pipelines by default"). A
 // variable so that the tests of the automatic count can change it.
 var maxAutoPipelines = 4
 

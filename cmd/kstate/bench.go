@@ -598,7 +598,8 @@ func (b *benchRun) do(ctx context.Context) (*runResult, error) {
 	if len(tc) > 0 {
 		// The sampler polls every 2ms and transactions take longer, so
 		// its first sample is the first transaction, reported on its own
-		// (see docs/BENCHMARKS.md: it costs a fixed 500ms).
+		// (see docs/benchmarks/history.md, "What bounds the numbers": it
+		// costs a fixed 500ms).
 		r.FirstTxn, tc = tc[0], tc[1:]
 	}
 	r.ThroughputCommitP50, r.ThroughputCommitP99 = quantile(tc, 0.5), quantile(tc, 0.99)

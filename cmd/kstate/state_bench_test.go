@@ -20,7 +20,7 @@ import (
 // (KSTATE_READER_BENCH=N, e.g. 1000000; skipped without it): it writes the
 // changelog of a ValueState[int64] "count" over 4 partitions, then runs the
 // command in-process with stdout discarded, and logs records/s
-// (docs/BENCHMARKS.md).
+// (docs/benchmarks/history.md, "State reader").
 func TestStateReadSpeed(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("KSTATE_READER_BENCH"))
 	if n <= 0 {

@@ -82,7 +82,8 @@ func (c *Coordinator) batch(recs []Message) error {
 	}
 	// Small batches (the caught-up, latency regime) keep the old order
 	// too: their produce is one short request, and splitting it made the
-	// end-to-end latency worse (docs/BENCHMARKS.md). Crash tests (a
+	// end-to-end latency worse (docs/benchmarks/history.md, "Produce while
+	// processing, parallel local commits"). Crash tests (a
 	// KillHook set) overlap every batch, so that the overlap's kill
 	// points occur in their small batches.
 	minRecs := overlapMinRecords

@@ -19,7 +19,7 @@ import (
 // later. So at a steady rate a record waits one to two iterations before it
 // is processed, not zero to one (measured at 5,000 records/s: the newest
 // record of a batch was 16 ms old at its poll; with pollFresh 3.6 ms; see
-// docs/BENCHMARKS.md, "Latency at 5,000 records/s").
+// docs/benchmarks/history.md, "Latency at 5,000 records/s (issue #13)").
 //
 // pollFresh is the first step of Session.Poll. When its first poll returned
 // a fetch that was already buffered (stale by up to one iteration) and

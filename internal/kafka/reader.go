@@ -105,7 +105,7 @@ func openReader(ctx context.Context, cl *kgo.Client, topic string, partition int
 // restore applies one fetch while it reads the next (restore.Restore reads
 // one chunk ahead): with 8 MiB, one fetch held a whole ~220k-record
 // partition and fetching, decoding and applying ran one after the other.
-// 1 and 2 MiB measured alike (TestMeasureRestore, docs/BENCHMARKS.md,
+// 1 and 2 MiB measured alike (TestMeasureRestore, docs/benchmarks/history.md,
 // "Restore: fewer conversions"); 2 MiB makes half the requests. A variable
 // for that measurement.
 var readerFetchBytes int32 = 2 << 20

@@ -7,7 +7,8 @@ package kv
 // library costs the engine 15–25 % more CPU per state call: every access to
 // RocksDB's thread-local perf and I/O contexts goes through __tls_get_addr
 // (the archive's objects use the initial-exec model instead), and calls
-// into the library go through its PLT. docs/BENCHMARKS.md has the numbers.
+// into the library go through its PLT. docs/benchmarks/history.md
+// ("RocksDB linked statically") has the numbers.
 //
 // --as-needed comes first so that the -lrocksdb which grocksdb adds after
 // these flags does not load the shared library beside the static copy.

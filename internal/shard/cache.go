@@ -41,7 +41,7 @@ import (
 // slots (32 bits of the entry's hash, its offset in the ring) with linear
 // probing. Both are plain byte and integer arrays, so GC marking does not
 // grow with the number of entries (the earlier layout, one Go object per
-// entry, cost in GC what it saved in store reads: docs/BENCHMARKS.md).
+// entry, cost in GC what it saved in store reads: docs/benchmarks/history.md).
 // A new entry is appended at the ring's tail; room is made by dropping the
 // oldest entries at its head, except that an entry read since it was
 // written gets a second chance (it is moved to the tail, a CLOCK

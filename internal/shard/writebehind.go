@@ -77,7 +77,8 @@ const (
 )
 
 // DefaultWriteBehindBytes is the unflushed-layer budget the engine gives
-// each shard (see ShardOptions.WriteBehindBytes and docs/BENCHMARKS.md).
+// each shard (see ShardOptions.WriteBehindBytes and docs/benchmarks/history.md,
+// "Write-behind local commits").
 const DefaultWriteBehindBytes = 4 << 20
 
 func newWBLayer() *wbLayer { return &wbLayer{index: make(map[string]uint64)} }

@@ -2,7 +2,7 @@
 # make bench-peers: kstate against its peers (Kafka Streams, Flink, a raw
 # franz-go pipe, ...) on the shared harness's "stateful count" workload, one
 # real Kafka broker, interleaved runs; prints a summary table with ratios to
-# Kafka Streams and to the raw pipe. See docs/BENCHMARKS.md ("Peers").
+# Kafka Streams and to the raw pipe. See docs/BENCHMARKS.md ("Method", "How to reproduce").
 #
 #   internal/tools/benchpeers/bench-peers.sh            # REPEATS=3 N=3000000, kstate kstreams-eos flink-eos rawpipe-eos
 #   PEERS="kstate kstreams-eos" REPEATS=1 N=1000000 internal/tools/benchpeers/bench-peers.sh

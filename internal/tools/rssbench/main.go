@@ -4,7 +4,8 @@
 // read-modify-write (Get the key's int64 count, Put count+1) in batches,
 // as the partition tasks do. The Kafka client, the broker and the batch
 // machinery are left out so that the number is the state's memory plus a
-// small constant (the Go runtime). See docs/BENCHMARKS.md, "State memory".
+// small constant (the Go runtime). See docs/BENCHMARKS.md, "Memory", and
+// docs/benchmarks/history.md, "State memory (Config.StateMemory)".
 //
 //	go run ./internal/tools/rssbench -partitions 96 -state-memory -1
 package main
