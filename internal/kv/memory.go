@@ -293,6 +293,16 @@ func (it *memIter) Prev() bool {
 	return it.position(func(l *memSkiplist) *memNode { return l.seekLT(cur) })
 }
 
+// SetBounds changes the range to [lower, upper) and unpositions the
+// iterator (which sees every write anyway).
+func (it *memIter) SetBounds(lower, upper []byte) {
+	it.valid, it.key, it.val = false, nil, nil
+	it.lower, it.upper = memClone(lower), memClone(upper)
+}
+
+// DeletesSkipped is 0: the memory store deletes keys outright.
+func (it *memIter) DeletesSkipped() uint64 { return 0 }
+
 func (it *memIter) Valid() bool   { return it.valid }
 func (it *memIter) Key() []byte   { return it.key }
 func (it *memIter) Value() []byte { return it.val }
