@@ -212,6 +212,7 @@ func (s *memStore) Close() error {
 type memIter struct {
 	s            *memStore
 	lower, upper []byte
+	lbuf, ubuf   []byte // SetBounds' reused copies
 	key, val     []byte
 	valid        bool
 	err          error
@@ -297,7 +298,21 @@ func (it *memIter) Prev() bool {
 // iterator (which sees every write anyway).
 func (it *memIter) SetBounds(lower, upper []byte) {
 	it.valid, it.key, it.val = false, nil, nil
-	it.lower, it.upper = memClone(lower), memClone(upper)
+	it.lower, it.lbuf = reuseBound(it.lbuf, lower)
+	it.upper, it.ubuf = reuseBound(it.ubuf, upper)
+}
+
+// reuseBound copies bound into buf (nil stays nil) and returns the copy and
+// the buffer to keep.
+func reuseBound(buf, bound []byte) (out, keep []byte) {
+	if bound == nil {
+		return nil, buf
+	}
+	buf = append(buf[:0], bound...)
+	if buf == nil {
+		buf = []byte{}
+	}
+	return buf, buf
 }
 
 // DeletesSkipped is 0: the memory store deletes keys outright.
