@@ -7,6 +7,7 @@ import (
 
 	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/internal/shard"
+	"github.com/kstate/kstate/internal/timers"
 )
 
 // TestScansStopAtTheirRange is the regression test of issue #25's timer
@@ -53,6 +54,51 @@ func TestScansStopAtTheirRange(t *testing.T) {
 				t.Fatalf("%d new keys' scans stepped over %d deleted entries (limit %d): the scans are not bounded in the store", probes, skipped, limit)
 			}
 			t.Logf("%d deleted entries skipped by %d new keys' scans", skipped, probes)
+		})
+	}
+}
+
+// TestTimerFloorKnownAfterReopen: the timer floor, unknown after an open,
+// is computed by the next commit even when that batch touches no timer;
+// until then every timers.Expired scan starts at the front of the timer
+// space and steps over all the fired timers' tombstones (on a restarted
+// partition that fires nothing for a while: on every batch).
+func TestTimerFloorKnownAfterReopen(t *testing.T) {
+	for _, backend := range []kv.Backend{kv.BackendRocksDB, kv.BackendPebble} {
+		t.Run(string(backend), func(t *testing.T) {
+			if backend == kv.BackendRocksDB && !kv.RocksDBAvailable {
+				t.Skip("RocksDB is not compiled in")
+			}
+			o := shard.ShardOptions{Dir: filepath.Join(t.TempDir(), "shard"), StoreBackend: backend}
+			s, err := shard.OpenShard(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tm := timers.New(s)
+			s.Begin(0)
+			for e := int64(100); e < 200; e++ {
+				noErr(t, tm.Register([]byte("k"), e))
+			}
+			off := finishCommitTB(t, s, 0)
+			s.Begin(0)
+			fired, err := tm.Expired(149)
+			noErr(t, err)
+			for _, f := range fired {
+				noErr(t, tm.Delete(f.Key, f.Expiry))
+			}
+			off = finishCommitTB(t, s, off)
+			noErr(t, s.Close())
+
+			s, err = shard.OpenShard(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			s.Begin(0)
+			finishCommitTB(t, s, off)
+			if f := s.TimerFloor(); f != 150 {
+				t.Fatalf("TimerFloor after reopen and a commit = %d, want 150", f)
+			}
 		})
 	}
 }
