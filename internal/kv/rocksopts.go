@@ -91,6 +91,14 @@ const (
 	defaultBGJobs       = 2
 	defaultKeepLogFiles = 3
 	sharedArenaBlock    = 64 << 10
+
+	// A RocksDB file is compacted early when deleteTrigger of some
+	// deleteWindow consecutive entries are deletions (half of them). The
+	// state-heavy call of `kstate bench` heavy writes about one deletion
+	// in four entries and does not reach it; a key space of moved or fired
+	// timers, or of closed sessions, does.
+	deleteWindow  = 4096
+	deleteTrigger = 2048
 )
 
 func (o *RocksOptions) ensureDefaults() error {
