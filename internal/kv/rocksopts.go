@@ -93,10 +93,9 @@ const (
 	sharedArenaBlock    = 64 << 10
 
 	// A RocksDB file is compacted early when deleteTrigger of some
-	// deleteWindow consecutive entries are deletions (half of them). The
-	// state-heavy call of `kstate bench` heavy writes about one deletion
-	// in four entries and does not reach it; a key space of moved or fired
-	// timers, or of closed sessions, does.
+	// deleteWindow consecutive entries (in key order) are deletions: half
+	// of them. A key space of moved or fired timers, or of closed
+	// sessions, reaches it; a space of live values being updated does not.
 	deleteWindow  = 4096
 	deleteTrigger = 2048
 )
