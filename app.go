@@ -105,6 +105,12 @@ type Counters struct {
 	// KeyPartitionMismatches counts records whose key does not hash to the
 	// partition they were read from.
 	KeyPartitionMismatches int64
+	// StateDeletesSkipped counts the deleted state entries (tombstones)
+	// the state store stepped over while scanning state (maps, lists,
+	// timers), aborted batches included. It grows with deletions inside
+	// the ranges scanned, until a compaction drops them; a per-batch
+	// figure in the thousands means scans are slowed by them.
+	StateDeletesSkipped int64
 }
 
 // Metrics is a snapshot of an App's counters.

@@ -249,6 +249,10 @@ func (m *appMetrics) scraped() (perPart []partMetric, sizes []scrapeMetric, tota
 		tm("kstate_changelog_records_total", "Changelog records produced by committed batches.", func(c engine.Counters) int64 { return c.ChangelogRecords }),
 		tm("kstate_restored_records_total", "Changelog records applied by finished restores.", func(c engine.Counters) int64 { return c.RestoreRecords }),
 	}
+	// Tombstones stepped over by state scans (issue #25).
+	totals = append(totals, tm("kstate_state_deletes_skipped_total",
+		"Deleted state entries (tombstones) the state store stepped over while scanning state; a high rate per batch means deletions slow the scans until compaction drops them.",
+		func(c engine.Counters) int64 { return c.StateDeletesSkipped }))
 	gauges = scrapeGauges{
 		state:           m.metric("kstate_app_state", "1 for the App's current state (label state), 0 for the others.", prometheus.GaugeValue, "state"),
 		ready:           m.metric("kstate_ready", "1 when the App is ready (Running: /readyz 200), else 0.", prometheus.GaugeValue),

@@ -40,6 +40,7 @@ type benchOptions struct {
 	LatencyFor  time.Duration `json:"latency_for_ns"`
 	ValueBytes  int           `json:"value_bytes"`
 	History     int           `json:"history"`
+	SessionGap  time.Duration `json:"session_gap_ns"`
 	Seed        uint64        `json:"seed"`
 	Warmup      bool          `json:"warmup"`
 	StateMemory int64         `json:"state_memory"`
@@ -56,7 +57,7 @@ type benchOptions struct {
 func defaultBenchOptions() benchOptions {
 	return benchOptions{
 		Keys: 100_000, Records: 200_000, Partitions: 6, Processors: []string{"count", "heavy"},
-		Batch: 0, Runs: 3, Rate: 5000, LatencyFor: 8 * time.Second, ValueBytes: 64, History: 5,
+		Batch: 0, Runs: 3, Rate: 5000, LatencyFor: 8 * time.Second, ValueBytes: 64, History: 5, SessionGap: time.Second,
 		Seed: 1, Warmup: true, Timeout: 30 * time.Minute,
 	}
 }
@@ -82,8 +83,11 @@ real Kafka broker (started from the test harness's Apache Kafka jars unless
   4. checks exactly-once: one output per input row and every key's final
      count equal to its input rows.
 
-Processors: "count" (one ValueState per key) and "heavy" (a bounded
-ListState, a MapState of aggregates and a timer per key). Runs alternate the
+Processors: "count" (one ValueState per key), "heavy" (a bounded
+ListState, a MapState of aggregates and a timer per key) and "churn"
+(sessions: a MapState and a ListState per key, its timer moved on every row,
+the session cleared when the timer fires after --session-gap: deleted
+entries pile up, as in a heartbeat or session processor). Runs alternate the
 processor order; the summary gives medians with [min–max] over the runs and
 the within-run ratio of each processor to the first one.`,
 		Args: cobra.NoArgs,
@@ -98,13 +102,14 @@ the within-run ratio of each processor to the first one.`,
 	fl.IntVar(&o.Keys, "keys", o.Keys, "distinct keys")
 	fl.IntVar(&o.Records, "records", o.Records, "input rows of the throughput phase, per processor and run")
 	fl.IntVar(&o.Partitions, "partitions", o.Partitions, "partitions of the input, output and changelog topics")
-	fl.StringSliceVar(&o.Processors, "processor", o.Processors, "processors to compare: count, heavy (the first one is the base of the ratios)")
+	fl.StringSliceVar(&o.Processors, "processor", o.Processors, "processors to compare: count, heavy, churn (the first one is the base of the ratios)")
 	fl.IntVar(&o.Batch, "batch", o.Batch, "Config.MaxBatchRecords (0: the default, adaptive batches)")
 	fl.IntVar(&o.Runs, "runs", o.Runs, "repetitions (medians and min/max are reported)")
 	fl.IntVar(&o.Rate, "rate", o.Rate, "records/s of the latency phase (keep it below the slowest processor's throughput)")
 	fl.DurationVar(&o.LatencyFor, "latency-for", o.LatencyFor, "duration of the latency phase")
 	fl.IntVar(&o.ValueBytes, "value-bytes", o.ValueBytes, "input value size (at least 16)")
-	fl.IntVar(&o.History, "history", o.History, "heavy: values kept per key in the ListState")
+	fl.IntVar(&o.History, "history", o.History, "heavy, churn: values kept per key in the ListState")
+	fl.DurationVar(&o.SessionGap, "session-gap", o.SessionGap, "churn: a key's session closes this long after its last row (its timer fires)")
 	fl.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the key sequence")
 	fl.BoolVar(&o.Warmup, "warmup", o.Warmup, "run a small unreported pass first, so that run 1 does not meet a cold broker (JIT) alone")
 	fl.Int64Var(&o.StateMemory, "state-memory", 0, "Config.StateMemory in bytes (0, the default: a 64 MiB cache and memtable per shard; positive: one shared budget)")
@@ -204,7 +209,7 @@ type benchReport struct {
 }
 
 func (o *benchOptions) validate() error {
-	procs := benchProcs(o.History)
+	procs := benchProcs(*o)
 	switch {
 	case o.Keys <= 0 || o.Records <= 0 || o.Partitions <= 0 || o.Runs <= 0 || o.Batch < 0:
 		return errors.New("bench: --keys, --records, --partitions and --runs must be positive, --batch not negative")
@@ -214,6 +219,8 @@ func (o *benchOptions) validate() error {
 		return fmt.Errorf("bench: --value-bytes %d: at least %d", o.ValueBytes, minValueBytes)
 	case o.History <= 0:
 		return errors.New("bench: --history must be positive")
+	case o.SessionGap <= 0:
+		return errors.New("bench: --session-gap must be positive")
 	case len(o.Processors) == 0:
 		return errors.New("bench: no --processor")
 	}
@@ -224,7 +231,7 @@ func (o *benchOptions) validate() error {
 		}
 		base, backend, _ := strings.Cut(name, ".")
 		if _, ok := procs[base]; !ok {
-			return fmt.Errorf("bench: unknown processor %q (want count or heavy, optionally .rocksdb or .pebble)", p)
+			return fmt.Errorf("bench: unknown processor %q (want count, heavy or churn, optionally .rocksdb or .pebble)", p)
 		}
 		if backend != "" {
 			if err := kv.Backend(backend).Check(); err != nil {
@@ -337,7 +344,7 @@ func runBench(ctx context.Context, progress io.Writer, o benchOptions) (*benchRe
 	}
 	defer os.RemoveAll(dir)
 
-	procs := benchProcs(o.History)
+	procs := benchProcs(o)
 	id := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
 	if o.Warmup {
 		wo := o

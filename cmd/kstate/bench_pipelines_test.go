@@ -17,7 +17,7 @@ func TestBenchPipelinesVariants(t *testing.T) {
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
 	}
-	p, backend := variant(benchProcs(o.History), "heavy.pebble-p2")
+	p, backend := variant(benchProcs(o), "heavy.pebble-p2")
 	if p.name != "heavy.pebble-p2" || backend != "pebble" || pipelinesOf("heavy.pebble-p2") != 2 || pipelinesOf("count") != 0 {
 		t.Fatalf("variant: %q %q %d", p.name, backend, pipelinesOf("heavy.pebble-p2"))
 	}

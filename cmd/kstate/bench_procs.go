@@ -76,7 +76,8 @@ type benchProc struct {
 	about    string
 }
 
-func benchProcs(history int) map[string]benchProc {
+func benchProcs(o benchOptions) map[string]benchProc {
+	history := o.History
 	return map[string]benchProc{
 		"count": {
 			name: "count", timeMode: processor.NoTime,
@@ -88,6 +89,14 @@ func benchProcs(history int) map[string]benchProc {
 			newProc: func() processor.StatefulProcessor[string, benchRow, benchOut] { return &heavyProc{history: history} },
 			about: fmt.Sprintf("per key: ListState of the last %d values, MapState of 4 aggregates, "+
 				"an idle timer moved on every call (ProcessingTime)", history),
+		},
+		"churn": {
+			name: "churn", timeMode: processor.ProcessingTime,
+			newProc: func() processor.StatefulProcessor[string, benchRow, benchOut] {
+				return &churnProc{gap: o.SessionGap, history: history}
+			},
+			about: fmt.Sprintf("sessions (bench_churn.go): per call a MapState iterated, a ListState read, the timer moved to now+%v; "+
+				"a session closes when it fires (map and list cleared): deleted entries pile up (ProcessingTime)", o.SessionGap),
 		},
 	}
 }

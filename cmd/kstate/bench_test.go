@@ -104,7 +104,7 @@ func TestBenchBackendVariants(t *testing.T) {
 	if got := strings.Join(o.Processors, ","); got != "count.rocksdb,count.pebble,heavy.rocksdb,heavy.pebble" {
 		t.Fatalf("variants %s", got)
 	}
-	p, backend := variant(benchProcs(o.History), "heavy.pebble")
+	p, backend := variant(benchProcs(o), "heavy.pebble")
 	if p.name != "heavy.pebble" || backend != "pebble" || p.newProc == nil {
 		t.Fatalf("variant: %+v %q", p, backend)
 	}

@@ -40,6 +40,12 @@ type Counters struct {
 	// KeyPartitionMismatches counts records whose key does not hash to the
 	// partition they were read from.
 	KeyPartitionMismatches int64
+	// StateDeletesSkipped counts the deleted state entries (tombstones)
+	// the state store stepped over while scanning state (maps, lists,
+	// timers), aborted batches included. It grows with deletions inside
+	// the ranges scanned, until a compaction drops them; a per-batch
+	// figure in the thousands means scans are slowed by them.
+	StateDeletesSkipped int64
 }
 
 // Add adds o to c.
@@ -68,4 +74,5 @@ func (c *Counters) Add(o Counters) {
 	c.DeadLettered += o.DeadLettered
 	c.ProcessingErrors += o.ProcessingErrors
 	c.KeyPartitionMismatches += o.KeyPartitionMismatches
+	c.StateDeletesSkipped += o.StateDeletesSkipped
 }

@@ -536,6 +536,7 @@ func (t *Task[K, I, O]) Commit(nextChangelogOffset int64) error {
 	c.TTLRemovals = st.TTLRemovals - t.stats.TTLRemovals
 	c.TimersRegistered = st.TimersRegistered - t.stats.TimersRegistered
 	c.TimersDeleted = st.TimersDeleted - t.stats.TimersDeleted
+	c.StateDeletesSkipped = st.DeletesSkipped - t.stats.DeletesSkipped
 	t.stats = st
 	t.AddCounters(c)
 	return nil

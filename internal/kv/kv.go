@@ -47,6 +47,22 @@ type Iterator interface {
 	Value() []byte
 	Error() error
 	Close() error
+	// SetBounds changes the iterator's range to [lower, upper) (a nil
+	// bound is open; the slices are copied) and unpositions it: the next
+	// call must be a seek (First, Last, SeekGE, SeekLT). It is how one
+	// iterator serves many small scans: the store seeks within the bounds,
+	// so a scan of an empty range stops at its upper bound instead of
+	// stepping over every deleted entry up to the next live key. Changing
+	// a bound's value keeps the iterator's view of the store; on RocksDB,
+	// adding or removing the upper bound (nil to non-nil or back) reads the
+	// store as it is then.
+	SetBounds(lower, upper []byte)
+	// DeletesSkipped is how many deleted entries the store stepped over
+	// for this iterator since it was created: RocksDB's point tombstones
+	// (its perf context's internal_delete_skipped_count); on Pebble every
+	// internal entry it visited without returning it (tombstones and
+	// superseded versions); 0 for the memory store, which keeps none.
+	DeletesSkipped() uint64
 }
 
 // OpKind is the kind of one batch operation.

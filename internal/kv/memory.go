@@ -212,6 +212,7 @@ func (s *memStore) Close() error {
 type memIter struct {
 	s            *memStore
 	lower, upper []byte
+	lbuf, ubuf   []byte // SetBounds' reused copies
 	key, val     []byte
 	valid        bool
 	err          error
@@ -292,6 +293,30 @@ func (it *memIter) Prev() bool {
 	cur := it.key
 	return it.position(func(l *memSkiplist) *memNode { return l.seekLT(cur) })
 }
+
+// SetBounds changes the range to [lower, upper) and unpositions the
+// iterator (which sees every write anyway).
+func (it *memIter) SetBounds(lower, upper []byte) {
+	it.valid, it.key, it.val = false, nil, nil
+	it.lower, it.lbuf = reuseBound(it.lbuf, lower)
+	it.upper, it.ubuf = reuseBound(it.ubuf, upper)
+}
+
+// reuseBound copies bound into buf (nil stays nil) and returns the copy and
+// the buffer to keep.
+func reuseBound(buf, bound []byte) (out, keep []byte) {
+	if bound == nil {
+		return nil, buf
+	}
+	buf = append(buf[:0], bound...)
+	if buf == nil {
+		buf = []byte{}
+	}
+	return buf, buf
+}
+
+// DeletesSkipped is 0: the memory store deletes keys outright.
+func (it *memIter) DeletesSkipped() uint64 { return 0 }
 
 func (it *memIter) Valid() bool   { return it.valid }
 func (it *memIter) Key() []byte   { return it.key }

@@ -396,17 +396,15 @@ func (s *pebbleStore) NewIter(lower, upper []byte) Iterator {
 		it.closed = true
 		return it
 	}
-	if upper != nil && (len(upper) == 0 || bytes.Compare(lower, upper) >= 0) {
-		it.empty = true
-		return it
+	// An empty range is answered here, but the Pebble iterator is created
+	// all the same: a SetBounds to a non-empty range must see the store as
+	// of NewIter.
+	it.setBounds(lower, upper)
+	var o *pebble.IterOptions
+	if !it.empty { // Pebble is not asked to make sense of an inverted range
+		o = &pebble.IterOptions{LowerBound: it.lower, UpperBound: it.upper}
 	}
-	if len(lower) > 0 {
-		it.lower = append([]byte{}, lower...)
-	}
-	if upper != nil {
-		it.upper = append([]byte{}, upper...)
-	}
-	pi, err := s.db.NewIter(&pebble.IterOptions{LowerBound: it.lower, UpperBound: it.upper})
+	pi, err := s.db.NewIter(o)
 	if err != nil {
 		it.err = fmt.Errorf("kv: pebble iterator on %s: %w", s.dir, err)
 		return it
@@ -422,16 +420,75 @@ func (s *pebbleStore) NewIter(lower, upper []byte) Iterator {
 // store (not for concurrent use by several goroutines).
 type pebbleIter struct {
 	s            *pebbleStore
-	it           *pebble.Iterator // nil for an empty range, or once destroyed
-	lower, upper []byte
+	it           *pebble.Iterator // nil once destroyed
+	lower, upper []byte           // nil: open (non-nil bounds are the iterator's copies)
+	lbuf, ubuf   []byte           // the copies' buffers, reused by SetBounds
+	returned     uint64           // entries the Pebble iterator returned
+	skipped      uint64           // DeletesSkipped as of the last count
 
 	empty bool
 	iterState
 }
 
+// setBounds records [lower, upper) in the iterator's buffers.
+func (i *pebbleIter) setBounds(lower, upper []byte) {
+	i.lower, i.upper = nil, nil
+	if len(lower) > 0 {
+		i.lbuf = append(i.lbuf[:0], lower...)
+		i.lower = i.lbuf
+	}
+	if upper != nil {
+		i.ubuf = append(i.ubuf[:0], upper...)
+		i.upper = i.ubuf[:len(upper):len(upper)]
+		if i.upper == nil {
+			i.upper = []byte{}
+		}
+	}
+	i.empty = upper != nil && (len(upper) == 0 || bytes.Compare(lower, upper) >= 0)
+}
+
+// SetBounds changes the range to [lower, upper) (Pebble's SetBounds, which
+// keeps the iterator's view of the store) and unpositions the iterator.
+func (i *pebbleIter) SetBounds(lower, upper []byte) {
+	i.valid, i.key, i.value = false, nil, nil
+	if i.closed || i.err != nil {
+		return
+	}
+	i.s.mu.RLock()
+	defer i.s.mu.RUnlock()
+	if i.s.mu.closed || i.it == nil {
+		return
+	}
+	i.setBounds(lower, upper)
+	if !i.empty {
+		i.it.SetBounds(i.lower, i.upper) // Pebble copies them
+	}
+}
+
+// DeletesSkipped counts the internal entries Pebble visited and did not
+// return: tombstones and superseded versions.
+func (i *pebbleIter) DeletesSkipped() uint64 {
+	i.s.mu.RLock()
+	defer i.s.mu.RUnlock()
+	i.countSkipped()
+	return i.skipped
+}
+
+// countSkipped updates skipped from the live Pebble iterator's stats;
+// callers hold s.mu.
+func (i *pebbleIter) countSkipped() {
+	if i.it == nil {
+		return
+	}
+	if points := i.it.Stats().InternalStats.PointCount; points > i.returned {
+		i.skipped = points - i.returned
+	}
+}
+
 // destroy closes the Pebble iterator; callers hold s.mu.
 func (i *pebbleIter) destroy() {
 	if i.it != nil {
+		i.countSkipped()
 		if err := i.it.Close(); err != nil && i.err == nil {
 			i.err = fmt.Errorf("kv: pebble iterator: %w", err)
 		}
@@ -456,7 +513,11 @@ func (i *pebbleIter) step(move func(it *pebble.Iterator) bool) bool {
 	if i.empty || i.it == nil {
 		return false
 	}
-	if !move(i.it) || !i.it.Valid() {
+	ok := move(i.it) && i.it.Valid()
+	if ok {
+		i.returned++
+	}
+	if !ok {
 		if err := i.it.Error(); err != nil {
 			i.err = fmt.Errorf("kv: pebble iterator: %w", err)
 		}

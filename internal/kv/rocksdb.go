@@ -140,6 +140,13 @@ func openRocks(dir string, o RocksOptions, c Compression) (*rocksStore, error) {
 	}
 	s.opts.SetLevelCompactionDynamicLevelBytes(true)
 	s.opts.SetCompression(grocksCompression(c))
+	// Compact tombstone-dense files early: a file in which some run of
+	// deleteWindow consecutive entries holds deleteTrigger deletions is
+	// marked for compaction when written, and compacting it towards the
+	// last level drops the deletions. Scans step over every deleted entry
+	// inside their range until then (timer churn: moved and fired timers,
+	// closed sessions' maps and lists; issue #25).
+	s.opts.AddCompactOnDeletionCollectorFactory(deleteWindow, deleteTrigger)
 
 	s.ro = grocksdb.NewDefaultReadOptions()
 	for i := range s.wo {

@@ -31,7 +31,9 @@ const iterScratch = 4 << 10
 var iterBufs = sync.Pool{New: func() any { return new([iterScratch]byte) }}
 
 // NewIter returns an iterator over [lower, upper). The bounds are copied, so
-// the caller may reuse its slices at once.
+// the caller may reuse its slices at once. Both reach RocksDB (its
+// iterate_lower_bound and iterate_upper_bound): a seek stops at the bound
+// instead of stepping over every deleted entry up to the next live key.
 func (s *rocksStore) NewIter(lower, upper []byte) Iterator {
 	it := &rocksIter{s: s}
 	s.mu.RLock()
@@ -41,41 +43,68 @@ func (s *rocksStore) NewIter(lower, upper []byte) Iterator {
 		it.closed = true
 		return it
 	}
-	if upper != nil && (len(upper) == 0 || bytes.Compare(lower, upper) >= 0) {
-		// Empty range. Worth special-casing: RocksDB treats a zero-length
-		// bound as no bound at all.
-		it.empty = true
-		return it
-	}
-	// The C side copies the bounds (RocksDB keeps pointers to them for the
-	// iterator's life); the Go copies are for the seek clamps below.
-	var hasLower, hasUpper C.int
-	if len(lower) > 0 {
-		it.lower, hasLower = bytes.Clone(lower), 1
-	}
-	if upper != nil {
-		it.upper, hasUpper = bytes.Clone(upper), 1
-	}
-	it.c = C.kstate_iter_new(dbHandle(s.db), cPtr(lower), C.size_t(len(lower)), hasLower,
-		cPtr(upper), C.size_t(len(upper)), hasUpper)
+	// An empty range is answered in Go (RocksDB treats a zero-length bound
+	// as no bound at all), but the C iterator is created all the same: a
+	// SetBounds to a non-empty range must see the store as of NewIter.
+	it.setBounds(lower, upper)
+	it.c = C.kstate_iter_new(dbHandle(s.db), cPtr(it.lower), C.size_t(len(it.lower)),
+		cPtr(it.upper), C.size_t(len(it.upper)), cBool(it.hasUpper))
+	it.rebound = false
 	s.iters.Lock()
 	s.iters.m[it] = struct{}{}
 	s.iters.Unlock()
 	return it
 }
 
+func cBool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// setBounds records [lower, upper) in the Go copies (reusing their
+// buffers), which the C side copies at the next step.
+func (i *rocksIter) setBounds(lower, upper []byte) {
+	i.lower = append(i.lower[:0], lower...)
+	i.hasUpper = upper != nil
+	i.upper = append(i.upper[:0], upper...)
+	i.rebound = true
+	i.empty = upper != nil && (len(upper) == 0 || bytes.Compare(lower, upper) >= 0)
+}
+
+// SetBounds changes the range to [lower, upper) and unpositions the
+// iterator. The new bounds reach RocksDB with the next seek, in the same cgo
+// crossing. Changing a bound keeps the iterator's view of the store; adding
+// or removing the upper bound creates a new RocksDB iterator, which reads
+// the store as it is then.
+func (i *rocksIter) SetBounds(lower, upper []byte) {
+	i.valid, i.key, i.value = false, nil, nil
+	if i.closed {
+		return
+	}
+	i.setBounds(lower, upper)
+}
+
+// DeletesSkipped is the number of deleted entries (point tombstones) the
+// iterator stepped over, per RocksDB's perf context.
+func (i *rocksIter) DeletesSkipped() uint64 { return uint64(i.skipped) }
+
 // rocksIter is an iterator of rocksdb_iter.cc. It is not safe for
 // concurrent use by several goroutines (like every iterator), but it is safe
 // against a concurrent Close of its store.
 type rocksIter struct {
 	s            *rocksStore
-	c            *C.kstate_iter     // nil for an empty range, or once destroyed
-	lower, upper []byte             // Go copies of the bounds (nil: none)
+	c            *C.kstate_iter     // nil once destroyed
+	lower, upper []byte             // Go copies of the bounds (empty lower: none)
+	hasUpper     bool               // upper is a bound (else the range is open above)
+	rebound      bool               // the bounds changed since the C side last saw them
 	buf          *[iterScratch]byte // the C side's copy of the current entry (from iterBufs)
 
 	// Out-parameters of kstate_iter_step, kept here so that passing their
 	// address does not allocate on every step.
 	klen, vlen C.size_t
+	skipped    C.uint64_t
 	cErr       *C.char
 
 	empty bool
@@ -115,14 +144,20 @@ func (i *rocksIter) step(op C.int, key []byte) bool {
 	}
 	buf := i.buf[:]
 	i.cErr = nil
-	r := C.kstate_iter_step(i.c, op, cPtr(key), C.size_t(len(key)),
-		(*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &i.klen, &i.vlen, &i.cErr)
+	var rebound C.int
+	if i.rebound {
+		rebound, i.rebound = 1, false
+	}
+	r := C.kstate_iter_step(i.c, rebound, cPtr(i.lower), C.size_t(len(i.lower)),
+		cPtr(i.upper), C.size_t(len(i.upper)), cBool(i.hasUpper),
+		op, cPtr(key), C.size_t(len(key)),
+		(*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &i.klen, &i.vlen, &i.skipped, &i.cErr)
 	if r == 2 {
 		// Larger than the scratch buffer: copy the same entry (no move)
 		// into one of its size (+1 so that it is never empty).
 		buf = make([]byte, int(i.klen+i.vlen)+1)
-		r = C.kstate_iter_step(i.c, C.KSTATE_ITER_CURRENT, nil, 0,
-			(*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &i.klen, &i.vlen, &i.cErr)
+		r = C.kstate_iter_step(i.c, 0, nil, 0, nil, 0, 0, C.KSTATE_ITER_CURRENT, nil, 0,
+			(*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &i.klen, &i.vlen, &i.skipped, &i.cErr)
 	}
 	if r != 1 {
 		if i.cErr != nil {
@@ -160,7 +195,7 @@ func (i *rocksIter) Prev() bool {
 }
 
 func (i *rocksIter) SeekGE(key []byte) bool {
-	if i.upper != nil && bytes.Compare(key, i.upper) >= 0 {
+	if i.hasUpper && bytes.Compare(key, i.upper) >= 0 {
 		i.valid, i.key, i.value = false, nil, nil
 		return false
 	}
@@ -175,7 +210,7 @@ func (i *rocksIter) SeekLT(key []byte) bool {
 		i.valid, i.key, i.value = false, nil, nil
 		return false
 	}
-	if i.upper != nil && bytes.Compare(key, i.upper) > 0 {
+	if i.hasUpper && bytes.Compare(key, i.upper) > 0 {
 		key = i.upper
 	}
 	return i.step(C.KSTATE_ITER_SEEK_LT, key)

@@ -4,6 +4,7 @@
 #define KSTATE_ROCKSDB_ITER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <rocksdb/c.h>
 
@@ -24,12 +25,13 @@ enum {
 typedef struct kstate_iter kstate_iter;
 
 kstate_iter* kstate_iter_new(rocksdb_t* db, const char* lower, size_t llen,
-                             int has_lower, const char* upper, size_t ulen,
-                             int has_upper);
+                             const char* upper, size_t ulen, int has_upper);
 void kstate_iter_free(kstate_iter* i);
-int kstate_iter_step(kstate_iter* i, int op, const char* key, size_t klen,
+int kstate_iter_step(kstate_iter* i, int rebound, const char* lower,
+                     size_t llen, const char* upper, size_t ulen,
+                     int has_upper, int op, const char* key, size_t klen,
                      char* buf, size_t cap, size_t* kout, size_t* vout,
-                     char** err);
+                     uint64_t* skipped, char** err);
 
 #ifdef __cplusplus
 }

@@ -91,6 +91,13 @@ const (
 	defaultBGJobs       = 2
 	defaultKeepLogFiles = 3
 	sharedArenaBlock    = 64 << 10
+
+	// A RocksDB file is compacted early when deleteTrigger of some
+	// deleteWindow consecutive entries (in key order) are deletions: half
+	// of them. A key space of moved or fired timers, or of closed
+	// sessions, reaches it; a space of live values being updated does not.
+	deleteWindow  = 4096
+	deleteTrigger = 2048
 )
 
 func (o *RocksOptions) ensureDefaults() error {

@@ -24,7 +24,8 @@ import (
 //     (seeking from the old floor, so it also skips the old tombstones), but
 //     only when the batch touched the space;
 //   - Abort drops stagedMin (the committed floor is still true);
-//   - restore (ApplyChangelog, Wipe) and open reset it to unknown (MinInt64).
+//   - restore (ApplyChangelog, Wipe) and open reset it to unknown (MinInt64),
+//     and the next Commit computes it.
 type floor struct {
 	kind      changelog.Kind
 	committed int64 // lower bound of expiries in the store; MinInt64 = unknown
@@ -77,9 +78,12 @@ func (s *Shard) setOwned(key, val []byte) {
 }
 
 // nextFloor computes the floor of the merged view: the expiry of its first
-// live entry (MaxInt64 when the space is empty).
+// live entry (MaxInt64 when the space is empty). An unknown floor (after
+// open or a restore) is computed at the first commit even when the batch
+// did not touch the space: until then every timer and TTL scan starts at
+// the very front of the space and steps over all its old tombstones.
 func (s *Shard) nextFloor(f *floor) (int64, error) {
-	if !f.touched {
+	if !f.touched && f.committed != math.MinInt64 {
 		return f.committed, nil
 	}
 	next := int64(math.MaxInt64)

@@ -137,6 +137,7 @@ type Shard struct {
 	total      struct {
 		rowsUpdated, rowsRemoved, ttlRemovals, timersRegistered, timersDeleted atomic.Int64
 		batches, aborts, restored                                              atomic.Int64
+		deletesSkipped                                                         atomic.Int64
 	}
 }
 
@@ -153,6 +154,11 @@ type Stats struct {
 	Batches          int64 // committed batches
 	Aborts           int64 // aborted batches
 	RestoredRecords  int64 // changelog records applied by ApplyChangelog
+	// DeletesSkipped counts the deleted entries the store stepped over in
+	// this shard's scans (kv.Iterator.DeletesSkipped), aborted batches
+	// included: it measures read work, not committed changes. A steady
+	// climb per scan means tombstones pile up inside scanned ranges.
+	DeletesSkipped int64
 }
 
 // OpenShard opens (creating if needed) the shard described by o.
@@ -607,6 +613,7 @@ func (s *Shard) Stats() Stats {
 		Batches:          t.batches.Load(),
 		Aborts:           t.aborts.Load(),
 		RestoredRecords:  t.restored.Load(),
+		DeletesSkipped:   t.deletesSkipped.Load(),
 	}
 }
 

@@ -87,6 +87,16 @@ func (m *wbIter) move() {
 	}
 }
 
+// SetBounds bounds the store iterator; the layer side is bounded by the
+// seeks and by the scans' own bound checks.
+func (m *wbIter) SetBounds(lower, upper []byte) {
+	m.valid = false
+	m.st.SetBounds(lower, upper)
+}
+
+// DeletesSkipped is the store iterator's.
+func (m *wbIter) DeletesSkipped() uint64 { return m.st.DeletesSkipped() }
+
 func (m *wbIter) First() bool {
 	m.fwd, m.i = true, 0
 	m.sOK = m.st.First()
