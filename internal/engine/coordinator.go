@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -165,6 +166,9 @@ type Coordinator struct {
 	// topicPartitions holds the partition counts of OutputTopics.
 	topicPartitions map[string]int
 	dlqPartitions   int           // of DeadLetterTopic; 0 without one
+	// createdChangelog: setup created the changelog topic (it was
+	// missing); a failed Run deletes it again (startup.go).
+	createdChangelog atomic.Bool
 	start           time.Duration // Clock.Elapsed at the start of Run
 	lastTrigger     time.Time     // Clock time of the last ProcessingTime trigger
 	// Loop-only: the layout watch (topology.go).
@@ -400,9 +404,6 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kstate: input topic %q: %w", c.cfg.Topic, err)
 	}
-	if err := c.ensureRepartition(ctx, n); err != nil {
-		return err
-	}
 	for _, t := range c.cfg.Topics[1:] {
 		m, err := c.cfg.Admin.Partitions(ctx, t)
 		if err != nil {
@@ -417,12 +418,11 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 	c.mu.partitions = n
 	c.mu.Unlock()
 	c.lastMetadata = c.clock.Elapsed()
-	if err := c.checkChangelog(ctx); err != nil {
+	missing, err := c.checkChangelog(ctx)
+	if err != nil {
 		return err
 	}
-	if err := c.cfg.Admin.EnsureChangelog(ctx, c.cfg.ChangelogTopic, n); err != nil {
-		return fmt.Errorf("kstate: changelog topic (must be compacted, with the %d partitions of input topic %q): %w", n, c.cfg.Topic, err)
-	}
+	// What must exist is checked before anything is created (startup.go).
 	if c.cfg.OutputTopic != "" { // optional with a sink
 		if c.outPartitions, err = c.cfg.Admin.Partitions(ctx, c.cfg.OutputTopic); err != nil {
 			return fmt.Errorf("kstate: output topic %q (create it before Run): %w", c.cfg.OutputTopic, err)
@@ -435,6 +435,16 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 			return fmt.Errorf("kstate: output topic %q of Config.OutputTopics (create it before Run): %w", t, err)
 		}
 		c.topicPartitions[t] = n
+	}
+	if err := c.ensureRepartition(ctx, n); err != nil {
+		return err
+	}
+	if err := c.cfg.Admin.EnsureChangelog(ctx, c.cfg.ChangelogTopic, n); err != nil {
+		return fmt.Errorf("kstate: changelog topic (must be compacted, with the %d partitions of input topic %q): %w", n, c.cfg.Topic, err)
+	}
+	if missing {
+		c.createdChangelog.Store(true)
+		c.log.Info("changelog topic created", "changelog", c.cfg.ChangelogTopic, "partitions", n)
 	}
 	if c.cfg.CheckTopics != nil {
 		if err := c.cfg.CheckTopics(ctx); err != nil {
