@@ -165,12 +165,12 @@ type Coordinator struct {
 	outPartitions int
 	// topicPartitions holds the partition counts of OutputTopics.
 	topicPartitions map[string]int
-	dlqPartitions   int           // of DeadLetterTopic; 0 without one
+	dlqPartitions   int // of DeadLetterTopic; 0 without one
 	// createdChangelog: setup created the changelog topic (it was
 	// missing); a failed Run deletes it again (startup.go).
 	createdChangelog atomic.Bool
-	start           time.Duration // Clock.Elapsed at the start of Run
-	lastTrigger     time.Time     // Clock time of the last ProcessingTime trigger
+	start            time.Duration // Clock.Elapsed at the start of Run
+	lastTrigger      time.Time     // Clock time of the last ProcessingTime trigger
 	// Loop-only: the layout watch (topology.go).
 	lastMetadata time.Duration // Clock.Elapsed of the last partition count check
 	unknownPart  int32         // highest assigned partition ≥ partitions; -1: none
