@@ -167,7 +167,8 @@ type Coordinator struct {
 	topicPartitions map[string]int
 	dlqPartitions   int // of DeadLetterTopic; 0 without one
 	// createdChangelog: setup created the changelog topic (it was
-	// missing); a failed Run deletes it again (startup.go).
+	// missing) and failed later; the failed Run deletes it again
+	// (startup.go). Cleared once setup succeeded.
 	createdChangelog atomic.Bool
 	start            time.Duration // Clock.Elapsed at the start of Run
 	lastTrigger      time.Time     // Clock time of the last ProcessingTime trigger
@@ -376,6 +377,11 @@ func (c *Coordinator) setup(ctx context.Context) error {
 	start := c.clock.Elapsed()
 	for delay := startupBackoffMin; ; delay = min(2*delay, startupBackoffMax) {
 		err := c.checkTopics(ctx)
+		if err == nil {
+			// Started: the changelog is the application's now, whatever
+			// fails later (DropCreatedChangelog).
+			c.createdChangelog.Store(false)
+		}
 		if err == nil || !errors.Is(err, ErrUnavailable) {
 			return err
 		}

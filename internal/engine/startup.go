@@ -20,8 +20,10 @@ type TopicDropper interface {
 }
 
 // DropCreatedChangelog deletes the changelog topic if this coordinator's
-// Run created it (it was missing) and Run then failed with cause, and
-// reports whether Run had created it. The caller calls it once Run has
+// Run created it (it was missing) and then failed with cause before it
+// finished starting (setup: the topic checks, the dead-letter topic, the
+// session), and reports whether it had. A Run that started and failed
+// later keeps the topic. The caller calls it once Run has
 // returned (every pipeline's Run: a sibling may still be starting on the
 // topic otherwise); the topic is deleted only if still empty, so that a
 // changelog another instance started on meanwhile is kept. Cancellation
