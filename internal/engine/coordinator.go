@@ -411,6 +411,9 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 		return fmt.Errorf("kstate: input topic %q: %w", c.cfg.Topic, err)
 	}
 	for _, t := range c.cfg.Topics[1:] {
+		if t == c.cfg.RepartitionTopic {
+			continue // created and checked by ensureRepartition below
+		}
 		m, err := c.cfg.Admin.Partitions(ctx, t)
 		if err != nil {
 			return fmt.Errorf("kstate: input topic %q: %w", t, err)
