@@ -143,6 +143,19 @@ func TestStateCLI(t *testing.T) {
 		if src[0] == "--brokers" && partitionReads != 1 {
 			t.Errorf("read --key s2 read %d changelog partitions, want the key's only", partitionReads)
 		}
+		partitionReads = 0
+		so, _, code = cli(t, arg("read", "--var", "lastSeen", "--partition", "1")...)
+		for _, e := range lines[statereader.Entry](t, so) {
+			if e.Partition != 1 {
+				t.Errorf("read --partition 1: %+v", e)
+			}
+		}
+		if code != exitOK || (src[0] == "--brokers" && partitionReads != 1) {
+			t.Errorf("read --partition 1: code %d, %d changelog partitions read", code, partitionReads)
+		}
+		if _, se, code := cli(t, arg("read", "--var", "lastSeen", "--partition", "2")...); src[0] == "--brokers" && code != exitUsage {
+			t.Errorf("read --partition 2 of 2: code %d, %s", code, se)
+		}
 		so, _, code = cli(t, arg("read", "--var", "lastSeen", "--key-base64", "czM=")...) // "s3"
 		if e := lines[statereader.Entry](t, so); code != exitOK || len(e) != 1 || e[0].Key != "s3" {
 			t.Errorf("read --key-base64 czM=: code %d\n%s", code, so)
