@@ -1,8 +1,11 @@
 package kstate_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,5 +92,52 @@ func setTopicConfig(t *testing.T, brokers []string, topic, key, value string) {
 	}
 	if err != nil && !strings.Contains(err.Error(), "none") {
 		t.Fatal(err)
+	}
+}
+
+// syncBuffer is a log sink for several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A first start logs the changelog's creation calmly: the new group's
+// committed-offsets error (GROUP_ID_NOT_FOUND here, COORDINATOR_NOT_AVAILABLE
+// on a new Kafka cluster) is expected and goes to Debug, not Info.
+func TestFirstStartLogsNoExpectedErrorAtInfo(t *testing.T) {
+	brokers := startEmbedded(t, 2)
+	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
+	var logs syncBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	app, err := kstate.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := testprocs.Start(t, app)
+	testprocs.Produce(t, brokers, "in", "a=1")
+	testprocs.WaitOutputs(t, brokers, "out", 1, 30*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	l := logs.String()
+	for _, line := range strings.Split(l, "\n") {
+		if strings.Contains(line, "GROUP_ID_NOT_FOUND") || strings.Contains(line, "COORDINATOR_NOT_AVAILABLE") {
+			t.Errorf("an expected first-start error logged at Info or above: %s", line)
+		}
+	}
+	if !strings.Contains(l, `msg="changelog topic created"`) || !strings.Contains(l, `changelog=app-changelog partitions=2`) {
+		t.Errorf("no Info record of the changelog's creation:\n%s", l)
 	}
 }
