@@ -70,6 +70,7 @@ type stateFlags struct {
 	stateDir string
 	quiet    bool
 	sec      securityFlags
+	extra    []statereader.Option // set by a command's own flags (read --batch)
 }
 
 func (f *stateFlags) add(cmd *cobra.Command) {

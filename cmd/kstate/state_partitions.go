@@ -53,7 +53,9 @@ func (f *stateFlags) changelogPartitions(ctx context.Context, cc kafka.ClientCon
 // partitions q selects (its Partitions, else the key's partition); all of
 // them without a key or partition, and from a state directory (f.open).
 func (f *stateFlags) openSelected(cmd *cobra.Command, q statereader.Query) (*statereader.Reader, error) {
-	if f.app == "" || f.brokers == "" || f.stateDir != "" || (q.Key == nil && len(q.Partitions) == 0) {
+	// Options of the command's own flags (read --batch: the history) need
+	// the full reader.
+	if f.app == "" || f.brokers == "" || f.stateDir != "" || len(f.extra) > 0 || (q.Key == nil && len(q.Partitions) == 0) {
 		return f.open(cmd)
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
