@@ -307,7 +307,7 @@ partition, grouping key and position:
 
 ` + stateExitCodes,
 		Example: `  kstate state read --brokers localhost:9092 --app orders --var count
-  kstate state read --brokers localhost:9092 --app orders --var count --key user-42   # reads the key's partition only
+  kstate state read --brokers localhost:9092 --app orders --var count --key user-42
   kstate state read --state-dir /var/lib/kstate --app orders --var sessions --partition 3 --limit 10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
