@@ -8,7 +8,7 @@ APT_PACKAGES  := librocksdb-dev kcat g++ chromium-headless-shell postgresql
 TEST_TIMEOUT  ?= 20m
 PKGS          := ./...
 
-.PHONY: test-long bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down clean help
+.PHONY: test-long bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down kafka-topic clean help
 
 all: build
 
@@ -29,6 +29,7 @@ help:
 	@echo "make crash      crash tests with 200 SIGKILLs (CRASH_KILLS=n, KSTATE_CRASH_SEED=s)"
 	@echo "make api        regenerate docs/API.md (the public API; a test fails when it drifts)"
 	@echo "make kafka-up   start a real Kafka broker on 127.0.0.1:9092 (make kafka-down stops it)"
+	@echo "make kafka-topic TOPIC=name [PARTITIONS=n] [COMPACT=1]   create a topic on it"
 
 # deps is idempotent: it installs only what is missing.
 deps: deps-apt deps-go
@@ -147,6 +148,12 @@ kafka-up: deps
 
 kafka-down:
 	$(GO) run ./integration/cmd/kafkabroker down
+
+# make kafka-topic TOPIC=events PARTITIONS=3 [COMPACT=1]: a topic on the
+# broker of make kafka-up (go run ./integration/cmd/kafkabroker -h: the rest).
+kafka-topic:
+	@test -n "$(TOPIC)" || { echo "usage: make kafka-topic TOPIC=name [PARTITIONS=n] [COMPACT=1]"; exit 2; }
+	$(GO) run ./integration/cmd/kafkabroker topic create $(TOPIC) -partitions $(or $(PARTITIONS),1) $(if $(COMPACT),-compact)
 
 # Regenerates docs/API.md, the exported API of every public package; the
 # apidoc test fails when it is stale.

@@ -51,6 +51,13 @@ func InitialStateFromTopic[K, S any](topic string, codec serde.Deserializer[S]) 
 // returns ok false to skip it; an error stops the Run. Rows keep the file's
 // order (partition, variable, key, list/map position), several per key.
 // The file is read when the first partition needs it, once per Run.
+//
+// The export also holds the old application's timers, each partition's
+// after its entries: a line with Kind "timer", no Variable, and the timer's
+// expiry (ms since the epoch) as Value. To keep them, decode maps such a
+// line to a row whose HandleInitialState calls Handle.RegisterTimer with
+// that expiry (ProcessingTime and EventTime; the key is the current key
+// there); a decode that skips lines of unknown variables drops them.
 func InitialStateFromJSONL[K, S any](path string, decode func(e statereader.Entry) (key K, value S, ok bool, err error)) InitialState[K] {
 	return initial.FromLoad(func(ctx context.Context) (iter.Seq2[K, S], error) {
 		type row struct {

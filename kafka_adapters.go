@@ -249,6 +249,12 @@ func (k kafkaAdmin) GroupOffsets(ctx context.Context, group, topic string) (map[
 	return k.CommittedOffsets(ctx, group, topic)
 }
 
+// DropEmptyTopic implements engine.TopicDropper: a failed first start
+// deletes the changelog topic it created.
+func (k kafkaAdmin) DropEmptyTopic(ctx context.Context, topic string) (bool, error) {
+	return k.a.DropEmptyTopic(ctx, topic)
+}
+
 // checkRecordLimit is the coordinator's CheckTopics: MaxRecordBytes must
 // fit the max.message.bytes of the topics records are produced to, or the
 // broker would reject what the producer lets through.

@@ -178,7 +178,9 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 	a.mu.Unlock()
 	defer a.refreshLag(ctx, base.Admin, set)() // lag.go
 	if n == 1 {
-		return set.coords[0].Run(ctx)
+		err := set.coords[0].Run(ctx)
+		set.dropCreated(ctx, err)
+		return err
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -205,7 +207,21 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 		})
 	}
 	wg.Wait()
+	set.dropCreated(ctx, first)
 	return first
+}
+
+// dropCreated deletes the changelog topic a failed first start created,
+// once every pipeline has stopped (engine.Coordinator.DropCreatedChangelog).
+func (ps *pipelineSet) dropCreated(ctx context.Context, err error) {
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	for _, c := range ps.coords {
+		if c.DropCreatedChangelog(ctx, err) {
+			return
+		}
+	}
 }
 
 // closeBarrier lets the pipelines of one Run close their sessions together

@@ -31,6 +31,13 @@ var (
 	// ErrUnknownVariable: App.Query named a state variable the key's
 	// partition has never declared.
 	ErrUnknownVariable = errors.New("kstate: unknown state variable")
+	// ErrKeyElsewhere: App.Query found no state for a key on its partition
+	// (murmur2 of the key) nor on this instance's other partitions, while
+	// records whose key does not hash to the partition they were read from
+	// were processed (Config.OnKeyPartitionMismatch = KeyPartitionAllow):
+	// the key's state may be on a partition another instance owns, so an
+	// empty answer could be wrong. The /state endpoint answers 409.
+	ErrKeyElsewhere = errors.New("kstate: the key's state may be on another partition")
 )
 
 // QueryResult is the answer of App.Query.
@@ -96,6 +103,63 @@ func (a *App[K, I, O]) queryBytes(_ context.Context, variable string, key []byte
 		return fail(ErrNotRunning)
 	}
 	res.Partition = p
+	res, err = a.queryPartition(c, p, variable, key)
+	if err == nil && len(res.Entries) > 0 {
+		return res, nil
+	}
+	if err != nil && !errors.Is(err, ErrNotOwner) && !errors.Is(err, ErrUnknownVariable) {
+		return fail(err)
+	}
+	// Not on the key's partition (or not here): records whose key does not
+	// hash to their partition (a producer without murmur2, e.g. kcat's
+	// default) keep their state on the partition they arrived on. Look on
+	// this instance's other partitions: one bounded seek each, on a miss only.
+	snap := c.Snapshot()
+	for _, q := range snap.Assigned {
+		if q == p {
+			continue
+		}
+		r, qerr := a.queryPartition(c, q, variable, key)
+		if qerr == nil && len(r.Entries) > 0 {
+			return r, nil
+		}
+		if qerr == nil && errors.Is(err, ErrUnknownVariable) {
+			// p has not run a batch yet; the variable exists: empty on p.
+			err, res.Kind = nil, r.Kind
+		}
+	}
+	if err != nil {
+		// Not owned here (the owner of p answers, or says it is elsewhere),
+		// or the variable is unknown on p and nowhere else holds the key.
+		res.Partition = p
+		return fail(err)
+	}
+	if n := snap.Total.KeyPartitionMismatches; n > 0 && len(snap.Assigned) < a.partitionCount(c) {
+		// An empty answer could be wrong: the key may live on a partition
+		// another instance owns.
+		res.Partition = p
+		return fail(fmt.Errorf("%w: %d input records were read from a partition their key does not hash to, "+
+			"and partition %d has no state for this key: it may be on a partition another instance owns "+
+			"(produce with Kafka's default partitioner, murmur2; kcat: -X topic.partitioner=murmur2_random)", ErrKeyElsewhere, n, p))
+	}
+	return res, nil
+}
+
+// partitionCount is the input's partition count as the pipelines know it
+// (the key partitioner's modulus).
+func (a *App[K, I, O]) partitionCount(c *pipelineSet) int {
+	n := 0
+	for _, co := range c.coords {
+		n = max(n, co.Partitions())
+	}
+	return n
+}
+
+// queryPartition reads variable under key from partition p's committed
+// state. ErrNotOwner: p is not here (or was revoked while read);
+// ErrUnknownVariable: p never declared variable.
+func (a *App[K, I, O]) queryPartition(c *pipelineSet, p int32, variable string, key []byte) (QueryResult, error) {
+	res := QueryResult{Variable: variable, Partition: p, Entries: []statereader.Entry{}}
 	entries := map[string][]byte{}
 	regKey := changelog.MetaKey("var/" + variable)
 	var info shard.VarInfo
@@ -109,33 +173,34 @@ func (a *App[K, I, O]) queryBytes(_ context.Context, variable string, key []byte
 	if err := read(regKey, keys.PrefixEnd(regKey)); err != nil {
 		// Closed: revoked while we read.
 		if errors.Is(err, engine.ErrNotOwned) || errors.Is(err, state.ErrClosed) {
-			return fail(fmt.Errorf("%w (partition %d)", ErrNotOwner, p))
+			return res, fmt.Errorf("%w (partition %d)", ErrNotOwner, p)
 		}
-		return fail(err)
+		return res, err
 	}
 	if v, ok := entries[string(regKey)]; ok {
+		var err error
 		if info, found, err = shard.ParseVarInfo(regKey, v); err != nil {
-			return fail(err)
+			return res, err
 		}
 	}
 	if !found {
-		return fail(fmt.Errorf("%w: partition %d has no variable %q", ErrUnknownVariable, p, variable))
+		return res, fmt.Errorf("%w: partition %d has no variable %q", ErrUnknownVariable, p, variable)
 	}
 	res.Kind = info.Kind
 	prefix := keys.StateKeyPrefix(info.ID, key)
 	if err := read(prefix, keys.PrefixEnd(prefix)); err != nil {
 		if errors.Is(err, state.ErrClosed) {
-			return fail(fmt.Errorf("%w (partition %d, revoked)", ErrNotOwner, p))
+			return res, fmt.Errorf("%w (partition %d, revoked)", ErrNotOwner, p)
 		}
-		return fail(err)
+		return res, err
 	}
 	r, err := statereader.FromEntries(a.cfg.ApplicationID, map[int32]map[string][]byte{p: entries})
 	if err != nil {
-		return fail(err)
+		return res, err
 	}
 	got, err := r.Read(variable, statereader.Query{Key: key})
 	if err != nil {
-		return fail(err)
+		return res, err
 	}
 	now := a.cfg.Clock().UnixMilli()
 	for _, e := range got {
@@ -212,6 +277,8 @@ func (a *App[K, I, O]) serveQuery(w http.ResponseWriter, r *http.Request) {
 			f.Owner = &o
 		}
 		reply(http.StatusMisdirectedRequest, f)
+	case errors.Is(err, ErrKeyElsewhere):
+		reply(http.StatusConflict, failure{Error: err.Error()})
 	case errors.Is(err, ErrUnknownVariable):
 		reply(http.StatusNotFound, failure{Error: err.Error()})
 	case errors.Is(err, ErrNotRunning):

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/murmur2"
 	"github.com/kstate/kstate/internal/testprocs"
 )
 
@@ -139,4 +142,120 @@ func TestQueryTwoInstances(t *testing.T) {
 			}
 		}
 	}
+}
+
+// produceTo writes key=value records to one partition of topic, as a
+// producer that does not partition with murmur2 (kcat's default) would.
+func produceTo(t *testing.T, brokers []string, topic string, p int32, kvs ...string) {
+	t.Helper()
+	pr, err := kafka.NewProducer(brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	var recs []kafka.Record
+	for _, kv := range kvs {
+		k, v, _ := strings.Cut(kv, "=")
+		recs = append(recs, kafka.Record{Topic: topic, Partition: p, Key: []byte(k), Value: []byte(v)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := pr.Produce(ctx, recs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A key produced to a partition it does not hash to (the default
+// KeyPartitionAllow processes it there): the live query answers with the
+// state where it is, not an empty 200 from the murmur2 partition; where the
+// key's partition may be on another instance it refuses with
+// ErrKeyElsewhere (409) rather than answer empty.
+func TestQueryMisroutedKey(t *testing.T) {
+	const key = "k"
+	home := murmur2.Partition([]byte(key), 2)
+	away := 1 - home
+	t.Run("one instance", func(t *testing.T) {
+		brokers := startEmbedded(t, 2)
+		app := newApp(t, config(brokers, t.TempDir(), testprocs.NewCounter))
+		testprocs.Start(t, app)
+		produceTo(t, brokers, "in", away, key+"=a", key+"=b", key+"=c")
+		testprocs.WaitOutputs(t, brokers, "out", 3, 30*time.Second)
+		ctx := context.Background()
+		var res kstate.QueryResult
+		testprocs.Eventually(t, 10*time.Second, "count of the misrouted key", func() bool {
+			var err error
+			if res, err = app.Query(ctx, "count", key); err != nil {
+				t.Fatalf("Query: %v", err)
+			}
+			return len(res.Entries) == 1 && string(res.Entries[0].Value) == "3"
+		})
+		if res.Partition != away {
+			t.Fatalf("Query answered from partition %d, the state is on %d", res.Partition, away)
+		}
+		if m := app.Metrics().Total.KeyPartitionMismatches; m != 3 {
+			t.Fatalf("KeyPartitionMismatches = %d, want 3", m)
+		}
+		// This instance holds every partition: a key without state is
+		// empty, not an error.
+		if res, err := app.Query(ctx, "count", "zz-none"); err != nil || len(res.Entries) != 0 {
+			t.Fatalf("Query of a key without state: %+v, %v", res, err)
+		}
+	})
+	t.Run("two instances", func(t *testing.T) {
+		brokers := startEmbedded(t, 2)
+		apps := map[string]*kstate.App[string, string, string]{}
+		for _, id := range []string{"i1", "i2"} {
+			cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
+			cfg.InstanceID = id
+			cfg.Pipelines = 1
+			app := newApp(t, cfg)
+			apps[id] = app
+			testprocs.Start(t, app)
+		}
+		testprocs.Eventually(t, 30*time.Second, "one partition each, running", func() bool {
+			time.Sleep(20 * time.Millisecond)
+			for _, a := range apps {
+				if a.State() != kstate.Running || len(a.Metrics().Assigned) != 1 {
+					return false
+				}
+			}
+			return true
+		})
+		produceTo(t, brokers, "in", away, key+"=a", key+"=b")
+		testprocs.WaitOutputs(t, brokers, "out", 2, 30*time.Second)
+		var homeApp, awayApp *kstate.App[string, string, string]
+		for _, a := range apps {
+			if a.Metrics().Assigned[0] == home {
+				homeApp = a
+			} else {
+				awayApp = a
+			}
+		}
+		ctx := context.Background()
+		testprocs.Eventually(t, 10*time.Second, "count on the instance holding the key", func() bool {
+			res, err := awayApp.Query(ctx, "count", key)
+			if err != nil {
+				t.Fatalf("Query on the instance that processed the key: %v", err)
+			}
+			return len(res.Entries) == 1 && string(res.Entries[0].Value) == "2" && res.Partition == away
+		})
+		// The home instance saw no mismatch itself: it answers for its
+		// partition (421 would send the caller nowhere better).
+		if _, err := homeApp.Query(ctx, "count", key); err != nil && !errors.Is(err, kstate.ErrUnknownVariable) {
+			t.Fatalf("Query on the key's murmur2 owner: %v", err)
+		}
+		// The away instance counted mismatches; a key it does not hold may
+		// be on the other instance's partition: refused, not empty.
+		miss := "y"
+		for murmur2.Partition([]byte(miss), 2) != away {
+			miss += "y"
+		}
+		_, err := awayApp.Query(ctx, "count", miss)
+		if !errors.Is(err, kstate.ErrKeyElsewhere) || !strings.Contains(err.Error(), "murmur2_random") {
+			t.Fatalf("Query of a key without state after mismatches: %v, want ErrKeyElsewhere", err)
+		}
+		if code, body := get(t, awayApp.Handler(), "/state/count/"+miss); code != 409 || !strings.Contains(body, "another partition") {
+			t.Fatalf("GET /state/count/%s: %d %s, want 409", miss, code, body)
+		}
+	})
 }

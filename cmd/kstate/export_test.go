@@ -165,3 +165,107 @@ func TestExportToInitialState(t *testing.T) {
 		t.Fatalf("B's outputs %q, want %q", gotB, want)
 	}
 }
+
+// timerMs is the timer every key of timedA registers: far in the future,
+// so that it never fires during the test.
+var timerMs = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+
+// timedA counts rows per key and registers one timer per key.
+type timedA struct {
+	counterA
+	h processor.Handle
+}
+
+func (c *timedA) Init(h processor.Handle) error { c.h = h; return c.counterA.Init(h) }
+
+func (c *timedA) HandleInputRows(key string, rows iter.Seq[string], tv processor.TimerValues, out processor.Emitter[string]) error {
+	if err := c.h.RegisterTimer(timerMs + int64(len(key))); err != nil {
+		return err
+	}
+	return c.counterA.HandleInputRows(key, rows, tv, out)
+}
+
+func (c *timedA) HandleExpiredTimer(string, processor.TimerValues, processor.ExpiredTimerInfo, processor.Emitter[string]) error {
+	return nil
+}
+
+// migrated is one exported line for timedB: a count or a timer.
+type migrated struct {
+	count   int64
+	timerMs int64 // > 0: a timer line
+}
+
+// timedB takes timedA's counts and timers from an export.
+type timedB struct {
+	counterA
+	h processor.Handle
+}
+
+func (c *timedB) Init(h processor.Handle) error { c.h = h; return c.counterA.Init(h) }
+
+func (c *timedB) HandleInitialState(_ string, m migrated, _ processor.TimerValues) error {
+	if m.timerMs > 0 {
+		return c.h.RegisterTimer(m.timerMs)
+	}
+	return c.count.Update(m.count)
+}
+
+func (c *timedB) HandleExpiredTimer(string, processor.TimerValues, processor.ExpiredTimerInfo, processor.Emitter[string]) error {
+	return nil
+}
+
+// TestExportTimersToInitialState: `kstate state export` writes the timers
+// too ("kind":"timer" lines), and a new application's HandleInitialState
+// registers them again from kstate.InitialStateFromJSONL: B has A's timers.
+func TestExportTimersToInitialState(t *testing.T) {
+	cluster := kafkatest.Start(t, kafkatest.RequireReal())
+	inA, outA := cluster.CreateTopic(t, "mig-t-in-a", 1), cluster.CreateTopic(t, "mig-t-out-a", 1)
+	appA := kafkatest.Name(t, "mig-t-a")
+	base := func(app, in, out string, newProc func() processor.StatefulProcessor[string, string, string]) kstate.Config[string, string, string] {
+		return kstate.Config[string, string, string]{
+			ApplicationID: app, Brokers: cluster.Brokers(), InputTopics: []string{in},
+			KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: out, OutputSerde: serde.String(),
+			NewProcessor: newProc, TimeMode: processor.ProcessingTime,
+			StateDir: t.TempDir(), MaxBatchWait: 20 * time.Millisecond,
+		}
+	}
+	runApp(t, base(appA, inA, outA, func() processor.StatefulProcessor[string, string, string] { return &timedA{} }),
+		cluster, inA, outA, recs("a", "bb", "a"), 2)
+
+	file := filepath.Join(t.TempDir(), "a.jsonl")
+	if _, se, code := cli(t, "state", "export", "-q", "--brokers", strings.Join(cluster.Brokers(), ","), "--app", appA, "--out", file); code != exitOK {
+		t.Fatalf("export: code %d: %s", code, se)
+	}
+
+	inB, outB := cluster.CreateTopic(t, "mig-t-in-b", 1), cluster.CreateTopic(t, "mig-t-out-b", 1)
+	appB := kafkatest.Name(t, "mig-t-b")
+	decode := func(e statereader.Entry) (string, migrated, bool, error) {
+		var m migrated
+		switch {
+		case e.Kind == "timer":
+			err := json.Unmarshal(e.Value, &m.timerMs)
+			return e.Key, m, true, err
+		case e.Variable == "count":
+			err := json.Unmarshal(e.Value, &m.count)
+			return e.Key, m, true, err
+		}
+		return "", m, false, nil
+	}
+	cfgB := base(appB, inB, outB, func() processor.StatefulProcessor[string, string, string] { return &timedB{} })
+	cfgB.InitialState = kstate.InitialStateFromJSONL(file, decode)
+	gotB := runApp(t, cfgB, cluster, inB, outB, recs("a"), 1)
+	if want := []string{"a=3"}; !slices.Equal(gotB, want) {
+		t.Fatalf("B's outputs %q, want %q", gotB, want)
+	}
+	so, se, code := cli(t, "state", "timers", "-q", "--brokers", strings.Join(cluster.Brokers(), ","), "--app", appB)
+	if code != exitOK {
+		t.Fatalf("timers of B: code %d: %s", code, se)
+	}
+	var got []string
+	for _, tm := range lines[statereader.Timer](t, so) {
+		got = append(got, fmt.Sprintf("%s@%d", tm.Key, tm.ExpiryMs-timerMs))
+	}
+	if want := []string{"a@1", "bb@2"}; !slices.Equal(got, want) {
+		t.Fatalf("B's timers %q, want %q (A's, restored from the export)", got, want)
+	}
+}

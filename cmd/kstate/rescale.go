@@ -130,7 +130,7 @@ func runRescale(ctx context.Context, out io.Writer, f rescaleFlags) error {
 			from = fmt.Sprintf("start (%q committed none)", f.app)
 		}
 		fmt.Fprintf(out, "  partition %d: %d keys (%d moved in), %d entries (%d moved in), %d records; input offset %d (%s)\n",
-			pp.Partition, pp.Keys, pp.KeysMoved, pp.Entries, pp.Moved, len(pp.Records), pp.InputOffset, from)
+			pp.Partition, pp.Keys, pp.KeysMoved, pp.Entries, pp.Moved, pp.RecordCount, pp.InputOffset, from)
 	}
 	if !res.Written {
 		fmt.Fprintln(out, "dry run: nothing changed")

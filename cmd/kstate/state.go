@@ -248,7 +248,7 @@ type queryFlags struct {
 
 func (q *queryFlags) add(cmd *cobra.Command, key bool) {
 	if key {
-		cmd.Flags().StringVar(&q.key, "key", "", "only this grouping key (its UTF-8 string)")
+		cmd.Flags().StringVar(&q.key, "key", "", "only this grouping key (its UTF-8 string); from the changelog only its partition (murmur2) is read, or --partition")
 		cmd.Flags().StringVar(&q.keyBase64, "key-base64", "", `only this grouping key, given as base64 (for keys printed with "keyEncoding":"base64")`)
 	}
 	cmd.Flags().Int32Var(&q.partition, "partition", -1, "only this partition")
@@ -349,7 +349,7 @@ naming the oldest and latest readable batches.
 					return err
 				}
 			}
-			rd, err := f.open(cmd)
+			rd, err := f.openSelected(cmd, query)
 			if err != nil {
 				return err
 			}
@@ -394,7 +394,7 @@ the same in ms since the epoch:
 			if err != nil {
 				return err
 			}
-			rd, err := f.open(cmd)
+			rd, err := f.openSelected(cmd, query)
 			if err != nil {
 				return err
 			}
@@ -422,11 +422,18 @@ func newStateExportCmd() *cobra.Command {
 	var outPath string
 	cmd := &cobra.Command{
 		Use:   "export",
-		Short: "Write every variable's entries as JSON lines, for a new application's initial state",
+		Short: "Write every variable's entries and the timers as JSON lines, for a new application's initial state",
 		Long: `Write the entries of every variable as JSON lines (the lines of kstate state
-read, for all variables), ordered by partition, variable, key and position.
+read, for all variables), ordered by partition, variable, key and position,
+each partition's followed by its timers, one line each with "kind":"timer"
+and the expiry (ms since the epoch) as the value:
+
+  {"partition":1,"key":"s2","variable":"","kind":"timer","value":1735732810000}
+
 A new application reads such a file as its initial state with
-kstate.InitialStateFromJSONL, which hands each line to a decode function.
+kstate.InitialStateFromJSONL, which hands each line to a decode function;
+its HandleInitialState can register the timers again. From the changelog
+the partitions are read one at a time: memory holds one partition's state.
 
 ` + stateExitCodes,
 		Example: `  kstate state export --brokers localhost:9092 --app orders --out orders-state.jsonl
@@ -434,14 +441,6 @@ kstate.InitialStateFromJSONL, which hands each line to a decode function.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			query, err := q.query(cmd)
-			if err != nil {
-				return err
-			}
-			rd, err := f.open(cmd)
-			if err != nil {
-				return err
-			}
-			entries, err := rd.ReadAll(query)
 			if err != nil {
 				return err
 			}
@@ -458,11 +457,12 @@ kstate.InitialStateFromJSONL, which hands each line to a decode function.
 				}()
 				w = file
 			}
-			if err := writeLines(w, entries); err != nil {
-				return fmt.Errorf("export: %w", err)
+			lines, err := f.exportStream(cmd, query, w)
+			if err != nil {
+				return err
 			}
 			if outPath != "" && outPath != "-" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "exported %d entries to %s\n", len(entries), outPath)
+				fmt.Fprintf(cmd.ErrOrStderr(), "exported %d lines (entries and timers) to %s\n", lines, outPath)
 			}
 			return nil
 		},

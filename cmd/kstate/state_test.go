@@ -135,9 +135,26 @@ func TestStateCLI(t *testing.T) {
 		if !slices.Equal(keys, []string{"s1", "s2", "s3"}) {
 			t.Errorf("read keys %v", keys)
 		}
+		partitionReads = 0
 		so, _, code = cli(t, arg("read", "--var", "lastSeen", "--key", "s2")...)
 		if e := lines[statereader.Entry](t, so); code != exitOK || len(e) != 1 || e[0].Key != "s2" {
 			t.Errorf("read --key s2: code %d\n%s", code, so)
+		}
+		if src[0] == "--brokers" && partitionReads != 1 {
+			t.Errorf("read --key s2 read %d changelog partitions, want the key's only", partitionReads)
+		}
+		partitionReads = 0
+		so, _, code = cli(t, arg("read", "--var", "lastSeen", "--partition", "1")...)
+		for _, e := range lines[statereader.Entry](t, so) {
+			if e.Partition != 1 {
+				t.Errorf("read --partition 1: %+v", e)
+			}
+		}
+		if code != exitOK || (src[0] == "--brokers" && partitionReads != 1) {
+			t.Errorf("read --partition 1: code %d, %d changelog partitions read", code, partitionReads)
+		}
+		if _, se, code := cli(t, arg("read", "--var", "lastSeen", "--partition", "2")...); src[0] == "--brokers" && code != exitUsage {
+			t.Errorf("read --partition 2 of 2: code %d, %s", code, se)
 		}
 		so, _, code = cli(t, arg("read", "--var", "lastSeen", "--key-base64", "czM=")...) // "s3"
 		if e := lines[statereader.Entry](t, so); code != exitOK || len(e) != 1 || e[0].Key != "s3" {
@@ -174,8 +191,19 @@ func TestStateCLI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := len(lines[statereader.Entry](t, string(b))); n != 3 {
-			t.Errorf("export: %d entries, want 3:\n%s", n, b)
+		var nEntries, nTimers int
+		for _, e := range lines[statereader.Entry](t, string(b)) {
+			if e.Kind == "timer" {
+				nTimers++
+				if e.Variable != "" || string(e.Value) != "1735732810000" {
+					t.Errorf("export: timer line %+v", e)
+				}
+			} else {
+				nEntries++
+			}
+		}
+		if nEntries != 3 || nTimers != 3 {
+			t.Errorf("export: %d entries and %d timers, want 3 and 3:\n%s", nEntries, nTimers, b)
 		}
 	}
 	check(sources[0]) // the changelog, while the application runs

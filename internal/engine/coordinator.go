@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -164,9 +165,13 @@ type Coordinator struct {
 	outPartitions int
 	// topicPartitions holds the partition counts of OutputTopics.
 	topicPartitions map[string]int
-	dlqPartitions   int           // of DeadLetterTopic; 0 without one
-	start           time.Duration // Clock.Elapsed at the start of Run
-	lastTrigger     time.Time     // Clock time of the last ProcessingTime trigger
+	dlqPartitions   int // of DeadLetterTopic; 0 without one
+	// createdChangelog: setup created the changelog topic (it was
+	// missing) and failed later; the failed Run deletes it again
+	// (startup.go). Cleared once setup succeeded.
+	createdChangelog atomic.Bool
+	start            time.Duration // Clock.Elapsed at the start of Run
+	lastTrigger      time.Time     // Clock time of the last ProcessingTime trigger
 	// Loop-only: the layout watch (topology.go).
 	lastMetadata time.Duration // Clock.Elapsed of the last partition count check
 	unknownPart  int32         // highest assigned partition ≥ partitions; -1: none
@@ -377,6 +382,11 @@ func (c *Coordinator) setup(ctx context.Context) error {
 	start := c.clock.Elapsed()
 	for delay := startupBackoffMin; ; delay = min(2*delay, startupBackoffMax) {
 		err := c.checkTopics(ctx)
+		if err == nil {
+			// Started: the changelog is the application's now, whatever
+			// fails later (DropCreatedChangelog).
+			c.createdChangelog.Store(false)
+		}
 		if err == nil || !errors.Is(err, ErrUnavailable) {
 			return err
 		}
@@ -405,10 +415,10 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kstate: input topic %q: %w", c.cfg.Topic, err)
 	}
-	if err := c.ensureRepartition(ctx, n); err != nil {
-		return err
-	}
 	for _, t := range c.cfg.Topics[1:] {
+		if t == c.cfg.RepartitionTopic {
+			continue // created and checked by ensureRepartition below
+		}
 		m, err := c.cfg.Admin.Partitions(ctx, t)
 		if err != nil {
 			return fmt.Errorf("kstate: input topic %q: %w", t, err)
@@ -422,12 +432,11 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 	c.mu.partitions = n
 	c.mu.Unlock()
 	c.lastMetadata = c.clock.Elapsed()
-	if err := c.checkChangelog(ctx); err != nil {
+	missing, err := c.checkChangelog(ctx)
+	if err != nil {
 		return err
 	}
-	if err := c.cfg.Admin.EnsureChangelog(ctx, c.cfg.ChangelogTopic, n); err != nil {
-		return fmt.Errorf("kstate: changelog topic (must be compacted, with the %d partitions of input topic %q): %w", n, c.cfg.Topic, err)
-	}
+	// What must exist is checked before anything is created (startup.go).
 	if c.cfg.OutputTopic != "" { // optional with a sink
 		if c.outPartitions, err = c.cfg.Admin.Partitions(ctx, c.cfg.OutputTopic); err != nil {
 			return fmt.Errorf("kstate: output topic %q (create it before Run): %w", c.cfg.OutputTopic, err)
@@ -440,6 +449,16 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 			return fmt.Errorf("kstate: output topic %q of Config.OutputTopics (create it before Run): %w", t, err)
 		}
 		c.topicPartitions[t] = n
+	}
+	if err := c.ensureRepartition(ctx, n); err != nil {
+		return err
+	}
+	if err := c.cfg.Admin.EnsureChangelog(ctx, c.cfg.ChangelogTopic, n); err != nil {
+		return fmt.Errorf("kstate: changelog topic (must be compacted, with the %d partitions of input topic %q): %w", n, c.cfg.Topic, err)
+	}
+	if missing {
+		c.createdChangelog.Store(true)
+		c.log.Info("changelog topic created", "changelog", c.cfg.ChangelogTopic, "partitions", n)
 	}
 	if c.cfg.CheckTopics != nil {
 		if err := c.cfg.CheckTopics(ctx); err != nil {

@@ -95,8 +95,12 @@ func (t *Task[K, I, O]) misrouted(r *Record, nowMs int64, res *BatchResult) (han
 	case PolicyAllow:
 		if !t.warnedMismatch {
 			t.warnedMismatch = true
-			t.log.Warn("input record keys do not hash to their partition: state and timers of such a key live on the partition it arrived on; "+
-				"initial state, and records of the key on other partitions, do not meet it (logged once per partition; see the KeyPartitionMismatches counter)",
+			t.log.Warn(fmt.Sprintf("input record key %s hashes (murmur2, Kafka's default partitioner) to partition %d but was read from partition %d: "+
+				"its state and timers live on partition %d, where initial state of the key does not look, and records of the key on partition %d get separate state. "+
+				"The producer does not partition with murmur2: librdkafka clients (kcat, confluent-kafka-go/python) default to crc32 - set partitioner=murmur2_random "+
+				"(kcat: -X topic.partitioner=murmur2_random), or set OnKeyPartitionMismatch to KeyPartitionFail or KeyPartitionDeadLetter. "+
+				"Logged once per partition; the kstate_key_partition_mismatches_total counter counts them all",
+				quoteKey(r.Key), r.KeyPartition, t.cfg.Partition, t.cfg.Partition, r.KeyPartition),
 				"topic", t.topic(r.Input), "offset", r.Offset, "key_partition", r.KeyPartition)
 		}
 		return false, nil
@@ -153,4 +157,12 @@ func deserialize[T any](fn func([]byte) (T, error), b []byte) (v T, err error) {
 		}
 	}()
 	return fn(b)
+}
+
+// quoteKey quotes a record key for a log line, cut at 64 bytes.
+func quoteKey(k []byte) string {
+	if len(k) > 64 {
+		return fmt.Sprintf("%q... (%d bytes)", k[:64], len(k))
+	}
+	return fmt.Sprintf("%q", k)
 }

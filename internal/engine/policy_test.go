@@ -45,8 +45,15 @@ func TestKeyPartitionPolicies(t *testing.T) {
 		if c := h.task.Counters(); c.KeyPartitionMismatches != 2 || c.DeadLettered != 0 {
 			t.Fatalf("counters %+v", c)
 		}
-		if n := strings.Count(logs.String(), "do not hash to their partition"); n != 1 {
+		if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
 			t.Fatalf("%d warnings, want 1:\n%s", n, logs.String())
+		}
+		// The warning names the key, where it hashes, where it was read
+		// and the producer setting that fixes it.
+		for _, w := range []string{`key \"a\" hashes`, "to partition 5 but was read from partition 3", "-X topic.partitioner=murmur2_random", "KeyPartitionDeadLetter"} {
+			if !strings.Contains(logs.String(), w) {
+				t.Fatalf("warning lacks %q:\n%s", w, logs.String())
+			}
 		}
 	})
 	t.Run("fail", func(t *testing.T) {

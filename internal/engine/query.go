@@ -52,3 +52,10 @@ func (c *Coordinator) Owns(p int32) bool {
 	s := c.mu.slots[p]
 	return s != nil && s.ready && !s.orphaned && s.task != nil
 }
+
+// Partitions is the input's partition count once Run learned it (0 before).
+func (c *Coordinator) Partitions() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.partitions
+}

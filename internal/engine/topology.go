@@ -24,26 +24,29 @@ import (
 // topic's. A missing changelog is created by EnsureChangelog; if the group
 // has committed offsets the state is not new, so every shard then goes
 // through the re-seed-or-refuse decision of the restore (restore.go).
-func (c *Coordinator) checkChangelog(ctx context.Context) error {
+func (c *Coordinator) checkChangelog(ctx context.Context) (missing bool, err error) {
 	cl, err := c.cfg.Admin.Partitions(ctx, c.cfg.ChangelogTopic)
 	switch {
 	case errors.Is(err, ErrUnknownTopic):
 		// Only for the warning: a group that never committed may not
-		// exist yet, which some brokers report as an error.
+		// exist yet, which brokers report as an error (GROUP_ID_NOT_FOUND,
+		// or COORDINATOR_NOT_AVAILABLE while a new cluster creates its
+		// offsets topic): expected on a first start, so at Debug.
 		offs, err := c.cfg.Admin.CommittedOffsets(ctx, c.cfg.ApplicationID, c.cfg.Topic)
-		if err != nil {
-			c.log.Info("changelog topic missing: creating it (the group's committed offsets could not be read)", "changelog", c.cfg.ChangelogTopic, "err", err)
-		} else if len(offs) > 0 {
+		switch {
+		case err != nil:
+			c.log.Debug("changelog topic missing, and the group's committed offsets could not be read (a new group has none)", "group", c.cfg.ApplicationID, "err", err)
+		case len(offs) > 0:
 			c.log.Warn("the changelog topic is missing but the group has committed offsets: creating it empty; each partition's shard re-seeds it if consistent with the committed offset, otherwise Run stops",
 				"changelog", c.cfg.ChangelogTopic, "committed_partitions", len(offs))
 		}
-		return nil
+		return true, nil
 	case err != nil:
-		return fmt.Errorf("kstate: changelog topic %q: %w", c.cfg.ChangelogTopic, err)
+		return false, fmt.Errorf("kstate: changelog topic %q: %w", c.cfg.ChangelogTopic, err)
 	case cl != c.partitions:
-		return fmt.Errorf("kstate: %w", &PartitionsChangedError{Topic: c.cfg.Topic, Changelog: c.cfg.ChangelogTopic, Old: cl, New: c.partitions})
+		return false, fmt.Errorf("kstate: %w", &PartitionsChangedError{Topic: c.cfg.Topic, Changelog: c.cfg.ChangelogTopic, Old: cl, New: c.partitions})
 	}
-	return nil
+	return false, nil
 }
 
 // noteAssigned records assigned partitions the coordinator does not know

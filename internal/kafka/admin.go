@@ -332,6 +332,35 @@ func listOffsets(ctx context.Context, topic string, list func(context.Context, .
 	return out, nil
 }
 
+// DropEmptyTopic deletes topic if every partition's end offset is 0 (no
+// record, not even a transaction marker, was ever written) and reports
+// whether it did.
+func (a *Admin) DropEmptyTopic(ctx context.Context, topic string) (bool, error) {
+	ends, err := a.EndOffsets(ctx, topic)
+	if errors.Is(err, ErrTopicNotFound) {
+		return true, nil // deleted meanwhile (another pipeline's failed start)
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, o := range ends {
+		if o != 0 {
+			return false, nil
+		}
+	}
+	resp, err := a.adm.DeleteTopic(ctx, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("kafka: delete topic %q: %w", topic, access{topic: topic}.classify(err))
+	}
+	return true, nil
+}
+
 // MaxMessageBytes returns the topic's effective max.message.bytes: the
 // largest record batch its brokers accept.
 func (a *Admin) MaxMessageBytes(ctx context.Context, topic string) (int, error) {

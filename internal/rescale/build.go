@@ -41,8 +41,10 @@ type PartitionPlan struct {
 	Moved       int // of which came from another partition of A
 	// Records are the changelog entries to write, sorted by key: the merged
 	// metadata, then the state, timer and TTL entries, then the input
-	// offset.
+	// offset. Run releases them once written.
 	Records []Entry
+	// RecordCount is len(Records) as built.
+	RecordCount int
 }
 
 // Plan is a rescale's result.
@@ -347,6 +349,7 @@ func Build(src map[int32]map[string][]byte, n int, offsets []int64) (*Plan, erro
 		k, v := engine.InputOffsetRecord(offsets[p])
 		pp.Records = append(pp.Records, Entry{k, v})
 		slices.SortFunc(pp.Records, func(a, b Entry) int { return bytes.Compare(a.Key, b.Key) })
+		pp.RecordCount = len(pp.Records)
 		plan.Partitions = append(plan.Partitions, pp)
 	}
 	return plan, nil

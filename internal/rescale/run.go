@@ -229,13 +229,21 @@ func Run(ctx context.Context, cc kafka.ClientConfig, opts Options) (*Result, err
 	if err := adm.EnsureTopic(ctx, spec); err != nil {
 		return nil, fmt.Errorf("rescale: create %q: %w", dstLog, err)
 	}
-	var recs []kafka.Record
-	for _, pp := range plan.Partitions {
-		for _, e := range pp.Records {
-			recs = append(recs, kafka.Record{Topic: dstLog, Partition: pp.Partition, Key: e.Key, Value: e.Value})
+	// Streamed: at most a few thousand records are in flight at once, and
+	// each partition's entries are released once produced (the plan keeps
+	// its counts).
+	recs := func(yield func(kafka.Record) bool) {
+		for i := range plan.Partitions {
+			pp := &plan.Partitions[i]
+			for _, e := range pp.Records {
+				if !yield(kafka.Record{Topic: dstLog, Partition: pp.Partition, Key: e.Key, Value: e.Value}) {
+					return
+				}
+			}
+			pp.Records = nil
 		}
 	}
-	if _, err := cc.WriteTransaction(ctx, opts.To+"-rescale", txnTimeout, recs); err != nil {
+	if _, err := cc.WriteTransactionSeq(ctx, opts.To+"-rescale", txnTimeout, recs); err != nil {
 		// Nothing of it is visible (the transaction aborted). The topic
 		// stays: deleting it right after the abort can leave the abort's
 		// markers undeliverable and the next producer with this

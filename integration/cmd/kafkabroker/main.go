@@ -1,35 +1,75 @@
 // Command kafkabroker runs by hand the real Apache Kafka broker that package
-// kafka/kafkatest starts for tests: `make kafka-up` starts one in the
-// background on 127.0.0.1:9092 and `make kafka-down` stops it. Use it with
+// kafka/kafkatest starts for tests, and creates topics on it:
+//
+//	go run ./integration/cmd/kafkabroker [-port N] up      # make kafka-up
+//	go run ./integration/cmd/kafkabroker [-port N] down    # make kafka-down
+//	go run ./integration/cmd/kafkabroker [-port N] topic create NAME [-partitions N] [-compact]
+//	go run ./integration/cmd/kafkabroker [-port N] topic list
+//	go run ./integration/cmd/kafkabroker [-port N] topic delete NAME
+//
+// up starts one broker in the background on 127.0.0.1:9092 (-port picks
+// another client port), with transactions enabled for one broker; down stops
+// it and deletes its data. topic talks to 127.0.0.1:<port>, or to the
+// brokers of -brokers (comma-separated). Use the broker with
 // KSTATE_KAFKA_BROKERS=127.0.0.1:9092 to run the integration tests against a
 // long-lived broker.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kstate/kstate/internal/kafkabroker"
 )
 
+const usage = `usage: kafkabroker [-port N] [-brokers host:port,...] COMMAND
+
+Runs the real Apache Kafka broker of kstate's tests (jars from Maven Central,
+cached in ~/.cache/kstate or $KSTATE_CACHE_DIR) and creates topics on it.
+
+Commands:
+  up                      start a broker in the background on 127.0.0.1:PORT
+                          (make kafka-up); transactions work on one broker
+  down                    stop it and delete its data (make kafka-down)
+  topic create NAME [-partitions N] [-compact] [-config key=value ...]
+                          create a topic (replication factor 1; -compact sets
+                          cleanup.policy=compact) (make kafka-topic)
+  topic list              list the topics with their partition counts
+  topic delete NAME       delete a topic
+
+Flags (before the command):
+`
+
 func main() {
-	port := flag.Int("port", 9092, "client port on 127.0.0.1")
-	flag.Parse()
+	fs := flag.NewFlagSet("kafkabroker", flag.ExitOnError)
+	port := fs.Int("port", 9092, "client port on 127.0.0.1 (up starts the broker there; topic connects there)")
+	brokers := fs.String("brokers", "", "topic: comma-separated brokers to talk to instead of 127.0.0.1:PORT")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	_ = fs.Parse(os.Args[1:])
 	cache, err := kafkabroker.CacheDir()
 	if err != nil {
 		log.Fatal(err)
 	}
 	runDir := filepath.Join(cache, "run")
 	pidFile := filepath.Join(runDir, "broker.pid")
-	switch flag.Arg(0) {
+	switch fs.Arg(0) {
 	case "up":
 		if pid, dir, ok := running(pidFile); ok {
 			fmt.Printf("kafka already running (pid %d, dir %s)\n", pid, dir)
@@ -66,10 +106,122 @@ func main() {
 		_ = os.RemoveAll(dir)
 		_ = os.Remove(pidFile)
 		fmt.Printf("kafka down (pid %d)\n", pid)
+	case "topic":
+		addrs := []string{"127.0.0.1:" + strconv.Itoa(*port)}
+		if *brokers != "" {
+			addrs = strings.Split(*brokers, ",")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := topicCmd(ctx, addrs, fs.Args()[1:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "kafkabroker topic:", err)
+			if errors.Is(err, errUsage) {
+				fs.Usage()
+				os.Exit(2)
+			}
+			os.Exit(1)
+		}
 	default:
-		fmt.Fprintln(os.Stderr, "usage: kafkabroker [-port N] up|down")
+		fs.Usage()
 		os.Exit(2)
 	}
+}
+
+var errUsage = errors.New("bad usage")
+
+// configFlag collects repeated -config key=value flags.
+type configFlag map[string]*string
+
+func (c configFlag) String() string { return "" }
+
+func (c configFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q is not key=value", s)
+	}
+	c[k] = &v
+	return nil
+}
+
+// topicCmd runs "topic create|list|delete" against brokers.
+func topicCmd(ctx context.Context, brokers []string, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: topic create|list|delete", errUsage)
+	}
+	fs := flag.NewFlagSet("topic "+args[0], flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	partitions := fs.Int("partitions", 1, "partition count")
+	compact := fs.Bool("compact", false, "cleanup.policy=compact")
+	configs := configFlag{}
+	fs.Var(configs, "config", "topic config key=value (repeatable)")
+	// Flags may come before or after NAME.
+	var names []string
+	rest := args[1:]
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		names = append(names, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	switch args[0] {
+	case "create":
+		if len(names) != 1 {
+			return fmt.Errorf("%w: topic create NAME [-partitions N] [-compact]", errUsage)
+		}
+		if *partitions < 1 {
+			return fmt.Errorf("%w: -partitions must be at least 1, not %d", errUsage, *partitions)
+		}
+		if *compact {
+			c := "compact"
+			configs["cleanup.policy"] = &c
+		}
+		res, err := adm.CreateTopic(ctx, int32(*partitions), 1, configs, names[0])
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil {
+			return fmt.Errorf("create %q on %s: %w", names[0], strings.Join(brokers, ","), err)
+		}
+		fmt.Fprintf(out, "created topic %s (%d partitions%s)\n", names[0], *partitions, map[bool]string{true: ", compacted"}[*compact])
+	case "delete":
+		if len(names) != 1 {
+			return fmt.Errorf("%w: topic delete NAME", errUsage)
+		}
+		res, err := adm.DeleteTopic(ctx, names[0])
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil {
+			return fmt.Errorf("delete %q on %s: %w", names[0], strings.Join(brokers, ","), err)
+		}
+		fmt.Fprintf(out, "deleted topic %s\n", names[0])
+	case "list":
+		if len(names) != 0 {
+			return fmt.Errorf("%w: topic list", errUsage)
+		}
+		td, err := adm.ListTopics(ctx)
+		if err != nil {
+			return fmt.Errorf("list topics on %s: %w", strings.Join(brokers, ","), err)
+		}
+		names := td.Names()
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Fprintf(out, "%s\t%d\n", n, len(td[n].Partitions))
+		}
+	default:
+		return fmt.Errorf("%w: unknown topic command %q (create, list, delete)", errUsage, args[0])
+	}
+	return nil
 }
 
 func running(pidFile string) (int, string, bool) {

@@ -354,6 +354,24 @@ func (a Admin) offsets(topic string, of func(*plog) int64) (map[int32]int64, err
 	return out, nil
 }
 
+// DropEmptyTopic implements engine.TopicDropper: it deletes topic if no
+// record was ever appended to it.
+func (a Admin) DropEmptyTopic(_ context.Context, topic string) (bool, error) {
+	a.B.mu.Lock()
+	defer a.B.mu.Unlock()
+	ls, ok := a.B.topics[topic]
+	if !ok {
+		return false, fmt.Errorf("%w: enginetest: topic %q not found", engine.ErrUnknownTopic, topic)
+	}
+	for _, l := range ls {
+		if l.end() != 0 {
+			return false, nil
+		}
+	}
+	delete(a.B.topics, topic)
+	return true, nil
+}
+
 // GroupOffsets is CommittedOffsets, never held at the Env's gate.
 func (a Admin) GroupOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {
 	return a.CommittedOffsets(ctx, group, topic)
