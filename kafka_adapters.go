@@ -159,10 +159,18 @@ func (k *kafkaSession) Leave(ctx context.Context) error {
 	return k.s.Leave(ctx)
 }
 
-// sessionErr marks fencing with engine.ErrFenced (keeping the kafka error).
+// sessionErr marks fencing with engine.ErrFenced and an unreachable
+// cluster (connection refused, reset or broken, EOF, I/O timeouts) with
+// engine.ErrUnavailable, which the coordinator rides out by rejoining
+// with a new session (keeping the kafka error).
 func sessionErr(err error) error {
-	if err != nil && errors.Is(err, kafka.ErrFenced) {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, kafka.ErrFenced):
 		return &markedError{err: err, mark: engine.ErrFenced}
+	case kafka.IsUnreachable(err):
+		return &markedError{err: err, mark: engine.ErrUnavailable}
 	}
 	return err
 }

@@ -37,9 +37,11 @@ func isFenced(err error) bool {
 }
 
 // IsUnreachable reports whether err means the cluster could not be reached
-// or is not ready yet (connection refused or reset, DNS, timeouts, brokers
-// still starting: retriable Kafka errors), as opposed to an answer that
-// will not change by retrying (missing topic, authorization, bad config).
+// or is not ready yet (connection refused or reset, DNS, broken pipe, EOF,
+// I/O timeouts, brokers still starting: retriable Kafka errors), as opposed
+// to an answer that will not change by retrying (missing topic,
+// authorization, bad config). A closed client (kgo.ErrClientClosed,
+// ErrClosed) and fencing are never unreachable: they are this side's end.
 func IsUnreachable(err error) bool {
 	var netErr net.Error
 	var opErr *net.OpError
@@ -47,10 +49,12 @@ func IsUnreachable(err error) bool {
 	switch {
 	case err == nil, errors.Is(err, context.Canceled):
 		return false
+	case errors.Is(err, kgo.ErrClientClosed), errors.Is(err, ErrClosed), errors.Is(err, ErrFenced), isFenced(err):
+		return false
 	case isAuthErr(err):
 		return false
 	case errors.As(err, &opErr), errors.As(err, &dnsErr), errors.As(err, &netErr),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, context.DeadlineExceeded):
 		return true
@@ -112,7 +116,9 @@ func (s *Session) classifyPollError(fe kgo.FetchError) error {
 		// franz-go resumes where it can. Say it loudly.
 		s.log.Error("DATA LOSS on an input partition", "topic", fe.Topic, "partition", fe.Partition, "err", err)
 		return nil
-	case kerr.IsRetriable(err):
+	case kerr.IsRetriable(err), IsUnreachable(err):
+		// A broker that went away (connection refused while it
+		// restarts): franz-go reconnects by itself.
 		s.log.Warn("fetch error: retrying", "topic", fe.Topic, "partition", fe.Partition, "err", err)
 		return nil
 	}

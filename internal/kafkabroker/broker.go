@@ -89,6 +89,10 @@ type Broker struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
+	// argv and attr start the broker again (Restart): the JVM command
+	// line and its process attributes.
+	argv []string
+	attr *syscall.SysProcAttr
 }
 
 // freePorts returns n distinct free ports, none of them in taken. It keeps
@@ -258,25 +262,18 @@ func StartBroker(ctx context.Context, libs string, o StartOptions, logf func(str
 		return nil, fmt.Errorf("kafkabroker: kafka storage format failed: %w\n%s", err, out)
 	}
 
-	b := &Broker{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: dir, exited: make(chan struct{})}
-	stdout, err := os.Create(filepath.Join(dir, "stdout.log"))
-	if err != nil {
-		return nil, err
-	}
-	b.cmd = exec.Command(java, append(jvm, "-cp", cp, "kafka.Kafka", props)...)
-	b.cmd.Stdout, b.cmd.Stderr = stdout, stdout
+	b := &Broker{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: dir,
+		argv: append([]string{java}, append(jvm, "-cp", cp, "kafka.Kafka", props)...)}
 	// The broker dies with the test binary even when the binary is killed.
-	b.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	b.attr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if o.Detached {
-		b.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		b.attr = &syscall.SysProcAttr{Setsid: true}
 	}
 	start := time.Now()
-	if err := b.cmd.Start(); err != nil {
+	if err := b.launch(); err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("kafkabroker: start kafka: %w", err)
+		return nil, err
 	}
-	go func() { b.waitErr = b.cmd.Wait(); stdout.Close(); close(b.exited) }()
-
 	if err := b.waitReady(ctx, 90*time.Second); err != nil {
 		tail := b.logTail(30)
 		b.Stop()
@@ -285,6 +282,55 @@ func StartBroker(ctx context.Context, libs string, o StartOptions, logf func(str
 	logf("kafkabroker: started Apache Kafka %s (KRaft, pid %d) at %s in %s; logs in %s",
 		KafkaVersion, b.cmd.Process.Pid, b.Addr, time.Since(start).Round(time.Millisecond), dir)
 	return b, nil
+}
+
+// launch starts the broker process (argv), its output appended to
+// stdout.log in Dir.
+func (b *Broker) launch() error {
+	stdout, err := os.OpenFile(filepath.Join(b.Dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	b.cmd = exec.Command(b.argv[0], b.argv[1:]...)
+	b.cmd.Stdout, b.cmd.Stderr = stdout, stdout
+	b.cmd.SysProcAttr = b.attr
+	if err := b.cmd.Start(); err != nil {
+		stdout.Close()
+		return fmt.Errorf("kafkabroker: start kafka: %w", err)
+	}
+	b.exited = make(chan struct{})
+	cmd, exited := b.cmd, b.exited
+	go func() { b.waitErr = cmd.Wait(); stdout.Close(); close(exited) }()
+	return nil
+}
+
+// Kill ends the broker process at once with SIGKILL (a crash: no
+// controlled shutdown, nothing flushed) and waits for it to exit. Its
+// directory is kept: Restart starts it again on the same data and ports.
+func (b *Broker) Kill() {
+	_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+	<-b.exited
+}
+
+// Restart starts a broker killed by Kill again, on the same directory and
+// ports, and returns once it accepts connections and has logged that it
+// started (after the restart: the log line of the first start is skipped).
+func (b *Broker) Restart(ctx context.Context) error {
+	select {
+	case <-b.exited:
+	default:
+		return errors.New("kafkabroker: Restart: the broker is still running (Kill it first)")
+	}
+	// waitReady looks for the started line in the log's tail: move the
+	// old log aside so that the first start's line does not count.
+	_ = os.Rename(filepath.Join(b.Dir, "server.log"), filepath.Join(b.Dir, fmt.Sprintf("server.log.%d", time.Now().UnixNano())))
+	if err := b.launch(); err != nil {
+		return err
+	}
+	if err := b.waitReady(ctx, 90*time.Second); err != nil {
+		return fmt.Errorf("kafkabroker: restarted broker did not become ready: %w\n--- broker log tail ---\n%s", err, b.logTail(30))
+	}
+	return nil
 }
 
 // waitReady polls the listener and then the log line that says the server
