@@ -136,13 +136,16 @@ func clusterID() string {
 // replication 1 for internal topics, no initial rebalance delay, and a short
 // transaction abort/cleanup cadence so tests of zombie transactions are fast,
 // and no time retention (commonConfig).
-func brokerConfig(dir string, port, cport int) string {
+func brokerConfig(dir string, port, cport int, advertised string) string {
+	if advertised == "" {
+		advertised = fmt.Sprintf("127.0.0.1:%d", port)
+	}
 	return strings.Join(append([]string{
 		"process.roles=broker,controller",
 		"node.id=1",
 		fmt.Sprintf("controller.quorum.voters=1@127.0.0.1:%d", cport),
 		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", port, cport),
-		fmt.Sprintf("advertised.listeners=PLAINTEXT://127.0.0.1:%d", port),
+		"advertised.listeners=PLAINTEXT://" + advertised,
 		"controller.listener.names=CONTROLLER",
 		"inter.broker.listener.name=PLAINTEXT",
 		"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
@@ -200,6 +203,11 @@ type StartOptions struct {
 	// but spends more CPU per request once warm, CPU a benchmark on a
 	// small machine takes from the application it measures.
 	FullJIT bool
+	// AdvertisedAddr, host:port, is advertised to clients instead of the
+	// listener's own address: a test's proxy in front of the broker then
+	// carries every connection after the bootstrap (the broker's own
+	// connections to its advertised listener too). Not with Secure.
+	AdvertisedAddr string
 }
 
 // StartBroker formats a fresh KRaft log directory and starts a broker from
@@ -228,7 +236,10 @@ func StartBroker(ctx context.Context, libs string, o StartOptions, logf func(str
 		cport = ports[0]
 	}
 	props := filepath.Join(dir, "server.properties")
-	config := brokerConfig(dir, port, cport)
+	if o.AdvertisedAddr != "" && o.Secure != nil {
+		return nil, errors.New("kafkabroker: StartOptions.AdvertisedAddr is not supported with Secure")
+	}
+	config := brokerConfig(dir, port, cport, o.AdvertisedAddr)
 	var scram []string
 	if o.Secure != nil {
 		if config, err = o.Secure.config(dir, port, cport); err != nil {
