@@ -169,7 +169,7 @@ func sessionErr(err error) error {
 		return nil
 	case errors.Is(err, kafka.ErrFenced):
 		return &markedError{err: err, mark: engine.ErrFenced}
-	case kafka.IsUnreachable(err):
+	case kafka.IsConnectionError(err):
 		return &markedError{err: err, mark: engine.ErrUnavailable}
 	}
 	return err

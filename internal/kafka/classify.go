@@ -62,6 +62,16 @@ func IsUnreachable(err error) bool {
 	return kerr.IsRetriable(err)
 }
 
+// IsConnectionError reports whether err is a connection-level failure
+// (IsUnreachable without the retriable Kafka error codes, which franz-go
+// retries by itself and which, when they come back, persist: a deleted
+// topic's UNKNOWN_TOPIC_OR_PARTITION). The coordinator rejoins with a new
+// session after a session call failed with one.
+func IsConnectionError(err error) bool {
+	var ke *kerr.Error
+	return IsUnreachable(err) && !errors.As(err, &ke)
+}
+
 // wrapTxnErr is the package function with the session's transactional
 // id, and an authorization failure classified as an *AuthError naming the
 // refused permission (Write on topic, when topic is set).

@@ -482,10 +482,12 @@ func (s *Session) initProducerID(ctx context.Context) error {
 	}
 }
 
-// Backoff between start-up retries.
+// Backoff between the producer init's retries: at start-up, and when the
+// coordinator rejoins after the broker went away (2 s at most: a rejoin
+// resumes within that of the broker's return).
 const (
 	startupBackoffMin = 100 * time.Millisecond
-	startupBackoffMax = 5 * time.Second
+	startupBackoffMax = 2 * time.Second
 )
 
 // Pause stops fetching the given partitions until Resume; records already

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
 	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/kstate/kstate/internal/testlog"
@@ -55,6 +59,7 @@ func TestClassifyPollError(t *testing.T) {
 		{"topic auth", kgo.FetchError{Topic: "in", Partition: 0, Err: kerr.TopicAuthorizationFailed}, kerr.TopicAuthorizationFailed},
 		{"bad session timeout", kgo.FetchError{Err: &kgo.ErrGroupSession{Err: kerr.InvalidSessionTimeout}}, kerr.InvalidSessionTimeout},
 		{"unsupported compression", kgo.FetchError{Topic: "in", Partition: 0, Err: kerr.UnsupportedCompressionType}, kerr.UnsupportedCompressionType},
+		{"broker gone", kgo.FetchError{Topic: "in", Partition: 0, Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,6 +74,36 @@ func TestClassifyPollError(t *testing.T) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestIsUnreachable: connection-level failures are unreachable (the
+// coordinator rejoins); a closed client, fencing, authorization and
+// answers that retrying cannot change are not.
+func TestIsUnreachable(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	for _, err := range []error{
+		fmt.Errorf("unable to dial: %w", refused),
+		wrapTxnErr("end transaction", "app-a", fmt.Errorf("unable to dial: %w", refused)),
+		io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET, syscall.EPIPE,
+		&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded},
+		kerr.CoordinatorNotAvailable, kerr.NotCoordinator,
+	} {
+		if !IsUnreachable(err) {
+			t.Errorf("%v: want unreachable", err)
+		}
+	}
+	for _, err := range []error{
+		nil, kgo.ErrClientClosed, wrapTxnErr("end transaction", "app-a", kgo.ErrClientClosed), ErrClosed,
+		wrapTxnErr("end transaction", "app-a", kerr.ProducerFenced), kerr.InvalidTxnState,
+		kerr.TopicAuthorizationFailed, kerr.MessageTooLarge, context.Canceled,
+	} {
+		if IsUnreachable(err) {
+			t.Errorf("%v: want not unreachable", err)
+		}
+	}
+	if !IsConnectionError(fmt.Errorf("unable to dial: %w", refused)) || IsConnectionError(kerr.UnknownTopicOrPartition) || IsConnectionError(kgo.ErrClientClosed) {
+		t.Error("IsConnectionError: want dial errors only, not Kafka error codes nor a closed client")
 	}
 }
 
