@@ -150,6 +150,9 @@ func (k *kafkaSession) End(ctx context.Context, commit bool) (bool, error) {
 func (k *kafkaSession) TransactionalID() string { return k.s.TransactionalID() }
 func (k *kafkaSession) Close() error            { return k.s.Close() }
 
+// Abandon implements engine.Abandoner.
+func (k *kafkaSession) Abandon() { k.s.Abandon() }
+
 // Leave makes the session an engine.GroupLeaver (LeaveGroupOnShutdown).
 func (k *kafkaSession) Leave(ctx context.Context) error {
 	if k.stayIn != nil && k.stayIn() {

@@ -200,21 +200,32 @@ var reconnectRe = regexp.MustCompile(`Kafka unreachable: closing the session.*`)
 // while the broker is down: the graceful stop must not wait for the
 // broker.
 //
-// The last variant kills at a transaction's Produce instead (its answer
+// The Produce variants kill at a transaction's Produce instead (its answer
 // lost as well): franz-go retries the produce once the broker is back,
-// the transaction may have timed out meanwhile.
+// the transaction may have timed out meanwhile; in the last one the
+// application is stopped (SIGTERM) while that produce waits for the dead
+// broker: it must stop within ShutdownTimeout (it hung until the broker
+// came back), and a new run must be exact.
 func TestFaultBrokerKill(t *testing.T) {
 	longTest(t)
 	for _, tc := range []struct {
 		at        string
 		apiKey    int16
 		pipelines int
-	}{{"EndTxn", apiKeyEndTxn, 1}, {"EndTxn", apiKeyEndTxn, 2}, {"Produce", apiKeyProduce, 1}} {
-		t.Run(fmt.Sprintf("%s/pipelines=%d", tc.at, tc.pipelines), func(t *testing.T) { brokerKill(t, tc.pipelines, tc.apiKey, tc.at) })
+		stop      bool
+	}{
+		{"EndTxn", apiKeyEndTxn, 1, false}, {"EndTxn", apiKeyEndTxn, 2, false},
+		{"Produce", apiKeyProduce, 1, false}, {"Produce", apiKeyProduce, 2, true},
+	} {
+		name := fmt.Sprintf("%s/pipelines=%d", tc.at, tc.pipelines)
+		if tc.stop {
+			name += "/SIGTERM"
+		}
+		t.Run(name, func(t *testing.T) { brokerKill(t, tc.pipelines, tc.apiKey, tc.at, tc.stop) })
 	}
 }
 
-func brokerKill(t *testing.T, pipelines int, apiKey int16, at string) {
+func brokerKill(t *testing.T, pipelines int, apiKey int16, at string, stopDuring bool) {
 	seed := crashSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 25))
 	proxy := newEndTxnProxy(t)
@@ -258,8 +269,19 @@ func brokerKill(t *testing.T, pipelines int, apiKey int16, at string) {
 	}
 	down := time.Duration(10+rng.IntN(11)) * time.Second
 	t.Logf("SIGKILL of the broker %v after a %s went out; restarting it after %v", delay, at, down)
+	if stopDuring {
+		time.Sleep(time.Second)
+		start := time.Now()
+		child.sigterm(t)
+		// The eos application's ShutdownTimeout is 10s.
+		if !child.wait(40 * time.Second) {
+			child.dump(t)
+			t.Fatalf("the application did not stop within 40s of SIGTERM with a produce waiting for the dead broker")
+		}
+		t.Logf("stopped %v after SIGTERM with a produce waiting for the dead broker: %v", time.Since(start).Round(time.Millisecond), child.state)
+	}
 	for time.Since(killedAt) < down {
-		if child.exited() {
+		if child.exited() && !stopDuring {
 			child.dump(t)
 			t.Fatalf("the application exited while the broker was down: %v", child.state)
 		}
@@ -273,6 +295,10 @@ func brokerKill(t *testing.T, pipelines int, apiKey int16, at string) {
 	}
 	proxy.up(t)
 	t.Logf("broker back after %v", time.Since(restarted).Round(time.Millisecond))
+	if stopDuring {
+		child = startEOSChild(t, args)
+		t.Cleanup(child.kill)
+	}
 	in.produce(t, rng, 200)
 	m := in.model()
 	waitEOSOutputs(t, e, m, seed, 4*time.Minute, child)

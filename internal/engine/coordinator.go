@@ -225,6 +225,9 @@ type Coordinator struct {
 		// phase stays Starting until the new session is assigned
 		// partitions.
 		rejoining bool
+		// session is the loop's session, for the shutdown timer
+		// (abandonSession); set with setSession.
+		session Session
 	}
 }
 
@@ -304,6 +307,7 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 			c.log.Warn("shutdown timeout exceeded: abandoning the batch in flight", "shutdown_timeout", c.cfg.ShutdownTimeout)
 			close(c.shutdownExpired)
 			c.cancelWork()
+			c.abandonSession()
 		}
 	})
 	defer func() {
@@ -538,9 +542,11 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 			return fmt.Errorf("kstate: dead-letter topic %q has %d partitions", c.cfg.DeadLetterTopic, c.dlqPartitions)
 		}
 	}
-	if c.session, err = c.cfg.NewSession(); err != nil {
+	s, err := c.cfg.NewSession()
+	if err != nil {
 		return fmt.Errorf("kstate: %w", err)
 	}
+	c.setSession(s)
 	return nil
 }
 

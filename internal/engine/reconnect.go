@@ -45,6 +45,35 @@ import (
 // and the phase is Starting from the failure until the group assigned
 // partitions again, so readiness probes report the outage.
 
+// Abandoner is a Session that can cut off its calls in flight from another
+// goroutine (kafka.Session.Abandon): the shutdown timer uses it when
+// ShutdownTimeout passed, so that a produce retried against a broker that
+// is down (which no context cancels) does not hold Run. Optional.
+type Abandoner interface {
+	Abandon()
+}
+
+// setSession makes s the loop's session, also for the shutdown timer
+// (abandonSession).
+func (c *Coordinator) setSession(s Session) {
+	c.session = s
+	c.mu.Lock()
+	c.mu.session = s
+	c.mu.Unlock()
+}
+
+// abandonSession cuts off the current session's calls in flight if it is
+// an Abandoner (the shutdown timer, at ShutdownTimeout).
+func (c *Coordinator) abandonSession() {
+	c.mu.Lock()
+	s := c.mu.session
+	c.mu.Unlock()
+	if a, ok := s.(Abandoner); ok {
+		c.log.Warn("shutdown timeout exceeded: closing the Kafka session under the batch in flight (its transaction is aborted by the broker)")
+		a.Abandon()
+	}
+}
+
 // reconnectable reports whether err, from the loop's session calls or a
 // restore, is Kafka being unreachable (and not fencing: a zombie stops).
 func reconnectable(err error) bool {
@@ -99,7 +128,7 @@ func (c *Coordinator) reconnect(ctx context.Context, what string, err error) err
 		return cerr
 	}
 	c.session.Close()
-	c.session = nil
+	c.setSession(nil)
 	if c.reconnectDelay > 0 {
 		if c.clock.Sleep(ctx, c.reconnectDelay) != nil {
 			return nil
@@ -109,7 +138,7 @@ func (c *Coordinator) reconnect(ctx context.Context, what string, err error) err
 	if nerr != nil {
 		return fmt.Errorf("kstate: %w", nerr)
 	}
-	c.session = s
+	c.setSession(s)
 	return nil
 }
 

@@ -752,6 +752,22 @@ func (s *Session) Close() error {
 	return nil
 }
 
+// Abandon cuts off the session's calls in flight, from any goroutine: it
+// cancels the client's context and closes the client, which fails the
+// records still buffered for producing (a produce to a broker that is
+// down is retried until then: franz-go cannot fail an idempotent batch
+// already sent, whatever its context). The open transaction is left to
+// the broker (aborted when a successor with the same transactional id
+// starts, or at TransactionTimeout). For a shutdown that must not wait
+// for Kafka; Close afterwards does nothing.
+func (s *Session) Abandon() {
+	s.once.Do(func() {
+		s.closed.Store(true)
+		s.cancel()
+		s.gts.Close()
+	})
+}
+
 // closeJoinGrace is how long Close waits for a group join in flight:
 // SessionConfig.CloseJoinGrace, by default one heartbeat interval (when the
 // other members learn of the rebalance) and a second for their joins.
