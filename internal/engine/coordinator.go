@@ -307,7 +307,13 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 			c.log.Warn("shutdown timeout exceeded: abandoning the batch in flight", "shutdown_timeout", c.cfg.ShutdownTimeout)
 			close(c.shutdownExpired)
 			c.cancelWork()
-			c.abandonSession()
+			// A Kafka call that the cancellation does not end (a produce
+			// waiting for a broker that is down) would hold Run: cut the
+			// session off under it once the batch had abandonGrace to
+			// give up by itself (reconnect.go).
+			if c.clock.Sleep(stopCtx, abandonGrace) == nil {
+				c.abandonSession()
+			}
 		}
 	})
 	defer func() {

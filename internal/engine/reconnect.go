@@ -46,12 +46,17 @@ import (
 // partitions again, so readiness probes report the outage.
 
 // Abandoner is a Session that can cut off its calls in flight from another
-// goroutine (kafka.Session.Abandon): the shutdown timer uses it when
-// ShutdownTimeout passed, so that a produce retried against a broker that
-// is down (which no context cancels) does not hold Run. Optional.
+// goroutine (kafka.Session.Abandon): the shutdown timer uses it when Run
+// has not ended abandonGrace after ShutdownTimeout, so that a produce
+// retried against a broker that is down (which no context cancels) does
+// not hold Run. Optional.
 type Abandoner interface {
 	Abandon()
 }
+
+// abandonGrace is how long after ShutdownTimeout the shutdown timer waits
+// for Run to end by itself before it abandons the session.
+const abandonGrace = 2 * time.Second
 
 // setSession makes s the loop's session, also for the shutdown timer
 // (abandonSession).

@@ -323,7 +323,7 @@ func (e *Env) Exec(line string) (string, error) {
 			return "", err
 		}
 		if len(args) != 2 {
-			return "", errors.New("fail <inst> begin|produce|commit|commit-unreachable|commit-lost")
+			return "", errors.New("fail <inst> begin|produce|produce-hang|commit|commit-unreachable|commit-lost")
 		}
 		i.m.FailNext(args[1])
 		return "", nil
