@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -49,6 +50,8 @@ func IsUnreachable(err error) bool {
 	switch {
 	case err == nil, errors.Is(err, context.Canceled):
 		return false
+	case errors.Is(err, ErrTxnLostInOutage):
+		return true
 	case errors.Is(err, kgo.ErrClientClosed), errors.Is(err, ErrClosed), errors.Is(err, ErrFenced), isFenced(err):
 		return false
 	case isAuthErr(err):
@@ -60,6 +63,17 @@ func IsUnreachable(err error) bool {
 		return true
 	}
 	return kerr.IsRetriable(err)
+}
+
+// connHook notes failed connections (Session.connFailed).
+type connHook struct{ s *Session }
+
+var _ kgo.HookBrokerConnect = connHook{}
+
+func (h connHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil {
+		h.s.connFailed.Store(time.Now().UnixNano())
+	}
 }
 
 // IsConnectionError reports whether err is a connection-level failure
@@ -76,6 +90,14 @@ func IsConnectionError(err error) bool {
 // id, and an authorization failure classified as an *AuthError naming the
 // refused permission (Write on topic, when topic is set).
 func (s *Session) wrapTxnErr(what, topic string, err error) error {
+	if began := s.began.Load(); isFenced(err) && began > 0 && s.connFailed.Load() >= began {
+		// The broker could not be reached during this transaction: it
+		// aborted the transaction for its timeout and bumped the
+		// producer's epoch, which reads as fencing. Not a zombie: the
+		// coordinator rejoins (the kerr error is kept out of the chain,
+		// so that this does not match ErrFenced).
+		return fmt.Errorf("kafka: %s (transactional id %q): %w: %v", what, s.cfg.TransactionalID, ErrTxnLostInOutage, err)
+	}
 	err = access{topicOp: "Write", topic: topic, groupOp: "Read", group: s.cfg.GroupID, txnID: s.cfg.TransactionalID}.classify(err)
 	return wrapTxnErr(what, s.cfg.TransactionalID, err)
 }

@@ -157,6 +157,11 @@ type Session struct {
 
 	inTxn  atomic.Bool
 	closed atomic.Bool
+	// began is when the open transaction began and connFailed when a
+	// connection to a broker last failed (UnixNano; connHook): a fence
+	// met by a transaction during which a broker could not be reached is
+	// the broker aborting it for its timeout (wrapTxnErr).
+	began, connFailed atomic.Int64
 	// ended is when the last End returned (time since created; 0 before
 	// the first End); settled is set once the open transaction's first
 	// produce waited for it (settle; under settleMu).
@@ -305,6 +310,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evLost, m) }),
 		kgo.OnOffsetsFetched(s.fence.onFetched),
 		kgo.WithLogger(kgoLogger{s.log}),
+		kgo.WithHooks(connHook{s}),
 	)
 	if cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
@@ -512,6 +518,7 @@ func (s *Session) Begin() error {
 	s.settleMu.Lock()
 	s.settled = false
 	s.settleMu.Unlock()
+	s.began.Store(time.Now().UnixNano())
 	s.inTxn.Store(true)
 	return nil
 }

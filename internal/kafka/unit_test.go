@@ -10,6 +10,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kstate/kstate/internal/testlog"
 	kpub "github.com/kstate/kstate/kafka"
@@ -104,6 +105,27 @@ func TestIsUnreachable(t *testing.T) {
 	}
 	if !IsConnectionError(fmt.Errorf("unable to dial: %w", refused)) || IsConnectionError(kerr.UnknownTopicOrPartition) || IsConnectionError(kgo.ErrClientClosed) {
 		t.Error("IsConnectionError: want dial errors only, not Kafka error codes nor a closed client")
+	}
+}
+
+// A fence met by a transaction during which a broker could not be
+// reached is the broker aborting it for its timeout: unreachable (the
+// coordinator rejoins), not ErrFenced. Without a failed connection it is
+// fencing.
+func TestWrapTxnErrAfterOutage(t *testing.T) {
+	s := &Session{cfg: SessionConfig{GroupID: "g", TransactionalID: "g-i1"}}
+	s.began.Store(time.Now().UnixNano())
+	if err := s.wrapTxnErr("produce", "out", kerr.InvalidProducerEpoch); !errors.Is(err, ErrFenced) || IsUnreachable(err) {
+		t.Fatalf("%v: want ErrFenced without an outage", err)
+	}
+	connHook{s}.OnBrokerConnect(kgo.BrokerMetadata{}, 0, nil, syscall.ECONNREFUSED)
+	err := s.wrapTxnErr("produce", "out", kerr.InvalidProducerEpoch)
+	if errors.Is(err, ErrFenced) || !IsConnectionError(err) || !errors.Is(err, ErrTxnLostInOutage) {
+		t.Fatalf("%v: want ErrTxnLostInOutage, a connection error, not ErrFenced", err)
+	}
+	s.began.Store(time.Now().UnixNano() + 1) // the next transaction: the outage was before it
+	if err := s.wrapTxnErr("produce", "out", kerr.ProducerFenced); !errors.Is(err, ErrFenced) {
+		t.Fatalf("%v: want ErrFenced for a later transaction", err)
 	}
 }
 
