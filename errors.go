@@ -188,6 +188,28 @@ type ChangelogLostError struct {
 
 func (e *ChangelogLostError) Error() string { return "kstate: " + e.err.Error() }
 
+// StartupTimeoutError is returned by Run when Kafka did not answer within
+// Config.StartupTimeout of Run's start: the brokers refused connections,
+// could not be resolved, or accepted connections and never answered (a
+// frozen broker). Run retried meanwhile, logging each retry (and every few
+// seconds of a call that hangs) at Warn. Once started, Run rides out a
+// broker that goes away (it rejoins when the broker is back) and returns
+// no such error. See docs/OPERATIONS.md, "Kafka unreachable at start".
+type StartupTimeoutError struct {
+	Brokers []string      // Config.Brokers
+	Timeout time.Duration // Config.StartupTimeout
+	Waited  time.Duration // since Run started
+	Err     error         // the last error of the start-up step that waited
+}
+
+func (e *StartupTimeoutError) Error() string {
+	return fmt.Sprintf("kstate: Kafka brokers %q did not answer within StartupTimeout %v (waited %v); "+
+		"check Config.Brokers, the network and that Kafka is up, or raise StartupTimeout: %v",
+		e.Brokers, e.Timeout, e.Waited.Round(time.Millisecond), e.Err)
+}
+
+func (e *StartupTimeoutError) Unwrap() error { return e.Err }
+
 // publicError turns the engine's errors into this package's: the typed
 // errors users match with errors.As, and ErrFenced.
 func publicError(err error) error {

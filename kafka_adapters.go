@@ -150,6 +150,9 @@ func (k *kafkaSession) End(ctx context.Context, commit bool) (bool, error) {
 func (k *kafkaSession) TransactionalID() string { return k.s.TransactionalID() }
 func (k *kafkaSession) Close() error            { return k.s.Close() }
 
+// Abandon implements engine.Abandoner.
+func (k *kafkaSession) Abandon() { k.s.Abandon() }
+
 // Leave makes the session an engine.GroupLeaver (LeaveGroupOnShutdown).
 func (k *kafkaSession) Leave(ctx context.Context) error {
 	if k.stayIn != nil && k.stayIn() {
@@ -159,10 +162,18 @@ func (k *kafkaSession) Leave(ctx context.Context) error {
 	return k.s.Leave(ctx)
 }
 
-// sessionErr marks fencing with engine.ErrFenced (keeping the kafka error).
+// sessionErr marks fencing with engine.ErrFenced and an unreachable
+// cluster (connection refused, reset or broken, EOF, I/O timeouts) with
+// engine.ErrUnavailable, which the coordinator rides out by rejoining
+// with a new session (keeping the kafka error).
 func sessionErr(err error) error {
-	if err != nil && errors.Is(err, kafka.ErrFenced) {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, kafka.ErrFenced):
 		return &markedError{err: err, mark: engine.ErrFenced}
+	case kafka.IsConnectionError(err):
+		return &markedError{err: err, mark: engine.ErrUnavailable}
 	}
 	return err
 }

@@ -59,9 +59,10 @@ func autoPipelines() int { return max(1, min(runtime.GOMAXPROCS(0), maxAutoPipel
 // If the count cannot be read: with an explicit Config.Pipelines, that is
 // used (the coordinators' start-up retries then report the problem). The
 // automatic count instead retries while Kafka is unreachable, as the
-// coordinators' start-up does, for StartupTimeout, and then fails as the
-// start-up would; any other error (a missing topic) runs one pipeline,
-// which reports it.
+// coordinators' start-up does, until the start-up deadline (ctx's, or
+// StartupTimeout from now), and then fails as the start-up would, with a
+// *StartupTimeoutError; any other error (a missing topic) runs one
+// pipeline, which reports it.
 func (a *App[K, I, O]) pipelineCount(ctx context.Context, adm engine.Admin) (int, error) {
 	auto := a.cfg.Pipelines == 0
 	n := a.cfg.Pipelines
@@ -80,17 +81,28 @@ func (a *App[K, I, O]) pipelineCount(ctx context.Context, adm engine.Admin) (int
 	}
 	topic := a.cfg.engineTopics()[0]
 	start := time.Now()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = start.Add(a.cfg.StartupTimeout)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	stopWarn := a.warnStarting(start, "the input's partition count")
+	defer stopWarn()
 	parts, err := adm.Partitions(ctx, topic)
 	for delay := startupBackoffMin; auto && errors.Is(err, engine.ErrUnavailable); delay = min(2*delay, startupBackoffMax) {
 		waited := time.Since(start)
-		if waited+delay > a.cfg.StartupTimeout {
-			return 0, fmt.Errorf("kstate: input topic %q: %w (still unreachable after %v: StartupTimeout %v)",
-				topic, err, waited.Round(time.Millisecond), a.cfg.StartupTimeout)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) || time.Now().Add(delay).After(deadline) {
+			return 0, a.startupTimeout(fmt.Errorf("kstate: input topic %q: %w", topic, err))
 		}
 		a.cfg.Logger.Warn("Kafka unreachable at start-up: retrying", "app", a.cfg.ApplicationID, "retry_in", delay,
 			"waited", waited.Round(time.Millisecond), "startup_timeout", a.cfg.StartupTimeout, "err", err)
 		select {
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				continue // the check above reports it
+			}
 			return 1, nil // the coordinator ends the run as it does when cancelled at start
 		case <-time.After(delay):
 		}
@@ -107,6 +119,52 @@ func (a *App[K, I, O]) pipelineCount(ctx context.Context, adm engine.Admin) (int
 		n = parts
 	}
 	return n, nil
+}
+
+// warnStarting logs a Warn every few seconds (at most a quarter of
+// StartupTimeout) until stop is called, while a start-up call waits for
+// Kafka: a call to a broker that accepts connections and never answers
+// returns only at the start-up deadline.
+func (a *App[K, I, O]) warnStarting(start time.Time, what string) (stop func()) {
+	every := min(5*time.Second, max(a.cfg.StartupTimeout/4, 100*time.Millisecond))
+	done := make(chan struct{})
+	var once sync.Once
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				a.cfg.Logger.Warn("Kafka not answering at start-up: still waiting", "app", a.cfg.ApplicationID, "during", what,
+					"brokers", a.cfg.Brokers, "waited", time.Since(start).Round(time.Millisecond), "startup_timeout", a.cfg.StartupTimeout)
+			}
+		}
+	}()
+	return func() { once.Do(func() { close(done) }) }
+}
+
+// startupTimeout is err, of a start-up that found Kafka unreachable until
+// its deadline, as a *StartupTimeoutError (Waited is filled in by
+// publicStartupError).
+func (a *App[K, I, O]) startupTimeout(err error) error {
+	return &StartupTimeoutError{Brokers: a.cfg.Brokers, Timeout: a.cfg.StartupTimeout, Err: err}
+}
+
+// publicStartupError turns the engine's *StartupTimeoutError in err into
+// this package's, naming the brokers, and sets Waited (since start).
+func (a *App[K, I, O]) publicStartupError(err error, start time.Time) error {
+	var ours *StartupTimeoutError
+	if errors.As(err, &ours) {
+		ours.Waited = time.Since(start)
+		return err
+	}
+	var st *engine.StartupTimeoutError
+	if !errors.As(err, &st) {
+		return err
+	}
+	return &StartupTimeoutError{Brokers: a.cfg.Brokers, Timeout: a.cfg.StartupTimeout, Waited: time.Since(start), Err: st.Err}
 }
 
 // siblingsCloseJoinGrace is how long a pipeline's session waits at close
@@ -128,8 +186,16 @@ const (
 // them (a.mu.coord) and runs them until all returned. The first error
 // stops the others (their ctx is cancelled: they shut down gracefully,
 // without leaving the group) and is returned.
-func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.CoordinatorConfig) error {
-	n, err := a.pipelineCount(ctx, base.Admin)
+func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.CoordinatorConfig) (err error) {
+	// One start-up deadline for the pipeline count and every pipeline's
+	// start-up (topic checks, group join, producer init): their retries
+	// must not add up past StartupTimeout.
+	start := time.Now()
+	base.StartupDeadline = start.Add(a.cfg.StartupTimeout)
+	defer func() { err = a.publicStartupError(err, start) }()
+	cctx, cancelCount := context.WithDeadline(ctx, base.StartupDeadline)
+	n, err := a.pipelineCount(cctx, base.Admin)
+	cancelCount()
 	if err != nil {
 		return err
 	}

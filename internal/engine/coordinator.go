@@ -92,6 +92,13 @@ type CoordinatorConfig struct {
 	// ErrUnavailable (brokers not up yet), with backoff, each retry logged
 	// at Warn. Optional; 0: no retry.
 	StartupTimeout time.Duration
+	// StartupDeadline is when the start-up (setup and the first poll,
+	// which initialises the producer) must be done, in real time: calls
+	// that hang (a broker that accepts connections and never answers) are
+	// cancelled then, and Run returns a *StartupTimeoutError. Optional;
+	// zero: StartupTimeout after Run started (none when StartupTimeout is
+	// 0). Several pipelines share the App's.
+	StartupDeadline time.Time
 	// CheckTopics runs extra start-up checks after the topic checks of
 	// setup (the root package compares the output topic's
 	// max.message.bytes with Config.MaxRecordBytes). Its ErrUnavailable
@@ -178,6 +185,15 @@ type Coordinator struct {
 
 	session Session
 
+	// Loop-only: the start-up deadline (see CoordinatorConfig); polled is
+	// set once a poll returned (the start-up is over).
+	startupDeadline time.Time
+	polled          bool
+	// Loop-only: reconnects after Kafka was unreachable (reconnect.go).
+	reconnects     int
+	lastReconnect  time.Duration
+	reconnectDelay time.Duration
+
 	// bnd is the state of a bounded run (RunToEnd); nil otherwise.
 	// forceTrigger makes the next batch a ProcessingTime trigger
 	// (finishBounded). Loop-only.
@@ -215,6 +231,13 @@ type Coordinator struct {
 		// records of the round in flight (valid while inFlight; Snapshot).
 		roundParts   []int32
 		roundRecords int
+		// rejoining: a reconnect (reconnect.go) closed every task; the
+		// phase stays Starting until the new session is assigned
+		// partitions.
+		rejoining bool
+		// session is the loop's session, for the shutdown timer
+		// (abandonSession); set with setSession.
+		session Session
 	}
 }
 
@@ -275,6 +298,10 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 // once.
 func (c *Coordinator) Run(ctx context.Context) (err error) {
 	c.start = c.clock.Elapsed()
+	c.startupDeadline = c.cfg.StartupDeadline
+	if c.startupDeadline.IsZero() && c.cfg.StartupTimeout > 0 {
+		c.startupDeadline = time.Now().Add(c.cfg.StartupTimeout)
+	}
 	c.workCtx, c.cancelWork = context.WithCancel(context.WithoutCancel(ctx))
 	stop := make(chan struct{})
 	stopCtx, cancelStop := context.WithCancel(context.Background())
@@ -290,6 +317,13 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 			c.log.Warn("shutdown timeout exceeded: abandoning the batch in flight", "shutdown_timeout", c.cfg.ShutdownTimeout)
 			close(c.shutdownExpired)
 			c.cancelWork()
+			// A Kafka call that the cancellation does not end (a produce
+			// waiting for a broker that is down) would hold Run: cut the
+			// session off under it once the batch had abandonGrace to
+			// give up by itself (reconnect.go).
+			if c.clock.Sleep(stopCtx, abandonGrace) == nil {
+				c.abandonSession()
+			}
 		}
 	})
 	defer func() {
@@ -328,23 +362,51 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 	events := groupEvents{c}
 	for {
 		if err := c.failed(); err != nil {
-			return err
+			if !reconnectable(err) || ctx.Err() != nil {
+				return err
+			}
+			// A restore found Kafka unreachable: rejoin (reconnect.go).
+			c.mu.Lock()
+			c.mu.err = nil
+			c.mu.Unlock()
+			if err := c.reconnect(ctx, "restore", err); err != nil {
+				return err
+			}
+			continue
 		}
-		recs, err := c.session.Poll(ctx, c.sizer.next(), events)
+		pctx, cancelPoll := c.pollCtx(ctx)
+		recs, err := c.session.Poll(pctx, c.sizer.next(), events)
+		cancelPoll()
 		if err != nil {
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil:
 				return nil
+			case !c.polled && c.reconnects == 0:
+				return c.startupFailed(ctx, pctx, "the producer's init (InitProducerId)", c.kafkaErr("poll", err))
+			case reconnectable(err):
+				if err := c.reconnect(ctx, "poll", err); err != nil {
+					return err
+				}
+				continue
 			}
 			return c.kafkaErr("poll", err)
 		}
+		c.polled = true
 		if err := c.checkLayout(ctx); err != nil {
 			return err
 		}
 		c.promote()
+		c.rejoined()
 		c.updatePhase()
 		polled := c.clock.Elapsed()
 		c.lastTxn = 0
 		if err := c.batch(recs); err != nil {
+			if reconnectable(err) && ctx.Err() == nil {
+				if err := c.reconnect(ctx, "batch", err); err != nil {
+					return err
+				}
+				continue
+			}
 			return err
 		}
 		if len(recs) == 0 {
@@ -378,26 +440,43 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 
 // setup checks the topics and joins the group, retrying while Kafka is
 // unreachable (see StartupTimeout).
+//
+// The whole start-up, including the first poll (Run), is bounded by one
+// deadline (CoordinatorConfig.StartupDeadline): a call that hangs is
+// cancelled then, and the error is a *StartupTimeoutError.
 func (c *Coordinator) setup(ctx context.Context) error {
-	start := c.clock.Elapsed()
+	sctx, cancel := ctx, context.CancelFunc(func() {})
+	if !c.startupDeadline.IsZero() {
+		sctx, cancel = context.WithDeadline(ctx, c.startupDeadline)
+	}
+	defer cancel()
+	stopWarn := c.warnStarting("the topic checks and the group join")
+	defer stopWarn()
 	for delay := startupBackoffMin; ; delay = min(2*delay, startupBackoffMax) {
-		err := c.checkTopics(ctx)
+		err := c.checkTopics(sctx)
 		if err == nil {
 			// Started: the changelog is the application's now, whatever
 			// fails later (DropCreatedChangelog).
 			c.createdChangelog.Store(false)
+			return nil
 		}
-		if err == nil || !errors.Is(err, ErrUnavailable) {
+		if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+			if sctx.Err() != nil && ctx.Err() == nil {
+				return c.startupFailed(ctx, sctx, "the topic checks", err)
+			}
 			return err
 		}
-		waited := c.clock.Elapsed() - start
-		if waited+delay > c.cfg.StartupTimeout {
-			return fmt.Errorf("%w (still unreachable after %v: StartupTimeout %v)", err, waited.Round(time.Millisecond), c.cfg.StartupTimeout)
+		waited := c.clock.Elapsed() - c.start
+		if sctx.Err() != nil || waited+delay > c.cfg.StartupTimeout || time.Now().Add(delay).After(c.startupDeadline) {
+			return c.startupFailed(ctx, sctx, "the topic checks", err)
 		}
 		c.log.Warn("Kafka unreachable at start-up: retrying", "retry_in", delay, "waited", waited.Round(time.Millisecond),
 			"startup_timeout", c.cfg.StartupTimeout, "err", err)
-		if err := c.clock.Sleep(ctx, delay); err != nil {
-			return err
+		if err := c.clock.Sleep(sctx, delay); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			return c.startupFailed(ctx, sctx, "the topic checks", ErrUnavailable)
 		}
 	}
 }
@@ -491,9 +570,11 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 			return fmt.Errorf("kstate: dead-letter topic %q has %d partitions", c.cfg.DeadLetterTopic, c.dlqPartitions)
 		}
 	}
-	if c.session, err = c.cfg.NewSession(); err != nil {
+	s, err := c.cfg.NewSession()
+	if err != nil {
 		return fmt.Errorf("kstate: %w", err)
 	}
+	c.setSession(s)
 	return nil
 }
 

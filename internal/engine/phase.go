@@ -9,7 +9,8 @@ type Phase int
 
 const (
 	// PhaseStarting: the topic checks and the group join (setup), until the
-	// loop's first poll returned.
+	// loop's first poll returned; again after Kafka was unreachable, until
+	// the new session's group assigned partitions (reconnect.go).
 	PhaseStarting Phase = iota
 	// PhaseRestoring: an assigned partition is restoring, or restored and
 	// not resumed yet. A rebalance shows here: newly assigned partitions
@@ -70,7 +71,13 @@ func (c *Coordinator) Phase() Phase {
 func (c *Coordinator) updatePhase() {
 	c.mu.Lock()
 	old := c.mu.phase
-	if old != PhaseStopping {
+	switch {
+	case old == PhaseStopping:
+	case c.mu.rejoining:
+		// Kafka was unreachable: rejoining with a new session
+		// (reconnect.go) until the group assigns partitions again.
+		c.mu.phase = PhaseStarting
+	default:
 		c.mu.phase = PhaseRunning
 		for _, s := range c.mu.slots {
 			if !s.ready {

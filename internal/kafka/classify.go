@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -37,9 +38,11 @@ func isFenced(err error) bool {
 }
 
 // IsUnreachable reports whether err means the cluster could not be reached
-// or is not ready yet (connection refused or reset, DNS, timeouts, brokers
-// still starting: retriable Kafka errors), as opposed to an answer that
-// will not change by retrying (missing topic, authorization, bad config).
+// or is not ready yet (connection refused or reset, DNS, broken pipe, EOF,
+// I/O timeouts, brokers still starting: retriable Kafka errors), as opposed
+// to an answer that will not change by retrying (missing topic,
+// authorization, bad config). A closed client (kgo.ErrClientClosed,
+// ErrClosed) and fencing are never unreachable: they are this side's end.
 func IsUnreachable(err error) bool {
 	var netErr net.Error
 	var opErr *net.OpError
@@ -47,10 +50,14 @@ func IsUnreachable(err error) bool {
 	switch {
 	case err == nil, errors.Is(err, context.Canceled):
 		return false
+	case errors.Is(err, ErrTxnLostInOutage):
+		return true
+	case errors.Is(err, kgo.ErrClientClosed), errors.Is(err, ErrClosed), errors.Is(err, ErrFenced), isFenced(err):
+		return false
 	case isAuthErr(err):
 		return false
 	case errors.As(err, &opErr), errors.As(err, &dnsErr), errors.As(err, &netErr),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, context.DeadlineExceeded):
 		return true
@@ -58,10 +65,39 @@ func IsUnreachable(err error) bool {
 	return kerr.IsRetriable(err)
 }
 
+// connHook notes failed connections (Session.connFailed).
+type connHook struct{ s *Session }
+
+var _ kgo.HookBrokerConnect = connHook{}
+
+func (h connHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil {
+		h.s.connFailed.Store(time.Now().UnixNano())
+	}
+}
+
+// IsConnectionError reports whether err is a connection-level failure
+// (IsUnreachable without the retriable Kafka error codes, which franz-go
+// retries by itself and which, when they come back, persist: a deleted
+// topic's UNKNOWN_TOPIC_OR_PARTITION). The coordinator rejoins with a new
+// session after a session call failed with one.
+func IsConnectionError(err error) bool {
+	var ke *kerr.Error
+	return IsUnreachable(err) && !errors.As(err, &ke)
+}
+
 // wrapTxnErr is the package function with the session's transactional
 // id, and an authorization failure classified as an *AuthError naming the
 // refused permission (Write on topic, when topic is set).
 func (s *Session) wrapTxnErr(what, topic string, err error) error {
+	if began := s.began.Load(); isFenced(err) && began > 0 && s.connFailed.Load() >= began {
+		// The broker could not be reached during this transaction: it
+		// aborted the transaction for its timeout and bumped the
+		// producer's epoch, which reads as fencing. Not a zombie: the
+		// coordinator rejoins (the kerr error is kept out of the chain,
+		// so that this does not match ErrFenced).
+		return fmt.Errorf("kafka: %s (transactional id %q): %w: %v", what, s.cfg.TransactionalID, ErrTxnLostInOutage, err)
+	}
 	err = access{topicOp: "Write", topic: topic, groupOp: "Read", group: s.cfg.GroupID, txnID: s.cfg.TransactionalID}.classify(err)
 	return wrapTxnErr(what, s.cfg.TransactionalID, err)
 }
@@ -112,7 +148,9 @@ func (s *Session) classifyPollError(fe kgo.FetchError) error {
 		// franz-go resumes where it can. Say it loudly.
 		s.log.Error("DATA LOSS on an input partition", "topic", fe.Topic, "partition", fe.Partition, "err", err)
 		return nil
-	case kerr.IsRetriable(err):
+	case kerr.IsRetriable(err), IsUnreachable(err):
+		// A broker that went away (connection refused while it
+		// restarts): franz-go reconnects by itself.
 		s.log.Warn("fetch error: retrying", "topic", fe.Topic, "partition", fe.Partition, "err", err)
 		return nil
 	}

@@ -21,6 +21,13 @@ var (
 	// ErrNotInTransaction is returned by Produce and End without Begin.
 	ErrNotInTransaction = errors.New("kafka: no open transaction (call Begin first)")
 
+	// ErrTxnLostInOutage is wrapped by a transaction call that met
+	// fencing (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED) after a broker
+	// could not be reached during the transaction: the broker aborted the
+	// transaction for its timeout. IsUnreachable reports it: close the
+	// session and start a new one (nothing of the transaction committed).
+	ErrTxnLostInOutage = errors.New("the broker was unreachable during the transaction and aborted it for its timeout")
+
 	// ErrOffsetOutOfRange is returned when a reader's start offset is not in
 	// the partition: below its log start (records were deleted) or above its
 	// high watermark (the topic was recreated or truncated). A state shard

@@ -157,6 +157,11 @@ type Session struct {
 
 	inTxn  atomic.Bool
 	closed atomic.Bool
+	// began is when the open transaction began and connFailed when a
+	// connection to a broker last failed (UnixNano; connHook): a fence
+	// met by a transaction during which a broker could not be reached is
+	// the broker aborting it for its timeout (wrapTxnErr).
+	began, connFailed atomic.Int64
 	// ended is when the last End returned (time since created; 0 before
 	// the first End); settled is set once the open transaction's first
 	// produce waited for it (settle; under settleMu).
@@ -305,6 +310,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evLost, m) }),
 		kgo.OnOffsetsFetched(s.fence.onFetched),
 		kgo.WithLogger(kgoLogger{s.log}),
+		kgo.WithHooks(connHook{s}),
 	)
 	if cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
@@ -482,10 +488,12 @@ func (s *Session) initProducerID(ctx context.Context) error {
 	}
 }
 
-// Backoff between start-up retries.
+// Backoff between the producer init's retries: at start-up, and when the
+// coordinator rejoins after the broker went away (2 s at most: a rejoin
+// resumes within that of the broker's return).
 const (
 	startupBackoffMin = 100 * time.Millisecond
-	startupBackoffMax = 5 * time.Second
+	startupBackoffMax = 2 * time.Second
 )
 
 // Pause stops fetching the given partitions until Resume; records already
@@ -510,6 +518,7 @@ func (s *Session) Begin() error {
 	s.settleMu.Lock()
 	s.settled = false
 	s.settleMu.Unlock()
+	s.began.Store(time.Now().UnixNano())
 	s.inTxn.Store(true)
 	return nil
 }
@@ -749,6 +758,22 @@ func (s *Session) Close() error {
 		s.cancel()
 	})
 	return nil
+}
+
+// Abandon cuts off the session's calls in flight, from any goroutine: it
+// cancels the client's context and closes the client, which fails the
+// records still buffered for producing (a produce to a broker that is
+// down is retried until then: franz-go cannot fail an idempotent batch
+// already sent, whatever its context). The open transaction is left to
+// the broker (aborted when a successor with the same transactional id
+// starts, or at TransactionTimeout). For a shutdown that must not wait
+// for Kafka; Close afterwards does nothing.
+func (s *Session) Abandon() {
+	s.once.Do(func() {
+		s.closed.Store(true)
+		s.cancel()
+		s.gts.Close()
+	})
 }
 
 // closeJoinGrace is how long Close waits for a group join in flight:

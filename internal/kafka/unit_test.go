@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
 	"slices"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kstate/kstate/internal/testlog"
 	kpub "github.com/kstate/kstate/kafka"
@@ -55,6 +60,7 @@ func TestClassifyPollError(t *testing.T) {
 		{"topic auth", kgo.FetchError{Topic: "in", Partition: 0, Err: kerr.TopicAuthorizationFailed}, kerr.TopicAuthorizationFailed},
 		{"bad session timeout", kgo.FetchError{Err: &kgo.ErrGroupSession{Err: kerr.InvalidSessionTimeout}}, kerr.InvalidSessionTimeout},
 		{"unsupported compression", kgo.FetchError{Topic: "in", Partition: 0, Err: kerr.UnsupportedCompressionType}, kerr.UnsupportedCompressionType},
+		{"broker gone", kgo.FetchError{Topic: "in", Partition: 0, Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,6 +75,57 @@ func TestClassifyPollError(t *testing.T) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestIsUnreachable: connection-level failures are unreachable (the
+// coordinator rejoins); a closed client, fencing, authorization and
+// answers that retrying cannot change are not.
+func TestIsUnreachable(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	for _, err := range []error{
+		fmt.Errorf("unable to dial: %w", refused),
+		wrapTxnErr("end transaction", "app-a", fmt.Errorf("unable to dial: %w", refused)),
+		io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET, syscall.EPIPE,
+		&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded},
+		kerr.CoordinatorNotAvailable, kerr.NotCoordinator,
+	} {
+		if !IsUnreachable(err) {
+			t.Errorf("%v: want unreachable", err)
+		}
+	}
+	for _, err := range []error{
+		nil, kgo.ErrClientClosed, wrapTxnErr("end transaction", "app-a", kgo.ErrClientClosed), ErrClosed,
+		wrapTxnErr("end transaction", "app-a", kerr.ProducerFenced), kerr.InvalidTxnState,
+		kerr.TopicAuthorizationFailed, kerr.MessageTooLarge, context.Canceled,
+	} {
+		if IsUnreachable(err) {
+			t.Errorf("%v: want not unreachable", err)
+		}
+	}
+	if !IsConnectionError(fmt.Errorf("unable to dial: %w", refused)) || IsConnectionError(kerr.UnknownTopicOrPartition) || IsConnectionError(kgo.ErrClientClosed) {
+		t.Error("IsConnectionError: want dial errors only, not Kafka error codes nor a closed client")
+	}
+}
+
+// A fence met by a transaction during which a broker could not be
+// reached is the broker aborting it for its timeout: unreachable (the
+// coordinator rejoins), not ErrFenced. Without a failed connection it is
+// fencing.
+func TestWrapTxnErrAfterOutage(t *testing.T) {
+	s := &Session{cfg: SessionConfig{GroupID: "g", TransactionalID: "g-i1"}}
+	s.began.Store(time.Now().UnixNano())
+	if err := s.wrapTxnErr("produce", "out", kerr.InvalidProducerEpoch); !errors.Is(err, ErrFenced) || IsUnreachable(err) {
+		t.Fatalf("%v: want ErrFenced without an outage", err)
+	}
+	connHook{s}.OnBrokerConnect(kgo.BrokerMetadata{}, 0, nil, syscall.ECONNREFUSED)
+	err := s.wrapTxnErr("produce", "out", kerr.InvalidProducerEpoch)
+	if errors.Is(err, ErrFenced) || !IsConnectionError(err) || !errors.Is(err, ErrTxnLostInOutage) {
+		t.Fatalf("%v: want ErrTxnLostInOutage, a connection error, not ErrFenced", err)
+	}
+	s.began.Store(time.Now().UnixNano() + 1) // the next transaction: the outage was before it
+	if err := s.wrapTxnErr("produce", "out", kerr.ProducerFenced); !errors.Is(err, ErrFenced) {
+		t.Fatalf("%v: want ErrFenced for a later transaction", err)
 	}
 }
 

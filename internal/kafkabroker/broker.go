@@ -89,6 +89,10 @@ type Broker struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
+	// argv and attr start the broker again (Restart): the JVM command
+	// line and its process attributes.
+	argv []string
+	attr *syscall.SysProcAttr
 }
 
 // freePorts returns n distinct free ports, none of them in taken. It keeps
@@ -132,13 +136,16 @@ func clusterID() string {
 // replication 1 for internal topics, no initial rebalance delay, and a short
 // transaction abort/cleanup cadence so tests of zombie transactions are fast,
 // and no time retention (commonConfig).
-func brokerConfig(dir string, port, cport int) string {
+func brokerConfig(dir string, port, cport int, advertised string) string {
+	if advertised == "" {
+		advertised = fmt.Sprintf("127.0.0.1:%d", port)
+	}
 	return strings.Join(append([]string{
 		"process.roles=broker,controller",
 		"node.id=1",
 		fmt.Sprintf("controller.quorum.voters=1@127.0.0.1:%d", cport),
 		fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", port, cport),
-		fmt.Sprintf("advertised.listeners=PLAINTEXT://127.0.0.1:%d", port),
+		"advertised.listeners=PLAINTEXT://" + advertised,
 		"controller.listener.names=CONTROLLER",
 		"inter.broker.listener.name=PLAINTEXT",
 		"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
@@ -196,6 +203,11 @@ type StartOptions struct {
 	// but spends more CPU per request once warm, CPU a benchmark on a
 	// small machine takes from the application it measures.
 	FullJIT bool
+	// AdvertisedAddr, host:port, is advertised to clients instead of the
+	// listener's own address: a test's proxy in front of the broker then
+	// carries every connection after the bootstrap (the broker's own
+	// connections to its advertised listener too). Not with Secure.
+	AdvertisedAddr string
 }
 
 // StartBroker formats a fresh KRaft log directory and starts a broker from
@@ -224,7 +236,10 @@ func StartBroker(ctx context.Context, libs string, o StartOptions, logf func(str
 		cport = ports[0]
 	}
 	props := filepath.Join(dir, "server.properties")
-	config := brokerConfig(dir, port, cport)
+	if o.AdvertisedAddr != "" && o.Secure != nil {
+		return nil, errors.New("kafkabroker: StartOptions.AdvertisedAddr is not supported with Secure")
+	}
+	config := brokerConfig(dir, port, cport, o.AdvertisedAddr)
 	var scram []string
 	if o.Secure != nil {
 		if config, err = o.Secure.config(dir, port, cport); err != nil {
@@ -258,25 +273,18 @@ func StartBroker(ctx context.Context, libs string, o StartOptions, logf func(str
 		return nil, fmt.Errorf("kafkabroker: kafka storage format failed: %w\n%s", err, out)
 	}
 
-	b := &Broker{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: dir, exited: make(chan struct{})}
-	stdout, err := os.Create(filepath.Join(dir, "stdout.log"))
-	if err != nil {
-		return nil, err
-	}
-	b.cmd = exec.Command(java, append(jvm, "-cp", cp, "kafka.Kafka", props)...)
-	b.cmd.Stdout, b.cmd.Stderr = stdout, stdout
+	b := &Broker{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: dir,
+		argv: append([]string{java}, append(jvm, "-cp", cp, "kafka.Kafka", props)...)}
 	// The broker dies with the test binary even when the binary is killed.
-	b.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	b.attr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if o.Detached {
-		b.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		b.attr = &syscall.SysProcAttr{Setsid: true}
 	}
 	start := time.Now()
-	if err := b.cmd.Start(); err != nil {
+	if err := b.launch(); err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("kafkabroker: start kafka: %w", err)
+		return nil, err
 	}
-	go func() { b.waitErr = b.cmd.Wait(); stdout.Close(); close(b.exited) }()
-
 	if err := b.waitReady(ctx, 90*time.Second); err != nil {
 		tail := b.logTail(30)
 		b.Stop()
@@ -285,6 +293,55 @@ func StartBroker(ctx context.Context, libs string, o StartOptions, logf func(str
 	logf("kafkabroker: started Apache Kafka %s (KRaft, pid %d) at %s in %s; logs in %s",
 		KafkaVersion, b.cmd.Process.Pid, b.Addr, time.Since(start).Round(time.Millisecond), dir)
 	return b, nil
+}
+
+// launch starts the broker process (argv), its output appended to
+// stdout.log in Dir.
+func (b *Broker) launch() error {
+	stdout, err := os.OpenFile(filepath.Join(b.Dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	b.cmd = exec.Command(b.argv[0], b.argv[1:]...)
+	b.cmd.Stdout, b.cmd.Stderr = stdout, stdout
+	b.cmd.SysProcAttr = b.attr
+	if err := b.cmd.Start(); err != nil {
+		stdout.Close()
+		return fmt.Errorf("kafkabroker: start kafka: %w", err)
+	}
+	b.exited = make(chan struct{})
+	cmd, exited := b.cmd, b.exited
+	go func() { b.waitErr = cmd.Wait(); stdout.Close(); close(exited) }()
+	return nil
+}
+
+// Kill ends the broker process at once with SIGKILL (a crash: no
+// controlled shutdown, nothing flushed) and waits for it to exit. Its
+// directory is kept: Restart starts it again on the same data and ports.
+func (b *Broker) Kill() {
+	_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+	<-b.exited
+}
+
+// Restart starts a broker killed by Kill again, on the same directory and
+// ports, and returns once it accepts connections and has logged that it
+// started (after the restart: the log line of the first start is skipped).
+func (b *Broker) Restart(ctx context.Context) error {
+	select {
+	case <-b.exited:
+	default:
+		return errors.New("kafkabroker: Restart: the broker is still running (Kill it first)")
+	}
+	// waitReady looks for the started line in the log's tail: move the
+	// old log aside so that the first start's line does not count.
+	_ = os.Rename(filepath.Join(b.Dir, "server.log"), filepath.Join(b.Dir, fmt.Sprintf("server.log.%d", time.Now().UnixNano())))
+	if err := b.launch(); err != nil {
+		return err
+	}
+	if err := b.waitReady(ctx, 90*time.Second); err != nil {
+		return fmt.Errorf("kafkabroker: restarted broker did not become ready: %w\n--- broker log tail ---\n%s", err, b.logTail(30))
+	}
+	return nil
 }
 
 // waitReady polls the listener and then the log line that says the server

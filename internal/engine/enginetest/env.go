@@ -323,7 +323,7 @@ func (e *Env) Exec(line string) (string, error) {
 			return "", err
 		}
 		if len(args) != 2 {
-			return "", errors.New("fail <inst> begin|produce|commit")
+			return "", errors.New("fail <inst> begin|produce|produce-hang|commit|commit-unreachable|commit-lost")
 		}
 		i.m.FailNext(args[1])
 		return "", nil
@@ -813,7 +813,7 @@ func (e *Env) start(args []string, old *Instance) error {
 		BoundedNeedsTasks: bounded && mode != processor.NoTime,
 		DeferFirstBatch:   deferFirst,
 		Admin:             gatedAdmin{Admin{e.B}, e},
-		NewSession:        func() (engine.Session, error) { return i.m, nil },
+		NewSession:        func() (engine.Session, error) { i.m.Reopen(); return i.m, nil },
 		Changelog:         tracedChangelog{Changelog{e.B}, e, name},
 		Clock:             e.Clock,
 		NewTask: func(p int32) (engine.TaskHandle, error) {

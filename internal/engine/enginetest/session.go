@@ -29,6 +29,9 @@ type Member struct {
 	trace func(format string, args ...any)
 
 	step chan struct{}
+	// abandoned is closed by Abandon.
+	abandoned   chan struct{}
+	abandonOnce sync.Once
 
 	mu struct {
 		sync.Mutex
@@ -64,7 +67,7 @@ type event struct {
 
 // NewMember returns a member of b's group; trace receives its operations.
 func NewMember(b *Broker, name string, trace func(format string, args ...any)) *Member {
-	m := &Member{b: b, name: name, trace: trace, step: make(chan struct{})}
+	m := &Member{b: b, name: name, trace: trace, step: make(chan struct{}), abandoned: make(chan struct{})}
 	m.mu.fetchable, m.mu.leak, m.mu.owned = map[int32]bool{}, map[int32]bool{}, map[int32]bool{}
 	m.mu.paused, m.mu.pos, m.mu.consumed = map[int32]bool{}, map[engine.Partition]int64{}, map[engine.Partition]bool{}
 	m.mu.hwm = map[engine.Partition][2]int64{}
@@ -162,6 +165,13 @@ func (m *Member) Crash() {
 }
 
 // FailNext makes the next call of op ("begin", "produce", "commit") fail.
+// Two more faults make the next commit fail as a broker that went away
+// does, with an error wrapping engine.ErrUnavailable: "commit-unreachable"
+// (the transaction aborts: EndTxn never reached the coordinator) and
+// "commit-lost" (the transaction commits on the broker, but the answer is
+// lost: the caller cannot tell). "produce-hang" makes the next Produce
+// wait until Abandon, as a produce already sent to a broker that went down
+// does.
 func (m *Member) FailNext(op string) {
 	m.mu.Lock()
 	m.mu.failNext[op] = true
@@ -307,6 +317,16 @@ func (m *Member) Begin() error {
 
 func (m *Member) Produce(_ context.Context, msgs []engine.Message) ([]int64, error) {
 	m.mu.Lock()
+	if m.mu.failNext["produce-hang"] {
+		// A produce sent to a broker that then went down: the Kafka
+		// client retries it until the broker returns or the client is
+		// closed (Abandon), whatever the call's context.
+		delete(m.mu.failNext, "produce-hang")
+		m.trace("%s: produce waits for a broker that is down", m.name)
+		m.mu.Unlock()
+		<-m.abandoned
+		return nil, errors.New("enginetest: produce: session closed: client closed")
+	}
 	defer m.mu.Unlock()
 	if err := m.errLocked("produce"); err != nil {
 		return nil, err
@@ -382,6 +402,17 @@ func (m *Member) End(_ context.Context, commit bool) (bool, error) {
 		m.trace("%s: commit failed", m.name)
 		return false, fmt.Errorf("enginetest: end: %w", ErrInjected)
 	}
+	if commit && m.mu.failNext["commit-unreachable"] {
+		delete(m.mu.failNext, "commit-unreachable")
+		m.abortLocked()
+		m.trace("%s: commit failed: broker unreachable (aborted)", m.name)
+		return false, fmt.Errorf("enginetest: end: dial: connection refused: %w", engine.ErrUnavailable)
+	}
+	lost := false
+	if commit && m.mu.failNext["commit-lost"] && !m.mu.mustAbort && !m.mu.evicted {
+		delete(m.mu.failNext, "commit-lost")
+		lost = true
+	}
 	if commit && (m.mu.mustAbort || m.mu.evicted) {
 		why := "rebalance"
 		if m.mu.evicted {
@@ -413,6 +444,10 @@ func (m *Member) End(_ context.Context, commit bool) (bool, error) {
 	m.b.mu.Unlock()
 	m.mu.txn, m.mu.consumed = nil, map[engine.Partition]bool{}
 	m.trace("%s: commit offsets %v", m.name, offs)
+	if lost {
+		m.trace("%s: the commit's answer was lost: broker unreachable", m.name)
+		return false, fmt.Errorf("enginetest: end: read: connection reset by peer: %w", engine.ErrUnavailable)
+	}
 	return true, nil
 }
 
@@ -438,6 +473,34 @@ func (m *Member) abortLocked() {
 }
 
 func (m *Member) TransactionalID() string { return "app-" + m.name }
+
+// Abandon implements engine.Abandoner: it fails a produce waiting for the
+// broker ("produce-hang") and closes the member.
+func (m *Member) Abandon() {
+	m.abandonOnce.Do(func() {
+		m.trace("%s: session abandoned", m.name)
+		close(m.abandoned)
+		m.Close()
+	})
+}
+
+// Reopen makes a closed member a new session of the same instance (the
+// coordinator rejoins after Kafka was unreachable): out of the group until
+// the test assigns it partitions again, with no transaction and nothing
+// consumed. An open member is left as it is.
+func (m *Member) Reopen() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.mu.closed {
+		return
+	}
+	m.mu.closed, m.mu.mustAbort, m.mu.evicted = false, false, false
+	m.mu.queued, m.mu.txn, m.mu.txnLogs, m.mu.produced, m.mu.produceFailed = nil, nil, nil, nil, false
+	m.mu.fetchable, m.mu.leak, m.mu.owned = map[int32]bool{}, map[int32]bool{}, map[int32]bool{}
+	m.mu.paused, m.mu.pos, m.mu.consumed = map[int32]bool{}, map[engine.Partition]int64{}, map[engine.Partition]bool{}
+	m.mu.hwm = map[engine.Partition][2]int64{}
+	m.trace("%s: new session", m.name)
+}
 
 func (m *Member) Close() error {
 	m.mu.Lock()
