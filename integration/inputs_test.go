@@ -100,6 +100,16 @@ func TestInputsTwoCodecsOneCounter(t *testing.T) {
 	cfg2.StateDir = t.TempDir()
 	app2 := newSpecApp(t, cfg2)
 	stop2 := testprocs.Start(t, app2)
+	// Instance 1 may process a round before the rebalance moves anything
+	// to instance 2: wait until instance 2 owns a partition, ready.
+	testprocs.Eventually(t, waitOut, "instance 2 owns a ready partition", func() bool {
+		for _, p := range app2.Status().Partitions {
+			if !p.Restoring {
+				return true
+			}
+		}
+		return false
+	})
 	round(1)
 	round(2)
 	got = testprocs.WaitOutputs(t, e.brokers, e.out, sent, waitOut)
