@@ -2,7 +2,6 @@ package kstate
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -21,19 +20,23 @@ var kafkaUnreachableAfter = 10 * time.Second
 // last connection or request error since. Readiness uses it (Ready): an
 // idle application notices a lost cluster only through it, as franz-go
 // retries its fetches and heartbeats silently (docs/ARCHITECTURE.md, "A
-// broker that goes away"). It costs one atomic store per response.
+// broker that goes away"). It costs a clock read and an atomic store per response.
 type kafkaReach struct {
-	lastOK atomic.Int64 // unix ns of the last response read from a broker; 0: not tracking (no Run)
-	mu     sync.Mutex
-	err    error // the last connection or request error; nil after a response
+	lastOK  atomic.Int64          // reachNow of the last response read from a broker; 0: not tracking (no Run)
+	lastErr atomic.Pointer[error] // the last connection or request error since; nil after a response
 }
+
+// reachEpoch is the zero of reachNow.
+var reachEpoch = time.Now()
+
+// reachNow is the monotonic time since reachEpoch (a wall-clock step does
+// not fake an outage), at least 1.
+func reachNow() int64 { return int64(time.Since(reachEpoch)) + 1 }
 
 // start begins tracking for a Run: the cluster counts as reachable now.
 func (r *kafkaReach) start() {
-	r.mu.Lock()
-	r.err = nil
-	r.mu.Unlock()
-	r.lastOK.Store(time.Now().UnixNano())
+	r.lastErr.Store(nil)
+	r.lastOK.Store(reachNow())
 }
 
 // stop ends tracking (Run returned).
@@ -44,18 +47,14 @@ func (r *kafkaReach) answered() {
 	if r.lastOK.Load() == 0 {
 		return
 	}
-	r.lastOK.Store(time.Now().UnixNano())
-	r.mu.Lock()
-	r.err = nil
-	r.mu.Unlock()
+	r.lastOK.Store(reachNow())
+	if r.lastErr.Load() != nil {
+		r.lastErr.Store(nil)
+	}
 }
 
 // failed notes a failed connection or request.
-func (r *kafkaReach) failed(err error) {
-	r.mu.Lock()
-	r.err = err
-	r.mu.Unlock()
-}
+func (r *kafkaReach) failed(err error) { r.lastErr.Store(&err) }
 
 // unreachable returns why Kafka counts as unreachable: no broker has
 // answered for kafkaUnreachableAfter or longer (with the last error met
@@ -65,16 +64,13 @@ func (r *kafkaReach) unreachable() string {
 	if last == 0 {
 		return ""
 	}
-	since := time.Since(time.Unix(0, last))
+	since := time.Duration(reachNow() - last)
 	if since < kafkaUnreachableAfter {
 		return ""
 	}
-	r.mu.Lock()
-	err := r.err
-	r.mu.Unlock()
 	msg := fmt.Sprintf("Kafka unreachable: no broker has answered for %v", since.Round(time.Second))
-	if err != nil {
-		msg += fmt.Sprintf(" (last error: %v)", err)
+	if err := r.lastErr.Load(); err != nil {
+		msg += fmt.Sprintf(" (last error: %v)", *err)
 	}
 	return msg
 }

@@ -137,3 +137,40 @@ func TestReadyIdleAppLosesKafka(t *testing.T) {
 		})
 	}
 }
+
+// kafkaReach: reachable while answers come, unreachable (with the last
+// error) once none came for kafkaUnreachableAfter, reachable again on an
+// answer, and silent when no Run tracks.
+func TestKafkaReach(t *testing.T) {
+	old := kafkaUnreachableAfter
+	kafkaUnreachableAfter = 50 * time.Millisecond
+	t.Cleanup(func() { kafkaUnreachableAfter = old })
+	var r kafkaReach
+	r.answered()
+	time.Sleep(60 * time.Millisecond)
+	if got := r.unreachable(); got != "" {
+		t.Fatalf("before start: %q, want none", got)
+	}
+	r.start()
+	if got := r.unreachable(); got != "" {
+		t.Fatalf("just started: %q", got)
+	}
+	r.failed(errors.New("dial tcp 127.0.0.1:9092: connect: connection refused"))
+	time.Sleep(60 * time.Millisecond)
+	if got := r.unreachable(); !strings.HasPrefix(got, "Kafka unreachable: no broker has answered for") ||
+		!strings.HasSuffix(got, "(last error: dial tcp 127.0.0.1:9092: connect: connection refused)") {
+		t.Fatalf("no answer for longer than the bound: %q", got)
+	}
+	r.answered()
+	if got := r.unreachable(); got != "" {
+		t.Fatalf("after an answer: %q", got)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if got := r.unreachable(); got != "Kafka unreachable: no broker has answered for 0s" {
+		t.Fatalf("silent broker, no error: %q", got)
+	}
+	r.stop()
+	if got := r.unreachable(); got != "" {
+		t.Fatalf("after stop: %q", got)
+	}
+}
