@@ -32,7 +32,12 @@ func TestReadyIdleAppLosesKafka(t *testing.T) {
 	old := kafkaUnreachableAfter
 	kafkaUnreachableAfter = 2 * time.Second
 	t.Cleanup(func() { kafkaUnreachableAfter = old })
-	for _, pipelines := range []int{1, 2} {
+	// One pipeline: with two, kfake's group now and then (1 run in ~7)
+	// hands a partition to the second pipeline after the outage without
+	// revoking it from the first, which keeps the shard locked for
+	// minutes, Restoring meanwhile (readiness is right to say so). The
+	// real-broker test covers two pipelines.
+	for _, pipelines := range []int{1} {
 		t.Run(fmt.Sprintf("pipelines=%d", pipelines), func(t *testing.T) {
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in", "out"),
 				kfake.GroupMinSessionTimeout(100*time.Millisecond))
@@ -89,10 +94,12 @@ func TestReadyIdleAppLosesKafka(t *testing.T) {
 
 			down.Store(true)
 			lost := time.Now()
-			testprocs.Eventually(t, 15*time.Second, "/readyz 503 naming Kafka", func() bool {
-				code, body := probe("/readyz")
-				return code == 503 && strings.Contains(body, "Kafka unreachable")
-			})
+			for code, body := probe("/readyz"); code != 503 || !strings.Contains(body, "Kafka unreachable"); code, body = probe("/readyz") {
+				if time.Since(lost) > 15*time.Second {
+					t.Fatalf("/readyz %v after the broker stopped answering: %d %q, want 503 naming Kafka unreachable", time.Since(lost).Round(time.Millisecond), code, body)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 			t.Logf("not ready %v after the broker stopped answering", time.Since(lost).Round(time.Millisecond))
 			if ok, why := app.Live(); !ok {
 				t.Errorf("Live while Kafka is unreachable: %s, want ok (a restart does not help)", why)
@@ -110,7 +117,13 @@ func TestReadyIdleAppLosesKafka(t *testing.T) {
 
 			down.Store(false)
 			back := time.Now()
-			testprocs.Eventually(t, 60*time.Second, "/readyz 200 again", settled)
+			for !settled() {
+				if time.Since(back) > 60*time.Second {
+					code, body := probe("/readyz")
+					t.Fatalf("not ready 60s after the broker answered again: /readyz %d %q, state %v, partitions %+v", code, body, app.State(), app.Status().Partitions)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 			t.Logf("ready %v after the broker answered again", time.Since(back).Round(time.Millisecond))
 			select {
 			case err := <-done:

@@ -60,12 +60,14 @@ func readyBrokerKill(t *testing.T, pipelines int) {
 
 	b.Kill()
 	killed := time.Now()
+	var code int
 	var body string
-	testprocs.Eventually(t, 20*time.Second, "/readyz 503 naming Kafka after the broker's SIGKILL", func() bool {
-		var code int
-		code, body = probe(t, h, "/readyz")
-		return code == 503 && strings.Contains(body, "Kafka unreachable")
-	})
+	for code, body = probe(t, h, "/readyz"); code != 503 || !strings.Contains(body, "Kafka unreachable"); code, body = probe(t, h, "/readyz") {
+		if time.Since(killed) > 20*time.Second {
+			t.Fatalf("/readyz %v after the broker's SIGKILL: %d %q, want 503 naming Kafka unreachable", time.Since(killed).Round(time.Millisecond), code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	t.Logf("/readyz 503 %v after the SIGKILL: %s", time.Since(killed).Round(time.Millisecond), strings.TrimSpace(body))
 	if st := app.Status(); st.Ready || !strings.Contains(st.ReadyReason, "Kafka unreachable") {
 		t.Errorf("/status while the broker is down: ready %v, ready_reason %q", st.Ready, st.ReadyReason)
