@@ -139,7 +139,7 @@
     const stuck = half > 0 && (st.batch_in_flight_ns || 0) >= half;
     text("live", stopped ? "no" : stuck ? "no (stuck: batch in flight " + dur(st.batch_in_flight_ns) + ")" : "yes");
     text("ready", ready ? "yes" : lost ? "no (Kafka unreachable)" : "no");
-    tone("card-state", state === "Running" ? (stuck ? "bad" : "ok") : stopped ? "bad" : state === "Restoring" ? "info" : "warn");
+    tone("card-state", state === "Running" ? (stuck || lost ? "bad" : "ok") : stopped ? "bad" : state === "Restoring" ? "info" : "warn");
 
     // Batch in flight: its age, records and partitions (the lag counts its
     // records until it commits).
