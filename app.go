@@ -271,6 +271,8 @@ func (a *App[K, I, O]) serve(wg *sync.WaitGroup) (*http.Server, error) {
 // zero of the engine's Clock.Elapsed.
 func (a *App[K, I, O]) run(ctx context.Context, bounded bool, started time.Time) error {
 	cfg := &a.cfg
+	a.metrics.kafka.reach.start() // readiness: does Kafka still answer (reach.go)
+	defer a.metrics.kafka.reach.stop()
 	adm, err := a.metrics.kafka.clientConfig(cfg.clientConfig(), "admin").NewAdmin()
 	if err != nil {
 		return fmt.Errorf("kstate: %w", err)

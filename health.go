@@ -14,6 +14,11 @@ type Status struct {
 	ApplicationID string `json:"application_id"`
 	InstanceID    string `json:"instance_id"` // the owner of Partitions
 	State         string `json:"state"`
+	// Ready and ReadyReason are what Ready returns (GET /readyz): not
+	// ready also while Running when no Kafka broker has answered for 10s
+	// ("Kafka unreachable: ...").
+	Ready       bool   `json:"ready"`
+	ReadyReason string `json:"ready_reason"`
 	// Partitions are the partitions assigned to this instance, sorted.
 	Partitions []PartitionStatus `json:"partitions"`
 	// BatchInFlight is the age of the micro-batch in flight; 0 between
@@ -96,6 +101,7 @@ func (a *App[K, I, O]) Status() Status {
 		ApplicationID: a.cfg.ApplicationID, InstanceID: a.cfg.InstanceID, State: a.State().String(),
 		MaxBatchDuration: a.cfg.MaxBatchDuration, Partitions: []PartitionStatus{},
 	}
+	st.Ready, st.ReadyReason = a.Ready()
 	a.mu.Lock()
 	c, runErr := a.mu.coord, a.mu.err
 	a.mu.Unlock()
@@ -143,17 +149,34 @@ func (a *App[K, I, O]) Live() (ok bool, reason string) {
 	return true, "ok"
 }
 
-// Ready reports whether the App is Running, for a readiness probe: every
-// assigned partition is restored and processing. The reason says why not.
+// Ready reports whether the App is Running and reaches Kafka, for a
+// readiness probe: every assigned partition is restored and processing,
+// and a broker has answered one of the App's Kafka clients within the
+// last 10 seconds (an idle application too: its fetches and heartbeats
+// are answered every few seconds while the cluster is up). The reason
+// says why not. A lost cluster does not make the App not Live: a restart
+// would not bring it back.
 func (a *App[K, I, O]) Ready() (ok bool, reason string) {
-	switch st := a.State(); st {
+	st := a.State()
+	var why string
+	switch st {
 	case Running:
-		return true, "ok"
+		why = "ok"
 	case Restoring:
-		return false, fmt.Sprintf("Restoring: partitions %v", a.Metrics().Restoring)
+		why = fmt.Sprintf("Restoring: partitions %v", a.Metrics().Restoring)
 	default:
-		return false, st.String()
+		why = st.String()
 	}
+	if st == Stopped || st == Failed {
+		return false, why
+	}
+	if lost := a.metrics.kafka.reach.unreachable(); lost != "" {
+		if st == Running {
+			return false, lost
+		}
+		return false, why + "; " + lost
+	}
+	return st == Running, why
 }
 
 // Handler returns an http.Handler serving the App's health and status:

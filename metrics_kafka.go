@@ -32,6 +32,8 @@ type kafkaMetrics struct {
 	app string
 	mu  sync.Mutex
 	by  map[string]*kprom.Metrics // by client role
+	// reach is fed by the same hooks, for readiness (reach.go).
+	reach kafkaReach
 }
 
 func newKafkaMetrics(app string) *kafkaMetrics {
@@ -105,6 +107,9 @@ func (h *kafkaHook) OnNewClient(cl *kgo.Client) {
 
 func (h *kafkaHook) OnBrokerConnect(meta kgo.BrokerMetadata, d time.Duration, c net.Conn, err error) {
 	h.m.OnBrokerConnect(meta, d, c, err)
+	if err != nil {
+		h.k.reach.failed(err)
+	}
 }
 
 func (h *kafkaHook) OnBrokerDisconnect(meta kgo.BrokerMetadata, c net.Conn) {
@@ -117,6 +122,11 @@ func (h *kafkaHook) OnBrokerThrottle(meta kgo.BrokerMetadata, d time.Duration, a
 
 func (h *kafkaHook) OnBrokerE2E(meta kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
 	h.m.OnBrokerE2E(meta, key, e2e)
+	if err := e2e.Err(); err != nil {
+		h.k.reach.failed(err)
+	} else {
+		h.k.reach.answered()
+	}
 }
 
 func (h *kafkaHook) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic string, p int32, m kgo.ProduceBatchMetrics) {

@@ -261,6 +261,14 @@ func TestStatusPageChromium(t *testing.T) {
 		t.Errorf("fake status: pipeline column: %q (%v), want 0, 0, 1", pipes, err)
 	}
 	screenshot("0-every-field.png")
+	// Running, but no broker answered for a while: not ready, and why.
+	fakeKafkaLost.Store(true)
+	waitPage("the fake status, Kafka unreachable", `document.getElementById("state").textContent === "Running" &&
+		document.getElementById("ready-in").textContent === "When Kafka answers" &&
+		document.getElementById("ready-in-detail").textContent.startsWith("Kafka unreachable: no broker has answered for 12s") &&
+		document.getElementById("ready").textContent === "no (Kafka unreachable)"`)
+	screenshot("0-kafka-unreachable.png")
+	fakeKafkaLost.Store(false)
 	seen := cons.check(t, 0, nil)
 
 	// Run 1: a running App processes records; the page shows its partitions.
@@ -449,6 +457,10 @@ func pick(o testprocs.Outputs, keys ...string) testprocs.Outputs {
 
 // fakeStatus serves page's GET / and, at /status, a Status with every
 // field set whose counters grow by 100 records and 2 commits a request.
+// fakeKafkaLost makes fakeStatus report a Running App that Kafka does not
+// answer (Ready false, ReadyReason "Kafka unreachable: ...").
+var fakeKafkaLost atomic.Bool
+
 func fakeStatus(page http.Handler) http.Handler {
 	var mu sync.Mutex
 	n := int64(0)
@@ -475,6 +487,9 @@ func fakeStatus(page http.Handler) http.Handler {
 				{Partition: 1, Restoring: true, RestoredRecords: 2500, RestoreTotal: 10000, RestoreRate: 1000, RestoreETA: 7500 * time.Millisecond, Lag: -1, Watermark: -1},
 				{Partition: 2, Pipeline: 1, Lag: 234, BatchID: 12, Watermark: 1764518400000, Counters: kstate.Counters{RowsIn: 40 * i * i, RowsOut: 35 * i * i}},
 			},
+		}
+		if fakeKafkaLost.Load() {
+			st.State, st.ReadyReason = "Running", "Kafka unreachable: no broker has answered for 12s (last error: unable to dial: dial tcp 10.0.0.7:9092: connect: connection refused)"
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(st)

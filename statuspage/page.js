@@ -99,8 +99,17 @@
       tone("card-restoring", "info");
     }
 
+    // Ready as App.Ready decides (an older kstate sends no ready_reason:
+    // Running then means ready).
+    const ready = st.ready_reason ? !!st.ready : state === "Running";
+    const lost = st.ready_reason && st.ready_reason.includes("Kafka unreachable");
+
     // Ready in: the slowest restoring partition's ETA.
-    if (state === "Running") {
+    if (lost) {
+      text("ready-in", "When Kafka answers");
+      text("ready-in-detail", st.ready_reason);
+      tone("card-ready-in", "bad");
+    } else if (state === "Running") {
       text("ready-in", "Ready now");
       text("ready-in-detail", "every assigned partition is processing");
       tone("card-ready-in", "ok");
@@ -129,8 +138,8 @@
     const half = (st.max_batch_duration_ns || 0) / 2;
     const stuck = half > 0 && (st.batch_in_flight_ns || 0) >= half;
     text("live", stopped ? "no" : stuck ? "no (stuck: batch in flight " + dur(st.batch_in_flight_ns) + ")" : "yes");
-    text("ready", state === "Running" ? "yes" : "no");
-    tone("card-state", state === "Running" ? (stuck ? "bad" : "ok") : stopped ? "bad" : state === "Restoring" ? "info" : "warn");
+    text("ready", ready ? "yes" : lost ? "no (Kafka unreachable)" : "no");
+    tone("card-state", state === "Running" ? (stuck || lost ? "bad" : "ok") : stopped ? "bad" : state === "Restoring" ? "info" : "warn");
 
     // Batch in flight: its age, records and partitions (the lag counts its
     // records until it commits).
