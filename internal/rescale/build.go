@@ -91,124 +91,25 @@ type Plan struct {
 //   - any other metadata (time and output modes): must be equal wherever
 //     present, else refused.
 func Build(src map[int32]map[string][]byte, n int, offsets []int64) (*Plan, error) {
-	if len(offsets) != n {
-		return nil, fmt.Errorf("rescale: %d offsets for %d partitions", len(offsets), n)
-	}
-	if n <= len(src) {
-		return nil, fmt.Errorf("%w: %d partitions: the state has %d; rescale only grows the partition count", ErrRefused, n, len(src))
-	}
 	parts := make([]int32, 0, len(src))
 	for p := range src {
 		parts = append(parts, p)
 	}
 	slices.Sort(parts)
-	plan := &Plan{From: len(src), To: n}
-
-	// Pass 1: registries, and every id in use.
-	regs := map[int32]map[string]shard.VarInfo{}
-	var maxSeen, next uint32
-	for _, p := range parts {
-		regs[p] = map[string]shard.VarInfo{}
-		for k, v := range src[p] {
-			key, err := changelog.DecodeKey([]byte(k))
-			if err != nil {
-				return nil, fmt.Errorf("%w: partition %d: changelog key %x: %w", ErrRefused, p, k, err)
-			}
-			switch {
-			case key.Kind == changelog.KindMeta && strings.HasPrefix(key.Name, metaVarPrefix):
-				vi, _, err := shard.ParseVarInfo([]byte(k), v)
-				if err != nil {
-					return nil, fmt.Errorf("%w: partition %d: %w", ErrRefused, p, err)
-				}
-				regs[p][vi.Name] = vi
-				maxSeen = max(maxSeen, vi.ID)
-			case key.Kind == changelog.KindMeta && key.Name == metaNextVarID:
-				if len(v) != 4 {
-					return nil, fmt.Errorf("%w: partition %d: %s of %d bytes, want 4", ErrRefused, p, key.Name, len(v))
-				}
-				next = max(next, binary.BigEndian.Uint32(v))
-			case key.Kind == changelog.KindState:
-				maxSeen = max(maxSeen, key.VarID)
-			case key.Kind == changelog.KindTTL:
-				sk, err := changelog.DecodeKey(key.StateKey)
-				if err != nil {
-					return nil, fmt.Errorf("%w: partition %d: TTL entry %x: %w", ErrRefused, p, k, err)
-				}
-				maxSeen = max(maxSeen, sk.VarID)
-			}
-		}
+	b, err := newBuilder(parts, n, offsets)
+	if err != nil {
+		return nil, err
 	}
-	next = max(next, maxSeen+1)
-
-	// Merge the registries, then give every variable one id.
-	vars := map[string]shard.VarInfo{}
-	varFrom := map[string]int32{}  // the partition whose entry is kept
-	firstID := map[string]uint32{} // the id in the lowest partition declaring it
+	// Pass 1: registries, and every id in use.
 	for _, p := range parts {
-		for _, name := range sortedKeys(regs[p]) {
-			vi := regs[p][name]
-			if _, ok := firstID[name]; !ok {
-				firstID[name] = vi.ID
-			}
-			if err := mergeVar(vars, varFrom, vi, p); err != nil {
+		for k, v := range src[p] {
+			if err := b.scan(p, []byte(k), v); err != nil {
 				return nil, err
 			}
 		}
 	}
-	names := sortedKeys(vars)
-	assigned := map[string]uint32{}
-	owner := map[uint32]string{}
-	for _, name := range names {
-		id := firstID[name]
-		if _, taken := owner[id]; taken {
-			id = next
-			next++
-		}
-		assigned[name], owner[id] = id, name
-		vi := vars[name]
-		vi.ID = id
-		plan.Variables = append(plan.Variables, vi)
-	}
-	// remap[p][old id] = new id, for the variables p declares.
-	remap := map[int32]map[uint32]uint32{}
-	for _, p := range parts {
-		remap[p] = map[uint32]uint32{}
-		for _, name := range sortedKeys(regs[p]) {
-			old := regs[p][name].ID
-			remap[p][old] = assigned[name]
-			if old != assigned[name] {
-				plan.Remapped = append(plan.Remapped, fmt.Sprintf("variable %q: id %d in partition %d → %d", name, old, p, assigned[name]))
-			}
-		}
-	}
-	plan.NextVarID = next
-	newID := func(p int32, id uint32) (uint32, error) {
-		if to, ok := remap[p][id]; ok {
-			return to, nil
-		}
-		if name, taken := owner[id]; taken {
-			return 0, fmt.Errorf("%w: partition %d holds data of variable id %d, which it does not declare, and variable %q has that id: "+
-				"run the application until every partition has committed a batch with the current code, or move the state with kstate state export and Config.InitialState",
-				ErrRefused, p, id, name)
-		}
-		return id, nil
-	}
-
-	other := map[string][]byte{} // other meta name → value
-	otherFrom := map[string]int32{}
-	// A pending skip (kstate.SkipRecord) names an offset of A's input
-	// partition p, which B's partition p continues: it stays there only;
-	// consumed ones are dropped.
-	skips := map[int32][]Entry{}
-	minMax := func(dst **int64, v []byte, name string, p int32, takeMax bool) error {
-		if len(v) != 8 {
-			return fmt.Errorf("%w: partition %d: %s of %d bytes, want 8", ErrRefused, p, name, len(v))
-		}
-		x := int64(binary.BigEndian.Uint64(v))
-		if *dst == nil || (takeMax && x > **dst) || (!takeMax && x < **dst) {
-			*dst = &x
-		}
-		return nil
+	if err := b.resolve(); err != nil {
+		return nil, err
 	}
 	type routed struct {
 		key, value []byte
@@ -219,92 +120,289 @@ func Build(src map[int32]map[string][]byte, n int, offsets []int64) (*Plan, erro
 	out := make([][]routed, n)
 	for _, p := range parts {
 		for k, v := range src[p] {
-			key, _ := changelog.DecodeKey([]byte(k)) // checked in pass 1
-			var group []byte
-			nk := []byte(k)
-			switch key.Kind {
-			case changelog.KindMeta:
-				var err error
-				switch name := key.Name; {
-				case strings.HasPrefix(name, engine.MetaInputOffset+"/"):
-					err = fmt.Errorf("%w: partition %d has metadata %q: the application reads several input topics, which rescale does not support yet",
-						ErrRefused, p, name)
-				case strings.HasPrefix(name, engine.SkipMetaPrefix):
-					if _, off, ok := engine.SkipOffset([]byte(k), v); ok && off >= 0 {
-						skips[p] = append(skips[p], Entry{[]byte(k), v})
-					}
-				case strings.HasPrefix(name, metaVarPrefix), name == metaNextVarID, name == engine.MetaInputOffset:
-					// Merged above; input offsets replaced by offsets.
-				case name == engine.MetaBatchID:
-					err = minMax(&plan.BatchID, v, name, p, true)
-				case name == engine.MetaWatermark:
-					err = minMax(&plan.Watermark, v, name, p, false)
-				case name == engine.MetaLateWatermark:
-					err = minMax(&plan.LateWatermark, v, name, p, false)
-				case name == engine.MetaInitialApplied:
-					plan.InitialStateApplied = true
-				case name == shard.VarSetMeta:
-					// Versions of the set of variables: the most any partition
-					// counted (u32 big-endian, so bytes compare as numbers).
-					if old, ok := other[name]; !ok || bytes.Compare(v, old) > 0 {
-						other[name], otherFrom[name] = v, p
-					}
-				default:
-					if old, ok := other[name]; ok && !bytes.Equal(old, v) {
-						return nil, fmt.Errorf("%w: metadata %q is %q in partition %d and %q in partition %d: the partitions of the application ran with different settings",
-							ErrRefused, name, old, otherFrom[name], v, p)
-					}
-					other[name], otherFrom[name] = v, p
-				}
-				if err != nil {
-					return nil, err
-				}
-				continue
-			case changelog.KindState:
-				group = key.GroupKey
-				id, err := newID(p, key.VarID)
-				if err != nil {
-					return nil, err
-				}
-				if id != key.VarID {
-					nk = changelog.StateKey(id, key.GroupKey, key.Suffix)
-				}
-			case changelog.KindTimer, changelog.KindTimerKey:
-				group = key.GroupKey
-			case changelog.KindTTL:
-				sk, _ := changelog.DecodeKey(key.StateKey)
-				group = sk.GroupKey
-				id, err := newID(p, sk.VarID)
-				if err != nil {
-					return nil, err
-				}
-				if id != sk.VarID {
-					nk = changelog.TTLKey(key.Expiry, changelog.StateKey(id, sk.GroupKey, sk.Suffix))
-				}
-			default:
-				return nil, fmt.Errorf("%w: partition %d: changelog key %x of unknown kind %v", ErrRefused, p, k, key.Kind)
+			nk, group, to, ok, err := b.route(p, []byte(k), v)
+			if err != nil {
+				return nil, err
 			}
-			to := murmur2.Partition(group, n)
-			out[to] = append(out[to], routed{key: nk, value: v, from: p, group: string(group)})
+			if ok {
+				out[to] = append(out[to], routed{key: nk, value: v, from: p, group: string(group)})
+			}
 		}
 	}
+	if err := b.finishMeta(); err != nil {
+		return nil, err
+	}
+	for p := range out {
+		pp := PartitionPlan{Partition: int32(p), InputOffset: offsets[p]}
+		owner := map[string]int32{} // grouping key → the one A partition holding it
+		groups := map[string]bool{} // grouping keys
+		movedG := map[string]bool{} // grouping keys from elsewhere
+		for _, r := range out[p] {
+			// A key's entries must all come from one partition of A, or
+			// two partitions' state of one key would be mixed.
+			if from, dup := owner[r.group]; dup && from != r.from {
+				return nil, errTwoPartitions(r.group, from, r.from)
+			}
+			owner[r.group] = r.from
+			pp.Records = append(pp.Records, Entry{r.key, r.value})
+			pp.Entries++
+			groups[r.group] = true
+			if r.from != int32(p) {
+				pp.Moved++
+				movedG[r.group] = true
+			}
+		}
+		pp.Keys, pp.KeysMoved = len(groups), len(movedG)
+		pp.Records = append(pp.Records, b.extra(int32(p))...)
+		slices.SortFunc(pp.Records, func(a, b Entry) int { return bytes.Compare(a.Key, b.Key) })
+		pp.RecordCount = len(pp.Records)
+		b.plan.Partitions = append(b.plan.Partitions, pp)
+	}
+	return b.plan, nil
+}
 
-	// The metadata every partition gets.
+func errTwoPartitions(group string, a, b int32) error {
+	return fmt.Errorf("%w: grouping key %q has state in partitions %d and %d of the application (its input was not partitioned by key): the entries cannot be merged",
+		ErrRefused, group, min(a, b), max(a, b))
+}
+
+// builder holds what a rescale keeps in memory whatever the state's size:
+// the variable registries, the merged metadata and the pending skips. Its
+// callers feed it A's entries twice (scan, then route) and keep the
+// routed entries themselves (Build in memory, Store on disk).
+type builder struct {
+	n       int
+	offsets []int64
+	parts   []int32
+	plan    *Plan
+
+	regs    map[int32]map[string]shard.VarInfo
+	regVal  map[int32]map[string][]byte // registry entries as stored
+	maxSeen uint32
+	next    uint32
+
+	names    []string
+	assigned map[string]uint32
+	owner    map[uint32]string
+	varFrom  map[string]int32
+	remap    map[int32]map[uint32]uint32 // [p][old id] = new id, for the variables p declares
+
+	other     map[string][]byte // other meta name → value
+	otherFrom map[string]int32
+	// A pending skip (kstate.SkipRecord) names an offset of A's input
+	// partition p, which B's partition p continues: it stays there only;
+	// consumed ones are dropped.
+	skips map[int32][]Entry
+	meta  []Entry // the metadata every partition gets
+}
+
+func newBuilder(parts []int32, n int, offsets []int64) (*builder, error) {
+	if len(offsets) != n {
+		return nil, fmt.Errorf("rescale: %d offsets for %d partitions", len(offsets), n)
+	}
+	if n <= len(parts) {
+		return nil, fmt.Errorf("%w: %d partitions: the state has %d; rescale only grows the partition count", ErrRefused, n, len(parts))
+	}
+	b := &builder{n: n, offsets: offsets, parts: parts, plan: &Plan{From: len(parts), To: n},
+		regs: map[int32]map[string]shard.VarInfo{}, regVal: map[int32]map[string][]byte{},
+		other: map[string][]byte{}, otherFrom: map[string]int32{}, skips: map[int32][]Entry{}}
+	for _, p := range parts {
+		b.regs[p], b.regVal[p] = map[string]shard.VarInfo{}, map[string][]byte{}
+	}
+	return b, nil
+}
+
+// scan is pass 1 over one entry of partition p: registries, and every id
+// in use. It keeps no reference to k or v.
+func (b *builder) scan(p int32, k, v []byte) error {
+	key, err := changelog.DecodeKey(k)
+	if err != nil {
+		return fmt.Errorf("%w: partition %d: changelog key %x: %w", ErrRefused, p, k, err)
+	}
+	switch {
+	case key.Kind == changelog.KindMeta && strings.HasPrefix(key.Name, metaVarPrefix):
+		vi, _, err := shard.ParseVarInfo(k, v)
+		if err != nil {
+			return fmt.Errorf("%w: partition %d: %w", ErrRefused, p, err)
+		}
+		b.regs[p][vi.Name] = vi
+		b.regVal[p][vi.Name] = bytes.Clone(v)
+		b.maxSeen = max(b.maxSeen, vi.ID)
+	case key.Kind == changelog.KindMeta && key.Name == metaNextVarID:
+		if len(v) != 4 {
+			return fmt.Errorf("%w: partition %d: %s of %d bytes, want 4", ErrRefused, p, key.Name, len(v))
+		}
+		b.next = max(b.next, binary.BigEndian.Uint32(v))
+	case key.Kind == changelog.KindState:
+		b.maxSeen = max(b.maxSeen, key.VarID)
+	case key.Kind == changelog.KindTTL:
+		sk, err := changelog.DecodeKey(key.StateKey)
+		if err != nil {
+			return fmt.Errorf("%w: partition %d: TTL entry %x: %w", ErrRefused, p, k, err)
+		}
+		b.maxSeen = max(b.maxSeen, sk.VarID)
+	}
+	return nil
+}
+
+// resolve merges the registries, then gives every variable one id.
+func (b *builder) resolve() error {
+	next := max(b.next, b.maxSeen+1)
+	vars := map[string]shard.VarInfo{}
+	b.varFrom = map[string]int32{} // the partition whose entry is kept
+	firstID := map[string]uint32{} // the id in the lowest partition declaring it
+	for _, p := range b.parts {
+		for _, name := range sortedKeys(b.regs[p]) {
+			vi := b.regs[p][name]
+			if _, ok := firstID[name]; !ok {
+				firstID[name] = vi.ID
+			}
+			if err := mergeVar(vars, b.varFrom, vi, p); err != nil {
+				return err
+			}
+		}
+	}
+	b.names = sortedKeys(vars)
+	b.assigned = map[string]uint32{}
+	b.owner = map[uint32]string{}
+	for _, name := range b.names {
+		id := firstID[name]
+		if _, taken := b.owner[id]; taken {
+			id = next
+			next++
+		}
+		b.assigned[name], b.owner[id] = id, name
+		vi := vars[name]
+		vi.ID = id
+		b.plan.Variables = append(b.plan.Variables, vi)
+	}
+	b.remap = map[int32]map[uint32]uint32{}
+	for _, p := range b.parts {
+		b.remap[p] = map[uint32]uint32{}
+		for _, name := range sortedKeys(b.regs[p]) {
+			old := b.regs[p][name].ID
+			b.remap[p][old] = b.assigned[name]
+			if old != b.assigned[name] {
+				b.plan.Remapped = append(b.plan.Remapped, fmt.Sprintf("variable %q: id %d in partition %d → %d", name, old, p, b.assigned[name]))
+			}
+		}
+	}
+	b.plan.NextVarID = next
+	return nil
+}
+
+func (b *builder) newID(p int32, id uint32) (uint32, error) {
+	if to, ok := b.remap[p][id]; ok {
+		return to, nil
+	}
+	if name, taken := b.owner[id]; taken {
+		return 0, fmt.Errorf("%w: partition %d holds data of variable id %d, which it does not declare, and variable %q has that id: "+
+			"run the application until every partition has committed a batch with the current code, or move the state with kstate state export and Config.InitialState",
+			ErrRefused, p, id, name)
+	}
+	return id, nil
+}
+
+func (b *builder) minMax(dst **int64, v []byte, name string, p int32, takeMax bool) error {
+	if len(v) != 8 {
+		return fmt.Errorf("%w: partition %d: %s of %d bytes, want 8", ErrRefused, p, name, len(v))
+	}
+	x := int64(binary.BigEndian.Uint64(v))
+	if *dst == nil || (takeMax && x > **dst) || (!takeMax && x < **dst) {
+		*dst = &x
+	}
+	return nil
+}
+
+// route is pass 2 over one entry of partition p (already scanned):
+// metadata is merged into b (ok false); a state, timer or TTL entry
+// returns its key with ids rewritten (k itself when unchanged), its
+// grouping key (aliasing k) and the partition of B it goes to. It keeps
+// no reference to k or v.
+func (b *builder) route(p int32, k, v []byte) (nk, group []byte, to int32, ok bool, err error) {
+	key, _ := changelog.DecodeKey(k) // checked by scan
+	nk = k
+	switch key.Kind {
+	case changelog.KindMeta:
+		plan := b.plan
+		switch name := key.Name; {
+		case strings.HasPrefix(name, engine.MetaInputOffset+"/"):
+			err = fmt.Errorf("%w: partition %d has metadata %q: the application reads several input topics, which rescale does not support yet",
+				ErrRefused, p, name)
+		case strings.HasPrefix(name, engine.SkipMetaPrefix):
+			if _, off, ok := engine.SkipOffset(k, v); ok && off >= 0 {
+				b.skips[p] = append(b.skips[p], Entry{bytes.Clone(k), bytes.Clone(v)})
+			}
+		case strings.HasPrefix(name, metaVarPrefix), name == metaNextVarID, name == engine.MetaInputOffset:
+			// Merged by resolve; input offsets replaced by offsets.
+		case name == engine.MetaBatchID:
+			err = b.minMax(&plan.BatchID, v, name, p, true)
+		case name == engine.MetaWatermark:
+			err = b.minMax(&plan.Watermark, v, name, p, false)
+		case name == engine.MetaLateWatermark:
+			err = b.minMax(&plan.LateWatermark, v, name, p, false)
+		case name == engine.MetaInitialApplied:
+			plan.InitialStateApplied = true
+		case name == shard.VarSetMeta:
+			// Versions of the set of variables: the most any partition
+			// counted (u32 big-endian, so bytes compare as numbers).
+			if old, ok := b.other[name]; !ok || bytes.Compare(v, old) > 0 {
+				b.other[name], b.otherFrom[name] = bytes.Clone(v), p
+			}
+		default:
+			if old, ok := b.other[name]; ok && !bytes.Equal(old, v) {
+				return nil, nil, 0, false, fmt.Errorf("%w: metadata %q is %q in partition %d and %q in partition %d: the partitions of the application ran with different settings",
+					ErrRefused, name, old, b.otherFrom[name], v, p)
+			}
+			b.other[name], b.otherFrom[name] = bytes.Clone(v), p
+		}
+		return nil, nil, 0, false, err
+	case changelog.KindState:
+		group = key.GroupKey
+		id, err := b.newID(p, key.VarID)
+		if err != nil {
+			return nil, nil, 0, false, err
+		}
+		if id != key.VarID {
+			nk = changelog.StateKey(id, key.GroupKey, key.Suffix)
+		}
+	case changelog.KindTimer, changelog.KindTimerKey:
+		group = key.GroupKey
+	case changelog.KindTTL:
+		sk, _ := changelog.DecodeKey(key.StateKey)
+		group = sk.GroupKey
+		id, err := b.newID(p, sk.VarID)
+		if err != nil {
+			return nil, nil, 0, false, err
+		}
+		if id != sk.VarID {
+			nk = changelog.TTLKey(key.Expiry, changelog.StateKey(id, sk.GroupKey, sk.Suffix))
+		}
+	default:
+		return nil, nil, 0, false, fmt.Errorf("%w: partition %d: changelog key %x of unknown kind %v", ErrRefused, p, k, key.Kind)
+	}
+	return nk, group, murmur2.Partition(group, b.n), true, nil
+}
+
+// finishMeta builds the metadata every partition gets, once every entry
+// is routed.
+func (b *builder) finishMeta() error {
+	plan := b.plan
 	var meta []Entry
-	for _, name := range names {
+	for _, name := range b.names {
 		// The registry entry of the partition with the longest history,
 		// with the variable's id.
 		k := changelog.MetaKey(metaVarPrefix + name)
-		v := src[varFrom[name]][string(k)]
-		if regs[varFrom[name]][name].ID != assigned[name] {
+		v := b.regVal[b.varFrom[name]][name]
+		if b.regs[b.varFrom[name]][name].ID != b.assigned[name] {
 			var err error
-			if v, err = setID(v, assigned[name]); err != nil {
-				return nil, fmt.Errorf("rescale: variable %q: %w", name, err)
+			if v, err = setID(v, b.assigned[name]); err != nil {
+				return fmt.Errorf("rescale: variable %q: %w", name, err)
 			}
 		}
 		meta = append(meta, Entry{k, v})
 	}
-	if len(names) > 0 || plan.NextVarID > 1 {
+	if len(b.names) > 0 || plan.NextVarID > 1 {
 		meta = append(meta, Entry{changelog.MetaKey(metaNextVarID), binary.BigEndian.AppendUint32(nil, plan.NextVarID)})
 	}
 	putInt := func(name string, v *int64) {
@@ -318,41 +416,22 @@ func Build(src map[int32]map[string][]byte, n int, offsets []int64) (*Plan, erro
 	if plan.InitialStateApplied {
 		meta = append(meta, Entry{changelog.MetaKey(engine.MetaInitialApplied), []byte{1}})
 	}
-	for name, v := range other {
+	for name, v := range b.other {
 		meta = append(meta, Entry{changelog.MetaKey(name), v})
 	}
+	b.meta = meta
+	return nil
+}
 
-	for p := range out {
-		pp := PartitionPlan{Partition: int32(p), InputOffset: offsets[p]}
-		owner := map[string]int32{} // grouping key → the one A partition holding it
-		groups := map[string]bool{} // grouping keys
-		movedG := map[string]bool{} // grouping keys from elsewhere
-		for _, r := range out[p] {
-			// A key's entries must all come from one partition of A, or
-			// two partitions' state of one key would be mixed.
-			if from, dup := owner[r.group]; dup && from != r.from {
-				return nil, fmt.Errorf("%w: grouping key %q has state in partitions %d and %d of the application (its input was not partitioned by key): the entries cannot be merged",
-					ErrRefused, r.group, min(from, r.from), max(from, r.from))
-			}
-			owner[r.group] = r.from
-			pp.Records = append(pp.Records, Entry{r.key, r.value})
-			pp.Entries++
-			groups[r.group] = true
-			if r.from != int32(p) {
-				pp.Moved++
-				movedG[r.group] = true
-			}
-		}
-		pp.Keys, pp.KeysMoved = len(groups), len(movedG)
-		pp.Records = append(pp.Records, meta...)
-		pp.Records = append(pp.Records, skips[int32(p)]...)
-		k, v := engine.InputOffsetRecord(offsets[p])
-		pp.Records = append(pp.Records, Entry{k, v})
-		slices.SortFunc(pp.Records, func(a, b Entry) int { return bytes.Compare(a.Key, b.Key) })
-		pp.RecordCount = len(pp.Records)
-		plan.Partitions = append(plan.Partitions, pp)
-	}
-	return plan, nil
+// extra returns the entries partition p of B gets besides its routed
+// ones, sorted by key: the merged metadata, p's pending skips and its
+// input offset.
+func (b *builder) extra(p int32) []Entry {
+	out := slices.Concat(b.meta, b.skips[p])
+	k, v := engine.InputOffsetRecord(b.offsets[p])
+	out = append(out, Entry{k, v})
+	slices.SortFunc(out, func(a, b Entry) int { return bytes.Compare(a.Key, b.Key) })
+	return out
 }
 
 // mergeVar adds partition p's registry entry of a variable to vars,

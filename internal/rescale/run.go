@@ -197,16 +197,19 @@ func Run(ctx context.Context, cc kafka.ClientConfig, opts Options) (*Result, err
 		return nil, err
 	}
 
-	// A's state.
-	src := make(map[int32]map[string][]byte, m)
+	// A's state, spilled to a temporary store (under $TMPDIR, removed
+	// afterwards): a rescale's memory does not grow with the state's size.
+	store, err := OpenStore("")
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
 	for p := range int32(m) {
-		data, err := readPartition(ctx, cc, srcLog, p)
-		if err != nil {
+		if err := loadPartition(ctx, cc, store, srcLog, p); err != nil {
 			return nil, err
 		}
-		src[p] = data
 	}
-	plan, err := Build(src, n, offsets)
+	plan, err := store.Build(n, offsets)
 	if err != nil {
 		return nil, err
 	}
@@ -229,21 +232,33 @@ func Run(ctx context.Context, cc kafka.ClientConfig, opts Options) (*Result, err
 	if err := adm.EnsureTopic(ctx, spec); err != nil {
 		return nil, fmt.Errorf("rescale: create %q: %w", dstLog, err)
 	}
-	// Streamed: at most a few thousand records are in flight at once, and
-	// each partition's entries are released once produced (the plan keeps
-	// its counts).
+	// Streamed from the store: at most a few thousand records are in
+	// flight at once. A store failure cancels wctx, which aborts the
+	// transaction.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var serr error
 	recs := func(yield func(kafka.Record) bool) {
-		for i := range plan.Partitions {
-			pp := &plan.Partitions[i]
-			for _, e := range pp.Records {
-				if !yield(kafka.Record{Topic: dstLog, Partition: pp.Partition, Key: e.Key, Value: e.Value}) {
-					return
-				}
+		for _, pp := range plan.Partitions {
+			more := true
+			serr = store.Each(pp.Partition, func(e Entry) bool {
+				more = yield(kafka.Record{Topic: dstLog, Partition: pp.Partition, Key: e.Key, Value: e.Value})
+				return more
+			})
+			if serr != nil {
+				cancel()
+				return
 			}
-			pp.Records = nil
+			if !more {
+				return
+			}
 		}
 	}
-	if _, err := cc.WriteTransactionSeq(ctx, opts.To+"-rescale", txnTimeout, recs); err != nil {
+	_, err = cc.WriteTransactionSeq(wctx, opts.To+"-rescale", txnTimeout, recs)
+	if serr != nil {
+		err = serr
+	}
+	if err != nil {
 		// Nothing of it is visible (the transaction aborted). The topic
 		// stays: deleting it right after the abort can leave the abort's
 		// markers undeliverable and the next producer with this
@@ -262,18 +277,34 @@ func Run(ctx context.Context, cc kafka.ClientConfig, opts Options) (*Result, err
 	return res, nil
 }
 
-// readPartition reads one changelog partition's compaction view.
-func readPartition(ctx context.Context, cc kafka.ClientConfig, topic string, p int32) (map[string][]byte, error) {
+// loadPartition reads one changelog partition into store (the
+// compaction view: records without a key, or whose key starts with 0xff,
+// outside the changelog's key spaces, are skipped, as kafka's ReadView
+// does).
+func loadPartition(ctx context.Context, cc kafka.ClientConfig, store *Store, topic string, p int32) error {
+	store.AddPartition(p)
 	r, err := cc.NewPartitionReader(ctx, topic, p, 0)
 	if err != nil {
-		return nil, fmt.Errorf("rescale: %w", err)
+		return fmt.Errorf("rescale: %w", err)
 	}
 	defer r.Close()
-	m, err := r.ReadView(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("rescale: read %s partition %d: %w", topic, p, err)
+	for {
+		recs, err := r.Next(ctx)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("rescale: read %s partition %d: %w", topic, p, err)
+		}
+		for _, rec := range recs {
+			if len(rec.Key) == 0 || rec.Key[0] == 0xff {
+				continue
+			}
+			if err := store.Put(p, rec.Key, rec.Value); err != nil {
+				return err
+			}
+		}
 	}
-	return m, nil
 }
 
 // checkRouting reads every input partition from offsets[p] to its last
