@@ -367,7 +367,7 @@ func runBench(ctx context.Context, progress io.Writer, o benchOptions) (*benchRe
 	id := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
 	if o.Warmup {
 		wo := o
-		wo.Records, wo.Rate = min(o.Records, 20_000), 0
+		wo.Records, wo.Rate, wo.NewKeys = min(o.Records, 20_000), 0, min(o.NewKeys, 1000)
 		t0 := time.Now()
 		proc, backend := variant(procs, o.Processors[0])
 		b := &benchRun{o: wo, proc: proc, backend: backend, pipelines: pipelinesOf(o.Processors[0]), run: 0, id: id, dir: dir, logf: logf}
