@@ -41,6 +41,7 @@ type benchOptions struct {
 	ValueBytes  int           `json:"value_bytes"`
 	History     int           `json:"history"`
 	SessionGap  time.Duration `json:"session_gap_ns"`
+	NewKeys     int           `json:"new_keys"`
 	Seed        uint64        `json:"seed"`
 	Warmup      bool          `json:"warmup"`
 	StateMemory int64         `json:"state_memory"`
@@ -57,7 +58,7 @@ type benchOptions struct {
 func defaultBenchOptions() benchOptions {
 	return benchOptions{
 		Keys: 100_000, Records: 200_000, Partitions: 6, Processors: []string{"count", "heavy"},
-		Batch: 0, Runs: 3, Rate: 5000, LatencyFor: 8 * time.Second, ValueBytes: 64, History: 5, SessionGap: time.Second,
+		Batch: 0, Runs: 3, Rate: 5000, LatencyFor: 8 * time.Second, ValueBytes: 64, History: 5, SessionGap: time.Second, NewKeys: 20_000,
 		Seed: 1, Warmup: true, Timeout: 30 * time.Minute,
 	}
 }
@@ -87,7 +88,12 @@ Processors: "count" (one ValueState per key), "heavy" (a bounded
 ListState, a MapState of aggregates and a timer per key) and "churn"
 (sessions: a MapState and a ListState per key, its timer moved on every row,
 the session cleared when the timer fires after --session-gap: deleted
-entries pile up, as in a heartbeat or session processor). Runs alternate the
+entries pile up, as in a heartbeat or session processor). For churn, after
+phase 2 the benchmark waits until every session has closed, stops the
+application, produces --new-keys rows of keys never seen (one row each),
+restarts it on the same state directory (the deleted entries stay) and
+times those new keys: issue #25's defect, where a new key's scans stepped
+over the closed sessions' deleted entries. Runs alternate the
 processor order; the summary gives medians with [min–max] over the runs and
 the within-run ratio of each processor to the first one.`,
 		Args: cobra.NoArgs,
@@ -110,6 +116,7 @@ the within-run ratio of each processor to the first one.`,
 	fl.IntVar(&o.ValueBytes, "value-bytes", o.ValueBytes, "input value size (at least 16)")
 	fl.IntVar(&o.History, "history", o.History, "heavy, churn: values kept per key in the ListState")
 	fl.DurationVar(&o.SessionGap, "session-gap", o.SessionGap, "churn: a key's session closes this long after its last row (its timer fires)")
+	fl.IntVar(&o.NewKeys, "new-keys", o.NewKeys, "churn: rows of the phase after the churn, one per new key, timed after a restart on the same state (0: no such phase)")
 	fl.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the key sequence")
 	fl.BoolVar(&o.Warmup, "warmup", o.Warmup, "run a small unreported pass first, so that run 1 does not meet a cold broker (JIT) alone")
 	fl.Int64Var(&o.StateMemory, "state-memory", 0, "Config.StateMemory in bytes (0, the default: a 64 MiB cache and memtable per shard; positive: one shared budget)")
@@ -185,6 +192,16 @@ type runResult struct {
 	Aborts          int64   `json:"aborts"`
 	ChangelogPerRow float64 `json:"changelog_records_per_row"`
 
+	// The churn workload's new keys after the restart (churnRestart).
+	SessionsFired      int64         `json:"churn_sessions_fired"`
+	SessionsClosed     time.Duration `json:"churn_sessions_closed_wait_ns"` // end of phase 2 → no timer left
+	NewKeys            int           `json:"churn_new_keys"`
+	NewKeysRate        float64       `json:"churn_new_keys_rps"`             // restart → last output
+	NewKeysSpanRate    float64       `json:"churn_new_keys_span_rps"`        // first → last output
+	NewKeysFirst       time.Duration `json:"churn_new_keys_first_output_ns"` // restart → first output
+	NewKeysFirstCommit time.Duration `json:"churn_new_keys_first_commit_ns"` // Metrics.FirstCommit
+	NewKeysCommitMean  time.Duration `json:"churn_new_keys_commit_mean_ns"`
+
 	RestoreRecords int64         `json:"restore_records"`
 	RestoreTime    time.Duration `json:"restore_slowest_partition_ns"`
 	RestoreRate    float64       `json:"restore_rps"`
@@ -221,6 +238,8 @@ func (o *benchOptions) validate() error {
 		return errors.New("bench: --history must be positive")
 	case o.SessionGap <= 0:
 		return errors.New("bench: --session-gap must be positive")
+	case o.NewKeys < 0 || o.NewKeys > 1_000_000:
+		return errors.New("bench: --new-keys must be within 0..1000000")
 	case len(o.Processors) == 0:
 		return errors.New("bench: no --processor")
 	}
@@ -348,7 +367,7 @@ func runBench(ctx context.Context, progress io.Writer, o benchOptions) (*benchRe
 	id := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffff)
 	if o.Warmup {
 		wo := o
-		wo.Records, wo.Rate = min(o.Records, 20_000), 0
+		wo.Records, wo.Rate, wo.NewKeys = min(o.Records, 20_000), 0, min(o.NewKeys, 1000)
 		t0 := time.Now()
 		proc, backend := variant(procs, o.Processors[0])
 		b := &benchRun{o: wo, proc: proc, backend: backend, pipelines: pipelinesOf(o.Processors[0]), run: 0, id: id, dir: dir, logf: logf}
@@ -611,6 +630,11 @@ func (b *benchRun) do(ctx context.Context) (*runResult, error) {
 	}
 	r.ThroughputCommitP50, r.ThroughputCommitP99 = quantile(tc, 0.5), quantile(tc, 0.99)
 	r.LatencyCommitP50, r.LatencyCommitP99 = quantile(lc, 0.5), quantile(lc, 0.99)
+	if bare, _ := cutPipelines(b.proc.name); strings.HasPrefix(bare, "churn") && o.NewKeys > 0 {
+		if total, err = b.churnRestart(ctx, a, cfg, col, r, total); err != nil {
+			return r, err
+		}
+	}
 	if err := a.stop(); err != nil {
 		return nil, fmt.Errorf("stop: %w", err)
 	}

@@ -127,6 +127,7 @@ type collector struct {
 		n         int
 		first     time.Time // arrival of the first output
 		firstN    int       // outputs in that first poll
+		spanBase  int       // outputs before the span's first (restartSpan)
 		last      time.Time // arrival of the latest output
 		maxCount  map[string]int64
 		winFrom   int64 // latency window, produce time in unix ns
@@ -182,7 +183,7 @@ func (c *collector) run(ctx context.Context) {
 		}
 		now := time.Now()
 		c.mu.Lock()
-		if c.mu.n == 0 {
+		if c.mu.first.IsZero() {
 			c.mu.first, c.mu.firstN = now, len(recs)
 		}
 		c.mu.last = now
@@ -253,7 +254,32 @@ func (c *collector) window(from, to time.Time) {
 func (c *collector) throughputSpan() (n int, first time.Time, span time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.mu.n - c.mu.firstN, c.mu.first, c.mu.last.Sub(c.mu.first)
+	return c.mu.n - c.mu.spanBase - c.mu.firstN, c.mu.first, c.mu.last.Sub(c.mu.first)
+}
+
+// restartSpan makes throughputSpan count from the next output on.
+func (c *collector) restartSpan() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.first, c.mu.firstN, c.mu.spanBase = time.Time{}, 0, c.mu.n
+}
+
+// checkNew checks the churn workload's new keys: one row each, so a
+// final count of 1 (a lost output leaves a key unseen, a duplicate shows in
+// check's total).
+func (c *collector) checkNew(n int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	bad := 0
+	for i := range n {
+		if c.mu.maxCount[string(newKeyBytes(i))] != 1 {
+			bad++
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("bench: exactly-once check: %d of %d new keys do not have a count of 1", bad, n)
+	}
+	return nil
 }
 
 // latencySamples returns the end-to-end latencies and their two parts.

@@ -73,7 +73,17 @@ func metrics() []metric {
 		thr = "throughput: the input is produced first, then the application runs"
 		lat = "latency: rows produced at a fixed rate, each stamped; now − stamp when visible read_committed"
 		rst = "restore: local state deleted, same instance restarted"
+		chn = "churn: every session closed, restarted on its state, then --new-keys new keys (one row each)"
 	)
+	// churn returns NaN (no value: "–") for the other processors.
+	churn := func(f func(*runResult) float64) func(*runResult) float64 {
+		return func(r *runResult) float64 {
+			if r.NewKeys == 0 {
+				return math.NaN()
+			}
+			return f(r)
+		}
+	}
 	return []metric{
 		{thr, "throughput_rps", "throughput (records/s, first→last output)", "%.0f", num(func(r *runResult) float64 { return r.Throughput })},
 		{thr, "startup_ms", "start → first committed output (ms)", "%.0f", dur(func(r *runResult) time.Duration { return r.Startup })},
@@ -104,6 +114,13 @@ func metrics() []metric {
 		{lat, "latency_rows_per_commit", "input rows per transaction", "%.0f", num(func(r *runResult) float64 { return r.LatencyRowsPerCommit })},
 		{lat, "latency_commit_p50_ms", "commit latency p50 (ms, sampled)", "%.1f", dur(func(r *runResult) time.Duration { return r.LatencyCommitP50 })},
 		{lat, "latency_commit_p99_ms", "commit latency p99 (ms, sampled)", "%.1f", dur(func(r *runResult) time.Duration { return r.LatencyCommitP99 })},
+		{chn, "churn_new_keys_rps", "new keys' records/s (restart → last output)", "%.0f", churn(func(r *runResult) float64 { return r.NewKeysRate })},
+		{chn, "churn_new_keys_span_rps", "new keys' records/s (first → last output)", "%.0f", churn(func(r *runResult) float64 { return r.NewKeysSpanRate })},
+		{chn, "churn_new_keys_first_output_ms", "restart → first committed output (ms)", "%.0f", churn(func(r *runResult) float64 { return ms(r.NewKeysFirst) })},
+		{chn, "churn_new_keys_first_commit_ms", "restart → first commit (ms, Metrics.FirstCommit)", "%.0f", churn(func(r *runResult) float64 { return ms(r.NewKeysFirstCommit) })},
+		{chn, "churn_new_keys_commit_mean_ms", "commit latency mean after the restart (ms)", "%.1f", churn(func(r *runResult) float64 { return ms(r.NewKeysCommitMean) })},
+		{chn, "churn_sessions_closed_ms", "end of the latency phase → every session closed (ms)", "%.0f", churn(func(r *runResult) float64 { return ms(r.SessionsClosed) })},
+		{chn, "churn_sessions_fired", "sessions closed (timers fired)", "%.0f", churn(func(r *runResult) float64 { return float64(r.SessionsFired) })},
 		{rst, "restore_records", "changelog records restored", "%.0f", num(func(r *runResult) float64 { return float64(r.RestoreRecords) })},
 		{rst, "restore_rps", "restore speed (records/s, partitions in parallel)", "%.0f", num(func(r *runResult) float64 { return r.RestoreRate })},
 		{rst, "restore_ready_ms", "restart → all partitions restored (ms)", "%.0f", dur(func(r *runResult) time.Duration { return r.RestoreReady })},

@@ -113,3 +113,50 @@ func TestBenchBackendVariants(t *testing.T) {
 		t.Fatal("unknown backend accepted")
 	}
 }
+
+// TestBenchChurnNewKeys runs the churn workload's phases, tiny, on the
+// in-process Kafka: the churn, every session closed (timers fired), the
+// restart on the same state, then the new keys, timed and checked
+// exactly-once (one output each, count 1).
+func TestBenchChurnNewKeys(t *testing.T) {
+	e, err := embedded.Start(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+
+	o := defaultBenchOptions()
+	o.Brokers = e.Brokers()
+	o.Processors = []string{"churn"}
+	o.Keys, o.Records, o.Partitions, o.Runs, o.NewKeys = 100, 2000, 2, 1, 300
+	o.Rate, o.LatencyFor, o.Warmup, o.SessionGap = 0, 0, false, 300*time.Millisecond
+	o.JSON = filepath.Join(t.TempDir(), "bench.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	var out, progress bytes.Buffer
+	if err := runBenchCmd(ctx, &out, &progress, o); err != nil {
+		t.Fatalf("bench: %v\n%s", err, progress.String())
+	}
+	t.Logf("\n%s%s", progress.String(), out.String())
+	if !strings.Contains(out.String(), "new keys' records/s") {
+		t.Error("table has no new keys' records/s")
+	}
+	b, err := os.ReadFile(o.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep benchReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 1 {
+		t.Fatalf("%d results, want 1", len(rep.Runs))
+	}
+	r := rep.Runs[0]
+	// Every key's session closed: one fired timer per key at least.
+	if r.NewKeys != o.NewKeys || r.NewKeysRate <= 0 || r.NewKeysFirst <= 0 || r.SessionsFired < int64(o.Keys) {
+		t.Errorf("new keys %d, %.0f records/s, first output after %v, %d sessions closed",
+			r.NewKeys, r.NewKeysRate, r.NewKeysFirst, r.SessionsFired)
+	}
+}
