@@ -126,23 +126,8 @@ func (a *App[K, I, O]) pipelineCount(ctx context.Context, adm engine.Admin) (int
 // Kafka: a call to a broker that accepts connections and never answers
 // returns only at the start-up deadline.
 func (a *App[K, I, O]) warnStarting(start time.Time, what string) (stop func()) {
-	every := min(5*time.Second, max(a.cfg.StartupTimeout/4, 100*time.Millisecond))
-	done := make(chan struct{})
-	var once sync.Once
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				a.cfg.Logger.Warn("Kafka not answering at start-up: still waiting", "app", a.cfg.ApplicationID, "during", what,
-					"brokers", a.cfg.Brokers, "waited", time.Since(start).Round(time.Millisecond), "startup_timeout", a.cfg.StartupTimeout)
-			}
-		}
-	}()
-	return func() { once.Do(func() { close(done) }) }
+	return engine.WarnWhileStarting(a.cfg.Logger, a.cfg.StartupTimeout, what, func() time.Duration { return time.Since(start) },
+		"app", a.cfg.ApplicationID, "brokers", a.cfg.Brokers)
 }
 
 // startupTimeout is err, of a start-up that found Kafka unreachable until

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -206,9 +208,20 @@ func (c *Coordinator) warnStarting(what string) (stop func()) {
 	if c.startupDeadline.IsZero() {
 		return func() {}
 	}
-	every := min(startupWarnEvery, max(c.cfg.StartupTimeout/4, 100*time.Millisecond))
-	done := make(chan struct{})
-	c.wg.Go(func() {
+	return WarnWhileStarting(c.log, c.cfg.StartupTimeout, what, func() time.Duration { return c.clock.Elapsed() - c.start })
+}
+
+// WarnWhileStarting logs "Kafka not answering at start-up: still waiting"
+// on log, with what, the time waited (waited) and attrs, every
+// startupWarnEvery (at most a quarter of timeout, at least 100 ms) until
+// stop is called; stop returns once the logging goroutine has ended and may
+// be called more than once. The coordinator's start-up steps and the App's
+// (the input's partition count, before the coordinators start) share it.
+func WarnWhileStarting(log *slog.Logger, timeout time.Duration, what string, waited func() time.Duration, attrs ...any) (stop func()) {
+	every := min(startupWarnEvery, max(timeout/4, 100*time.Millisecond))
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
@@ -216,24 +229,17 @@ func (c *Coordinator) warnStarting(what string) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				c.log.Warn("Kafka not answering at start-up: still waiting", "during", what,
-					"waited", (c.clock.Elapsed() - c.start).Round(time.Millisecond), "startup_timeout", c.cfg.StartupTimeout)
+				log.Warn("Kafka not answering at start-up: still waiting", append([]any{"during", what,
+					"waited", waited().Round(time.Millisecond), "startup_timeout", timeout}, attrs...)...)
 			}
 		}
-	})
-	return sync1(func() { close(done) })
-}
-
-// startupWarnEvery is the interval of warnStarting's warnings.
-const startupWarnEvery = 5 * time.Second
-
-// sync1 returns fn made safe to call more than once (it runs once).
-func sync1(fn func()) func() {
-	called := false
+	}()
+	var once sync.Once
 	return func() {
-		if !called {
-			called = true
-			fn()
-		}
+		once.Do(func() { close(done) })
+		<-exited
 	}
 }
+
+// startupWarnEvery is the interval of WarnWhileStarting's warnings.
+const startupWarnEvery = 5 * time.Second
