@@ -129,15 +129,28 @@ func TestSkipRecordCLI(t *testing.T) {
 	bin := buildKstate(t)
 	args := []string{"skip", "--brokers", strings.Join(e.brokers, ","), "--app", e.app, "--topic", de.Topic,
 		"--partition", strconv.Itoa(int(de.Partition)), "--offset", strconv.FormatInt(de.Offset, 10)}
-	out, err := exec.Command(bin, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("kstate skip: %v\n%s", err, out)
-	}
+	// A Run that failed does not leave the group (with several pipelines
+	// the failed one's siblings stay too): its static members stay until
+	// SessionTimeout, and kstate skip refuses (exit 4) until they are gone.
+	var out []byte
+	testprocs.Eventually(t, waitOut, "kstate skip accepted once the failed run's members left", func() bool {
+		var err error
+		out, err = exec.Command(bin, args...).CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 4 && strings.Contains(string(out), "member") {
+			time.Sleep(500 * time.Millisecond)
+			return false
+		}
+		if err != nil {
+			t.Fatalf("kstate skip: %v\n%s", err, out)
+		}
+		return true
+	})
 	t.Logf("kstate skip: %s", out)
 	stop := testprocs.Start(t, newSpecApp(t, cfg))
 	wantCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, 3*keys, waitOut), keys, 3)
 	// Running: refused.
-	out, err = exec.Command(bin, args...).CombinedOutput()
+	out, err := exec.Command(bin, args...).CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 4 || !strings.Contains(string(out), "member") {
 		t.Fatalf("kstate skip on a running application: %v\n%s; want exit code 4 naming the members", err, out)
