@@ -1,11 +1,9 @@
 package kstate_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -95,31 +93,13 @@ func setTopicConfig(t *testing.T, brokers []string, topic, key, value string) {
 	}
 }
 
-// syncBuffer is a log sink for several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A first start logs the changelog's creation calmly: the new group's
 // committed-offsets error (GROUP_ID_NOT_FOUND here, COORDINATOR_NOT_AVAILABLE
 // on a new Kafka cluster) is expected and goes to Debug, not Info.
 func TestFirstStartLogsNoExpectedErrorAtInfo(t *testing.T) {
 	brokers := startEmbedded(t, 2)
 	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
-	var logs syncBuffer
+	var logs lockedBuffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	app, err := kstate.New(cfg)
 	if err != nil {
