@@ -2,7 +2,6 @@ package kstate
 
 import (
 	"fmt"
-	"iter"
 	"testing"
 	"time"
 
@@ -12,22 +11,6 @@ import (
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
 )
-
-// gatedCounter is the counter processor whose HandleInputRows blocks on
-// the key "stuck" until release is closed.
-type gatedCounter struct {
-	*testprocs.Counter
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (g *gatedCounter) HandleInputRows(key string, rows iter.Seq[string], tv processor.TimerValues, out processor.Emitter[string]) error {
-	if key == "stuck" {
-		g.entered <- struct{}{}
-		<-g.release
-	}
-	return g.Counter.HandleInputRows(key, rows, tv, out)
-}
 
 // TestLagWhileBatchStuck: while a batch is stuck in a processor call, the
 // lag of /metrics and /status follows a backlog produced meanwhile, as
@@ -54,7 +37,7 @@ func TestLagWhileBatchStuck(t *testing.T) {
 				InputTopics: []string{"in"}, OutputTopic: "out",
 				KeySerde: serde.String(), ValueSerde: serde.String(), OutputSerde: serde.String(),
 				NewProcessor: func() processor.StatefulProcessor[string, string, string] {
-					return &gatedCounter{Counter: testprocs.NewCounter().(*testprocs.Counter), entered: entered, release: release}
+					return &testprocs.GatedCounter{Counter: testprocs.NewCounter().(*testprocs.Counter), Entered: entered, Release: release}
 				},
 				StateDir: t.TempDir(), MaxBatchWait: 50 * time.Millisecond, ShutdownTimeout: 5 * time.Second,
 				Logger: testlog.New(t),

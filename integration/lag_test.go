@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"iter"
 	"strings"
 	"testing"
 	"time"
@@ -10,22 +9,6 @@ import (
 	"github.com/kstate/kstate/internal/testprocs"
 	"github.com/kstate/kstate/processor"
 )
-
-// releasable is the counter processor whose HandleInputRows blocks on the
-// key "stuck" until release is closed.
-type releasable struct {
-	*testprocs.Counter
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (r *releasable) HandleInputRows(key string, rows iter.Seq[string], tv processor.TimerValues, out processor.Emitter[string]) error {
-	if key == "stuck" {
-		r.entered <- struct{}{}
-		<-r.release
-	}
-	return r.Counter.HandleInputRows(key, rows, tv, out)
-}
 
 // TestLagRealBrokerStuckBatch: on a real broker, while a batch is stuck in
 // a processor call, /metrics' kstate_consumer_lag and /status follow a
@@ -48,7 +31,7 @@ func testLagStuckBatch(t *testing.T, pipelines int) {
 	e := newSpecEnv(t, 2)
 	entered, release := make(chan struct{}, 4), make(chan struct{})
 	cfg := e.config(t, func() processor.StatefulProcessor[string, string, string] {
-		return &releasable{Counter: testprocs.NewCounter().(*testprocs.Counter), entered: entered, release: release}
+		return &testprocs.GatedCounter{Counter: testprocs.NewCounter().(*testprocs.Counter), Entered: entered, Release: release}
 	})
 	cfg.Pipelines = pipelines
 	app := newSpecApp(t, cfg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/processor"
 )
 
 // RealLag is the consumer lag of group on topic as Kafka sees it, per
@@ -102,4 +104,21 @@ func (l AppLag) Matches(real map[int32]int64) bool {
 
 func (l AppLag) String() string {
 	return fmt.Sprintf("/metrics %v, /status %v (total %d), batch in flight %v on %v", l.Metrics, l.Status, l.Total, l.BatchInFlight, l.InBatch)
+}
+
+// GatedCounter is the Counter whose HandleInputRows blocks on the key
+// "stuck" until Release is closed, after sending on Entered: a batch stuck
+// in a processor call, for the lag tests.
+type GatedCounter struct {
+	*Counter
+	Entered chan struct{}
+	Release chan struct{}
+}
+
+func (g *GatedCounter) HandleInputRows(key string, rows iter.Seq[string], tv processor.TimerValues, out processor.Emitter[string]) error {
+	if key == "stuck" {
+		g.Entered <- struct{}{}
+		<-g.Release
+	}
+	return g.Counter.HandleInputRows(key, rows, tv, out)
 }
