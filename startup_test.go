@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/testlog"
 	"github.com/kstate/kstate/internal/testprocs"
 )
 
@@ -99,7 +100,7 @@ func setTopicConfig(t *testing.T, brokers []string, topic, key, value string) {
 func TestFirstStartLogsNoExpectedErrorAtInfo(t *testing.T) {
 	brokers := startEmbedded(t, 2)
 	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	app, err := kstate.New(cfg)
 	if err != nil {

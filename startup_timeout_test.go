@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/testlog"
 	"github.com/kstate/kstate/internal/testprocs"
 )
 
@@ -48,24 +49,6 @@ func frozenBroker(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// lockedBuffer is a goroutine-safe log sink.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Run against a broker that accepts connections and never answers returns
 // within StartupTimeout (and a little slack) with a *StartupTimeoutError
 // naming the brokers and the timeout, having warned meanwhile (issue #25:
@@ -80,7 +63,7 @@ func TestStartupTimeoutFrozenBroker(t *testing.T) {
 			cfg := config([]string{addr}, t.TempDir(), testprocs.NewCounter)
 			cfg.StartupTimeout = timeout
 			cfg.Pipelines = pipelines
-			var logs lockedBuffer
+			var logs testlog.Buffer
 			cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), nil))
 			app, err := kstate.New(cfg)
 			if err != nil {

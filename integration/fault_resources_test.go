@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/testlog"
 	"github.com/kstate/kstate/internal/testprocs"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/state"
@@ -141,24 +141,6 @@ func TestFaultRecordSizeOverTopic(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // lateProxy listens on a free port only after delay, then forwards every
 // connection to target: a bootstrap broker that is down at start.
 func lateProxy(t *testing.T, target string, delay time.Duration) string {
@@ -211,7 +193,7 @@ func TestFaultBrokerDownAtStart(t *testing.T) {
 	e := newSpecEnv(t, 2)
 	cfg := e.config(t, testprocs.NewCounter)
 	cfg.Brokers = []string{lateProxy(t, e.brokers[0], 4*time.Second)}
-	var logs syncBuffer
+	var logs testlog.Buffer
 	cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), nil))
 	app := newSpecApp(t, cfg)
 	start := time.Now()

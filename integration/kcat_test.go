@@ -8,13 +8,13 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/testlog"
 	"github.com/kstate/kstate/internal/testprocs"
 )
 
@@ -64,24 +64,6 @@ func TestKcatInterop(t *testing.T) {
 	t.Logf("kcat interop ok: kcat->go %v, go->kcat %v", got, lines)
 }
 
-// lockedBuffer is a log sink shared by the App's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestKcatKeysAndLiveQuery: kcat's default partitioner (librdkafka's
 // consistent_random, crc32) puts keys on other partitions than Kafka's
 // murmur2. kstate processes them where they land (KeyPartitionAllow),
@@ -96,7 +78,7 @@ func TestKcatKeysAndLiveQuery(t *testing.T) {
 	}
 	e := newSpecEnv(t, 4)
 	cfg := e.config(t, testprocs.NewCounter)
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	app, err := kstate.New(cfg)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/testlog"
 	"github.com/kstate/kstate/internal/testprocs"
 	"github.com/kstate/kstate/processor"
 )
@@ -145,7 +146,7 @@ func TestFreshStartDoesNotRewind(t *testing.T) {
 			in.Produce(400) // a backlog waiting at the start: every partition has records
 			cfg := e.config(t, testprocs.NewCounter)
 			cfg.Pipelines, cfg.TimeMode = pipes, tc.mode
-			var logs syncBuffer
+			var logs testlog.Buffer
 			cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), nil))
 			app := newSpecApp(t, cfg)
 			stop := testprocs.Start(t, app)

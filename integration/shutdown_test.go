@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/testlog"
 	"github.com/kstate/kstate/internal/testprocs"
 )
 
@@ -214,7 +215,7 @@ func TestExampleStopsOnSIGTERM(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 
-	var stderr syncBuffer
+	var stderr testlog.Buffer
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr

@@ -4,7 +4,9 @@
 package testlog
 
 import (
+	"bytes"
 	"log/slog"
+	"sync"
 	"testing"
 )
 
@@ -15,3 +17,23 @@ func New(t testing.TB) *slog.Logger {
 
 // Discard returns a logger that drops everything.
 func Discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// Buffer is a log sink that several goroutines may write to while a test
+// reads what was written (String).
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
