@@ -42,14 +42,7 @@ func TestBenchEmbedded(t *testing.T) {
 		}
 	}
 
-	b, err := os.ReadFile(o.JSON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep benchReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readBenchReport(t, o.JSON)
 	if len(rep.Runs) != 2 {
 		t.Fatalf("%d results, want one per processor", len(rep.Runs))
 	}
@@ -142,14 +135,7 @@ func TestBenchChurnNewKeys(t *testing.T) {
 	if !strings.Contains(out.String(), "new keys' records/s") {
 		t.Error("table has no new keys' records/s")
 	}
-	b, err := os.ReadFile(o.JSON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep benchReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readBenchReport(t, o.JSON)
 	if len(rep.Runs) != 1 {
 		t.Fatalf("%d results, want 1", len(rep.Runs))
 	}
@@ -159,4 +145,18 @@ func TestBenchChurnNewKeys(t *testing.T) {
 		t.Errorf("new keys %d, %.0f records/s, first output after %v, %d sessions closed",
 			r.NewKeys, r.NewKeysRate, r.NewKeysFirst, r.SessionsFired)
 	}
+}
+
+// readBenchReport reads the JSON report a bench run wrote to path.
+func readBenchReport(t *testing.T, path string) benchReport {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep benchReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
