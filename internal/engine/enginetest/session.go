@@ -479,8 +479,11 @@ func (m *Member) TransactionalID() string { return "app-" + m.name }
 func (m *Member) Abandon() {
 	m.abandonOnce.Do(func() {
 		m.trace("%s: session abandoned", m.name)
-		close(m.abandoned)
+		// Closed first, then the hung produce released: as with a
+		// closed Kafka client, every call after the produce fails
+		// (otherwise the coordinator's abort could slip in between).
 		m.Close()
+		close(m.abandoned)
 	})
 }
 
