@@ -109,12 +109,12 @@ func TestQueryTwoInstances(t *testing.T) {
 		}
 
 		// The same over HTTP.
-		code, body := get(t, apps[owner].Handler(), "/state/count/"+url.PathEscape(k))
+		code, body := get(t, apps[owner].QueryHandler(), "/state/count/"+url.PathEscape(k))
 		var hr kstate.QueryResult
 		if err := json.Unmarshal([]byte(body), &hr); code != 200 || err != nil || len(hr.Entries) != 1 || string(hr.Entries[0].Value) != want {
 			t.Fatalf("GET /state/count/%s on the owner: %d %s", k, code, body)
 		}
-		code, body = get(t, apps[other].Handler(), "/state/count/"+url.PathEscape(k))
+		code, body = get(t, apps[other].QueryHandler(), "/state/count/"+url.PathEscape(k))
 		var miss struct {
 			Error string
 			Owner *kstate.KeyOwner
@@ -122,7 +122,7 @@ func TestQueryTwoInstances(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &miss); code != 421 || err != nil || miss.Owner == nil || miss.Owner.InstanceID != owner {
 			t.Fatalf("GET /state/count/%s on the other instance: %d %s, want 421 naming %s", k, code, body, owner)
 		}
-		if code, body := get(t, apps[owner].Handler(), "/state/nope/"+url.PathEscape(k)); code != 404 {
+		if code, body := get(t, apps[owner].QueryHandler(), "/state/nope/"+url.PathEscape(k)); code != 404 {
 			t.Fatalf("GET /state/nope/%s: %d %s, want 404", k, code, body)
 		}
 	}
@@ -254,7 +254,7 @@ func TestQueryMisroutedKey(t *testing.T) {
 		if !errors.Is(err, kstate.ErrKeyElsewhere) || !strings.Contains(err.Error(), "murmur2_random") {
 			t.Fatalf("Query of a key without state after mismatches: %v, want ErrKeyElsewhere", err)
 		}
-		if code, body := get(t, awayApp.Handler(), "/state/count/"+miss); code != 409 || !strings.Contains(body, "another partition") {
+		if code, body := get(t, awayApp.QueryHandler(), "/state/count/"+miss); code != 409 || !strings.Contains(body, "another partition") {
 			t.Fatalf("GET /state/count/%s: %d %s, want 409", miss, code, body)
 		}
 	})
