@@ -337,7 +337,8 @@ type Config[K, I, O any] struct {
 	// HTTPAddr, when set, makes Run serve App.Handler (/healthz, /readyz,
 	// /status, /metrics) on this address (e.g. ":8080") for as long as it runs; Run
 	// fails at once if it cannot listen. Default "": no server (mount
-	// App.Handler yourself).
+	// App.Handler yourself). It never serves the live state queries
+	// (App.QueryHandler: mount it yourself, behind your authentication).
 	HTTPAddr string
 	// Logger receives operational messages as structured records with the
 	// attributes app, partition and batch where they apply: assignments and

@@ -179,28 +179,24 @@ func (a *App[K, I, O]) Ready() (ok bool, reason string) {
 	return st == Running, why
 }
 
-// Handler returns an http.Handler serving the App's health and status:
+// Handler returns an http.Handler serving the App's health, status and
+// metrics, for a kubelet, a load balancer, Prometheus and people:
 //
 //	GET /         an HTML status page for people (polls /status)
 //	GET /healthz  200 "ok", or 503 with the reason (see Live)
 //	GET /readyz   200 "ok" when Running, or 503 with the state (see Ready)
 //	GET /status   200, Status as JSON
 //	GET /metrics  the App's Prometheus metrics (see Collector)
-//	GET /state/{variable}/{key}
-//	              a live query (see Query): 200 QueryResult as JSON; 421
-//	              with the KeyOwner when another instance owns the key;
-//	              404 for an unknown variable; 503 when not running. The
-//	              key is the record key's bytes, URL path-escaped
-//	              (?key_base64=1: the key segment is base64url).
 //
-// Mount it where you like (it routes on the full path: mount it at the
-// root, or strip a prefix with http.StripPrefix); Config.HTTPAddr serves
-// it on its own. Each call returns a new handler.
+// It serves no state: live state queries are QueryHandler's, which you
+// mount apart, behind your own authentication (docs/OPERATIONS.md,
+// "Security"). Mount it where you like (it routes on the full path: mount
+// it at the root, or strip a prefix with http.StripPrefix);
+// Config.HTTPAddr serves it on its own. Each call returns a new handler.
 func (a *App[K, I, O]) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", statusPage()) // statuspage.go
 	mux.Handle("GET /metrics", a.metricsHandler())
-	mux.HandleFunc("GET /state/{variable}/{key...}", a.serveQuery) // query.go
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { probe(w)(a.Live()) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { probe(w)(a.Ready()) })
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {

@@ -246,7 +246,30 @@ func (a *App[K, I, O]) keyOwner(ctx context.Context, key []byte) (KeyOwner, erro
 	return o, nil
 }
 
-// serveQuery is GET /state/{variable}/{key} of Handler.
+// QueryHandler returns an http.Handler serving live state queries, and
+// nothing else:
+//
+//	GET /state/{variable}/{key}
+//	      a live query (see Query): 200 QueryResult as JSON; 421 with the
+//	      KeyOwner when another instance owns the key; 409 when the key's
+//	      state may be on another instance's partition (ErrKeyElsewhere);
+//	      404 for an unknown variable; 503 when not running. The key is
+//	      the record key's bytes, URL path-escaped (?key_base64=1: the key
+//	      segment is base64url).
+//
+// It answers with any key's committed state to whoever asks: it has no
+// authentication of its own, and neither Handler nor Config.HTTPAddr
+// serves it. Mount it deliberately, behind your own authentication and
+// TLS (docs/OPERATIONS.md, "Security"), where you like: it routes on the
+// full path (mount it at the root, or strip a prefix with
+// http.StripPrefix). Each call returns a new handler.
+func (a *App[K, I, O]) QueryHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /state/{variable}/{key...}", a.serveQuery)
+	return mux
+}
+
+// serveQuery is GET /state/{variable}/{key} of QueryHandler.
 func (a *App[K, I, O]) serveQuery(w http.ResponseWriter, r *http.Request) {
 	reply := func(code int, v any) {
 		w.Header().Set("Cache-Control", "no-store")

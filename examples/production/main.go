@@ -1,8 +1,11 @@
 // Command production is kstate deployed the way a service runs in a
 // cluster: configured by environment variables (brokers, TLS, SASL, state
-// directory, instance id), serving its status page, /metrics, /healthz,
-// /readyz and live queries on one HTTP port, logging JSON, and shutting
-// down gracefully on SIGTERM (Kubernetes, systemd) as on Ctrl-C.
+// directory, instance id), serving its status page, /metrics, /healthz
+// and /readyz on one HTTP port and, when asked, live state queries on
+// another behind a bearer token (App.QueryHandler: the probes' port can be
+// open to the kubelet and Prometheus without exposing any user's state),
+// logging JSON, and shutting down gracefully on SIGTERM (Kubernetes,
+// systemd) as on Ctrl-C.
 //
 // It counts page views per user: input records keyed by user id with the
 // page as value; it keeps per-user stats in an Avro-encoded ValueState
@@ -18,10 +21,13 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -72,6 +78,9 @@ func (p *PageViews) HandleInputRows(_ string, pages iter.Seq[string], _ processo
 type settings struct {
 	cfg      kstate.Config[string, string, Stats]
 	logLevel slog.Level
+	// queryAddr serves the live state queries (App.QueryHandler) to
+	// requests bearing queryToken; "": not served.
+	queryAddr, queryToken string
 }
 
 // settingsFromEnv reads the configuration from environment variables
@@ -83,7 +92,9 @@ type settings struct {
 //	KSTATE_OUTPUT_TOPIC            (default user-stats)
 //	KSTATE_INSTANCE_ID             stable per instance, e.g. a StatefulSet pod name (default: the host name)
 //	KSTATE_STATE_DIR               local state, on a persistent volume (default /var/lib/kstate)
-//	KSTATE_HTTP_ADDR               status page, /metrics, probes, /state (default :8080)
+//	KSTATE_HTTP_ADDR               status page, /metrics, probes (default :8080)
+//	KSTATE_QUERY_ADDR              live state queries, GET /state/{variable}/{key} (default: not served)
+//	KSTATE_QUERY_TOKEN             the bearer token KSTATE_QUERY_ADDR requires (required with it)
 //	KSTATE_TLS                     "true": TLS with the system's roots (implied by any KSTATE_TLS_*_FILE)
 //	KSTATE_TLS_CA_FILE             PEM certificates that sign the brokers' certificates
 //	KSTATE_TLS_CERT_FILE, KSTATE_TLS_KEY_FILE   client certificate and key (mutual TLS)
@@ -147,6 +158,11 @@ func settingsFromEnv(getenv func(string) string) (settings, error) {
 	if s.cfg.LeaveGroupOnShutdown, err = boolean("KSTATE_LEAVE_GROUP_ON_SHUTDOWN"); err != nil {
 		return s, err
 	}
+	s.queryAddr, s.queryToken = or("KSTATE_QUERY_ADDR", ""), or("KSTATE_QUERY_TOKEN", "")
+	if s.queryAddr != "" && s.queryToken == "" {
+		return s, errors.New("KSTATE_QUERY_ADDR is set but KSTATE_QUERY_TOKEN is not: the live queries answer with any user's state, " +
+			"so they need the token their callers send (Authorization: Bearer <token>)")
+	}
 	if err := s.logLevel.UnmarshalText([]byte(or("KSTATE_LOG_LEVEL", "info"))); err != nil {
 		return s, fmt.Errorf("KSTATE_LOG_LEVEL: %w", err)
 	}
@@ -176,10 +192,40 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	if s.queryAddr != "" {
+		ln, err := net.Listen("tcp", s.queryAddr)
+		if err != nil {
+			return fmt.Errorf("KSTATE_QUERY_ADDR: %w", err)
+		}
+		// In production put TLS in front (srv.ServeTLS, or the mesh's):
+		// the token and the state travel in the clear otherwise.
+		srv := &http.Server{Handler: requireToken(s.queryToken, app.QueryHandler()), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
 	log.Info("starting", "app", s.cfg.ApplicationID, "instance", s.cfg.InstanceID, "http", s.cfg.HTTPAddr,
-		"tls", s.cfg.TLS != nil, "sasl", s.cfg.SASL != nil)
+		"queries", s.queryAddr, "tls", s.cfg.TLS != nil, "sasl", s.cfg.SASL != nil)
 	start := time.Now()
 	err = app.Run(ctx)
 	log.Info("stopped", "after", time.Since(start).Round(time.Millisecond), "err", err)
 	return err
+}
+
+// requireToken passes to next only the requests that bear token
+// ("Authorization: Bearer <token>", compared in constant time); the others
+// get 401. Put your own authentication here (mutual TLS, OIDC, ...).
+func requireToken(token string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kstate queries"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

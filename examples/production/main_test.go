@@ -57,7 +57,7 @@ func TestSettingsFromEnv(t *testing.T) {
 	}
 	c := s.cfg
 	if len(c.Brokers) != 2 || c.ApplicationID != "pageviews" || c.HTTPAddr != ":8080" || c.TLS != nil || c.SASL != nil ||
-		c.StateDir != "/var/lib/kstate" || c.InstanceID == "" || c.LeaveGroupOnShutdown || c.StateMemory != 0 {
+		c.StateDir != "/var/lib/kstate" || c.InstanceID == "" || c.LeaveGroupOnShutdown || c.StateMemory != 0 || s.queryAddr != "" {
 		t.Fatalf("defaults: %+v", c)
 	}
 	s, err = settingsFromEnv(env(map[string]string{
@@ -81,6 +81,7 @@ func TestSettingsFromEnv(t *testing.T) {
 		"KSTATE_TLS=":          {"KSTATE_TLS": "maybe"},
 		"KSTATE_LOG_LEVEL":     {"KSTATE_LOG_LEVEL": "loud"},
 		"KSTATE_LEAVE_GROUP_O": {"KSTATE_LEAVE_GROUP_ON_SHUTDOWN": "yes please"},
+		"KSTATE_QUERY_TOKEN":   {"KSTATE_QUERY_ADDR": ":8081"},
 	} {
 		m["KSTATE_BROKERS"] = "kafka:9092"
 		if _, err := settingsFromEnv(env(m)); err == nil || !strings.Contains(err.Error(), name) {
@@ -97,23 +98,35 @@ func TestServiceRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	freeAddr := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr, queryAddr := freeAddr(), freeAddr()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, env(map[string]string{
 			"KSTATE_BROKERS": strings.Join(e.Brokers(), ","), "KSTATE_STATE_DIR": t.TempDir(),
 			"KSTATE_HTTP_ADDR": addr, "KSTATE_INSTANCE_ID": "pageviews-0", "KSTATE_LOG_LEVEL": "warn",
+			"KSTATE_QUERY_ADDR": queryAddr, "KSTATE_QUERY_TOKEN": "s3cret",
 		}))
 	}()
 	defer cancel()
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
+	// getAt GETs path on addr, with the bearer token if not "".
+	getAt := func(addr, path, token string) (int, string) {
+		req, err := http.NewRequest("GET", "http://"+addr+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return 0, err.Error()
 		}
@@ -121,6 +134,7 @@ func TestServiceRuns(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	get := func(path string) (int, string) { return getAt(addr, path, "") }
 	testprocs.Eventually(t, 30*time.Second, "/readyz 200", func() bool {
 		time.Sleep(50 * time.Millisecond)
 		code, _ := get("/readyz")
@@ -151,13 +165,26 @@ func TestServiceRuns(t *testing.T) {
 			return code == 200 && strings.Contains(body, want)
 		})
 	}
+	// The live queries are on their own port, for the token's bearers
+	// only; the probes' port does not serve them.
 	testprocs.Eventually(t, 10*time.Second, "live query of u1", func() bool {
 		time.Sleep(20 * time.Millisecond)
-		code, body := get("/state/stats/u1")
+		code, body := getAt(queryAddr, "/state/stats/u1", "s3cret")
 		var res struct{ Entries []struct{ Value Stats } }
 		return code == 200 && json.Unmarshal([]byte(body), &res) == nil && len(res.Entries) == 1 &&
 			res.Entries[0].Value == (Stats{2, "cart"})
 	})
+	for _, token := range []string{"", "guess", "s3cre", "s3cret2"} {
+		if code, body := getAt(queryAddr, "/state/stats/u1", token); code != 401 || strings.Contains(body, "cart") {
+			t.Fatalf("GET /state/stats/u1 with token %q: %d %s, want 401", token, code, body)
+		}
+	}
+	if code, body := get("/state/stats/u1"); code != 404 || strings.Contains(body, "cart") {
+		t.Fatalf("GET /state/stats/u1 on KSTATE_HTTP_ADDR: %d %s, want 404", code, body)
+	}
+	if code, body := getAt(queryAddr, "/status", "s3cret"); code != 404 {
+		t.Fatalf("GET /status on KSTATE_QUERY_ADDR: %d %.200s, want 404", code, body)
+	}
 	cancel()
 	select {
 	case err := <-done:
