@@ -84,7 +84,9 @@ type SessionConfig struct {
 	// franz-go's own revoke has completed by then (the callbacks do not
 	// hold up the rebalance): the new owner is kept from our uncommitted
 	// work by the abort, KIP-447 stable offsets and read_committed, not by
-	// waiting for us. OnLost nil: OnRevoked is called instead.
+	// waiting for us. OnLost nil: OnRevoked is called instead. Every
+	// revoke is reported, also one that franz-go's transact session does
+	// not pass on (a second rebalance before End; revokes.go).
 	OnAssigned, OnRevoked, OnLost func(ctx context.Context, parts []Partition)
 
 	// PauseAssigned pauses every newly assigned partition inside
