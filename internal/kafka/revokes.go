@@ -15,7 +15,7 @@ import "github.com/twmb/franz-go/pkg/kgo"
 // process, the new owner, waited for the shard's lock until its restore
 // gave up (integration's TestInputsTwoCodecsOneCounter under load), and
 // the generation fence kept the partition as owned, free to re-commit its
-// old offset over the new owner's.
+// old offset over the new owner's (fence.go).
 //
 // So the session also follows the group from the member's side of each
 // join, which franz-go always reports to the balancer (trackedBalancer) on
@@ -28,11 +28,17 @@ import "github.com/twmb/franz-go/pkg/kgo"
 // was revoked or lost without our callback: reconcile queues the revoke.
 //
 // The join comes after franz-go's own revoke: the partitions' fetches are
-// stopped and the transaction in flight is marked to abort (the wrapper
-// does that before it decides whether to call us), so the engine, closing
-// the task at its next Poll as for a reported revoke, never commits
-// anything of the partition after it was revoked. A revoke reported by
-// franz-go is queued before the join and leaves nothing to reconcile.
+// stopped, and the transaction in flight is marked to abort (the wrapper
+// skips our callback only when it is marked already). The engine closes
+// the task at its next Poll, as for a reported revoke; a transaction it
+// ends before then aborts on the group's generation (the rebalance is in
+// progress; the generation fence puts an offset in every commit). A
+// revoke reported by franz-go is queued before the join and leaves
+// nothing to reconcile.
+//
+// franz-go takes its KIP-848 path only for its own balancer types, so the
+// wrapper keeps a session on the classic group protocol, which kstate uses
+// anyway (it does not opt in to KIP-848).
 
 // trackedBalancer is the session's group balancer, reporting the member's
 // side of each join to reconcile. The protocol name, the balancing (as the
