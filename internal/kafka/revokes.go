@@ -32,7 +32,8 @@ import "github.com/twmb/franz-go/pkg/kgo"
 // skips our callback only when it is marked already). The engine closes
 // the task at its next Poll, as for a reported revoke; a transaction it
 // ends before then aborts on the group's generation (the rebalance is in
-// progress; the generation fence puts an offset in every commit). A
+// progress; the generation fence gives a commit without offsets one, once
+// the group has committed any). A
 // revoke reported by franz-go is queued before the join and leaves
 // nothing to reconcile.
 //
