@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,7 +84,9 @@ type SessionConfig struct {
 	// franz-go's own revoke has completed by then (the callbacks do not
 	// hold up the rebalance): the new owner is kept from our uncommitted
 	// work by the abort, KIP-447 stable offsets and read_committed, not by
-	// waiting for us. OnLost nil: OnRevoked is called instead.
+	// waiting for us. OnLost nil: OnRevoked is called instead. Every
+	// revoke is reported, also one that franz-go's transact session does
+	// not pass on (a second rebalance before End; revokes.go).
 	OnAssigned, OnRevoked, OnLost func(ctx context.Context, parts []Partition)
 
 	// PauseAssigned pauses every newly assigned partition inside
@@ -182,10 +185,12 @@ type Session struct {
 
 	// mu guards events queued by franz-go's group goroutine for delivery on
 	// the Poll goroutine (see enqueue for why they are not delivered at
-	// once).
+	// once), and queued, the partitions that the queue, once delivered,
+	// leaves assigned (revokes.go).
 	mu struct {
 		sync.Mutex
 		events []groupEvent
+		queued map[Partition]struct{}
 	}
 }
 
@@ -204,6 +209,9 @@ func (k eventKind) String() string {
 type groupEvent struct {
 	kind  eventKind
 	parts []Partition
+	// missed: a revoke franz-go did not report, found by reconcile
+	// (revokes.go).
+	missed bool
 }
 
 // Defaults of SessionConfig. kstate.Config uses the first two as its own
@@ -284,7 +292,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		// franz-go version; RequireStableFetchOffsets is a no-op. Auto
 		// commit is off for any transactional client.)
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.Balancers(balancer(cfg.CoPartitioned)),
+		kgo.Balancers(trackedBalancer{balancer(cfg.CoPartitioned), s}),
 		kgo.RecordPartitioner(newPartitioner()),
 		kgo.MetadataMinAge(clientMetadataMinAge),
 		// Produce and ProduceAsync hand over whole batches or chunks of
@@ -349,14 +357,34 @@ func (s *Session) enqueue(kind eventKind, m map[string][]int32) {
 		return
 	}
 	sortPartitions(parts)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.queued == nil {
+		s.mu.queued = make(map[Partition]struct{})
+	}
+	if kind != evAssigned {
+		// Only what is still assigned: reconcile may have revoked
+		// some already.
+		parts = slices.DeleteFunc(parts, func(p Partition) bool {
+			_, ok := s.mu.queued[p]
+			return !ok
+		})
+		if len(parts) == 0 {
+			return
+		}
+	}
 	if kind == evAssigned {
 		s.fence.assigned(parts)
+		for _, p := range parts {
+			s.mu.queued[p] = struct{}{}
+		}
 	} else {
 		s.fence.forget(parts)
+		for _, p := range parts {
+			delete(s.mu.queued, p)
+		}
 	}
-	s.mu.Lock()
-	s.mu.events = append(s.mu.events, groupEvent{kind, parts})
-	s.mu.Unlock()
+	s.mu.events = append(s.mu.events, groupEvent{kind: kind, parts: parts})
 }
 
 // deliver calls the user's callbacks for queued group events, in order.
@@ -370,7 +398,12 @@ func (s *Session) deliver(ctx context.Context) {
 			return
 		}
 		for _, ev := range events {
-			s.log.Info("partitions "+ev.kind.String(), "group", s.cfg.GroupID, "partitions", ev.parts)
+			if ev.missed {
+				s.log.Info("partitions revoked (found at the group join: a second rebalance before the transaction ended)",
+					"group", s.cfg.GroupID, "partitions", ev.parts)
+			} else {
+				s.log.Info("partitions "+ev.kind.String(), "group", s.cfg.GroupID, "partitions", ev.parts)
+			}
 			var fn func(context.Context, []Partition)
 			switch ev.kind {
 			case evAssigned:
