@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/internal/shard"
@@ -161,7 +161,7 @@ func (a *App[K, I, O]) partitionCount(c *pipelineSet) int {
 func (a *App[K, I, O]) queryPartition(c *pipelineSet, p int32, variable string, key []byte) (QueryResult, error) {
 	res := QueryResult{Variable: variable, Partition: p, Entries: []statereader.Entry{}}
 	entries := map[string][]byte{}
-	regKey := changelog.MetaKey("var/" + variable)
+	regKey := changelogfmt.MetaKey("var/" + variable)
 	var info shard.VarInfo
 	var found bool
 	read := func(lower, upper []byte) error {
