@@ -63,7 +63,11 @@ func SetInputOffsets[K, I, O any](ctx context.Context, cfg Config[K, I, O], offs
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
 	if err := adm.EnsureTopic(ctx, kafka.TopicSpec{Name: changelog, Partitions: n, ReplicationFactor: -1, Compacted: true}); err != nil {
-		return fmt.Errorf("kstate: changelog topic: %w", err)
+		err = fmt.Errorf("kstate: changelog topic: %w", err)
+		if tm, ok := topicMismatch(err); ok {
+			return tm
+		}
+		return err
 	}
 	if err := adm.CommitGroupOffsets(ctx, c.ApplicationID, topic, offsets); err != nil {
 		return fmt.Errorf("kstate: %w", err)
