@@ -65,7 +65,7 @@ func SetInputOffsets[K, I, O any](ctx context.Context, cfg Config[K, I, O], offs
 	})
 	switch {
 	case errors.Is(err, setoffsets.ErrNotRecorded):
-		return fmt.Errorf("kstate: run SetInputOffsets again with the same offsets: %w", err)
+		return fmt.Errorf("kstate: %w; run SetInputOffsets again with the same offsets", err)
 	case err != nil:
 		err = fmt.Errorf("kstate: %w", err)
 		if tm, ok := topicMismatch(err); ok {

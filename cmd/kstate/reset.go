@@ -343,7 +343,7 @@ func runReset(ctx context.Context, out io.Writer, f resetFlags) error {
 		})
 		switch {
 		case errors.Is(err, setoffsets.ErrNotRecorded):
-			return fmt.Errorf("reset: run the same reset again: %w", err)
+			return fmt.Errorf("reset: %w; run the same reset again", err)
 		case err != nil:
 			return fmt.Errorf("reset: %w", err)
 		}

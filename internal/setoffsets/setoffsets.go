@@ -9,8 +9,10 @@
 // (one transaction). The order is deliberate: a failure in between leaves
 // committed offsets the changelog does not confirm, which Run refuses
 // (nothing is processed on them) until Set runs again with the same
-// offsets; the other order would leave a changelog that promises offsets
-// the group never committed.
+// offsets. (The rescale builds a whole new application and writes in the
+// other order, its changelog first: a failure leaves a changelog without
+// offsets, which the next rescale refuses until it is deleted. It shares
+// ChangelogSpec and KeptConfigs only.)
 package setoffsets
 
 import (
