@@ -16,6 +16,7 @@ import (
 	"github.com/kstate/kstate/internal/initial"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/publicapi"
 	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
@@ -67,28 +68,53 @@ func (a *App[K, I, O]) deadLetterTopic() string {
 	return a.cfg.DeadLetterTopic
 }
 
-// Counters are cumulative counters. Batch counters count committed batches
-// only: an aborted (and retried) batch is not counted twice.
+// Counters are cumulative counters of an App (Metrics.Total) or of one
+// partition's task (Metrics.Partitions). The batch counters count
+// committed batches only: an aborted (and retried) batch is not counted
+// twice. The app-level counters (Commits, CommitLatency, Aborts, Rounds)
+// are counted in Metrics.Total only. The Prometheus metrics of
+// App.Handler's /metrics and App.Collector export the same figures.
 type Counters struct {
-	Batches          int64 // committed micro-batches that ran on the task
-	RowsIn           int64 // input rows handed to HandleInputRows
-	RowsOut          int64 // rows emitted
-	Keys             int64 // HandleInputRows calls
-	LateRowsDropped  int64 // EventTime rows at or before the watermark
+	// Batches counts the committed micro-batches that held input, initial
+	// state or due timers of the task.
+	Batches int64
+	// RowsIn counts the input rows handed to HandleInputRows.
+	RowsIn int64
+	// RowsOut counts the rows emitted (Emit, EmitTo, EmitWith).
+	RowsOut int64
+	// Keys counts the HandleInputRows calls: one a grouping key a batch.
+	Keys int64
+	// LateRowsDropped counts the EventTime rows at or before the
+	// watermark, dropped before HandleInputRows.
+	LateRowsDropped int64
+	// TimersRegistered, TimersDeleted and TimersFired count the timers
+	// registered, deleted (by DeleteTimer or after firing) and fired
+	// (HandleExpiredTimer calls).
 	TimersRegistered int64
 	TimersDeleted    int64
 	TimersFired      int64
-	TTLRemovals      int64
-	StateRowsUpdated int64
-	StateRowsRemoved int64
+	// TTLRemovals counts the state entries removed because their TTL
+	// expired.
+	TTLRemovals int64
+	// InitialStateRows counts the Config.InitialState rows applied
+	// (HandleInitialState calls).
 	InitialStateRows int64
+	// ChangelogRecords counts the records written to the changelog topic.
 	ChangelogRecords int64
-	RestoreRecords   int64
-	RestoreTime      time.Duration
-	Commits          int64         // committed transactions (app level)
-	CommitLatency    time.Duration // summed time of transaction commits (app level)
-	Aborts           int64         // aborted transactions (app level)
-	Rounds           int64         // batch rounds run, including ones with nothing to commit (app level)
+	// RestoreRecords counts the changelog records replayed into local
+	// state at a partition's start, and RestoreTime the time the restores
+	// took.
+	RestoreRecords int64
+	RestoreTime    time.Duration
+	// Commits counts the committed transactions and CommitLatency sums
+	// the time their commits took (app level).
+	Commits       int64
+	CommitLatency time.Duration
+	// Aborts counts the aborted transactions (app level).
+	Aborts int64
+	// Rounds counts the batch rounds run, including the ones with nothing
+	// to commit (app level).
+	Rounds int64
 	// DecodeErrors counts undecodable input records (nil keys included)
 	// under DecodeErrorSkip or DecodeErrorDeadLetter.
 	DecodeErrors int64
@@ -111,6 +137,26 @@ type Counters struct {
 	// the ranges scanned, until a compaction drops them; a per-batch
 	// figure in the thousands means scans are slowed by them.
 	StateDeletesSkipped int64
+}
+
+// newCounters is the public view of the engine's counters: the one place
+// that maps them, so an engine counter is public only when added here.
+func newCounters(c engine.Counters) Counters {
+	return Counters{
+		Batches: c.Batches, RowsIn: c.RowsIn, RowsOut: c.RowsOut, Keys: c.Keys, LateRowsDropped: c.LateRowsDropped,
+		TimersRegistered: c.TimersRegistered, TimersDeleted: c.TimersDeleted, TimersFired: c.TimersFired,
+		TTLRemovals: c.TTLRemovals, InitialStateRows: c.InitialStateRows, ChangelogRecords: c.ChangelogRecords,
+		RestoreRecords: c.RestoreRecords, RestoreTime: c.RestoreTime,
+		Commits: c.Commits, CommitLatency: c.CommitLatency, Aborts: c.Aborts, Rounds: c.Rounds,
+		DecodeErrors: c.DecodeErrors, Skipped: c.Skipped, DeadLettered: c.DeadLettered,
+		ProcessingErrors: c.ProcessingErrors, KeyPartitionMismatches: c.KeyPartitionMismatches,
+		StateDeletesSkipped: c.StateDeletesSkipped,
+	}
+}
+
+func init() {
+	// kstatetest builds its Metrics from engine counters too.
+	publicapi.Counters = func(c engine.Counters) any { return newCounters(c) }
 }
 
 // Metrics is a snapshot of an App's counters.
@@ -144,11 +190,9 @@ func (a *App[K, I, O]) Metrics() Metrics {
 		return m
 	}
 	s := c.Snapshot()
-	// engine.Counters has the same fields: a conversion, checked by the
-	// compiler.
-	m.Total = Counters(s.Total)
+	m.Total = newCounters(s.Total)
 	for p, pc := range s.Partitions {
-		m.Partitions[p] = Counters(pc)
+		m.Partitions[p] = newCounters(pc)
 	}
 	m.Assigned, m.Restoring, m.FirstCommit = s.Assigned, s.Restoring, s.FirstCommit
 	m.BatchInFlight = s.BatchInFlight

@@ -229,6 +229,9 @@ func publicError(err error) error {
 	if ae, ok := authError(err); ok {
 		return ae
 	}
+	if tm, ok := topicMismatch(err); ok {
+		return tm
+	}
 	var sk *SinkError
 	switch {
 	case errors.As(err, &sk):

@@ -114,11 +114,11 @@ func (a *App[K, I, O]) Status() Status {
 	s, owner := c.snapshot()
 	st.BatchInFlight, st.SinceCommit, st.FirstCommit = s.BatchInFlight, s.SinceCommit, s.FirstCommit
 	st.BatchInFlightRecords = s.BatchInFlightRecords
-	st.Total = Counters(s.Total)
+	st.Total = newCounters(s.Total)
 	st.LastError, st.LastErrorAt, st.LastCommitAt = a.metrics.last()
 	st.Lag = -1
 	for _, p := range s.Assigned {
-		ps, ct := s.Status[p], Counters(s.Partitions[p])
+		ps, ct := s.Status[p], newCounters(s.Partitions[p])
 		st.Partitions = append(st.Partitions, PartitionStatus{
 			Partition: p, Pipeline: owner[p], Restoring: !ps.Ready, RestoredRecords: ps.RestoredRecords, RestoreTotal: ps.RestoreTotal,
 			RestoreRate: ps.RestoreRate, RestoreETA: ps.RestoreETA, Lag: ps.Lag, InBatch: ps.InBatch,

@@ -2,12 +2,11 @@ package kstate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
-	"sort"
 
-	"github.com/kstate/kstate/internal/engine"
-	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/setoffsets"
 	"github.com/kstate/kstate/internal/skip"
 )
 
@@ -54,27 +53,25 @@ func SetInputOffsets[K, I, O any](ctx context.Context, cfg Config[K, I, O], offs
 	if err != nil {
 		return fmt.Errorf("kstate: input topic %q: %w", topic, err)
 	}
-	parts := make([]int32, 0, len(offsets))
 	for p, o := range offsets {
 		if p < 0 || int(p) >= n || o < 0 {
 			return fmt.Errorf("%w: SetInputOffsets: partition %d offset %d: input topic %q has partitions 0..%d", ErrConfig, p, o, topic, n-1)
 		}
-		parts = append(parts, p)
 	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-	if err := adm.EnsureTopic(ctx, kafka.TopicSpec{Name: changelog, Partitions: n, ReplicationFactor: -1, Compacted: true}); err != nil {
-		return fmt.Errorf("kstate: changelog topic: %w", err)
-	}
-	if err := adm.CommitGroupOffsets(ctx, c.ApplicationID, topic, offsets); err != nil {
-		return fmt.Errorf("kstate: %w", err)
-	}
-	recs := make([]kafka.Record, len(parts))
-	for i, p := range parts {
-		k, v := engine.InputOffsetRecord(offsets[p])
-		recs[i] = kafka.Record{Topic: changelog, Partition: p, Key: k, Value: v}
-	}
-	if _, err := c.clientConfig().WriteTransaction(ctx, c.ApplicationID+"-set-offsets", c.TransactionTimeout, recs); err != nil {
-		return fmt.Errorf("kstate: the offsets are committed but not recorded in the changelog (Run refuses those partitions): run SetInputOffsets again: %w", err)
+	err = setoffsets.Set(ctx, c.clientConfig(), adm, setoffsets.Request{
+		Group: c.ApplicationID, Topic: topic, Offsets: offsets,
+		Changelog: setoffsets.ChangelogSpec(changelog, n, nil),
+		TxnID:     c.ApplicationID + "-set-offsets", TxnTimeout: c.TransactionTimeout,
+	})
+	switch {
+	case errors.Is(err, setoffsets.ErrNotRecorded):
+		return fmt.Errorf("kstate: %w; run SetInputOffsets again with the same offsets", err)
+	case err != nil:
+		err = fmt.Errorf("kstate: %w", err)
+		if tm, ok := topicMismatch(err); ok {
+			return tm
+		}
+		return err
 	}
 	return nil
 }

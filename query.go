@@ -9,9 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/engine"
-	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/state"
 	"github.com/kstate/kstate/statereader"
@@ -160,40 +158,24 @@ func (a *App[K, I, O]) partitionCount(c *pipelineSet) int {
 // ErrUnknownVariable: p never declared variable.
 func (a *App[K, I, O]) queryPartition(c *pipelineSet, p int32, variable string, key []byte) (QueryResult, error) {
 	res := QueryResult{Variable: variable, Partition: p, Entries: []statereader.Entry{}}
-	entries := map[string][]byte{}
-	regKey := changelog.MetaKey("var/" + variable)
-	var info shard.VarInfo
-	var found bool
-	read := func(lower, upper []byte) error {
-		return c.ReadCommitted(p, lower, upper, func(k, v []byte) bool {
-			entries[string(k)] = append([]byte(nil), v...)
-			return true
-		})
+	read := func(lower, upper []byte, each func(k, v []byte) bool) error {
+		return c.ReadCommitted(p, lower, upper, each)
 	}
-	if err := read(regKey, keys.PrefixEnd(regKey)); err != nil {
+	entries, info, found, err := shard.ReadVarKey(read, variable, key)
+	if err != nil {
 		// Closed: revoked while we read.
 		if errors.Is(err, engine.ErrNotOwned) || errors.Is(err, state.ErrClosed) {
+			if found {
+				return res, fmt.Errorf("%w (partition %d, revoked)", ErrNotOwner, p)
+			}
 			return res, fmt.Errorf("%w (partition %d)", ErrNotOwner, p)
 		}
 		return res, err
-	}
-	if v, ok := entries[string(regKey)]; ok {
-		var err error
-		if info, found, err = shard.ParseVarInfo(regKey, v); err != nil {
-			return res, err
-		}
 	}
 	if !found {
 		return res, fmt.Errorf("%w: partition %d has no variable %q", ErrUnknownVariable, p, variable)
 	}
 	res.Kind = info.Kind
-	prefix := keys.StateKeyPrefix(info.ID, key)
-	if err := read(prefix, keys.PrefixEnd(prefix)); err != nil {
-		if errors.Is(err, state.ErrClosed) {
-			return res, fmt.Errorf("%w (partition %d, revoked)", ErrNotOwner, p)
-		}
-		return res, err
-	}
 	r, err := statereader.FromEntries(a.cfg.ApplicationID, map[int32]map[string][]byte{p: entries})
 	if err != nil {
 		return res, err

@@ -1,7 +1,14 @@
-// Package changelog defines the binary format of kstate's changelog records,
-// which is also the format of the local state shards: a documented, stable
-// format that tools (a state reader, a repair job) can decode with DecodeKey
-// and DecodeValue without the application's code.
+// Package changelog documents and decodes the binary format of kstate's
+// changelog records, which is also the format of the local state shards: a
+// documented, versioned format that tools outside kstate (a state reader, a
+// repair job, an audit) read with DecodeKey and DecodeValue without the
+// application's code. Package statereader builds on it to read an
+// application's variables and timers by name.
+//
+// The package is for reading: kstate's engine writes the records with
+// encoders of its own (not part of the API), so the format can evolve
+// behind FormatVersion. A value of a format version this build does not
+// know fails DecodeValue with ErrVersion instead of being misread.
 //
 // A changelog record is exactly one key/value pair of a partition's state
 // shard: the record key is the shard key and the record value is the stored
@@ -21,7 +28,10 @@
 //
 // Value layout:
 //
-//	version u8 (=1) | flags u8 | schemaID uvarint | [expiry i64 if flags&FlagExpiry] | payload
+//	version u8 (=FormatVersion, 1) | flags u8 | schemaID uvarint | [expiry i64 if flags bit 0] | payload
+//
+// flags bit 0 set: the value has an expiry (TTL), Header.Expiry; other
+// bits are never set. The schemaID uvarint is always in its shortest form.
 //
 // schemaID is the version of the variable's value schema the payload was
 // written under: n is the n-th entry of the "schemas" list of the

@@ -1,8 +1,11 @@
-package changelog
+package changelog_test
 
 import (
 	"bytes"
 	"testing"
+
+	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 )
 
 // FuzzDecodeKey: DecodeKey never panics, and whatever it accepts re-encodes
@@ -16,7 +19,7 @@ func FuzzDecodeKey(f *testing.F) {
 		f.Add(tc.key)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		k, err := DecodeKey(data)
+		k, err := changelog.DecodeKey(data)
 		if err != nil {
 			if k.Kind != 0 || k.GroupKey != nil || k.StateKey != nil {
 				t.Fatalf("DecodeKey(%x) returned a partial key %+v with error %v", data, k, err)
@@ -33,17 +36,17 @@ func FuzzDecodeKey(f *testing.F) {
 // re-encodes to the same bytes (canonical header).
 func FuzzDecodeValue(f *testing.F) {
 	for _, tc := range valueCases() {
-		f.Add(EncodeValue(tc.h, tc.payload))
+		f.Add(changelogfmt.EncodeValue(tc.h, tc.payload))
 	}
 	for _, tc := range badValues {
 		f.Add(tc.b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		h, payload, err := DecodeValue(data)
+		h, payload, err := changelog.DecodeValue(data)
 		if err != nil {
 			return
 		}
-		if re := AppendValue(nil, h, payload); !bytes.Equal(re, data) {
+		if re := changelogfmt.AppendValue(nil, h, payload); !bytes.Equal(re, data) {
 			t.Fatalf("DecodeValue(%x) = %+v, %x re-encodes to %x", data, h, payload, re)
 		}
 	})
@@ -59,11 +62,11 @@ func FuzzTimerKeyOrder(f *testing.F) {
 		if want == 0 {
 			want = bytes.Compare(k1, k2)
 		}
-		if got := bytes.Compare(TimerKey(e1, k1), TimerKey(e2, k2)); got != want {
+		if got := bytes.Compare(changelogfmt.TimerKey(e1, k1), changelogfmt.TimerKey(e2, k2)); got != want {
 			t.Fatalf("TimerKey(%d,%x) vs TimerKey(%d,%x): %d, want %d", e1, k1, e2, k2, got, want)
 		}
 		// The per-key index orders by expiry within one group key.
-		if got := bytes.Compare(TimerByKey(k1, e1), TimerByKey(k1, e2)); got != cmpInt64(e1, e2) {
+		if got := bytes.Compare(changelogfmt.TimerByKey(k1, e1), changelogfmt.TimerByKey(k1, e2)); got != cmpInt64(e1, e2) {
 			t.Fatalf("TimerByKey(%x, %d vs %d): %d", k1, e1, e2, got)
 		}
 	})

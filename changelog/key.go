@@ -43,62 +43,9 @@ type Key struct {
 	StateKey []byte // KindTTL: the full KindState key the index entry points at
 }
 
-// flip maps an int64 to a uint64 whose big-endian bytes sort in the same
-// order as the signed value (negative timestamps sort first).
-func flip(v int64) uint64 { return uint64(v) ^ (1 << 63) }
-
-// unflip is the inverse of flip.
+// unflip inverts the encoders' order-preserving map of an int64 to a
+// uint64 (sign bit flipped): big-endian, negative timestamps sort first.
 func unflip(u uint64) int64 { return int64(u ^ (1 << 63)) }
-
-// MetaKey returns the shard key of a metadata entry.
-func MetaKey(name string) []byte {
-	b := make([]byte, 0, 1+len(name))
-	return append(append(b, byte(KindMeta)), name...)
-}
-
-// stateKeyPrefix returns the prefix of all entries of variable varID under
-// one grouping key: the contiguous range holding that key's state.
-func stateKeyPrefix(varID uint32, groupKey []byte) []byte {
-	b := make([]byte, 9, 9+len(groupKey)+8)
-	b[0] = byte(KindState)
-	binary.BigEndian.PutUint32(b[1:], varID)
-	binary.BigEndian.PutUint32(b[5:], uint32(len(groupKey)))
-	return append(b, groupKey...)
-}
-
-// StateKey returns the key of one state entry.
-func StateKey(varID uint32, groupKey, suffix []byte) []byte {
-	return append(stateKeyPrefix(varID, groupKey), suffix...)
-}
-
-// TimerKey returns the (expiry, key) ordered timer index key.
-func TimerKey(expiry int64, groupKey []byte) []byte {
-	b := make([]byte, 9, 9+len(groupKey))
-	b[0] = byte(KindTimer)
-	binary.BigEndian.PutUint64(b[1:], flip(expiry))
-	return append(b, groupKey...)
-}
-
-// timerByKeyPrefix returns the prefix of all timers of one grouping key.
-func timerByKeyPrefix(groupKey []byte) []byte {
-	b := make([]byte, 5, 5+len(groupKey)+8)
-	b[0] = byte(KindTimerKey)
-	binary.BigEndian.PutUint32(b[1:], uint32(len(groupKey)))
-	return append(b, groupKey...)
-}
-
-// TimerByKey returns the (key, expiry) ordered timer index key.
-func TimerByKey(groupKey []byte, expiry int64) []byte {
-	return binary.BigEndian.AppendUint64(timerByKeyPrefix(groupKey), flip(expiry))
-}
-
-// TTLKey returns the TTL index key for a state entry expiring at expiry.
-func TTLKey(expiry int64, stateKey []byte) []byte {
-	b := make([]byte, 9, 9+len(stateKey))
-	b[0] = byte(KindTTL)
-	binary.BigEndian.PutUint64(b[1:], flip(expiry))
-	return append(b, stateKey...)
-}
 
 // DecodeKey parses a shard key. It never panics on arbitrary input; the
 // returned slices alias b.

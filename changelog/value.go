@@ -8,8 +8,8 @@ import (
 // FormatVersion is the current value format version.
 const FormatVersion = 1
 
-// FlagExpiry marks a value that carries an expiry timestamp (TTL).
-const FlagExpiry = 1 << 0
+// flagExpiry marks a value that carries an expiry timestamp (TTL).
+const flagExpiry = 1 << 0
 
 // NoExpiry is the Expiry of a value without TTL.
 const NoExpiry = int64(-1)
@@ -18,25 +18,6 @@ const NoExpiry = int64(-1)
 type Header struct {
 	SchemaID uint32 // schema version of the payload (see the package doc); 0 = none recorded
 	Expiry   int64  // ms since epoch; NoExpiry when the value has no TTL
-}
-
-// AppendValue appends the encoded header and payload to dst.
-func AppendValue(dst []byte, h Header, payload []byte) []byte {
-	var flags byte
-	if h.Expiry != NoExpiry {
-		flags |= FlagExpiry
-	}
-	dst = append(dst, FormatVersion, flags)
-	dst = binary.AppendUvarint(dst, uint64(h.SchemaID))
-	if flags&FlagExpiry != 0 {
-		dst = binary.BigEndian.AppendUint64(dst, uint64(h.Expiry))
-	}
-	return append(dst, payload...)
-}
-
-// EncodeValue returns header + payload in a new slice.
-func EncodeValue(h Header, payload []byte) []byte {
-	return AppendValue(make([]byte, 0, 12+len(payload)), h, payload)
 }
 
 // DecodeValue splits a stored value into its header and payload (aliasing b).
@@ -49,7 +30,7 @@ func DecodeValue(b []byte) (Header, []byte, error) {
 		return Header{}, nil, fmt.Errorf("%w: %d (this build reads %d)", ErrVersion, b[0], FormatVersion)
 	}
 	flags := b[1]
-	if flags&^FlagExpiry != 0 {
+	if flags&^flagExpiry != 0 {
 		return Header{}, nil, fmt.Errorf("%w: unknown flags 0x%02x", ErrBadValue, flags)
 	}
 	id, n := binary.Uvarint(b[2:])
@@ -64,7 +45,7 @@ func DecodeValue(b []byte) (Header, []byte, error) {
 	}
 	h := Header{SchemaID: uint32(id), Expiry: NoExpiry}
 	rest := b[2+n:]
-	if flags&FlagExpiry != 0 {
+	if flags&flagExpiry != 0 {
 		if len(rest) < 8 {
 			return Header{}, nil, fmt.Errorf("%w: truncated expiry", ErrBadValue)
 		}

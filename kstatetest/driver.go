@@ -10,6 +10,7 @@ import (
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/publicapi"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
 )
@@ -354,12 +355,11 @@ func (d *Driver[K, I, O]) Metrics() kstate.Metrics {
 			continue
 		}
 		c := p.task.Counters()
-		// engine.Counters and kstate.Counters have the same fields.
-		m.Partitions[p.id] = kstate.Counters(c)
+		m.Partitions[p.id] = publicapi.Counters(c).(kstate.Counters)
 		total.Add(c)
 		m.Assigned = append(m.Assigned, p.id)
 	}
-	m.Total = kstate.Counters(total)
+	m.Total = publicapi.Counters(total).(kstate.Counters)
 	sort.Slice(m.Assigned, func(i, j int) bool { return m.Assigned[i] < m.Assigned[j] })
 	return m
 }

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/kafka"
 )
 
@@ -103,7 +103,7 @@ func errNoHistory(source string) error {
 // state as of batch a.batch (see above). read is called with the records
 // of every fetch.
 func readAtBatch(ctx context.Context, r *kafka.PartitionReader, a atBatch, read func(n int)) (map[string][]byte, error) {
-	marker := string(changelog.MetaKey(metaNextBatch))
+	marker := string(changelogfmt.MetaKey(metaNextBatch))
 	target := a.batch + 1 // the marker value batch a.batch's records start with
 	m := map[string][]byte{}
 	first, latest := int64(-1), int64(-1) // marker values seen: the first, and the last - 1

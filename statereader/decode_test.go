@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/state"
 )
 
@@ -15,7 +16,7 @@ func enc[T any](t *testing.T, c state.Codec[T], v T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return changelog.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, b)
+	return changelogfmt.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, b)
 }
 
 // A list, a map with an int32 key, a custom codec and a non-UTF-8 key: the
@@ -25,19 +26,19 @@ func TestDecoding(t *testing.T) {
 	mp := uint32(2)
 	custom := uint32(3)
 	raw := map[string][]byte{
-		string(changelog.MetaKey("var/events")): []byte(`{"id":1,"kind":"list","schema":"string"}`),
-		string(changelog.MetaKey("var/scores")): []byte(`{"id":2,"kind":"map","schema":"float64","keySchema":"int32"}`),
-		string(changelog.MetaKey("var/blob")):   []byte(`{"id":3,"kind":"value","schema":"myproto"}`),
+		string(changelogfmt.MetaKey("var/events")): []byte(`{"id":1,"kind":"list","schema":"string"}`),
+		string(changelogfmt.MetaKey("var/scores")): []byte(`{"id":2,"kind":"map","schema":"float64","keySchema":"int32"}`),
+		string(changelogfmt.MetaKey("var/blob")):   []byte(`{"id":3,"kind":"value","schema":"myproto"}`),
 		// The stored next batch id 7: the last committed batch is 6.
-		string(changelog.MetaKey("engine/batch_id")):  binary.BigEndian.AppendUint64(nil, 7),
-		string(changelog.MetaKey("engine/time_mode")): []byte("EventTime"),
+		string(changelogfmt.MetaKey("engine/batch_id")):  binary.BigEndian.AppendUint64(nil, 7),
+		string(changelogfmt.MetaKey("engine/time_mode")): []byte("EventTime"),
 		// list elements of key "k": sequence numbers 5 and 9 are positions 0 and 1
-		string(changelog.StateKey(list, []byte("k"), binary.BigEndian.AppendUint64(nil, 9))): enc(t, state.String(), "second"),
-		string(changelog.StateKey(list, []byte("k"), binary.BigEndian.AppendUint64(nil, 5))): enc(t, state.String(), "first"),
-		string(changelog.StateKey(list, []byte("m"), binary.BigEndian.AppendUint64(nil, 1))): enc(t, state.String(), "other"),
-		string(changelog.StateKey(mp, []byte{0xff, 0x00}, mustEnc(t, state.Int32(), -3))):    enc(t, state.Float64(), 1.5),
-		string(changelog.StateKey(custom, []byte("k"), nil)):                                 changelog.EncodeValue(changelog.Header{Expiry: 1000}, []byte{1, 2, 3}),
-		string(changelog.TimerByKey([]byte("k"), 1735732810000)):                             {},
+		string(changelogfmt.StateKey(list, []byte("k"), binary.BigEndian.AppendUint64(nil, 9))): enc(t, state.String(), "second"),
+		string(changelogfmt.StateKey(list, []byte("k"), binary.BigEndian.AppendUint64(nil, 5))): enc(t, state.String(), "first"),
+		string(changelogfmt.StateKey(list, []byte("m"), binary.BigEndian.AppendUint64(nil, 1))): enc(t, state.String(), "other"),
+		string(changelogfmt.StateKey(mp, []byte{0xff, 0x00}, mustEnc(t, state.Int32(), -3))):    enc(t, state.Float64(), 1.5),
+		string(changelogfmt.StateKey(custom, []byte("k"), nil)):                                 changelogfmt.EncodeValue(changelog.Header{Expiry: 1000}, []byte{1, 2, 3}),
+		string(changelogfmt.TimerByKey([]byte("k"), 1735732810000)):                             {},
 	}
 	r, err := newReader("app", "test", options{}, map[int32]map[string][]byte{0: raw})
 	if err != nil {
@@ -134,16 +135,16 @@ func TestDecodingSchemaHistory(t *testing.T) {
 		return b
 	}
 	at := func(version uint32, payload []byte) []byte {
-		return changelog.EncodeValue(changelog.Header{SchemaID: version, Expiry: changelog.NoExpiry}, payload)
+		return changelogfmt.EncodeValue(changelog.Header{SchemaID: version, Expiry: changelog.NoExpiry}, payload)
 	}
 	raw := map[string][]byte{
-		string(changelog.MetaKey("var/count")):                   hist(1, "int32", "int64"),
-		string(changelog.MetaKey("var/rec")):                     hist(2, s1, s2),
-		string(changelog.StateKey(1, []byte("old"), nil)):        at(0, mustEnc(t, state.Int32(), 41)),
-		string(changelog.StateKey(1, []byte("new"), nil)):        at(2, mustEnc(t, state.Int64(), 1<<40)),
-		string(changelog.StateKey(2, []byte("old"), nil)):        at(1, mustEnc(t, a1, v1{N: 7})),
-		string(changelog.StateKey(2, []byte("new"), nil)):        at(2, mustEnc(t, a2, v2{Name: "ann", N: 8})),
-		string(changelog.StateKey(2, []byte("unknown-id"), nil)): at(9, []byte{0xff}),
+		string(changelogfmt.MetaKey("var/count")):                   hist(1, "int32", "int64"),
+		string(changelogfmt.MetaKey("var/rec")):                     hist(2, s1, s2),
+		string(changelogfmt.StateKey(1, []byte("old"), nil)):        at(0, mustEnc(t, state.Int32(), 41)),
+		string(changelogfmt.StateKey(1, []byte("new"), nil)):        at(2, mustEnc(t, state.Int64(), 1<<40)),
+		string(changelogfmt.StateKey(2, []byte("old"), nil)):        at(1, mustEnc(t, a1, v1{N: 7})),
+		string(changelogfmt.StateKey(2, []byte("new"), nil)):        at(2, mustEnc(t, a2, v2{Name: "ann", N: 8})),
+		string(changelogfmt.StateKey(2, []byte("unknown-id"), nil)): at(9, []byte{0xff}),
 	}
 	r, err := newReader("app", "test", options{}, map[int32]map[string][]byte{0: raw})
 	if err != nil {

@@ -47,6 +47,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/shard"
 )
 
@@ -228,7 +229,7 @@ func newReader(app, source string, o options, raw map[int32]map[string][]byte) (
 			pt.data = append(pt.data, kvPair{k, v})
 		}
 		slices.SortFunc(pt.data, func(a, b kvPair) int { return strings.Compare(a.k, b.k) })
-		for _, e := range pt.rangeOf(changelog.MetaKey("var/")) {
+		for _, e := range pt.rangeOf(changelogfmt.MetaKey("var/")) {
 			info, ok, err := shard.ParseVarInfo([]byte(e.k), e.v)
 			if err != nil {
 				return nil, fmt.Errorf("statereader: partition %d: %w", p, err)
@@ -255,7 +256,7 @@ func (p *part) rangeOf(prefix []byte) []kvPair {
 }
 
 func (p *part) meta(name string) ([]byte, bool) {
-	k := changelog.MetaKey(name)
+	k := changelogfmt.MetaKey(name)
 	i := sort.Search(len(p.data), func(i int) bool { return p.data[i].k >= string(k) })
 	if i < len(p.data) && p.data[i].k == string(k) {
 		return p.data[i].v, true
@@ -531,7 +532,7 @@ func (r *Reader) decode(schema string, payload []byte) (json.RawMessage, string)
 func (p *part) inputOffsets() map[string]int64 {
 	const name = "engine/input_offset/"
 	var out map[string]int64
-	prefix := changelog.MetaKey(name)
+	prefix := changelogfmt.MetaKey(name)
 	for _, e := range p.rangeOf(prefix) {
 		if len(e.v) != 8 {
 			continue

@@ -14,6 +14,7 @@
 //   - timers are durable state: they are changelogged with the batch and
 //     survive restarts, rebalances and failover.
 //
-// Timer is how a timer is listed outside a processor (test drivers, the
-// state reader).
+// Outside a processor, a test lists timers with kstatetest's Driver.Timers
+// and a tool with package statereader (Reader.Timers, `kstate state
+// timers`). The package has no identifiers: the API is processor.Handle's.
 package timers

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/murmur2"
@@ -64,22 +65,22 @@ func TestRescaleRSS(t *testing.T) {
 		}
 		for p := range int32(m) {
 			for _, e := range [][2][]byte{
-				{changelog.MetaKey("var/count"), []byte(reg)},
-				{changelog.MetaKey("varid/next"), []byte{0, 0, 0, 2}},
-				{changelog.MetaKey(engine.MetaTimeMode), []byte("ProcessingTime")},
-				{changelog.MetaKey(engine.MetaBatchID), []byte{0, 0, 0, 0, 0, 0, 0, 9}},
+				{changelogfmt.MetaKey("var/count"), []byte(reg)},
+				{changelogfmt.MetaKey("varid/next"), []byte{0, 0, 0, 2}},
+				{changelogfmt.MetaKey(engine.MetaTimeMode), []byte("ProcessingTime")},
+				{changelogfmt.MetaKey(engine.MetaBatchID), []byte{0, 0, 0, 0, 0, 0, 0, 9}},
 			} {
 				if !rec(p, e[0], e[1]) {
 					return
 				}
 			}
 		}
-		count := changelog.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, []byte{0, 0, 0, 0, 0, 0, 0, 3})
+		count := changelogfmt.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, []byte{0, 0, 0, 0, 0, 0, 0, 3})
 		for i := range keys {
 			k := fmt.Appendf(nil, "user-%07d", i)
 			p := murmur2.Partition(k, m)
 			ts := int64(1_750_000_000_000 + i)
-			if !rec(p, changelog.StateKey(1, k, nil), count) || !rec(p, changelog.TimerKey(ts, k), []byte{}) || !rec(p, changelog.TimerByKey(k, ts), []byte{}) {
+			if !rec(p, changelogfmt.StateKey(1, k, nil), count) || !rec(p, changelogfmt.TimerKey(ts, k), []byte{}) || !rec(p, changelogfmt.TimerByKey(k, ts), []byte{}) {
 				return
 			}
 		}

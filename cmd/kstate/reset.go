@@ -15,10 +15,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/setoffsets"
 	"github.com/kstate/kstate/internal/shard"
 )
 
@@ -274,13 +273,7 @@ func runReset(ctx context.Context, out io.Writer, f resetFlags) error {
 	if !plan.earliest && slices.Contains(plan.deletes, changelog) {
 		// Keep the changelog's max.message.bytes, set from the
 		// application's MaxRecordBytes when kstate created it.
-		if rc, err := cl.DescribeTopicConfigs(ctx, changelog); err == nil && len(rc) == 1 && rc[0].Err == nil {
-			for _, c := range rc[0].Configs {
-				if c.Key == "max.message.bytes" && c.Source == kmsg.ConfigSourceDynamicTopicConfig && c.Value != nil {
-					changelogConfigs = map[string]string{c.Key: *c.Value}
-				}
-			}
-		}
+		changelogConfigs = setoffsets.KeptConfigs(ctx, cl, changelog)
 	}
 	if len(plan.deletes) > 0 {
 		resp, err := cl.DeleteTopics(ctx, plan.deletes...)
@@ -321,8 +314,8 @@ func runReset(ctx context.Context, out io.Writer, f resetFlags) error {
 	} else {
 		// Committed offsets need the state's input offsets in the
 		// changelog, or the restore refuses the partitions (a lost
-		// changelog): commit the offsets, then record them in a new
-		// changelog, as kstate.SetInputOffsets does.
+		// changelog): setoffsets.Set commits the offsets, then records
+		// them in a new changelog, as kstate.SetInputOffsets does.
 		// The deleted repartition topic's offsets go too: the next run's
 		// restore would otherwise wait for state the new topic never had.
 		// (Kafka 4.1 drops a deleted topic's offsets by itself — the
@@ -343,20 +336,16 @@ func runReset(ctx context.Context, out io.Writer, f resetFlags) error {
 		for _, o := range plan.offsets[t] {
 			offs[int32(o[0])] = o[2]
 		}
-		spec := kafka.TopicSpec{Name: changelog, Partitions: len(offs), ReplicationFactor: -1, Compacted: true, Configs: changelogConfigs}
-		if err := adm.EnsureTopic(ctx, spec); err != nil {
-			return fmt.Errorf("reset: create the changelog: %w", err)
-		}
-		if err := adm.CommitGroupOffsets(ctx, f.app, t, offs); err != nil {
+		err := setoffsets.Set(ctx, cc, adm, setoffsets.Request{
+			Group: f.app, Topic: t, Offsets: offs,
+			Changelog: setoffsets.ChangelogSpec(changelog, len(offs), changelogConfigs),
+			TxnID:     f.app + "-reset", TxnTimeout: 10 * time.Second,
+		})
+		switch {
+		case errors.Is(err, setoffsets.ErrNotRecorded):
+			return fmt.Errorf("reset: %w; run the same reset again", err)
+		case err != nil:
 			return fmt.Errorf("reset: %w", err)
-		}
-		var recs []kafka.Record
-		for _, o := range plan.offsets[t] {
-			k, v := engine.InputOffsetRecord(o[2])
-			recs = append(recs, kafka.Record{Topic: changelog, Partition: int32(o[0]), Key: k, Value: v})
-		}
-		if _, err := cc.WriteTransaction(ctx, f.app+"-reset", 10*time.Second, recs); err != nil {
-			return fmt.Errorf("reset: the offsets are committed but not recorded in the changelog (Run refuses those partitions): run the same reset again: %w", err)
 		}
 	}
 	if plan.local != "" {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/kafka/kafkatest"
 )
@@ -47,14 +48,14 @@ func TestStateReadSpeed(t *testing.T) {
 	start := time.Now()
 	var batch []kafka.Record
 	for p := int32(0); p < parts; p++ {
-		batch = append(batch, kafka.Record{Topic: topic, Partition: p, Key: changelog.MetaKey("var/count"),
+		batch = append(batch, kafka.Record{Topic: topic, Partition: p, Key: changelogfmt.MetaKey("var/count"),
 			Value: []byte(`{"id":1,"kind":"value","schema":"int64"}`)})
 	}
 	for i := 0; i < n; i++ {
 		key := []byte(fmt.Sprintf("user-%08d", i))
 		payload := binary.BigEndian.AppendUint64(nil, uint64(int64(i))^(1<<63))
 		batch = append(batch, kafka.Record{Topic: topic, Partition: int32(i % parts),
-			Key: changelog.StateKey(1, key, nil), Value: changelog.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, payload)})
+			Key: changelogfmt.StateKey(1, key, nil), Value: changelogfmt.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, payload)})
 		if len(batch) >= 50_000 || i == n-1 {
 			if err := prod.Produce(ctx, batch...); err != nil {
 				t.Fatal(err)

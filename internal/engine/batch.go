@@ -8,8 +8,8 @@ import (
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/handle"
+	"github.com/kstate/kstate/internal/timers"
 	"github.com/kstate/kstate/processor"
-	"github.com/kstate/kstate/timers"
 )
 
 // BatchResult is what a batch hands back to the owner for the transaction.

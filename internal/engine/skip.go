@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"strings"
 
-	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 )
 
 // Skipping one input record by hand (kstate.SkipRecord, `kstate skip`).
@@ -37,13 +37,13 @@ const noSkip = -1
 // the record of topic at offset (its changelog partition is the input
 // partition's).
 func SkipRecord(topic string, offset int64) (key, value []byte) {
-	return changelog.MetaKey(SkipMeta(topic)), putInt(offset)
+	return changelogfmt.MetaKey(SkipMeta(topic)), putInt(offset)
 }
 
 // SkipOffset decodes a changelog record of a skip entry: the topic and the
 // offset (negative: consumed); ok is false for any other record.
 func SkipOffset(key, value []byte) (topic string, offset int64, ok bool) {
-	prefix := changelog.MetaKey(SkipMetaPrefix)
+	prefix := changelogfmt.MetaKey(SkipMetaPrefix)
 	if !strings.HasPrefix(string(key), string(prefix)) || len(value) != 8 {
 		return "", 0, false
 	}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 )
 
 // The input topic's layout. Kafka's default partitioner maps a key to
@@ -150,5 +150,5 @@ func (c *Coordinator) checkMisrouted(byPart map[int32][]Record) (ok bool, err er
 // moved by hand, and on a new application it marks the committed offset as
 // a start position, so the initial state is still applied.
 func InputOffsetRecord(offset int64) (key, value []byte) {
-	return changelog.MetaKey(MetaInputOffset), putInt(offset)
+	return changelogfmt.MetaKey(MetaInputOffset), putInt(offset)
 }

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	kpub "github.com/kstate/kstate/kafka"
-
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -182,7 +180,7 @@ func (a *Admin) validate(ctx context.Context, spec TopicSpec) error {
 			return err
 		}
 		if n != spec.Partitions {
-			return &kpub.TopicMismatchError{Topic: spec.Name, What: "partitions", Want: strconv.Itoa(spec.Partitions), Got: strconv.Itoa(n)}
+			return &TopicMismatchError{Topic: spec.Name, What: "partitions", Want: strconv.Itoa(spec.Partitions), Got: strconv.Itoa(n)}
 		}
 	}
 	if spec.Compacted {
@@ -191,7 +189,7 @@ func (a *Admin) validate(ctx context.Context, spec TopicSpec) error {
 			return err
 		}
 		if policy != "compact" {
-			return &kpub.TopicMismatchError{Topic: spec.Name, What: "cleanup.policy", Want: "compact", Got: policy}
+			return &TopicMismatchError{Topic: spec.Name, What: "cleanup.policy", Want: "compact", Got: policy}
 		}
 	}
 	return nil

@@ -6,6 +6,10 @@ import (
 )
 
 var (
+	// ErrTopicMismatch is wrapped by every *TopicMismatchError (the root
+	// package's ErrTopicMismatch is this value).
+	ErrTopicMismatch = errors.New("kafka: existing topic does not match its specification")
+
 	// ErrTopicNotFound is returned when a topic does not exist.
 	ErrTopicNotFound = errors.New("kafka: topic not found")
 
@@ -56,3 +60,20 @@ func (e *RecordTooLargeError) Error() string {
 }
 
 func (e *RecordTooLargeError) Unwrap() error { return ErrRecordTooLarge }
+
+// TopicMismatchError says how an existing topic differs from what kstate
+// needs (EnsureTopic). The root package turns it into the public
+// kstate.TopicMismatchError.
+type TopicMismatchError struct {
+	Topic string
+	What  string // "partitions" or "cleanup.policy"
+	Want  string
+	Got   string
+}
+
+func (e *TopicMismatchError) Error() string {
+	return fmt.Sprintf("kafka: topic %q has %s %s, want %s: fix or delete the topic", e.Topic, e.What, e.Got, e.Want)
+}
+
+// Unwrap makes errors.Is(err, ErrTopicMismatch) true.
+func (e *TopicMismatchError) Unwrap() error { return ErrTopicMismatch }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/internal/restore"
@@ -59,8 +60,8 @@ func TestMeasureRestore(t *testing.T) {
 				for i := range recs {
 					k := uint64(p)<<40 | uint64(lo+i)
 					recs[i] = kafka.Record{Topic: topic, Partition: p,
-						Key:   changelog.StateKey(1, binary.BigEndian.AppendUint64(nil, k*0x9e3779b97f4a7c15), nil),
-						Value: changelog.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, binary.BigEndian.AppendUint64(nil, uint64(lo+i)))}
+						Key:   changelogfmt.StateKey(1, binary.BigEndian.AppendUint64(nil, k*0x9e3779b97f4a7c15), nil),
+						Value: changelogfmt.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, binary.BigEndian.AppendUint64(nil, uint64(lo+i)))}
 				}
 				if _, err := kafka.WriteTransaction(ctx, brokers, fmt.Sprintf("%s-w%d", topic, p), 0, recs); err != nil {
 					errs <- err
@@ -152,7 +153,7 @@ func restoreOne(ctx context.Context, adm *kafka.Admin, topic string, p int32, di
 		return st, err
 	}
 	k := uint64(p) << 40
-	v, ok, err := s.Get(changelog.StateKey(1, binary.BigEndian.AppendUint64(nil, k*0x9e3779b97f4a7c15), nil))
+	v, ok, err := s.Get(changelogfmt.StateKey(1, binary.BigEndian.AppendUint64(nil, k*0x9e3779b97f4a7c15), nil))
 	if err != nil || !ok || len(v) < 8 || binary.BigEndian.Uint64(v[len(v)-8:]) != 0 {
 		return st, fmt.Errorf("partition %d: first key after restore: %x %v %v", p, v, ok, err)
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/internal/testlog"
-	kpub "github.com/kstate/kstate/kafka"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -233,11 +232,11 @@ func TestGenerationFence(t *testing.T) {
 }
 
 func TestTopicMismatchError(t *testing.T) {
-	err := error(&kpub.TopicMismatchError{Topic: "app-changelog", What: "partitions", Want: "8", Got: "4"})
+	err := error(&TopicMismatchError{Topic: "app-changelog", What: "partitions", Want: "8", Got: "4"})
 	if got, want := err.Error(), `kafka: topic "app-changelog" has partitions 4, want 8: fix or delete the topic`; got != want {
 		t.Fatalf("%q, want %q", got, want)
 	}
-	if !errors.Is(err, kpub.ErrTopicMismatch) {
+	if !errors.Is(err, ErrTopicMismatch) {
 		t.Fatal("not ErrTopicMismatch")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 )
 
 // FlipInt64 maps an int64 to a uint64 whose big-endian bytes sort in the
@@ -33,7 +34,7 @@ func StatePrefix(varID uint32) []byte {
 // StateKeyPrefix returns the prefix of all entries of variable varID under
 // one grouping key: the contiguous range holding that key's state.
 func StateKeyPrefix(varID uint32, groupKey []byte) []byte {
-	return changelog.StateKey(varID, groupKey, nil)
+	return changelogfmt.StateKey(varID, groupKey, nil)
 }
 
 // ListSuffix encodes a list element position (the suffix of a ListState
@@ -42,7 +43,7 @@ func ListSuffix(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, s
 
 // TimerByKeyPrefix returns the prefix of all timers of one grouping key.
 func TimerByKeyPrefix(groupKey []byte) []byte {
-	k := changelog.TimerByKey(groupKey, 0)
+	k := changelogfmt.TimerByKey(groupKey, 0)
 	return k[:len(k)-8]
 }
 
@@ -76,7 +77,7 @@ func PrefixEnd(prefix []byte) []byte {
 	return end
 }
 
-// AppendTimerKey appends changelog.TimerKey(expiry, groupKey) to dst.
+// AppendTimerKey appends changelogfmt.TimerKey(expiry, groupKey) to dst.
 func AppendTimerKey(dst []byte, expiry int64, groupKey []byte) []byte {
 	dst = append(dst, byte(changelog.KindTimer))
 	dst = binary.BigEndian.AppendUint64(dst, FlipInt64(expiry))
@@ -90,7 +91,7 @@ func AppendTimerByKeyPrefix(dst, groupKey []byte) []byte {
 	return append(dst, groupKey...)
 }
 
-// AppendTimerByKey appends changelog.TimerByKey(groupKey, expiry) to dst.
+// AppendTimerByKey appends changelogfmt.TimerByKey(groupKey, expiry) to dst.
 func AppendTimerByKey(dst, groupKey []byte, expiry int64) []byte {
 	return binary.BigEndian.AppendUint64(AppendTimerByKeyPrefix(dst, groupKey), FlipInt64(expiry))
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/keys"
 )
 
@@ -21,14 +22,14 @@ func TestUpperBounds(t *testing.T) {
 					continue // overflow
 				}
 				for _, g := range groupKeys {
-					in := bytes.Compare(changelog.TimerKey(exp, g), keys.TimerUpperBound(th)) < 0
+					in := bytes.Compare(changelogfmt.TimerKey(exp, g), keys.TimerUpperBound(th)) < 0
 					if in != (exp <= th) {
-						t.Fatalf("changelog.TimerKey(%d,%x) < keys.TimerUpperBound(%d) = %v", exp, g, th, in)
+						t.Fatalf("changelogfmt.TimerKey(%d,%x) < keys.TimerUpperBound(%d) = %v", exp, g, th, in)
 					}
-					sk := changelog.StateKey(1, g, nil)
-					in = bytes.Compare(changelog.TTLKey(exp, sk), keys.TTLUpperBound(th)) < 0
+					sk := changelogfmt.StateKey(1, g, nil)
+					in = bytes.Compare(changelogfmt.TTLKey(exp, sk), keys.TTLUpperBound(th)) < 0
 					if in != (exp <= th) {
-						t.Fatalf("changelog.TTLKey(%d,%x) < keys.TTLUpperBound(%d) = %v", exp, sk, th, in)
+						t.Fatalf("changelogfmt.TTLKey(%d,%x) < keys.TTLUpperBound(%d) = %v", exp, sk, th, in)
 					}
 				}
 			}
@@ -56,24 +57,24 @@ func TestStateKeyPrefixContiguity(t *testing.T) {
 		short, long := []byte(p[0]), []byte(p[1])
 		for _, v := range []uint32{0, 7, math.MaxUint32} {
 			for _, s := range suffixes {
-				if !inPrefix(changelog.StateKey(v, short, s), keys.StateKeyPrefix(v, short)) {
-					t.Fatalf("changelog.StateKey(%d,%q,%x) outside its own group prefix", v, short, s)
+				if !inPrefix(changelogfmt.StateKey(v, short, s), keys.StateKeyPrefix(v, short)) {
+					t.Fatalf("changelogfmt.StateKey(%d,%q,%x) outside its own group prefix", v, short, s)
 				}
-				if inPrefix(changelog.StateKey(v, long, s), keys.StateKeyPrefix(v, short)) {
-					t.Fatalf("changelog.StateKey(%d,%q,%x) falls in the prefix of group key %q", v, long, s, short)
+				if inPrefix(changelogfmt.StateKey(v, long, s), keys.StateKeyPrefix(v, short)) {
+					t.Fatalf("changelogfmt.StateKey(%d,%q,%x) falls in the prefix of group key %q", v, long, s, short)
 				}
-				if inPrefix(changelog.StateKey(v, short, s), keys.StateKeyPrefix(v, long)) {
-					t.Fatalf("changelog.StateKey(%d,%q,%x) falls in the prefix of group key %q", v, short, s, long)
+				if inPrefix(changelogfmt.StateKey(v, short, s), keys.StateKeyPrefix(v, long)) {
+					t.Fatalf("changelogfmt.StateKey(%d,%q,%x) falls in the prefix of group key %q", v, short, s, long)
 				}
-				if !inPrefix(changelog.StateKey(v, long, s), keys.StatePrefix(v)) {
-					t.Fatalf("changelog.StateKey(%d,...) outside keys.StatePrefix(%d)", v, v)
+				if !inPrefix(changelogfmt.StateKey(v, long, s), keys.StatePrefix(v)) {
+					t.Fatalf("changelogfmt.StateKey(%d,...) outside keys.StatePrefix(%d)", v, v)
 				}
-				if v < math.MaxUint32 && inPrefix(changelog.StateKey(v+1, short, s), keys.StatePrefix(v)) {
-					t.Fatalf("changelog.StateKey(%d,...) inside keys.StatePrefix(%d)", v+1, v)
+				if v < math.MaxUint32 && inPrefix(changelogfmt.StateKey(v+1, short, s), keys.StatePrefix(v)) {
+					t.Fatalf("changelogfmt.StateKey(%d,...) inside keys.StatePrefix(%d)", v+1, v)
 				}
 			}
 			for _, e := range []int64{math.MinInt64, 0, math.MaxInt64} {
-				if inPrefix(changelog.TimerByKey(long, e), keys.TimerByKeyPrefix(short)) || !inPrefix(changelog.TimerByKey(short, e), keys.TimerByKeyPrefix(short)) {
+				if inPrefix(changelogfmt.TimerByKey(long, e), keys.TimerByKeyPrefix(short)) || !inPrefix(changelogfmt.TimerByKey(short, e), keys.TimerByKeyPrefix(short)) {
 					t.Fatalf("keys.TimerByKeyPrefix(%q) not contiguous against %q", short, long)
 				}
 			}
@@ -113,10 +114,10 @@ func TestAppendersMatchChangelog(t *testing.T) {
 	dirty := []byte("left over")
 	for _, e := range expiries {
 		for _, g := range groupKeys {
-			if got, want := keys.AppendTimerKey(dirty[:0], e, g), changelog.TimerKey(e, g); !bytes.Equal(got, want) {
+			if got, want := keys.AppendTimerKey(dirty[:0], e, g), changelogfmt.TimerKey(e, g); !bytes.Equal(got, want) {
 				t.Fatalf("AppendTimerKey(%d, %x) = %x, want %x", e, g, got, want)
 			}
-			if got, want := keys.AppendTimerByKey(dirty[:0], g, e), changelog.TimerByKey(g, e); !bytes.Equal(got, want) {
+			if got, want := keys.AppendTimerByKey(dirty[:0], g, e), changelogfmt.TimerByKey(g, e); !bytes.Equal(got, want) {
 				t.Fatalf("AppendTimerByKey(%x, %d) = %x, want %x", g, e, got, want)
 			}
 			if got, want := keys.AppendTimerByKeyPrefix(dirty[:0], g), keys.TimerByKeyPrefix(g); !bytes.Equal(got, want) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/murmur2"
 	"github.com/kstate/kstate/internal/shard"
@@ -364,7 +365,7 @@ func (b *builder) route(p int32, k, v []byte) (nk, group []byte, to int32, ok bo
 			return nil, nil, 0, false, err
 		}
 		if id != key.VarID {
-			nk = changelog.StateKey(id, key.GroupKey, key.Suffix)
+			nk = changelogfmt.StateKey(id, key.GroupKey, key.Suffix)
 		}
 	case changelog.KindTimer, changelog.KindTimerKey:
 		group = key.GroupKey
@@ -376,7 +377,7 @@ func (b *builder) route(p int32, k, v []byte) (nk, group []byte, to int32, ok bo
 			return nil, nil, 0, false, err
 		}
 		if id != sk.VarID {
-			nk = changelog.TTLKey(key.Expiry, changelog.StateKey(id, sk.GroupKey, sk.Suffix))
+			nk = changelogfmt.TTLKey(key.Expiry, changelogfmt.StateKey(id, sk.GroupKey, sk.Suffix))
 		}
 	default:
 		return nil, nil, 0, false, fmt.Errorf("%w: partition %d: changelog key %x of unknown kind %v", ErrRefused, p, k, key.Kind)
@@ -392,7 +393,7 @@ func (b *builder) finishMeta() error {
 	for _, name := range b.names {
 		// The registry entry of the partition with the longest history,
 		// with the variable's id.
-		k := changelog.MetaKey(metaVarPrefix + name)
+		k := changelogfmt.MetaKey(metaVarPrefix + name)
 		v := b.regVal[b.varFrom[name]][name]
 		if b.regs[b.varFrom[name]][name].ID != b.assigned[name] {
 			var err error
@@ -403,21 +404,21 @@ func (b *builder) finishMeta() error {
 		meta = append(meta, Entry{k, v})
 	}
 	if len(b.names) > 0 || plan.NextVarID > 1 {
-		meta = append(meta, Entry{changelog.MetaKey(metaNextVarID), binary.BigEndian.AppendUint32(nil, plan.NextVarID)})
+		meta = append(meta, Entry{changelogfmt.MetaKey(metaNextVarID), binary.BigEndian.AppendUint32(nil, plan.NextVarID)})
 	}
 	putInt := func(name string, v *int64) {
 		if v != nil {
-			meta = append(meta, Entry{changelog.MetaKey(name), binary.BigEndian.AppendUint64(nil, uint64(*v))})
+			meta = append(meta, Entry{changelogfmt.MetaKey(name), binary.BigEndian.AppendUint64(nil, uint64(*v))})
 		}
 	}
 	putInt(engine.MetaBatchID, plan.BatchID)
 	putInt(engine.MetaWatermark, plan.Watermark)
 	putInt(engine.MetaLateWatermark, plan.LateWatermark)
 	if plan.InitialStateApplied {
-		meta = append(meta, Entry{changelog.MetaKey(engine.MetaInitialApplied), []byte{1}})
+		meta = append(meta, Entry{changelogfmt.MetaKey(engine.MetaInitialApplied), []byte{1}})
 	}
 	for name, v := range b.other {
-		meta = append(meta, Entry{changelog.MetaKey(name), v})
+		meta = append(meta, Entry{changelogfmt.MetaKey(name), v})
 	}
 	b.meta = meta
 	return nil

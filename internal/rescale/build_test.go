@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/murmur2"
 	"github.com/kstate/kstate/internal/shard"
@@ -15,11 +16,11 @@ import (
 func i64(v int64) []byte  { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
 func u32(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 func meta(name string) string {
-	return string(changelog.MetaKey(name))
+	return string(changelogfmt.MetaKey(name))
 }
 
 func val(s string) []byte {
-	return changelog.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, []byte(s))
+	return changelogfmt.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, []byte(s))
 }
 
 const regCount = `{"id":1,"kind":"value","schema":"int64","schemas":["int64"],"schemaId":1}`
@@ -45,11 +46,11 @@ func twoPartitions() map[int32]map[string][]byte {
 	// Keys where the old partitioning (2) put them.
 	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
 		p := murmur2.Partition([]byte(k), 2)
-		sk := changelog.StateKey(1, []byte(k), nil)
+		sk := changelogfmt.StateKey(1, []byte(k), nil)
 		src[p][string(sk)] = val(k)
-		src[p][string(changelog.TimerKey(42, []byte(k)))] = []byte{}
-		src[p][string(changelog.TimerByKey([]byte(k), 42))] = []byte{}
-		src[p][string(changelog.TTLKey(99, sk))] = []byte{}
+		src[p][string(changelogfmt.TimerKey(42, []byte(k)))] = []byte{}
+		src[p][string(changelogfmt.TimerByKey([]byte(k), 42))] = []byte{}
+		src[p][string(changelogfmt.TTLKey(99, sk))] = []byte{}
 	}
 	return src
 }
@@ -120,12 +121,12 @@ func TestBuildRefuses(t *testing.T) {
 		}, `metadata "engine/time_mode"`},
 		{"key's list in another partition", func(src map[int32]map[string][]byte) {
 			p := murmur2.Partition([]byte("a"), 2)
-			src[1-p][string(changelog.StateKey(1, []byte("a"), []byte{0, 0, 0, 0, 0, 0, 0, 1}))] = val("x")
+			src[1-p][string(changelogfmt.StateKey(1, []byte("a"), []byte{0, 0, 0, 0, 0, 0, 0, 1}))] = val("x")
 		}, `grouping key "a" has state in partitions 0 and 1`},
 		{"key in two partitions", func(src map[int32]map[string][]byte) {
 			for _, k := range []string{"a", "b"} {
 				p := murmur2.Partition([]byte(k), 2)
-				src[1-p][string(changelog.StateKey(1, []byte(k), nil))] = val("dup")
+				src[1-p][string(changelogfmt.StateKey(1, []byte(k), nil))] = val("dup")
 			}
 		}, `has state in partitions`},
 	} {
@@ -185,14 +186,14 @@ func TestBuildRemapsIDs(t *testing.T) {
 			// Partition 1's id-1 entries become "other" data, its id-2
 			// entries "count" data.
 			delete(src[1], k)
-			src[1][string(changelog.StateKey(2, key.GroupKey, nil))] = v
-			src[1][string(changelog.StateKey(1, key.GroupKey, []byte("\x00\x00\x00\x00\x00\x00\x00\x00")))] = val("o-" + string(key.GroupKey))
+			src[1][string(changelogfmt.StateKey(2, key.GroupKey, nil))] = v
+			src[1][string(changelogfmt.StateKey(1, key.GroupKey, []byte("\x00\x00\x00\x00\x00\x00\x00\x00")))] = val("o-" + string(key.GroupKey))
 			want["count/"+string(key.GroupKey)] = 1
 			want["other/"+string(key.GroupKey)] = 3
 		case changelog.KindTTL:
 			sk, _ := changelog.DecodeKey(key.StateKey)
 			delete(src[1], k)
-			src[1][string(changelog.TTLKey(key.Expiry, changelog.StateKey(2, sk.GroupKey, nil)))] = v
+			src[1][string(changelogfmt.TTLKey(key.Expiry, changelogfmt.StateKey(2, sk.GroupKey, nil)))] = v
 		}
 	}
 	for k := range src[0] {

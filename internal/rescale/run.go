@@ -11,10 +11,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/murmur2"
+	"github.com/kstate/kstate/internal/setoffsets"
 )
 
 // Options name a rescale.
@@ -221,14 +221,8 @@ func Run(ctx context.Context, cc kafka.ClientConfig, opts Options) (*Result, err
 	// Write B: the changelog (one transaction), then the offsets. A
 	// failure in between leaves a changelog without offsets: the next
 	// rescale refuses (B exists) until it is deleted.
-	spec := kafka.TopicSpec{Name: dstLog, Partitions: n, ReplicationFactor: -1, Compacted: true}
-	if rc, err := cl.DescribeTopicConfigs(ctx, srcLog); err == nil && len(rc) == 1 && rc[0].Err == nil {
-		for _, c := range rc[0].Configs {
-			if c.Key == "max.message.bytes" && c.Source == kmsg.ConfigSourceDynamicTopicConfig && c.Value != nil {
-				spec.Configs = map[string]string{c.Key: *c.Value}
-			}
-		}
-	}
+	// B's changelog keeps A's max.message.bytes, as a reset keeps it.
+	spec := setoffsets.ChangelogSpec(dstLog, n, setoffsets.KeptConfigs(ctx, cl, srcLog))
 	if err := adm.EnsureTopic(ctx, spec); err != nil {
 		return nil, fmt.Errorf("rescale: create %q: %w", dstLog, err)
 	}

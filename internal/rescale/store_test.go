@@ -10,7 +10,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/murmur2"
 	"github.com/kstate/kstate/internal/shard"
@@ -117,26 +117,26 @@ func TestStoreMatchesBuild(t *testing.T) {
 				if r.IntN(3) == 0 {
 					schemas = `["int64","string"]`
 				}
-				put(p, changelog.MetaKey("var/"+name), fmt.Appendf(nil, `{"id":%d,"kind":%q,"schema":"int64","schemas":%s,"schemaId":1}`, id, kinds[i], schemas))
+				put(p, changelogfmt.MetaKey("var/"+name), fmt.Appendf(nil, `{"id":%d,"kind":%q,"schema":"int64","schemas":%s,"schemaId":1}`, id, kinds[i], schemas))
 				declared = append(declared, id)
 			}
-			put(p, changelog.MetaKey("varid/next"), u32(uint32(1+r.IntN(7))))
-			put(p, changelog.MetaKey(engine.MetaTimeMode), []byte("ProcessingTime"))
+			put(p, changelogfmt.MetaKey("varid/next"), u32(uint32(1+r.IntN(7))))
+			put(p, changelogfmt.MetaKey(engine.MetaTimeMode), []byte("ProcessingTime"))
 			if r.IntN(20) == 0 {
-				put(p, changelog.MetaKey(engine.MetaTimeMode), []byte("EventTime")) // may differ: refused
+				put(p, changelogfmt.MetaKey(engine.MetaTimeMode), []byte("EventTime")) // may differ: refused
 			}
-			put(p, changelog.MetaKey(engine.MetaInputOffset), i64(int64(r.IntN(1000))))
-			put(p, changelog.MetaKey(engine.MetaBatchID), i64(int64(r.IntN(50))))
+			put(p, changelogfmt.MetaKey(engine.MetaInputOffset), i64(int64(r.IntN(1000))))
+			put(p, changelogfmt.MetaKey(engine.MetaBatchID), i64(int64(r.IntN(50))))
 			if r.IntN(2) == 0 {
-				put(p, changelog.MetaKey(engine.MetaWatermark), i64(int64(r.IntN(9000))))
+				put(p, changelogfmt.MetaKey(engine.MetaWatermark), i64(int64(r.IntN(9000))))
 			}
-			put(p, changelog.MetaKey(shard.VarSetMeta), u32(uint32(r.IntN(5))))
+			put(p, changelogfmt.MetaKey(shard.VarSetMeta), u32(uint32(r.IntN(5))))
 			if r.IntN(3) == 0 {
 				k, v := engine.SkipRecord("in", int64(r.IntN(300)-100))
 				put(p, k, v)
 			}
 			if r.IntN(5) == 0 {
-				put(p, changelog.MetaKey(engine.MetaInitialApplied), []byte{1})
+				put(p, changelogfmt.MetaKey(engine.MetaInitialApplied), []byte{1})
 			}
 			// Entries of the keys A's partitioning put here.
 			for i := range 40 + r.IntN(80) {
@@ -148,14 +148,14 @@ func TestStoreMatchesBuild(t *testing.T) {
 				if len(declared) > 0 && r.IntN(30) != 0 {
 					id = declared[r.IntN(len(declared))]
 				}
-				sk := changelog.StateKey(id, g, fmt.Appendf(nil, "%d", r.IntN(3)))
+				sk := changelogfmt.StateKey(id, g, fmt.Appendf(nil, "%d", r.IntN(3)))
 				switch r.IntN(6) {
 				case 0:
-					put(p, changelog.TimerKey(int64(r.IntN(1e6)), g), []byte{})
+					put(p, changelogfmt.TimerKey(int64(r.IntN(1e6)), g), []byte{})
 				case 1:
-					put(p, changelog.TimerByKey(g, int64(r.IntN(1e6))), []byte{})
+					put(p, changelogfmt.TimerByKey(g, int64(r.IntN(1e6))), []byte{})
 				case 2:
-					put(p, changelog.TTLKey(int64(r.IntN(1e6)), sk), []byte{})
+					put(p, changelogfmt.TTLKey(int64(r.IntN(1e6)), sk), []byte{})
 				default:
 					put(p, sk, val(fmt.Sprint(i)))
 				}
@@ -194,7 +194,7 @@ func TestStoreMatchesBuildFixtures(t *testing.T) {
 		t.Fatalf("Store.Build holds records in memory: %+v", plan.Partitions[0])
 	}
 	src := twoPartitions()
-	src[1][string(changelog.StateKey(1, []byte("a"), []byte("x")))] = val("a") // "a" is in partition 0 too
+	src[1][string(changelogfmt.StateKey(1, []byte("a"), []byte("x")))] = val("a") // "a" is in partition 0 too
 	if murmur2.Partition([]byte("a"), 2) != 0 {
 		t.Fatal("fixture: a is not in partition 0")
 	}
@@ -212,7 +212,7 @@ func TestStoreCloseRemovesDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 1000 {
-		if err := s.Put(0, changelog.StateKey(1, fmt.Appendf(nil, "k%d", i), nil), val("x")); err != nil {
+		if err := s.Put(0, changelogfmt.StateKey(1, fmt.Appendf(nil, "k%d", i), nil), val("x")); err != nil {
 			t.Fatal(err)
 		}
 	}

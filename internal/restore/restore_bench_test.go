@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/internal/restore"
 )
@@ -75,7 +76,7 @@ func mix(x uint64) uint64 { // splitmix64 finaliser: a bijection, so keys stay d
 }
 
 func benchKey(i int64) []byte {
-	return changelog.StateKey(1, binary.BigEndian.AppendUint64(nil, mix(uint64(i))), nil)
+	return changelogfmt.StateKey(1, binary.BigEndian.AppendUint64(nil, mix(uint64(i))), nil)
 }
 
 func (g *genSource) Next(context.Context) ([]changelog.Record, error) {
@@ -89,7 +90,7 @@ func (g *genSource) Next(context.Context) ([]changelog.Record, error) {
 		payload[0] = byte(g.off)
 		recs[i] = changelog.Record{
 			Key:    benchKey(g.off),
-			Value:  changelog.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, payload),
+			Value:  changelogfmt.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, payload),
 			Offset: g.off,
 		}
 		g.off++

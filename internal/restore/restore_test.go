@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 )
 
 // sliceSource serves records in chunks, then io.EOF.
@@ -82,18 +83,18 @@ func (m *mapTarget) ApplyChangelog(recs []changelog.Record, next int64) error {
 	return nil
 }
 
-func skey(g string) []byte { return changelog.StateKey(1, []byte(g), nil) }
+func skey(g string) []byte { return changelogfmt.StateKey(1, []byte(g), nil) }
 
 func rec(off int64, g, v string) changelog.Record {
 	r := changelog.Record{Key: skey(g), Offset: off}
 	if v != "" {
-		r.Value = changelog.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, []byte(v))
+		r.Value = changelogfmt.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, []byte(v))
 	}
 	return r
 }
 
 func val(v string) string {
-	return string(changelog.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, []byte(v)))
+	return string(changelogfmt.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, []byte(v)))
 }
 
 func TestRestoreAppliesTombstones(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/state"
@@ -26,9 +27,9 @@ func TestLegacyRegistryEntryEvolves(t *testing.T) {
 	noErr(t, s.PutMeta("varid/next", binary.BigEndian.AppendUint32(nil, 2)))
 	old := must[[]byte](t)(state.Int32().Encode(41))
 	commit(t, s, nil, 0, func() {
-		noErr(t, s.Put(changelog.StateKey(1, []byte("a"), nil), changelog.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, old)))
+		noErr(t, s.Put(changelogfmt.StateKey(1, []byte("a"), nil), changelogfmt.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, old)))
 	})
-	info, ok, err := shard.ParseVarInfo(changelog.MetaKey("var/count"), legacy)
+	info, ok, err := shard.ParseVarInfo(changelogfmt.MetaKey("var/count"), legacy)
 	if err != nil || !ok || info.SchemaID != 1 || !slices.Equal(info.Schemas, []string{"int32"}) || info.Schema != "int32" {
 		t.Fatalf("ParseVarInfo(legacy) = %+v, %v, %v", info, ok, err)
 	}
@@ -45,7 +46,7 @@ func TestLegacyRegistryEntryEvolves(t *testing.T) {
 		s.SetCurrentKey([]byte("b"))
 		noErr(t, v.Update(7))
 	})
-	raw, ok, err := s.Get(changelog.StateKey(1, []byte("a"), nil))
+	raw, ok, err := s.Get(changelogfmt.StateKey(1, []byte("a"), nil))
 	noErr(t, err)
 	h, p, err := changelog.DecodeValue(raw)
 	noErr(t, err)

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/state"
 )
@@ -170,7 +171,7 @@ func (l *listState[T]) Put(vs []T) error {
 				return l.err("Put", fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, e.key, err))
 			}
 			if h.Expiry != changelog.NoExpiry && h.Expiry != exp {
-				l.s.set(changelog.TTLKey(h.Expiry, e.key), nil)
+				l.s.set(changelogfmt.TTLKey(h.Expiry, e.key), nil)
 			}
 			continue
 		}
@@ -240,7 +241,7 @@ func (l *listState[T]) write(prefix []byte, seq uint64, ps [][]byte, exp int64) 
 		}
 		l.s.setOwned(key, val)
 		if exp != changelog.NoExpiry {
-			l.s.set(changelog.TTLKey(exp, key), indexValue)
+			l.s.set(changelogfmt.TTLKey(exp, key), indexValue)
 		}
 		l.s.batchStats.RowsUpdated++
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/internal/shard"
@@ -538,7 +539,7 @@ func (r *modelRun) checkPhysical() {
 			if h.Expiry <= r.now {
 				r.fatalf("entry %x expired at %d still present after Finish", k, h.Expiry)
 			}
-			ik := string(changelog.TTLKey(h.Expiry, k))
+			ik := string(changelogfmt.TTLKey(h.Expiry, k))
 			if !index[ik] {
 				r.fatalf("entry %x (expiry %d) has no TTL index entry", k, h.Expiry)
 			}

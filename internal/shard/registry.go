@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/state"
 )
@@ -112,7 +113,7 @@ func (b *varBase) scanBounds() (prefix, end []byte) {
 func (b *varBase) keyHead() []byte { return b.appendHead(b.kbuf[:0]) }
 
 // appendHead appends the state key prefix of the variable and the current
-// grouping key (changelog.StateKey without a suffix) to dst.
+// grouping key (changelogfmt.StateKey without a suffix) to dst.
 func (b *varBase) appendHead(dst []byte) []byte {
 	dst = append(dst, byte(changelog.KindState))
 	dst = binary.BigEndian.AppendUint32(dst, b.id)
@@ -120,7 +121,7 @@ func (b *varBase) appendHead(dst []byte) []byte {
 	return append(dst, b.s.key...)
 }
 
-// stateKey returns changelog.StateKey(b.id, current grouping key, suffix)
+// stateKey returns changelogfmt.StateKey(b.id, current grouping key, suffix)
 // in a buffer reused by the next call: it is valid until then, and the
 // shard copies what it keeps (staging, cache, TTL index keys).
 func (b *varBase) stateKey(suffix []byte) []byte {
@@ -209,7 +210,7 @@ func (s *Shard) declare(typeName, kind, name, schema, keySchema string, codecs [
 	}
 	if !found || !reflect.DeepEqual(want, old) {
 		b, _ := json.Marshal(want)
-		s.stageWrite(changelog.MetaKey(varMetaPrefix+name), b, true)
+		s.stageWrite(changelogfmt.MetaKey(varMetaPrefix+name), b, true)
 	}
 	s.declared[name] = true
 	s.declaredAny = true
@@ -217,7 +218,7 @@ func (s *Shard) declare(typeName, kind, name, schema, keySchema string, codecs [
 }
 
 func (s *Shard) registryEntry(name string) (registryEntry, bool, error) {
-	v, ok, err := s.get(changelog.MetaKey(varMetaPrefix + name))
+	v, ok, err := s.get(changelogfmt.MetaKey(varMetaPrefix + name))
 	if err != nil || !ok {
 		return registryEntry{}, false, err
 	}
@@ -241,7 +242,7 @@ func (s *Shard) varSetChanged(what, name string) error {
 	if s.setCounted {
 		return nil
 	}
-	key := changelog.MetaKey(VarSetMeta)
+	key := changelogfmt.MetaKey(VarSetMeta)
 	v, ok, err := s.get(key)
 	if err != nil {
 		return err
@@ -255,7 +256,7 @@ func (s *Shard) varSetChanged(what, name string) error {
 	default:
 		// Fresh, or written before the count existed: a registry that holds
 		// variables is version 1.
-		prefix := changelog.MetaKey(varMetaPrefix)
+		prefix := changelogfmt.MetaKey(varMetaPrefix)
 		if err := s.scan(prefix, keys.PrefixEnd(prefix), func(_, _ []byte) bool { n = 1; return false }); err != nil {
 			return err
 		}
@@ -276,7 +277,7 @@ func (s *Shard) varSetChanged(what, name string) error {
 }
 
 func (s *Shard) allocVarID() (uint32, error) {
-	key := changelog.MetaKey(nextVarIDMeta)
+	key := changelogfmt.MetaKey(nextVarIDMeta)
 	id := uint32(1)
 	v, ok, err := s.get(key)
 	if err != nil {
@@ -342,21 +343,21 @@ func (s *Shard) DeleteIfExists(name string) error {
 	}
 	for _, d := range doomed {
 		if d.expiry != changelog.NoExpiry {
-			s.stageWrite(changelog.TTLKey(d.expiry, d.key), nil, true)
+			s.stageWrite(changelogfmt.TTLKey(d.expiry, d.key), nil, true)
 		}
 		s.stageWrite(d.key, nil, true)
 	}
-	s.stageWrite(changelog.MetaKey(varMetaPrefix+name), nil, true)
+	s.stageWrite(changelogfmt.MetaKey(varMetaPrefix+name), nil, true)
 	s.declaredAny = true
 	return nil
 }
 
 // ParseVarInfo decodes one registry entry as stored in the shard and the
-// changelog: key is the full meta key (changelog.MetaKey("var/"+name)),
+// changelog: key is the full meta key (changelogfmt.MetaKey("var/"+name)),
 // value its value. ok is false for meta keys that are not registry
 // entries. Readers outside the engine (the state reader) use it.
 func ParseVarInfo(key, value []byte) (v VarInfo, ok bool, err error) {
-	prefix := changelog.MetaKey(varMetaPrefix)
+	prefix := changelogfmt.MetaKey(varMetaPrefix)
 	if len(key) <= len(prefix) || string(key[:len(prefix)]) != string(prefix) {
 		return VarInfo{}, false, nil
 	}
@@ -382,7 +383,7 @@ func (s *Shard) Variables() ([]VarInfo, error) {
 	if s.closed {
 		return nil, shardErr("Variables", state.ErrClosed)
 	}
-	prefix := changelog.MetaKey(varMetaPrefix)
+	prefix := changelogfmt.MetaKey(varMetaPrefix)
 	var out []VarInfo
 	var decodeErr error
 	err := s.scan(prefix, keys.PrefixEnd(prefix), func(k, v []byte) bool {

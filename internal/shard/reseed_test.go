@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/internal/shard"
 )
@@ -21,7 +22,7 @@ func TestReseedMarks(t *testing.T) {
 		return s
 	}
 	s := open()
-	meta, state := changelog.MetaKey("engine/input_offset"), []byte{byte(changelog.KindState), 0, 0, 0, 1, 1, 'a'}
+	meta, state := changelogfmt.MetaKey("engine/input_offset"), []byte{byte(changelog.KindState), 0, 0, 0, 1, 1, 'a'}
 	noErr(t, s.ApplyChangelog([]changelog.Record{{Key: meta, Value: []byte("m")}, {Key: state, Value: []byte("v")}}, 11))
 	if p, err := s.ReseedPending(); err != nil || p {
 		t.Fatalf("ReseedPending = %v, %v on a new shard", p, err)

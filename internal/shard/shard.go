@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/state"
 )
@@ -445,7 +446,7 @@ func (s *Shard) GetMeta(name string) ([]byte, bool, error) {
 	if s.closed {
 		return nil, false, shardErr("GetMeta", state.ErrClosed)
 	}
-	v, ok, err := s.get(changelog.MetaKey(name))
+	v, ok, err := s.get(changelogfmt.MetaKey(name))
 	if err != nil || !ok {
 		return nil, false, shardErr("GetMeta", err)
 	}
@@ -464,7 +465,7 @@ func (s *Shard) PutMeta(name string, v []byte) error {
 	if s.inBatch && s.finished {
 		return shardErr("PutMeta", ErrFinished)
 	}
-	s.stageWrite(changelog.MetaKey(name), v, !s.inBatch)
+	s.stageWrite(changelogfmt.MetaKey(name), v, !s.inBatch)
 	return nil
 }
 

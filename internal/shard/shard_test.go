@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/state"
@@ -118,7 +119,7 @@ func TestShardBatchMisuse(t *testing.T) {
 	_, err = s.Finish()
 	noErr(t, err)
 	wantErr(t, v.Update(1), shard.ErrFinished, `ValueState "count"`, "Update")
-	wantErr(t, s.Put(changelog.TimerKey(1, []byte("k")), []byte{1}), shard.ErrFinished, "Put")
+	wantErr(t, s.Put(changelogfmt.TimerKey(1, []byte("k")), []byte{1}), shard.ErrFinished, "Put")
 	if _, _, err := v.Get(); err != nil { // reads after Finish are fine
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestShardBatchMisuse(t *testing.T) {
 	s.Begin(0)
 	s.SetCurrentKey([]byte("k"))
 	wantErr(t, s.Put([]byte{0xff, 'x'}, []byte{1}), nil, "outside the shard key spaces")
-	wantErr(t, s.Put(changelog.MetaKey("x"), nil), shard.ErrEmptyValue, "Put")
+	wantErr(t, s.Put(changelogfmt.MetaKey("x"), nil), shard.ErrEmptyValue, "Put")
 	wantErr(t, s.PutMeta("x", []byte{}), shard.ErrEmptyValue, "PutMeta")
 	s.Abort()
 	noErr(t, s.Close())
@@ -296,12 +297,12 @@ func TestMetaStaging(t *testing.T) {
 	}
 	// Staged metadata does not block a restore (declarations do) and stays
 	// staged over the restored store.
-	noErr(t, s.ApplyChangelog([]changelog.Record{{Key: changelog.MetaKey("mode"), Value: []byte("old")}}, 1))
+	noErr(t, s.ApplyChangelog([]changelog.Record{{Key: changelogfmt.MetaKey("mode"), Value: []byte("old")}}, 1))
 	if v, _, _ := s.GetMeta("mode"); string(v) != "processing" {
 		t.Fatalf("meta mode after restore = %q", v)
 	}
 	recs := commit(t, s, nil, 0, func() {})
-	if len(recs) != 1 || !bytes.Equal(recs[0].Key, changelog.MetaKey("mode")) {
+	if len(recs) != 1 || !bytes.Equal(recs[0].Key, changelogfmt.MetaKey("mode")) {
 		t.Fatalf("records = %+v", recs)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 
 	"github.com/kstate/kstate/internal/kv"
 )
@@ -135,16 +136,16 @@ func (s *staging) newUnitEntry() *stagedEntry {
 	return &s.slab[len(s.slab)-1]
 }
 
-// maxValueHeader bounds the header changelog.AppendValue writes: version,
+// maxValueHeader bounds the header changelogfmt.AppendValue writes: version,
 // flags, a uvarint schema id (< 2^32: 5 bytes) and an expiry.
 const maxValueHeader = 2 + 5 + 8
 
-// appendValue returns changelog.AppendValue(h, payload) in the value
+// appendValue returns changelogfmt.AppendValue(h, payload) in the value
 // chunk, for setOwned.
 func (s *staging) appendValue(h changelog.Header, payload []byte) []byte {
 	s.valRoom(maxValueHeader + len(payload))
 	off := len(s.vals)
-	s.vals = changelog.AppendValue(s.vals, h, payload)
+	s.vals = changelogfmt.AppendValue(s.vals, h, payload)
 	return s.vals[off:len(s.vals):len(s.vals)]
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/keys"
 )
 
@@ -32,7 +33,7 @@ func TestStagingUntouched(t *testing.T) {
 	ffUnit := keys.StateKeyPrefix(3, []byte{0xff, 0xff})
 	timers := keys.TimerByKeyPrefix([]byte("k1"))
 	st.set(append(list, 0, 0, 0, 0, 0, 0, 0, 1), []byte("v"))
-	st.set(changelog.TimerByKey([]byte("k2"), 7), []byte{})
+	st.set(changelogfmt.TimerByKey([]byte("k2"), 7), []byte{})
 
 	for _, tc := range []struct {
 		name         string
@@ -81,13 +82,13 @@ func TestStagingModel(t *testing.T) {
 			g := groups[rng.IntN(len(groups))]
 			switch rng.IntN(5) {
 			case 0:
-				return changelog.TimerKey(int64(rng.IntN(20)), g)
+				return changelogfmt.TimerKey(int64(rng.IntN(20)), g)
 			case 1:
-				return changelog.TimerByKey(g, int64(rng.IntN(20)))
+				return changelogfmt.TimerByKey(g, int64(rng.IntN(20)))
 			case 2:
-				return changelog.MetaKey(fmt.Sprint("m", rng.IntN(5)))
+				return changelogfmt.MetaKey(fmt.Sprint("m", rng.IntN(5)))
 			default:
-				return changelog.StateKey(uint32(1+rng.IntN(2)), g, []byte{byte(rng.IntN(6))})
+				return changelogfmt.StateKey(uint32(1+rng.IntN(2)), g, []byte{byte(rng.IntN(6))})
 			}
 		}
 		check := func(step int, lower, upper []byte) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/state"
 )
@@ -11,7 +12,7 @@ import (
 // TTL.
 //
 // An entry of a variable with a TTL stores its expiry in the value header
-// and has an index entry changelog.TTLKey(expiry, stateKey) so that cleanup
+// and has an index entry changelogfmt.TTLKey(expiry, stateKey) so that cleanup
 // finds expired entries without scanning the state. An entry is expired
 // when expiry <= batch time: an entry written with TTL d at time t is
 // readable at t+d-1 and gone at t+d. Reads check the header, so an expired
@@ -26,7 +27,7 @@ import (
 // indexValue is the value of TTL index and timer entries: an empty payload
 // behind a normal header, so no changelog record is ever empty (Kafka cannot
 // tell an empty value from a tombstone).
-var indexValue = changelog.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, nil)
+var indexValue = changelogfmt.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, nil)
 
 // expired reports whether an entry with header h is expired in this batch.
 func (s *Shard) expired(h changelog.Header) bool {
@@ -69,13 +70,13 @@ func (s *Shard) putEntry(key, payload []byte, schemaID uint32, expiry int64, rep
 				return fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, key, err)
 			}
 			if h.Expiry != changelog.NoExpiry && h.Expiry != expiry {
-				s.set(changelog.TTLKey(h.Expiry, key), nil)
+				s.set(changelogfmt.TTLKey(h.Expiry, key), nil)
 			}
 		}
 	}
 	s.setOwned(key, val)
 	if expiry != changelog.NoExpiry {
-		s.set(changelog.TTLKey(expiry, key), indexValue)
+		s.set(changelogfmt.TTLKey(expiry, key), indexValue)
 	}
 	s.batchStats.RowsUpdated++
 	return nil
@@ -89,7 +90,7 @@ func (s *Shard) deleteEntry(key, old []byte) error {
 		return fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, key, err)
 	}
 	if h.Expiry != changelog.NoExpiry {
-		s.set(changelog.TTLKey(h.Expiry, key), nil)
+		s.set(changelogfmt.TTLKey(h.Expiry, key), nil)
 	}
 	s.set(key, nil)
 	return nil
@@ -156,7 +157,7 @@ func (s *Shard) expireTTL() error {
 		if s.expired(h) {
 			s.set(k.StateKey, nil)
 			if h.Expiry != k.Expiry { // the entry's own index entry, if it differs
-				s.set(changelog.TTLKey(h.Expiry, k.StateKey), nil)
+				s.set(changelogfmt.TTLKey(h.Expiry, k.StateKey), nil)
 			}
 			s.batchStats.TTLRemovals++
 		}

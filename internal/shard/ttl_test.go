@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/state"
@@ -241,12 +242,12 @@ func TestTTLCleanupUsesIndexOnly(t *testing.T) {
 		stateKey = bytes.Clone(k)
 		return false
 	}))
-	recs := commit(t, s, nil, 0, func() { noErr(t, s.Put(changelog.TTLKey(10, stateKey), []byte{1, 0, 0})) })
+	recs := commit(t, s, nil, 0, func() { noErr(t, s.Put(changelogfmt.TTLKey(10, stateKey), []byte{1, 0, 0})) })
 	if len(recs) != 1 {
 		t.Fatal(recs)
 	}
 	recs = commit(t, s, nil, 500, func() {})
-	if len(recs) != 1 || !recs[0].Tombstone() || !bytes.Equal(recs[0].Key, changelog.TTLKey(10, stateKey)) {
+	if len(recs) != 1 || !recs[0].Tombstone() || !bytes.Equal(recs[0].Key, changelogfmt.TTLKey(10, stateKey)) {
 		t.Fatalf("cleanup records = %+v, want only the stale index tombstone", recs)
 	}
 	s.Begin(999)

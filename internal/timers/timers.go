@@ -7,15 +7,20 @@ import (
 	"slices"
 
 	"github.com/kstate/kstate/state"
-	"github.com/kstate/kstate/timers"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/changelogfmt"
 	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/internal/shard"
 )
 
-// Timer is one registered timer (the public timers.Timer).
-type Timer = timers.Timer
+// Timer is one registered timer: the encoded grouping key it belongs to and
+// its expiry, in milliseconds (processing time or event time, by the
+// application's time mode).
+type Timer struct {
+	Key    []byte
+	Expiry int64
+}
 
 // Stats are cumulative timer counters of committed batches.
 type Stats struct {
@@ -24,8 +29,8 @@ type Stats struct {
 }
 
 // Timers is the durable timer set of one shard. Every timer has two index
-// entries, both changelogged with the batch like state: changelog.TimerKey
-// (expiry, key) to fire in order, and changelog.TimerByKey (key, expiry) to
+// entries, both changelogged with the batch like state: changelogfmt.TimerKey
+// (expiry, key) to fire in order, and changelogfmt.TimerByKey (key, expiry) to
 // list one key's timers. All operations are staged in the shard's batch.
 type Timers struct {
 	s *shard.Shard
@@ -47,13 +52,13 @@ type Timers struct {
 	kbuf, bbuf, ebuf []byte
 }
 
-// timerKey returns changelog.TimerKey(expiry, key) in t.kbuf.
+// timerKey returns changelogfmt.TimerKey(expiry, key) in t.kbuf.
 func (t *Timers) timerKey(expiry int64, key []byte) []byte {
 	t.kbuf = keys.AppendTimerKey(t.kbuf[:0], expiry, key)
 	return t.kbuf
 }
 
-// byKey returns changelog.TimerByKey(key, expiry) in t.bbuf.
+// byKey returns changelogfmt.TimerByKey(key, expiry) in t.bbuf.
 func (t *Timers) byKey(key []byte, expiry int64) []byte {
 	t.bbuf = keys.AppendTimerByKey(t.bbuf[:0], key, expiry)
 	return t.bbuf
@@ -65,7 +70,7 @@ func New(s *shard.Shard) *Timers { return &Timers{s: s} }
 // value is stored under both index keys: an empty payload behind a normal
 // value header, so no changelog record is empty (Kafka cannot tell an empty
 // value from a tombstone).
-var value = changelog.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, nil)
+var value = changelogfmt.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, nil)
 
 // Register adds the timer (key, expiry); a no-op when it exists.
 func (t *Timers) Register(key []byte, expiry int64) error {
@@ -199,7 +204,7 @@ func (t *Timers) Expired(threshold int64) ([]Timer, error) {
 	// Start at the shard's timer floor, not at the start of the timer space:
 	// fired timers leave tombstones there that a store like RocksDB would
 	// step over on every call until compaction.
-	lower := changelog.TimerKey(t.s.TimerFloor(), nil)
+	lower := changelogfmt.TimerKey(t.s.TimerFloor(), nil)
 	err := t.s.Scan(lower, keys.TimerUpperBound(threshold), func(k, _ []byte) bool {
 		dk, err := changelog.DecodeKey(k)
 		if err != nil {

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	kpub "github.com/kstate/kstate/kafka"
-
 	"github.com/kstate/kstate/internal/kafka"
 )
 
@@ -31,14 +29,14 @@ func EnsureTopic(t *testing.T, brokers []string) {
 
 	wrongCount := spec
 	wrongCount.Partitions = 5
-	assertMismatch(t, adm.EnsureTopic(ctx, wrongCount), kpub.TopicMismatchError{Topic: changelog, What: "partitions", Want: "5", Got: "3"})
+	assertMismatch(t, adm.EnsureTopic(ctx, wrongCount), kafka.TopicMismatchError{Topic: changelog, What: "partitions", Want: "5", Got: "3"})
 
 	plain := Name(t, "plain")
 	if err := adm.EnsureTopic(ctx, kafka.TopicSpec{Name: plain, Partitions: 2, ReplicationFactor: -1}); err != nil {
 		t.Fatal(err)
 	}
 	assertMismatch(t, adm.EnsureTopic(ctx, kafka.TopicSpec{Name: plain, Partitions: 2, Compacted: true}),
-		kpub.TopicMismatchError{Topic: plain, What: "cleanup.policy", Want: "compact", Got: "delete"})
+		kafka.TopicMismatchError{Topic: plain, What: "cleanup.policy", Want: "compact", Got: "delete"})
 
 	missing := Name(t, "missing")
 	if _, err := adm.Partitions(ctx, missing); !errors.Is(err, kafka.ErrTopicNotFound) {
@@ -49,16 +47,16 @@ func EnsureTopic(t *testing.T, brokers []string) {
 	}
 }
 
-func assertMismatch(t *testing.T, err error, want kpub.TopicMismatchError) {
+func assertMismatch(t *testing.T, err error, want kafka.TopicMismatchError) {
 	t.Helper()
-	var got *kpub.TopicMismatchError
+	var got *kafka.TopicMismatchError
 	if !errors.As(err, &got) {
 		t.Fatalf("err = %v, want *TopicMismatchError %+v", err, want)
 	}
 	if *got != want {
 		t.Fatalf("mismatch %+v, want %+v", *got, want)
 	}
-	if !errors.Is(err, kpub.ErrTopicMismatch) {
+	if !errors.Is(err, kafka.ErrTopicMismatch) {
 		t.Fatalf("errors.Is(%v, ErrTopicMismatch) = false", err)
 	}
 	t.Logf("mismatch error reads: %v", err)

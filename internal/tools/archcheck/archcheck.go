@@ -1,7 +1,8 @@
 // Command archcheck checks that the "## Where each piece lives" table of
 // docs/ARCHITECTURE.md matches the packages of the module: every package
 // has a row, every row names a package, and a row that lists the package's
-// imports lists exactly its module-internal imports. Its test runs the
+// imports lists exactly its module-internal imports. It also checks that
+// the public changelog package only decodes (CheckDecodeOnly). Its test runs the
 // check in `go test ./...`; `go run ./internal/tools/archcheck` from the
 // module root prints the same report.
 //
@@ -328,5 +329,13 @@ func Run(root string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Check(root, file, rows, pkgs), nil
+	problems := Check(root, file, rows, pkgs)
+	for _, dir := range decodeOnly {
+		more, err := CheckDecodeOnly(root, dir)
+		if err != nil {
+			return nil, err
+		}
+		problems = append(problems, more...)
+	}
+	return problems, nil
 }

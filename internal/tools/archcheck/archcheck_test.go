@@ -136,3 +136,35 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// An exported encoder in a decode-only package is reported; decoders,
+// methods and unexported functions are not.
+func TestCheckDecodeOnly(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "changelog")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := `package changelog
+
+type Key struct{}
+
+func DecodeKey(b []byte) (Key, error) { return Key{}, nil }
+func (k Key) String() string          { return "" }
+func flip(v int64) uint64             { return uint64(v) }
+func StateKey(id uint32) []byte       { return nil }
+`
+	if err := os.WriteFile(filepath.Join(dir, "key.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "key_test.go"), []byte("package changelog\n\nfunc EncodeForTest() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := CheckDecodeOnly(root, "changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 1 || !strings.Contains(problems[0], "changelog/key.go:8: StateKey is exported") {
+		t.Fatalf("problems %q, want one for StateKey", problems)
+	}
+}
