@@ -174,7 +174,7 @@ func TestHealthStuck(t *testing.T) {
 	}
 }
 
-// Config.HTTPAddr serves the handler while Run runs; an address that
+// Options.Observability.HTTPAddr serves the handler while Run runs; an address that
 // cannot be listened on fails Run.
 func TestHealthHTTPAddr(t *testing.T) {
 	brokers := startEmbedded(t, 1)

@@ -36,7 +36,7 @@ var (
 	errNoTopic     = &markedError{err: errors.New("topic not found"), mark: engine.ErrUnknownTopic}
 )
 
-// The pipeline count: Config.Pipelines when set, else one per core
+// The pipeline count: Options.Batching.Pipelines when set, else one per core
 // (GOMAXPROCS) up to maxAutoPipelines; never more than the input's
 // partitions. Kafka unreachable at start: the automatic count retries and
 // then runs as many as the partitions allow; a missing topic runs one.

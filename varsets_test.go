@@ -19,7 +19,7 @@ func (d *dropSeen) Init(h processor.Handle) error { return h.DeleteIfExists("see
 // Spark's TransformWithStateSuite: with stateSchemaFilesThreshold 1, a
 // restart whose processor deletes countState fails with
 // STATE_STORE_STATE_SCHEMA_FILES_THRESHOLD_EXCEEDED (2 schema files, max
-// 1). kstate: Config.MaxStateVariableSetVersions 1, a release that drops a
+// 1). kstate: Options.State.MaxVariableSetVersions 1, a release that drops a
 // variable fails at start-up with state.ErrTooManyVariableSetVersions
 // naming the variable and the limit; with a limit of 2 it starts.
 func TestEmbeddedVariableSetVersionsBounded(t *testing.T) {

@@ -114,7 +114,7 @@ func wantPartitionsChanged(t *testing.T, err error, old, new int) {
 //  2. kstate.SetInputOffsets: the new application id continues from the
 //     old group's committed offsets on the old partitions and from the log
 //     start on the new ones;
-//  3. start the new application with the export as Config.InitialState.
+//  3. start the new application with the export as Topology.InitialState.
 func migrate(t *testing.T, e specEnv, parts int) (specEnv, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

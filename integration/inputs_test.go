@@ -16,7 +16,7 @@ import (
 	"github.com/kstate/kstate/statereader"
 )
 
-// Several input topics (Config.Inputs) on the real broker.
+// Several input topics (Topology.Inputs) on the real broker.
 
 // jsonWord decodes {"word": "..."} into the counter's input row.
 type jsonWord struct{}

@@ -15,7 +15,7 @@ import (
 	"github.com/kstate/kstate/processor"
 )
 
-// Config.Pipelines and the start-up pause on the real broker.
+// Options.Batching.Pipelines and the start-up pause on the real broker.
 
 // byPipeline returns the partitions of st by owning pipeline.
 func byPipeline(st kstate.Status) map[int][]int32 {

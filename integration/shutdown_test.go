@@ -53,7 +53,7 @@ func groupMembers(t *testing.T, adm *kadm.Client, group string) []string {
 
 // staticMembers returns the static member ids of app's pipelines that own
 // partitions (InstanceID "i1"; "i1-p1", … with several pipelines, as the
-// automatic Config.Pipelines runs on two cores or more), sorted.
+// automatic Options.Batching.Pipelines runs on two cores or more), sorted.
 func staticMembers(app *kstate.App[string, string, string]) []string {
 	var ids []string
 	for _, p := range app.Status().Partitions {

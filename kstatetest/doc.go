@@ -20,9 +20,9 @@
 // from the changelog the driver captured, as a restarted instance would.
 //
 // Several input topics: InputTo and InputRecordTo queue a record of a
-// given input topic (Config.Inputs); a batch hands a key's rows of every
+// given input topic (Topology.Inputs); a batch hands a key's rows of every
 // topic to one HandleInputRows call, by topic then in queue order. With
-// Config.GroupBy a batch forwards the records of a GroupBy input to the
+// Topology.GroupBy a batch forwards the records of a GroupBy input to the
 // repartition partition of their new key, and the next RunBatch processes
 // them, as on Kafka.
 //

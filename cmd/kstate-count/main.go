@@ -70,12 +70,12 @@ func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("kstate-count", flag.ContinueOnError)
 	fs.StringVar(&o.brokers, "brokers", os.Getenv("BROKERS"), "bootstrap brokers, comma-separated (default $BROKERS)")
-	fs.StringVar(&o.group, "group", os.Getenv("APP_ID"), "Config.ApplicationID: the consumer group and transactional id base (default $APP_ID)")
-	fs.StringVar(&o.state, "state", os.Getenv("STATE_DIR"), "Config.StateDir (default $STATE_DIR)")
+	fs.StringVar(&o.group, "group", os.Getenv("APP_ID"), "Options.ApplicationID: the consumer group and transactional id base (default $APP_ID)")
+	fs.StringVar(&o.state, "state", os.Getenv("STATE_DIR"), "Options.State.Dir (default $STATE_DIR)")
 	fs.StringVar(&o.in, "in", envOr("TOPIC_IN", "bench-in"), "input topic ($TOPIC_IN if set)")
 	fs.StringVar(&o.out, "out", envOr("TOPIC_OUT", "bench-out"), "output topic ($TOPIC_OUT if set)")
-	fs.IntVar(&o.batch, "batch", 0, "Config.MaxBatchRecords (0: kstate's default)")
-	fs.StringVar(&o.backend, "backend", "", "Config.StateBackend: rocksdb or pebble (empty: kstate's default)")
+	fs.IntVar(&o.batch, "batch", 0, "Options.Batching.MaxRecords (0: kstate's default)")
+	fs.StringVar(&o.backend, "backend", "", "Options.State.Backend: rocksdb or pebble (empty: kstate's default)")
 	fs.Func("set", "Field=value: set any Config field of kind string, bool, int, float or time.Duration (repeatable), e.g. -set MaxBatchWait=50ms", func(s string) error {
 		o.sets = append(o.sets, s)
 		return nil

@@ -320,7 +320,7 @@ func (t *demoTail) next(running context.Context, n int) (string, error) {
 	return strings.Join(out, "; "), nil
 }
 
-// demoClock is the scripted Config.Clock.
+// demoClock is the scripted Options.Observability.Clock.
 type demoClock struct{ ms atomic.Int64 }
 
 func (c *demoClock) now() time.Time  { return time.UnixMilli(c.ms.Load()).UTC() }

@@ -1,7 +1,7 @@
 // Command chained runs two kstate applications in a row. The first drops
 // duplicate clicks per user and re-keys the rest by page; the second counts
 // page views per page and event-time minute. The first sets
-// Config.OutputEventTime, so every record it writes carries the click's
+// Topology.Output.EventTime, so every record it writes carries the click's
 // event time as its Kafka timestamp, and the second (EventTime mode, event
 // time = record timestamp by default) windows by when the clicks happened,
 // not by when the first application wrote them.
@@ -200,7 +200,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		OutputTopic:   minuteTopic,
 		OutputSerde:   serde.JSON[PageMinute](),
 		NewProcessor:  func() processor.StatefulProcessor[string, View, PageMinute] { return &PerMinute{} },
-		TimeMode:      processor.EventTime, // Config.EventTime nil: event time = record timestamp
+		TimeMode:      processor.EventTime, // Topology.EventTime nil: event time = record timestamp
 		StateDir:      env.StateDir,
 		MaxBatchWait:  50 * time.Millisecond,
 		Logger:        env.Logger(),

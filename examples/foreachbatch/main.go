@@ -1,5 +1,5 @@
 // Command foreachbatch writes per-key results to a SQLite database with a
-// kstate foreachBatch sink (Config.Sinks), exactly once: each partition's
+// kstate foreachBatch sink (Topology.Output.Sinks), exactly once: each partition's
 // batch arrives with a batch id that is stable across retries, and the
 // sink (package sqlsink) writes the rows and the partition's high-water
 // mark in one SQL transaction, skipping a batch it already wrote. There is

@@ -1,6 +1,6 @@
 // Command groupby counts sign-ins per country from records keyed by user
 // id: the grouping key (the country, in the value) is not the record key,
-// so Config.GroupBy re-keys the input through the internal topic
+// so Topology.GroupBy re-keys the input through the internal topic
 // "<app>-repartition", exactly-once in both stages (see kstate.GroupBy).
 //
 //	go run ./examples/groupby                           # embedded Kafka

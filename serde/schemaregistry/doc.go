@@ -43,7 +43,7 @@
 // writes its own schema id, so a key serde (Options.Key) reads only
 // records of that id and fails the others with ErrIncompatible, rather
 // than split a key's state between two byte forms: use one as
-// Config.KeySerde only when every producer writes keys with that schema
+// Topology.KeySerde only when every producer writes keys with that schema
 // id. Plain string keys (serde.String) avoid the question.
 //
 // # Errors
@@ -51,5 +51,5 @@
 // Errors wrap an *Error (subject, schema id, operation) and one of
 // ErrWireFormat, ErrSchemaNotFound, ErrIncompatible, ErrUnauthorized and
 // ErrUnavailable; docs/OPERATIONS.md says what to do about each. As a
-// ValueSerde or KeySerde, a failed Deserialize meets Config.OnDecodeError.
+// ValueSerde or KeySerde, a failed Deserialize meets Topology.OnDecodeError.
 package schemaregistry

@@ -48,7 +48,7 @@ var story = []step{
 
 // Run runs the heartbeat monitor on the Kafka cluster at brokers (an
 // embedded one when empty) and tells the story of two sensors on out. The
-// clock is scripted (Config.Clock) so that timers and TTL fire at exact
+// clock is scripted (Options.Observability.Clock) so that timers and TTL fire at exact
 // times without waiting for them.
 func Run(ctx context.Context, brokers []string, stateDir string, out io.Writer) (err error) {
 	env, err := sandbox.Open(brokers, stateDir)

@@ -70,7 +70,7 @@ func Main(args []string) int {
 		pad      = fs.Int("pad", 0, "eos: bytes of a pad state variable per key (0: none)")
 		toEnd    = fs.Bool("to-end", false, "App.RunToEnd instead of Run: exit 0 once the input's end offsets at start are committed")
 		sinkDB   = fs.String("sink-db", "", "SQLite file: the rows go to a foreachBatch sink (examples/foreachbatch/sqlsink, calls recorded) instead of -out")
-		pipes    = fs.Int("pipelines", 0, "Config.Pipelines (0: default)")
+		pipes    = fs.Int("pipelines", 0, "Options.Batching.Pipelines (0: default)")
 		slow     = fs.Duration("slow", 0, "eos: sleep this long for about one row in seven (tasks of a batch finish at different times)")
 	)
 	if err := fs.Parse(args); err != nil {

@@ -124,7 +124,7 @@ func ParseRow(v string) (seq, ev int64, err error) {
 	return seq, ev, nil
 }
 
-// EventTime is Config.EventTime: the row's ev (the record timestamp for an
+// EventTime is Topology.EventTime: the row's ev (the record timestamp for an
 // unparsable row, which HandleInputRows then rejects).
 func EventTime(v string, recordTs int64) int64 {
 	_, ev, err := ParseRow(strings.TrimPrefix(v, FailPrefix))
@@ -337,7 +337,7 @@ func (p *Processor) HandleExpiredTimer(key string, _ processor.TimerValues, t pr
 
 func (p *Processor) Close() error { return nil }
 
-// OutputKey is Config.OutputKey: timer outputs go to "<key>/t".
+// OutputKey is Topology.Output.Key: timer outputs go to "<key>/t".
 func OutputKey(key, out string) []byte {
 	if strings.HasPrefix(out, "t=") {
 		return []byte(key + TimerKeySuffix)
@@ -352,7 +352,7 @@ type Options struct {
 	InstanceID    string
 	StateDir      string
 	Input, Output string
-	// Input2, when set, is a second input topic (Config.Inputs) whose
+	// Input2, when set, is a second input topic (Topology.Inputs) whose
 	// values are the rows as JSON ({"row": "<row>"}, Row2); the event time
 	// then has AllowedLateness Lateness2, so that rows of one topic
 	// consumed after later rows of the other are not late. "": one input.
