@@ -25,7 +25,7 @@ func (d *dropSeen) Init(h processor.Handle) error { return h.DeleteIfExists("see
 func TestEmbeddedVariableSetVersionsBounded(t *testing.T) {
 	brokers := startEmbedded(t, 1)
 	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
-	cfg.MaxStateVariableSetVersions = 1
+	cfg.State.MaxVariableSetVersions = 1
 	stop := testprocs.Start(t, newApp(t, cfg))
 	testprocs.Produce(t, brokers, "in", "a=x")
 	testprocs.WaitOutputs(t, brokers, "out", 1, 20*time.Second)
@@ -46,7 +46,7 @@ func TestEmbeddedVariableSetVersionsBounded(t *testing.T) {
 		t.Fatal("Run did not fail")
 	}
 
-	cfg.MaxStateVariableSetVersions = 2
+	cfg.State.MaxVariableSetVersions = 2
 	app := newApp(t, cfg)
 	stop = testprocs.Start(t, app)
 	testprocs.Eventually(t, 30*time.Second, "the partition started (Init ran)", func() bool {

@@ -51,22 +51,34 @@ func newTopic(t *testing.T, brokers []string, topic string, parts int) {
 	}
 }
 
-func (e specEnv) config(t *testing.T, newProc func() processor.StatefulProcessor[string, string, string]) kstate.Config[string, string, string] {
-	return kstate.Config[string, string, string]{
-		ApplicationID:   e.app,
-		Brokers:         e.brokers,
-		InstanceID:      "i1",
-		InputTopics:     []string{e.in},
-		KeySerde:        serde.String(),
-		ValueSerde:      serde.String(),
-		OutputTopic:     e.out,
-		OutputSerde:     serde.String(),
-		NewProcessor:    newProc,
-		StateDir:        t.TempDir(),
-		MaxBatchWait:    100 * time.Millisecond,
-		ShutdownTimeout: 10 * time.Second,
-		Logger:          testlog.New(t),
-	}
+func (e specEnv) config(t *testing.T, newProc func() processor.StatefulProcessor[string, string, string]) (kstate.Topology[string, string, string], kstate.Options) {
+	return kstate.Topology[string, string, string]{
+			Inputs:       kstate.Topics(serde.String(), e.in),
+			KeySerde:     serde.String(),
+			NewProcessor: newProc,
+			Output: kstate.Output[string, string]{
+				Topic: e.out,
+				Serde: serde.String(),
+			},
+		}, kstate.Options{
+			ApplicationID: e.app,
+			InstanceID:    "i1",
+			Kafka: kstate.KafkaOptions{
+				Brokers: e.brokers,
+			},
+			State: kstate.StateOptions{
+				Dir: t.TempDir(),
+			},
+			Batching: kstate.BatchingOptions{
+				MaxWait: 100 * time.Millisecond,
+			},
+			Timeouts: kstate.TimeoutOptions{
+				Shutdown: 10 * time.Second,
+			},
+			Observability: kstate.ObservabilityOptions{
+				Logger: testlog.New(t),
+			},
+		}
 }
 
 func newSpecApp(t *testing.T, cfg kstate.Config[string, string, string]) *kstate.App[string, string, string] {

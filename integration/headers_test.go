@@ -205,21 +205,38 @@ func TestHeadersMetadataAndSecondTopic(t *testing.T) {
 
 	audit := processor.NewOutputTopic(auditTopic, serde.JSON[auditRow]())
 	var emitted atomic.Bool
-	cfg := func() kstate.Config[string, hrow, string] {
-		return kstate.Config[string, hrow, string]{
-			ApplicationID: e.app, Brokers: e.brokers, InstanceID: "i1",
-			InputTopics: []string{e.in}, KeySerde: serde.String(), ValueFromRecord: hrowFromRecord,
-			OutputTopic: e.out, OutputSerde: serde.String(),
-			OutputTopics: []processor.NamedTopic{audit},
-			NewProcessor: func() processor.StatefulProcessor[string, hrow, string] {
-				return &metaCounter{audit: audit, emitted: &emitted}
-			},
-			StateDir:        t.TempDir(),
-			MaxBatchRecords: 10,
-			MaxBatchWait:    100 * time.Millisecond,
-			ShutdownTimeout: 10 * time.Second,
-			Logger:          testlog.New(t),
-		}
+	cfg := func() (kstate.Topology[string, hrow, string], kstate.Options) {
+		return kstate.Topology[string, hrow, string]{
+				Inputs:   kstate.TopicsFromRecord(hrowFromRecord, e.in),
+				KeySerde: serde.String(),
+				NewProcessor: func() processor.StatefulProcessor[string, hrow, string] {
+					return &metaCounter{audit: audit, emitted: &emitted}
+				},
+				Output: kstate.Output[string, string]{
+					Topic:  e.out,
+					Serde:  serde.String(),
+					EmitTo: []processor.NamedTopic{audit},
+				},
+			}, kstate.Options{
+				ApplicationID: e.app,
+				InstanceID:    "i1",
+				Kafka: kstate.KafkaOptions{
+					Brokers: e.brokers,
+				},
+				State: kstate.StateOptions{
+					Dir: t.TempDir(),
+				},
+				Batching: kstate.BatchingOptions{
+					MaxRecords: 10,
+					MaxWait:    100 * time.Millisecond,
+				},
+				Timeouts: kstate.TimeoutOptions{
+					Shutdown: 10 * time.Second,
+				},
+				Observability: kstate.ObservabilityOptions{
+					Logger: testlog.New(t),
+				},
+			}
 	}
 
 	// A declared output topic that does not exist is a start-up error

@@ -54,12 +54,32 @@ func TestSerdeInt64ReadByKcat(t *testing.T) {
 	}
 	e := newSpecEnv(t, 1)
 	c := e.config(t, nil)
-	app, err := kstate.New(kstate.Config[string, string, int64]{
-		ApplicationID: c.ApplicationID, Brokers: c.Brokers, InstanceID: c.InstanceID,
-		InputTopics: c.InputTopics, KeySerde: c.KeySerde, ValueSerde: c.ValueSerde,
-		OutputTopic: c.OutputTopic, OutputSerde: serde.Int64(),
+	app, err := kstate.New(kstate.Topology[string, string, int64]{
+		Inputs:       kstate.Topics(c.ValueSerde, c.InputTopics...),
+		KeySerde:     c.KeySerde,
 		NewProcessor: func() processor.StatefulProcessor[string, string, int64] { return &int64Counter{} },
-		StateDir:     c.StateDir, MaxBatchWait: c.MaxBatchWait, ShutdownTimeout: c.ShutdownTimeout, Logger: c.Logger,
+		Output: kstate.Output[string, int64]{
+			Topic: c.OutputTopic,
+			Serde: serde.Int64(),
+		},
+	}, kstate.Options{
+		ApplicationID: c.ApplicationID,
+		InstanceID:    c.InstanceID,
+		Kafka: kstate.KafkaOptions{
+			Brokers: c.Brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: c.StateDir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: c.MaxBatchWait,
+		},
+		Timeouts: kstate.TimeoutOptions{
+			Shutdown: c.ShutdownTimeout,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: c.Logger,
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -63,12 +63,31 @@ func TestStateReaderAtBatchCompactedRealBroker(t *testing.T) {
 		"min.compaction.lag.ms":     kadm.StringPtr("0"),
 		"delete.retention.ms":       kadm.StringPtr("100"),
 	})
-	cfg := kstate.Config[string, string, string]{
-		ApplicationID: appID, Brokers: brokers, InputTopics: []string{in},
-		KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: out, OutputSerde: serde.String(),
-		NewProcessor: testprocs.NewCounter, StateDir: t.TempDir(), MaxBatchWait: 20 * time.Millisecond, Logger: testlog.New(t),
+	cfg := kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), in),
+		KeySerde:     serde.String(),
+		NewProcessor: testprocs.NewCounter,
+		Output: kstate.Output[string, string]{
+			Topic: out,
+			Serde: serde.String(),
+		},
 	}
-	app, err := kstate.New(cfg)
+	opts := kstate.Options{
+		ApplicationID: appID,
+		Kafka: kstate.KafkaOptions{
+			Brokers: brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: t.TempDir(),
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 20 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: testlog.New(t),
+		},
+	}
+	app, err := kstate.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +161,7 @@ func TestStateReaderAtBatchCompactedRealBroker(t *testing.T) {
 
 func mustNew(t *testing.T, cfg kstate.Config[string, string, string]) *kstate.App[string, string, string] {
 	t.Helper()
-	app, err := kstate.New(cfg)
+	app, err := kstate.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

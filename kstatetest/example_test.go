@@ -42,15 +42,14 @@ func (c *Counter) HandleInputRows(_ string, rows iter.Seq[string], _ processor.T
 // is the test's *testing.T.)
 func Example() {
 	t := &testing.T{}
-	cfg := kstate.Config[string, string, int64]{ // the Config the application ships
-		ApplicationID: "wordcount",
-		Brokers:       []string{"kafka:9092"}, // ignored by the driver
-		InputTopics:   []string{"words"},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputTopic:   "counts",
-		OutputSerde:   serde.Int64(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
+	cfg := kstate.Topology[string, string, int64]{
+		Inputs:       kstate.Topics(serde.String(), "words"),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
+		Output: kstate.Output[string, int64]{
+			Topic: "counts",
+			Serde: serde.Int64(),
+		},
 	}
 	d := kstatetest.New(t, cfg)
 	defer d.Close()

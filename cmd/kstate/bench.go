@@ -414,31 +414,49 @@ type benchRun struct {
 	pipelines int // Options.Batching.Pipelines; 0 = the default
 }
 
-func (b *benchRun) config(appID, in, out string) kstate.Config[string, benchRow, benchOut] {
+// benchConfig is one bench application's Topology and Options.
+type benchConfig struct {
+	top  kstate.Topology[string, benchRow, benchOut]
+	opts kstate.Options
+}
+
+func (b *benchRun) config(appID, in, out string) benchConfig {
 	logger := slog.New(slog.DiscardHandler)
 	if b.o.Verbose {
 		logger = slog.Default()
 	}
-	return kstate.Config[string, benchRow, benchOut]{
-		ApplicationID:   appID,
-		Brokers:         b.o.Brokers,
-		InstanceID:      "bench",
-		InputTopics:     []string{in},
-		KeySerde:        serde.String(),
-		ValueSerde:      rowCodec{},
-		NewProcessor:    b.proc.newProc,
-		TimeMode:        b.proc.timeMode,
-		OutputTopic:     out,
-		OutputSerde:     outCodec{},
-		MaxBatchRecords: b.o.Batch,
-		StateMemory:     b.o.StateMemory,
-		StateCacheBytes: b.o.StateCache,
-		StateBackend:    b.backend,
-		Pipelines:       b.pipelines,
-		StateDir:        filepath.Join(b.dir, appID),
-		ShutdownTimeout: 20 * time.Second,
-		Logger:          logger,
-	}
+	return benchConfig{kstate.Topology[string, benchRow, benchOut]{
+		Inputs:       kstate.Topics(rowCodec{}, in),
+		KeySerde:     serde.String(),
+		NewProcessor: b.proc.newProc,
+		TimeMode:     b.proc.timeMode,
+		Output: kstate.Output[string, benchOut]{
+			Topic: out,
+			Serde: outCodec{},
+		},
+	}, kstate.Options{
+		ApplicationID: appID,
+		InstanceID:    "bench",
+		Kafka: kstate.KafkaOptions{
+			Brokers: b.o.Brokers,
+		},
+		State: kstate.StateOptions{
+			Memory:     b.o.StateMemory,
+			CacheBytes: b.o.StateCache,
+			Backend:    b.backend,
+			Dir:        filepath.Join(b.dir, appID),
+		},
+		Batching: kstate.BatchingOptions{
+			MaxRecords: b.o.Batch,
+			Pipelines:  b.pipelines,
+		},
+		Timeouts: kstate.TimeoutOptions{
+			Shutdown: 20 * time.Second,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: logger,
+		},
+	}}
 }
 
 // app is a running App.
@@ -450,8 +468,8 @@ type app struct {
 	err      error         // Run's error, once finished
 }
 
-func startApp(ctx context.Context, cfg kstate.Config[string, benchRow, benchOut]) (*app, error) {
-	a, err := kstate.New(cfg)
+func startApp(ctx context.Context, cfg benchConfig) (*app, error) {
+	a, err := kstate.New(cfg.top, cfg.opts)
 	if err != nil {
 		return nil, err
 	}
@@ -549,7 +567,7 @@ func (b *benchRun) do(ctx context.Context) (*runResult, error) {
 	// 1. Throughput: the input is all there; time first → last output.
 	cfg := b.config(appID, in, out)
 	probe := newLatencyProbe(in)
-	cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.WithHooks(probe))
+	cfg.opts.Kafka.ClientOptions = append(cfg.opts.Kafka.ClientOptions, kgo.WithHooks(probe))
 	cpu0, wall0 := processCPU(), time.Now() // bench_pipelines.go
 	a, err := startApp(ctx, cfg)
 	if err != nil {
@@ -646,7 +664,7 @@ func (b *benchRun) do(ctx context.Context) (*runResult, error) {
 
 	// 3. Restore: no local state; same instance id, so the static member
 	// gets its partitions back at once and fences its predecessor.
-	if err := os.RemoveAll(cfg.StateDir); err != nil {
+	if err := os.RemoveAll(cfg.opts.State.Dir); err != nil {
 		return nil, err
 	}
 	a2, err := startApp(ctx, cfg)

@@ -113,18 +113,27 @@ func settingsFromEnv(getenv func(string) string) (settings, error) {
 		return s, errors.New("KSTATE_BROKERS is not set: the Kafka bootstrap servers, comma-separated")
 	}
 	host, _ := os.Hostname()
-	s.cfg = kstate.Config[string, string, Stats]{
+	s.cfg = kstate.Topology[string, string, Stats]{
+		Inputs:       kstate.Topics(serde.String(), or("KSTATE_INPUT_TOPIC", "page-views")),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, Stats] { return &PageViews{} },
+		Output: kstate.Output[string, Stats]{
+			Topic: or("KSTATE_OUTPUT_TOPIC", "user-stats"),
+			Serde: serde.JSON[Stats](),
+		},
+	}
+	s.cfgOpts = kstate.Options{
 		ApplicationID: or("KSTATE_APPLICATION_ID", "pageviews"),
-		Brokers:       strings.Split(brokers, ","),
 		InstanceID:    or("KSTATE_INSTANCE_ID", host),
-		InputTopics:   []string{or("KSTATE_INPUT_TOPIC", "page-views")},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputTopic:   or("KSTATE_OUTPUT_TOPIC", "user-stats"),
-		OutputSerde:   serde.JSON[Stats](),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, Stats] { return &PageViews{} },
-		StateDir:      or("KSTATE_STATE_DIR", "/var/lib/kstate"),
-		HTTPAddr:      or("KSTATE_HTTP_ADDR", ":8080"),
+		Kafka: kstate.KafkaOptions{
+			Brokers: strings.Split(brokers, ","),
+		},
+		State: kstate.StateOptions{
+			Dir: or("KSTATE_STATE_DIR", "/var/lib/kstate"),
+		},
+		Observability: kstate.ObservabilityOptions{
+			HTTPAddr: or("KSTATE_HTTP_ADDR", ":8080"),
+		},
 	}
 	ca, cert, key := getenv("KSTATE_TLS_CA_FILE"), getenv("KSTATE_TLS_CERT_FILE"), getenv("KSTATE_TLS_KEY_FILE")
 	useTLS, err := boolean("KSTATE_TLS")

@@ -12,13 +12,14 @@ import (
 )
 
 func TestCounter(t *testing.T) {
-	d := kstatetest.New(t, kstate.Config[string, string, string]{
-		ApplicationID: "wordcount",
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputSerde:   serde.String(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
-	})
+	d := kstatetest.New(t, kstate.Topology[string, string, string]{
+		KeySerde:     serde.String(),
+		Inputs:       kstate.Topics(serde.String(), "input"),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
+		Output: kstate.Output[string, string]{
+			Serde: serde.String(),
+		},
+	}, kstatetest.ApplicationID("wordcount"))
 	for _, w := range []string{"a", "a", "a", "b", "b"} {
 		d.Input(w, w) // key, value
 	}

@@ -52,18 +52,28 @@ func TestREADMECounterCounts(t *testing.T) {
 	if err := env.CreateTopics(ctx, 2, "words", "counts"); err != nil {
 		t.Fatal(err)
 	}
-	app, err := kstate.New(kstate.Config[string, string, string]{
+	app, err := kstate.New(kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), "words"),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
+		Output: kstate.Output[string, string]{
+			Topic: "counts",
+			Serde: serde.String(),
+		},
+	}, kstate.Options{
 		ApplicationID: "wordcount",
-		Brokers:       env.Brokers,
-		InputTopics:   []string{"words"},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputTopic:   "counts",
-		OutputSerde:   serde.String(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
-		StateDir:      env.StateDir,
-		MaxBatchWait:  50 * time.Millisecond,
-		Logger:        slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Kafka: kstate.KafkaOptions{
+			Brokers: env.Brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: env.StateDir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 50 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

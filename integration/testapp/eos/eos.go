@@ -378,45 +378,58 @@ type Options struct {
 
 // Config is the application's kstate configuration; child processes
 // (integration/testapp -proc eos) and in-process instances use the same.
-func Config(o Options) kstate.Config[string, string, string] {
+func Config(o Options) (kstate.Topology[string, string, string], kstate.Options) {
 	newProc := New
 	if o.Pad > 0 {
 		newProc = NewPadded(o.Pad)
 	}
-	cfg := kstate.Config[string, string, string]{
-		ApplicationID:   o.ApplicationID,
-		Brokers:         o.Brokers,
-		InstanceID:      o.InstanceID,
-		InputTopics:     []string{o.Input},
-		KeySerde:        serde.String(),
-		ValueSerde:      serde.String(),
-		NewProcessor:    newProc,
-		TimeMode:        processor.EventTime,
-		EventTime:       EventTime,
-		OutputTopic:     o.Output,
-		OutputSerde:     serde.String(),
-		OutputKey:       OutputKey,
-		StateDir:        o.StateDir,
-		MaxBatchRecords: o.MaxBatchRecords,
-		MaxBatchWait:    100 * time.Millisecond,
-		SessionTimeout:  o.SessionTimeout,
-		ShutdownTimeout: 10 * time.Second,
-		// A small committed-state cache, so that every crash test also
-		// proves the cache exact under kills (evicting all the time).
-		StateCacheBytes: 256 << 10,
-		// A small write-behind budget, so that the crash tests kill
-		// shards both with committed batches still in memory (restored
-		// from the changelog) and right after their flush, and a full
-		// disk shows at a local commit.
-		StateWriteBehindBytes: 64 << 10,
-		Logger:                o.Logger,
+	cfg := kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), o.Input),
+		KeySerde:     serde.String(),
+		NewProcessor: newProc,
+		TimeMode:     processor.EventTime,
+		EventTime:    EventTime,
+		Output: kstate.Output[string, string]{
+			Topic: o.Output,
+			Serde: serde.String(),
+			Key:   OutputKey,
+		},
+	}
+	opts := kstate.Options{
+		ApplicationID: o.ApplicationID,
+		InstanceID:    o.InstanceID,
+		Kafka: kstate.KafkaOptions{
+			Brokers:        o.Brokers,
+			SessionTimeout: o.SessionTimeout,
+		},
+		State: kstate.StateOptions{
+			Dir: o.StateDir,
+			// A small committed-state cache, so that every crash test also
+			// proves the cache exact under kills (evicting all the time).
+			CacheBytes: 256 << 10,
+			// A small write-behind budget, so that the crash tests kill
+			// shards both with committed batches still in memory (restored
+			// from the changelog) and right after their flush, and a full
+			// disk shows at a local commit.
+			WriteBehindBytes: 64 << 10,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxRecords: o.MaxBatchRecords,
+			MaxWait:    100 * time.Millisecond,
+		},
+		Timeouts: kstate.TimeoutOptions{
+			Shutdown: 10 * time.Second,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: o.Logger,
+		},
 	}
 	if o.Pad > 0 {
 		// The full-disk test (the only user of Pad) fills a small tmpfs
 		// with the pad's writes: write-through, so that every local commit
 		// writes its batch (write-behind coalesces them into far fewer
 		// bytes; its failed write is shard's TestWriteBehindFlushFailure).
-		cfg.StateWriteBehindBytes = -1
+		opts.State.WriteBehindBytes = -1
 	}
 	if o.Input2 != "" {
 		cfg.InputTopics, cfg.ValueSerde = nil, nil
