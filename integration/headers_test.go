@@ -205,45 +205,45 @@ func TestHeadersMetadataAndSecondTopic(t *testing.T) {
 
 	audit := processor.NewOutputTopic(auditTopic, serde.JSON[auditRow]())
 	var emitted atomic.Bool
-	cfg := func() (kstate.Topology[string, hrow, string], kstate.Options) {
-		return kstate.Topology[string, hrow, string]{
-				Inputs:   kstate.TopicsFromRecord(hrowFromRecord, e.in),
-				KeySerde: serde.String(),
-				NewProcessor: func() processor.StatefulProcessor[string, hrow, string] {
-					return &metaCounter{audit: audit, emitted: &emitted}
-				},
-				Output: kstate.Output[string, string]{
-					Topic:  e.out,
-					Serde:  serde.String(),
-					EmitTo: []processor.NamedTopic{audit},
-				},
-			}, kstate.Options{
-				ApplicationID: e.app,
-				InstanceID:    "i1",
-				Kafka: kstate.KafkaOptions{
-					Brokers: e.brokers,
-				},
-				State: kstate.StateOptions{
-					Dir: t.TempDir(),
-				},
-				Batching: kstate.BatchingOptions{
-					MaxRecords: 10,
-					MaxWait:    100 * time.Millisecond,
-				},
-				Timeouts: kstate.TimeoutOptions{
-					Shutdown: 10 * time.Second,
-				},
-				Observability: kstate.ObservabilityOptions{
-					Logger: testlog.New(t),
-				},
-			}
+	cfg := func() appConfig[string, hrow, string] {
+		return appConfig[string, hrow, string]{kstate.Topology[string, hrow, string]{
+			Inputs:   kstate.TopicsFromRecord(hrowFromRecord, e.in),
+			KeySerde: serde.String(),
+			NewProcessor: func() processor.StatefulProcessor[string, hrow, string] {
+				return &metaCounter{audit: audit, emitted: &emitted}
+			},
+			Output: kstate.Output[string, string]{
+				Topic:  e.out,
+				Serde:  serde.String(),
+				EmitTo: []processor.NamedTopic{audit},
+			},
+		}, kstate.Options{
+			ApplicationID: e.app,
+			InstanceID:    "i1",
+			Kafka: kstate.KafkaOptions{
+				Brokers: e.brokers,
+			},
+			State: kstate.StateOptions{
+				Dir: t.TempDir(),
+			},
+			Batching: kstate.BatchingOptions{
+				MaxRecords: 10,
+				MaxWait:    100 * time.Millisecond,
+			},
+			Timeouts: kstate.TimeoutOptions{
+				Shutdown: 10 * time.Second,
+			},
+			Observability: kstate.ObservabilityOptions{
+				Logger: testlog.New(t),
+			},
+		}}
 	}
 
 	// A declared output topic that does not exist is a start-up error
 	// naming it.
 	bad := cfg()
 	missing := processor.NewOutputTopic(e.app+"-missing", serde.String())
-	bad.OutputTopics = []processor.NamedTopic{audit, missing}
+	bad.Output.EmitTo = []processor.NamedTopic{audit, missing}
 	if err := newApp(t, bad).RunToEnd(ctx); err == nil || !strings.Contains(err.Error(), e.app+"-missing") {
 		t.Fatalf("missing declared output topic: %v", err)
 	}
@@ -350,9 +350,9 @@ func TestHeadersMetadataAndSecondTopic(t *testing.T) {
 	t.Logf("kcat: %d outputs with headers and timestamps, %d audit rows, exactly once", len(outs), len(audits))
 }
 
-func newApp[K, I, O any](t *testing.T, cfg kstate.Config[K, I, O]) *kstate.App[K, I, O] {
+func newApp[K, I, O any](t *testing.T, cfg appConfig[K, I, O]) *kstate.App[K, I, O] {
 	t.Helper()
-	app, err := kstate.New(cfg)
+	app, err := kstate.New(cfg.Topology, cfg.Options)
 	if err != nil {
 		t.Fatal(err)
 	}

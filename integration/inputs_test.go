@@ -43,9 +43,8 @@ func newInputsEnv(t *testing.T, parts int) inputsEnv {
 	return e
 }
 
-func (e inputsEnv) config(t *testing.T) kstate.Config[string, string, string] {
+func (e inputsEnv) config(t *testing.T) appConfig[string, string, string] {
 	cfg := e.specEnv.config(t, testprocs.NewCounter)
-	cfg.InputTopics, cfg.ValueSerde = nil, nil
 	cfg.Inputs = []kstate.Input[string]{
 		{Topic: e.in, ValueSerde: serde.String()},
 		{Topic: e.in2, ValueSerde: jsonWord{}},
@@ -103,7 +102,7 @@ func TestInputsTwoCodecsOneCounter(t *testing.T) {
 
 	cfg2 := cfg
 	cfg2.InstanceID = "i2"
-	cfg2.StateDir = t.TempDir()
+	cfg2.State.Dir = t.TempDir()
 	app2 := newSpecApp(t, cfg2)
 	stop2 := testprocs.Start(t, app2)
 	// Instance 1 may process a round before the rebalance moves anything
@@ -171,7 +170,7 @@ func TestInputsPartitionMismatch(t *testing.T) {
 	other := e.app + "-other"
 	newTopic(t, e.brokers, other, 2)
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.InputTopics = []string{e.in, other}
+	cfg.Inputs = kstate.Topics(serde.String(), e.in, other)
 	app := newSpecApp(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

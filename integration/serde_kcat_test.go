@@ -55,30 +55,30 @@ func TestSerdeInt64ReadByKcat(t *testing.T) {
 	e := newSpecEnv(t, 1)
 	c := e.config(t, nil)
 	app, err := kstate.New(kstate.Topology[string, string, int64]{
-		Inputs:       kstate.Topics(c.ValueSerde, c.InputTopics...),
+		Inputs:       c.Inputs,
 		KeySerde:     c.KeySerde,
 		NewProcessor: func() processor.StatefulProcessor[string, string, int64] { return &int64Counter{} },
 		Output: kstate.Output[string, int64]{
-			Topic: c.OutputTopic,
+			Topic: c.Output.Topic,
 			Serde: serde.Int64(),
 		},
 	}, kstate.Options{
 		ApplicationID: c.ApplicationID,
 		InstanceID:    c.InstanceID,
 		Kafka: kstate.KafkaOptions{
-			Brokers: c.Brokers,
+			Brokers: c.Kafka.Brokers,
 		},
 		State: kstate.StateOptions{
-			Dir: c.StateDir,
+			Dir: c.State.Dir,
 		},
 		Batching: kstate.BatchingOptions{
-			MaxWait: c.MaxBatchWait,
+			MaxWait: c.Batching.MaxWait,
 		},
 		Timeouts: kstate.TimeoutOptions{
-			Shutdown: c.ShutdownTimeout,
+			Shutdown: c.Timeouts.Shutdown,
 		},
 		Observability: kstate.ObservabilityOptions{
-			Logger: c.Logger,
+			Logger: c.Observability.Logger,
 		},
 	})
 	if err != nil {

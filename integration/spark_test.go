@@ -63,7 +63,7 @@ func TestStateReaderAtBatchCompactedRealBroker(t *testing.T) {
 		"min.compaction.lag.ms":     kadm.StringPtr("0"),
 		"delete.retention.ms":       kadm.StringPtr("100"),
 	})
-	cfg := kstate.Topology[string, string, string]{
+	cfg := appConfig[string, string, string]{kstate.Topology[string, string, string]{
 		Inputs:       kstate.Topics(serde.String(), in),
 		KeySerde:     serde.String(),
 		NewProcessor: testprocs.NewCounter,
@@ -71,8 +71,7 @@ func TestStateReaderAtBatchCompactedRealBroker(t *testing.T) {
 			Topic: out,
 			Serde: serde.String(),
 		},
-	}
-	opts := kstate.Options{
+	}, kstate.Options{
 		ApplicationID: appID,
 		Kafka: kstate.KafkaOptions{
 			Brokers: brokers,
@@ -86,8 +85,8 @@ func TestStateReaderAtBatchCompactedRealBroker(t *testing.T) {
 		Observability: kstate.ObservabilityOptions{
 			Logger: testlog.New(t),
 		},
-	}
-	app, err := kstate.New(cfg, opts)
+	}}
+	app, err := kstate.New(cfg.Topology, cfg.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,9 +158,9 @@ func TestStateReaderAtBatchCompactedRealBroker(t *testing.T) {
 	t.Logf("after compaction %d of %d batches still readable", readable, latest+1)
 }
 
-func mustNew(t *testing.T, cfg kstate.Config[string, string, string]) *kstate.App[string, string, string] {
+func mustNew(t *testing.T, cfg appConfig[string, string, string]) *kstate.App[string, string, string] {
 	t.Helper()
-	app, err := kstate.New(cfg, opts)
+	app, err := kstate.New(cfg.Topology, cfg.Options)
 	if err != nil {
 		t.Fatal(err)
 	}

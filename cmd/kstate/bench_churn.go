@@ -6,7 +6,6 @@ import (
 	"iter"
 	"time"
 
-	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/state"

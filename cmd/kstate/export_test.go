@@ -83,9 +83,9 @@ func (c *counterB) HandleInputRows(key string, rows iter.Seq[string], _ processo
 	return out.Emit(fmt.Sprintf("%s n=%d after %s", key, t.N, prev))
 }
 
-func runApp(t *testing.T, cfg kstate.Config[string, string, string], cluster *kafkatest.Cluster, in string, out string, recs []kafkatest.Record, want int) []string {
+func runApp(t *testing.T, top kstate.Topology[string, string, string], opts kstate.Options, cluster *kafkatest.Cluster, in string, out string, recs []kafkatest.Record, want int) []string {
 	t.Helper()
-	app, err := kstate.New(cfg)
+	app, err := kstate.New(top, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,14 +96,14 @@ func runApp(t *testing.T, cfg kstate.Config[string, string, string], cluster *ka
 	deadline := time.Now().Add(2 * time.Minute)
 	for app.Metrics().Total.RowsIn < int64(len(recs)) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: timed out waiting for %d rows processed", cfg.ApplicationID, len(recs))
+			t.Fatalf("%s: timed out waiting for %d rows processed", opts.ApplicationID, len(recs))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	got := cluster.ReadCommitted(t, out, want, time.Minute)
 	cancel()
 	if err := <-done; err != nil {
-		t.Fatalf("Run of %s: %v", cfg.ApplicationID, err)
+		t.Fatalf("Run of %s: %v", opts.ApplicationID, err)
 	}
 	var vals []string
 	for _, r := range got {
@@ -272,8 +272,8 @@ func TestExportTimersToInitialState(t *testing.T) {
 				},
 			}
 	}
-	runApp(t, base(appA, inA, outA, func() processor.StatefulProcessor[string, string, string] { return &timedA{} }),
-		cluster, inA, outA, recs("a", "bb", "a"), 2)
+	topA, optsA := base(appA, inA, outA, func() processor.StatefulProcessor[string, string, string] { return &timedA{} })
+	runApp(t, topA, optsA, cluster, inA, outA, recs("a", "bb", "a"), 2)
 
 	file := filepath.Join(t.TempDir(), "a.jsonl")
 	if _, se, code := cli(t, "state", "export", "-q", "--brokers", strings.Join(cluster.Brokers(), ","), "--app", appA, "--out", file); code != exitOK {
@@ -294,9 +294,9 @@ func TestExportTimersToInitialState(t *testing.T) {
 		}
 		return "", m, false, nil
 	}
-	cfgB := base(appB, inB, outB, func() processor.StatefulProcessor[string, string, string] { return &timedB{} })
+	cfgB, optsB := base(appB, inB, outB, func() processor.StatefulProcessor[string, string, string] { return &timedB{} })
 	cfgB.InitialState = kstate.InitialStateFromJSONL(file, decode)
-	gotB := runApp(t, cfgB, cluster, inB, outB, recs("a"), 1)
+	gotB := runApp(t, cfgB, optsB, cluster, inB, outB, recs("a"), 1)
 	if want := []string{"a=3"}; !slices.Equal(gotB, want) {
 		t.Fatalf("B's outputs %q, want %q", gotB, want)
 	}

@@ -114,7 +114,7 @@ func run(ctx context.Context, brokers []string, stateDir, dbPath string, out io.
 		KeySerde:     serde.String(),
 		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
 		Output: kstate.Output[string, string]{
-			// No OutputTopic: the rows go to the sink only.
+			// No Topic: the rows go to the sink only.
 			Sinks: []kstate.Sink[string, string]{sink},
 		},
 	}
@@ -137,7 +137,7 @@ func run(ctx context.Context, brokers []string, stateDir, dbPath string, out io.
 		if i > 0 {
 			fmt.Fprintln(out, "(application restarted)")
 		}
-		if err := runApp(ctx, env, cfg, sink, words, rounds, out); err != nil {
+		if err := runApp(ctx, env, cfg, opts, sink, words, rounds, out); err != nil {
 			return err
 		}
 	}
@@ -145,7 +145,7 @@ func run(ctx context.Context, brokers []string, stateDir, dbPath string, out io.
 }
 
 // runApp runs the application for some rounds of input and stops it.
-func runApp(ctx context.Context, env *sandbox.Env, cfg kstate.Config[string, string, string], sink *sqlsink.Sink, words string, rounds [][]string, out io.Writer) (err error) {
+func runApp(ctx context.Context, env *sandbox.Env, cfg kstate.Topology[string, string, string], opts kstate.Options, sink *sqlsink.Sink, words string, rounds [][]string, out io.Writer) (err error) {
 	app, err := kstate.New(cfg, opts)
 	if err != nil {
 		return err

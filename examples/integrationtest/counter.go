@@ -47,9 +47,9 @@ type Settings struct {
 	StateDir      string
 }
 
-// Config is the service's kstate configuration. The service's main and its
-// integration test both build the application from it, so the test runs
-// the configuration that ships.
+// Config is the service's kstate topology and options. The service's main
+// and its integration test both build the application from them, so the
+// test runs the configuration that ships.
 func Config(s Settings) (kstate.Topology[string, string, string], kstate.Options) {
 	return kstate.Topology[string, string, string]{
 			Inputs:       kstate.Topics(serde.String(), s.InputTopic),

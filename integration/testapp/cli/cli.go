@@ -136,7 +136,7 @@ func Main(args []string) int {
 	case "expiring":
 		cfg.NewProcessor, cfg.TimeMode = testprocs.NewExpiring(10*time.Second), processor.ProcessingTime
 	case "eos":
-		cfg = eos.Config(eos.Options{
+		cfg, opts = eos.Config(eos.Options{
 			Brokers: opts.Kafka.Brokers, ApplicationID: *app, InstanceID: *instance, StateDir: *dir,
 			Input: *in, Input2: *in2, Output: *out, MaxBatchRecords: *batch, SessionTimeout: *session, Pad: *pad, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 			DeadLetter: *dlq, BadRows: bad, Slow: *slow,

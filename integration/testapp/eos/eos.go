@@ -376,7 +376,7 @@ type Options struct {
 	Slow time.Duration
 }
 
-// Config is the application's kstate configuration; child processes
+// Config is the application's kstate topology and options; child processes
 // (integration/testapp -proc eos) and in-process instances use the same.
 func Config(o Options) (kstate.Topology[string, string, string], kstate.Options) {
 	newProc := New
@@ -432,7 +432,6 @@ func Config(o Options) (kstate.Topology[string, string, string], kstate.Options)
 		opts.State.WriteBehindBytes = -1
 	}
 	if o.Input2 != "" {
-		cfg.InputTopics, cfg.ValueSerde = nil, nil
 		cfg.Inputs = []kstate.Input[string]{
 			{Topic: o.Input, ValueSerde: serde.String()},
 			{Topic: o.Input2, ValueSerde: row2Serde{}},
@@ -440,7 +439,7 @@ func Config(o Options) (kstate.Topology[string, string, string], kstate.Options)
 		cfg.AllowedLateness = Lateness2
 	}
 	if o.DeadLetter {
-		cfg.ValueSerde = Deserializer{bad: o.BadRows}
+		cfg.Inputs[0].ValueSerde = Deserializer{bad: o.BadRows}
 		cfg.NewProcessor = NewCounting(o.BadRows)
 		cfg.OnDecodeError = kstate.DecodeErrorDeadLetter
 		cfg.OnProcessingError = kstate.ProcessingErrorDeadLetter
@@ -453,7 +452,7 @@ func Config(o Options) (kstate.Topology[string, string, string], kstate.Options)
 			return p
 		}
 	}
-	return cfg
+	return cfg, opts
 }
 
 // Lateness2 is the AllowedLateness with two input topics: far more event
