@@ -90,7 +90,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		return err
 	}
 	app, err := kstate.New(kstate.Topology[string, string, int64]{
-		Inputs:       kstate.Topics(serde.String(), signins),
+		Inputs:       kstate.Topics(serde.String(), signins), // key: user id; value: country
 		GroupBy:      []kstate.GroupBy[string, string]{{Topic: signins, Key: country}},
 		KeySerde:     serde.String(), // the grouping key: the country
 		NewProcessor: func() processor.StatefulProcessor[string, string, int64] { return &PerCountry{} },

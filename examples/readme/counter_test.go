@@ -13,13 +13,11 @@ import (
 
 func TestCounter(t *testing.T) {
 	d := kstatetest.New(t, kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), "words"),
 		KeySerde:     serde.String(),
-		Inputs:       kstate.Topics(serde.String(), "input"),
 		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
-		Output: kstate.Output[string, string]{
-			Serde: serde.String(),
-		},
-	}, kstatetest.ApplicationID("wordcount"))
+		Output:       kstate.Output[string, string]{Topic: "counts", Serde: serde.String()},
+	})
 	for _, w := range []string{"a", "a", "a", "b", "b"} {
 		d.Input(w, w) // key, value
 	}

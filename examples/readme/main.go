@@ -19,18 +19,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	app, err := kstate.New(kstate.Topology[string, string, string]{
-		Inputs:       kstate.Topics(serde.String(), "words"),
+		Inputs:       kstate.Topics(serde.String(), "words"), // the record key is the grouping key
 		KeySerde:     serde.String(),
 		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
-		Output: kstate.Output[string, string]{
-			Topic: "counts", // must exist
-			Serde: serde.String(),
-		},
+		Output:       kstate.Output[string, string]{Topic: "counts", Serde: serde.String()}, // must exist
 	}, kstate.Options{
 		ApplicationID: "wordcount", // the consumer group; changelog topic "wordcount-changelog"
-		Kafka: kstate.KafkaOptions{
-			Brokers: []string{"localhost:9092"},
-		},
+		Kafka:         kstate.KafkaOptions{Brokers: []string{"localhost:9092"}},
 	})
 	if err != nil {
 		log.Fatal(err)
