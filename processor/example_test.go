@@ -131,13 +131,11 @@ func Example() {
 // *testing.T.)
 func Example_test() {
 	d := kstatetest.New(&testing.T{}, kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), "words"),
 		KeySerde:     serde.String(),
-		Inputs:       kstate.Topics(serde.String(), "input"),
 		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &WordCount{} },
-		Output: kstate.Output[string, string]{
-			Serde: serde.String(),
-		},
-	}, kstatetest.ApplicationID("wordcount"))
+		Output:       kstate.Output[string, string]{Topic: "counts", Serde: serde.String()},
+	})
 	defer d.Close()
 	for _, w := range []string{"a", "a", "a", "b"} {
 		d.Input(w, w)
