@@ -53,7 +53,7 @@ func (c *capture[O]) Serialize(o O) ([]byte, error) {
 	return b, err
 }
 
-// engineConfig maps the user's Config to one partition task's engine
+// engineConfig maps the user's Topology to one partition task's engine
 // config, as the root package's taskConfig does (minus the shard
 // directory: the shard lives in memory).
 func engineConfig[K, I, O any](c config[K, I, O], p int32, backend kv.Store, out serde.Serializer[O]) engine.Config[K, I, O] {

@@ -12,7 +12,7 @@ import (
 )
 
 // CoordinatorConfig configures a Coordinator. Every field is required
-// unless marked; the root package fills it from kstate.Config (where the
+// unless marked; the root package fills it from kstate.Topology and kstate.Options (where the
 // defaults are declared) and from adapters over internal/kafka.
 type CoordinatorConfig struct {
 	// Sink: the tasks have a sink, so every batch is planned first

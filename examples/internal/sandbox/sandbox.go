@@ -2,7 +2,7 @@
 // application does not need: it provides the Kafka cluster (an embedded
 // in-process one unless brokers are given), creates an example's topics,
 // writes its scripted input, reads its output back and drives a scripted
-// clock. The processors and their kstate.Config live in the examples
+// clock. The processors and their kstate.Topology and kstate.Options live in the examples
 // themselves, so that each example reads as a real application would.
 package sandbox
 
