@@ -45,16 +45,16 @@ func TestConfigRefusals(t *testing.T) {
 		{"input dotdot", func(c *cfg) { c.Inputs = kstate.Topics(serde.String(), "..") }, []string{`Topology.Inputs[0].Topic: input topic ".."`}},
 		{"output bad", func(c *cfg) { c.Output.Topic = "a b" }, []string{`Topology.Output.Topic "a b"`}},
 		{"dlq dotdot", func(c *cfg) { c.DeadLetterTopic = ".." }, []string{`Topology.DeadLetterTopic ".."`}},
-		{"dlq is input", func(c *cfg) { c.DeadLetterTopic = "in" }, []string{"Topology.Inputs[0] and Topology.DeadLetterTopic are the same topic \"in\""}},
-		{"output is input", func(c *cfg) { c.Output.Topic = "in" }, []string{"Topology.Inputs[0] and Topology.Output.Topic are the same topic \"in\""}},
+		{"dlq is input", func(c *cfg) { c.DeadLetterTopic = "in" }, []string{"Topology.Inputs[0].Topic and Topology.DeadLetterTopic are the same topic \"in\""}},
+		{"output is input", func(c *cfg) { c.Output.Topic = "in" }, []string{"Topology.Inputs[0].Topic and Topology.Output.Topic are the same topic \"in\""}},
 		{"output topics is input", func(c *cfg) {
 			c.Output.EmitTo = []processor.NamedTopic{processor.NewOutputTopic("in", serde.String())}
-		}, []string{"Topology.Inputs[0] and Topology.Output.EmitTo[0]"}},
+		}, []string{"Topology.Inputs[0].Topic and Topology.Output.EmitTo[0]"}},
 		{"default dlq is input", func(c *cfg) {
 			c.Inputs, c.OnDecodeError = kstate.Topics(serde.String(), "app-dlq"), kstate.DecodeErrorDeadLetter
-		}, []string{"Topology.Inputs[0] and the dead-letter topic (Topology.DeadLetterTopic's default"}},
+		}, []string{"Topology.Inputs[0].Topic and the dead-letter topic (Topology.DeadLetterTopic's default"}},
 		{"output is changelog", func(c *cfg) { c.Output.Topic = "app-changelog" }, []string{"the changelog topic", "Topology.Output.Topic", `"app-changelog"`}},
-		{"input is changelog", func(c *cfg) { c.Inputs = kstate.Topics(serde.String(), "app-changelog") }, []string{"Topology.Inputs[0] and the changelog topic"}},
+		{"input is changelog", func(c *cfg) { c.Inputs = kstate.Topics(serde.String(), "app-changelog") }, []string{"Topology.Inputs[0].Topic and the changelog topic"}},
 		{"output is repartition", func(c *cfg) {
 			c.GroupBy = []kstate.GroupBy[string, string]{{Topic: "in", Key: func(_ []byte, v string) (string, error) { return v, nil }}}
 			c.Output.Topic = "app-repartition"
@@ -62,7 +62,7 @@ func TestConfigRefusals(t *testing.T) {
 		{"input is repartition", func(c *cfg) {
 			c.Inputs = kstate.Topics(serde.String(), "in", "app-repartition")
 			c.GroupBy = []kstate.GroupBy[string, string]{{Topic: "in", Key: func(_ []byte, v string) (string, error) { return v, nil }}}
-		}, []string{"Topology.Inputs[1] and the GroupBy repartition topic"}},
+		}, []string{"Topology.Inputs[1].Topic and the GroupBy repartition topic"}},
 		{"max record bytes 1", func(c *cfg) { c.Kafka.MaxRecordBytes = 1 }, []string{"Options.Kafka.MaxRecordBytes 1 is under the minimum 1024 bytes"}},
 		{"max record bytes negative", func(c *cfg) { c.Kafka.MaxRecordBytes = -1 }, []string{"Options.Kafka.MaxRecordBytes -1 is negative"}},
 		{"state memory negative", func(c *cfg) { c.State.Memory = -1 }, []string{"Options.State.Memory -1 is negative"}},
