@@ -186,7 +186,8 @@ func (d *Driver[K, I, O]) Input(key K, value I) {
 
 // InputAt queues a record with timestamp ts (the event time in EventTime
 // mode unless Topology.EventTime says otherwise). The key is encoded with
-// Topology.KeySerde and the value with Topology.Inputs[i].ValueSerde, which must then be
+// Topology.KeySerde and the value with the first input's ValueSerde
+// (Topology.Inputs[0]), which must then be
 // a serde.Serde (use InputRecord otherwise).
 func (d *Driver[K, I, O]) InputAt(key K, value I, ts time.Time) {
 	d.t.Helper()
@@ -195,7 +196,7 @@ func (d *Driver[K, I, O]) InputAt(key K, value I, ts time.Time) {
 		d.t.Fatalf("kstatetest: Input: serialize key %#v: %v", key, err)
 	}
 	if d.valSer == nil {
-		d.t.Fatalf("kstatetest: Input: Topology.Inputs[i].ValueSerde (%T) cannot serialize; use InputRecord with the value's bytes", d.cfg.ValueSerde)
+		d.t.Fatalf("kstatetest: Input: Topology.Inputs[0].ValueSerde (%T) cannot serialize; use InputRecord with the value's bytes", d.cfg.Inputs[0].ValueSerde)
 	}
 	vb, err := d.valSer.Serialize(value)
 	if err != nil {
@@ -205,7 +206,7 @@ func (d *Driver[K, I, O]) InputAt(key K, value I, ts time.Time) {
 }
 
 // InputRecord queues a record of raw bytes with timestamp ts and headers
-// (seen by Topology.Inputs[i].ValueFromRecord), e.g. one that Topology.KeySerde or
+// (seen by the first input's ValueFromRecord), e.g. one that Topology.KeySerde or
 // ValueSerde cannot decode. It goes to the partition
 // murmur2(key) selects, like Kafka's default partitioner; a nil key (which
 // Topology.OnDecodeError handles) goes to partition 0.
