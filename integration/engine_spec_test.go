@@ -51,8 +51,8 @@ func newTopic(t *testing.T, brokers []string, topic string, parts int) {
 	}
 }
 
-func (e specEnv) config(t *testing.T, newProc func() processor.StatefulProcessor[string, string, string]) appConfig[string, string, string] {
-	return appConfig[string, string, string]{kstate.Topology[string, string, string]{
+func (e specEnv) config(t *testing.T, newProc func() processor.StatefulProcessor[string, string, string]) testApp[string, string, string] {
+	return testApp[string, string, string]{kstate.Topology[string, string, string]{
 		Inputs:       kstate.Topics(serde.String(), e.in),
 		KeySerde:     serde.String(),
 		NewProcessor: newProc,
@@ -81,7 +81,7 @@ func (e specEnv) config(t *testing.T, newProc func() processor.StatefulProcessor
 	}}
 }
 
-func newSpecApp(t *testing.T, cfg appConfig[string, string, string]) *kstate.App[string, string, string] {
+func newSpecApp(t *testing.T, cfg testApp[string, string, string]) *kstate.App[string, string, string] {
 	t.Helper()
 	app, err := kstate.New(cfg.Topology, cfg.Options)
 	if err != nil {

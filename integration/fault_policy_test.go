@@ -89,7 +89,7 @@ var refusingSerde = serde.SerializerFunc[string](func(s string) ([]byte, error) 
 	return []byte(s), nil
 })
 
-func (e specEnv) faultyConfig(t *testing.T) appConfig[string, string, string] {
+func (e specEnv) faultyConfig(t *testing.T) testApp[string, string, string] {
 	cfg := e.config(t, newFaulty)
 	cfg.Inputs[0].ValueSerde = poisonSerde{}
 	cfg.Output.Serde = refusingSerde

@@ -41,7 +41,7 @@ func keysOf(p int32, parts, n int) []string {
 // on 3 partitions, one round committed, then (application stopped) a
 // round, a poison record of a key of partition 2, and another round. It
 // returns the config, the DecodeError and the poison record's key.
-func skipCase(t *testing.T, e specEnv, keys int) (appConfig[string, string, string], *kstate.DecodeError, string) {
+func skipCase(t *testing.T, e specEnv, keys int) (testApp[string, string, string], *kstate.DecodeError, string) {
 	t.Helper()
 	cfg := e.config(t, testprocs.NewCounter)
 	cfg.Inputs[0].ValueSerde = poisonSerde{} // fails on the value "poison"

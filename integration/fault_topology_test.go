@@ -270,7 +270,7 @@ func TestTopologyChangelogDeletedBeforeRestart(t *testing.T) {
 
 // restartOnEmptyDir proves the changelog holds the whole state: a run on
 // an empty state directory continues the counts to round.
-func restartOnEmptyDir(t *testing.T, e specEnv, cfg appConfig[string, string, string], keys, rounds int) {
+func restartOnEmptyDir(t *testing.T, e specEnv, cfg testApp[string, string, string], keys, rounds int) {
 	t.Helper()
 	cfg.State.Dir = t.TempDir()
 	stop := testprocs.Start(t, newSpecApp(t, cfg))
@@ -331,7 +331,7 @@ func TestTopologySkipPoisonRecord(t *testing.T) {
 	restartOnEmptyDirSkip(t, e, cfg)
 }
 
-func restartOnEmptyDirSkip(t *testing.T, e specEnv, cfg appConfig[string, string, string]) {
+func restartOnEmptyDirSkip(t *testing.T, e specEnv, cfg testApp[string, string, string]) {
 	t.Helper()
 	cfg.State.Dir = t.TempDir()
 	stop := testprocs.Start(t, newSpecApp(t, cfg))

@@ -17,7 +17,7 @@ import (
 
 // GroupBy through <app>-repartition on the real broker.
 
-func groupByConfig(t *testing.T, e specEnv) appConfig[string, string, string] {
+func groupByConfig(t *testing.T, e specEnv) testApp[string, string, string] {
 	cfg := e.config(t, testprocs.NewCounter)
 	cfg.GroupBy = []kstate.GroupBy[string, string]{{Topic: e.in, Key: testprocs.CountryOf}}
 	return cfg

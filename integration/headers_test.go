@@ -205,8 +205,8 @@ func TestHeadersMetadataAndSecondTopic(t *testing.T) {
 
 	audit := processor.NewOutputTopic(auditTopic, serde.JSON[auditRow]())
 	var emitted atomic.Bool
-	cfg := func() appConfig[string, hrow, string] {
-		return appConfig[string, hrow, string]{kstate.Topology[string, hrow, string]{
+	cfg := func() testApp[string, hrow, string] {
+		return testApp[string, hrow, string]{kstate.Topology[string, hrow, string]{
 			Inputs:   kstate.TopicsFromRecord(hrowFromRecord, e.in),
 			KeySerde: serde.String(),
 			NewProcessor: func() processor.StatefulProcessor[string, hrow, string] {
@@ -350,7 +350,7 @@ func TestHeadersMetadataAndSecondTopic(t *testing.T) {
 	t.Logf("kcat: %d outputs with headers and timestamps, %d audit rows, exactly once", len(outs), len(audits))
 }
 
-func newApp[K, I, O any](t *testing.T, cfg appConfig[K, I, O]) *kstate.App[K, I, O] {
+func newApp[K, I, O any](t *testing.T, cfg testApp[K, I, O]) *kstate.App[K, I, O] {
 	t.Helper()
 	app, err := kstate.New(cfg.Topology, cfg.Options)
 	if err != nil {

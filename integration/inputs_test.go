@@ -43,7 +43,7 @@ func newInputsEnv(t *testing.T, parts int) inputsEnv {
 	return e
 }
 
-func (e inputsEnv) config(t *testing.T) appConfig[string, string, string] {
+func (e inputsEnv) config(t *testing.T) testApp[string, string, string] {
 	cfg := e.specEnv.config(t, testprocs.NewCounter)
 	cfg.Inputs = []kstate.Input[string]{
 		{Topic: e.in, ValueSerde: serde.String()},

@@ -27,10 +27,10 @@ func longTest(t testing.TB) {
 	}
 }
 
-// appConfig is a test application's kstate.Topology and kstate.Options
+// testApp is a test application's kstate.Topology and kstate.Options
 // together: they share no field name, so each field is promoted and a
 // test edits one value (cfg.Kafka.Brokers, cfg.Output.Topic).
-type appConfig[K, I, O any] struct {
+type testApp[K, I, O any] struct {
 	kstate.Topology[K, I, O]
 	kstate.Options
 }

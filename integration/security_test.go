@@ -251,7 +251,7 @@ func (sb *secureBroker) newEnv(t *testing.T, name string) secEnv {
 
 // config is the counter app as User:app over TLS with SCRAM-SHA-512, with
 // nil keys sent to the dead-letter topic.
-func (e secEnv) config(t *testing.T, password string) appConfig[string, string, string] {
+func (e secEnv) config(t *testing.T, password string) testApp[string, string, string] {
 	t.Helper()
 	tlsCfg, err := kstate.TLSConfigFromFiles(e.sb.caFile, "", "")
 	if err != nil {
@@ -261,7 +261,7 @@ func (e secEnv) config(t *testing.T, password string) appConfig[string, string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return appConfig[string, string, string]{kstate.Topology[string, string, string]{
+	return testApp[string, string, string]{kstate.Topology[string, string, string]{
 		Inputs:        kstate.Topics(serde.String(), e.in),
 		KeySerde:      serde.String(),
 		NewProcessor:  testprocs.NewCounter,

@@ -63,7 +63,7 @@ func TestStateReaderAtBatchCompactedRealBroker(t *testing.T) {
 		"min.compaction.lag.ms":     kadm.StringPtr("0"),
 		"delete.retention.ms":       kadm.StringPtr("100"),
 	})
-	cfg := appConfig[string, string, string]{kstate.Topology[string, string, string]{
+	cfg := testApp[string, string, string]{kstate.Topology[string, string, string]{
 		Inputs:       kstate.Topics(serde.String(), in),
 		KeySerde:     serde.String(),
 		NewProcessor: testprocs.NewCounter,
@@ -158,7 +158,7 @@ func TestStateReaderAtBatchCompactedRealBroker(t *testing.T) {
 	t.Logf("after compaction %d of %d batches still readable", readable, latest+1)
 }
 
-func mustNew(t *testing.T, cfg appConfig[string, string, string]) *kstate.App[string, string, string] {
+func mustNew(t *testing.T, cfg testApp[string, string, string]) *kstate.App[string, string, string] {
 	t.Helper()
 	app, err := kstate.New(cfg.Topology, cfg.Options)
 	if err != nil {
