@@ -37,7 +37,7 @@ func (c *Counter) HandleInputRows(_ string, rows iter.Seq[string], _ processor.T
 	return out.Emit(n)
 }
 
-// A counter test as a user writes it: the application's Config, input,
+// A counter test as a user writes it: the application's Topology, input,
 // one batch, then the outputs and the committed state. (In a real test t
 // is the test's *testing.T.)
 func Example() {

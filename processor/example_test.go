@@ -126,7 +126,7 @@ func Example() {
 }
 
 // A processor is tested without Kafka with package kstatetest, which runs it
-// on the real engine over in-memory state: here the application's Config,
+// on the real engine over in-memory state: here the application's Topology,
 // two micro-batches and the committed state. (In a test, pass the test's
 // *testing.T.)
 func Example_test() {
