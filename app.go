@@ -24,7 +24,7 @@ import (
 
 // App is a configured application. Create it with New and start it with Run.
 type App[K, I, O any] struct {
-	cfg Config[K, I, O]
+	cfg config[K, I, O]
 	sm  *stateMachine
 	// metrics is the Prometheus collector and engine Observer (metrics_prom.go).
 	metrics *appMetrics
@@ -38,9 +38,10 @@ type App[K, I, O any] struct {
 	}
 }
 
-// New validates cfg (see Config for defaults) and returns an App.
-func New[K, I, O any](cfg Config[K, I, O]) (*App[K, I, O], error) {
-	c, err := cfg.withDefaults()
+// New validates the application t and how it runs, o (see Topology and
+// Options for the defaults), and returns an App.
+func New[K, I, O any](t Topology[K, I, O], o Options) (*App[K, I, O], error) {
+	c, err := newConfig(t, o).withDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +57,7 @@ func (a *App[K, I, O]) InstanceID() string { return a.cfg.InstanceID }
 func (a *App[K, I, O]) ChangelogTopic() string { return a.cfg.ApplicationID + "-changelog" }
 
 // DeadLetterTopic is the topic the DeadLetter policies write to
-// (Config.DeadLetterTopic after defaults).
+// (Topology.DeadLetterTopic after defaults).
 func (a *App[K, I, O]) DeadLetterTopic() string { return a.cfg.DeadLetterTopic }
 
 // deadLetterTopic is the dead-letter topic the coordinator must ensure:
@@ -213,7 +214,7 @@ func (a *App[K, I, O]) Metrics() Metrics {
 // call's goroutine is left running, its task closed when it returns.
 // Run may be called once per App. It drives the App's State (see State);
 // it returns after the OnStateChange listener was called with the final
-// change, and after the server of Config.HTTPAddr shut down.
+// change, and after the server of Options.Observability.HTTPAddr shut down.
 func (a *App[K, I, O]) Run(ctx context.Context) error { return a.start(ctx, false) }
 
 // RunToEnd is a bounded Run (Spark's availableNow, a backfill, a test): it
@@ -239,11 +240,11 @@ func (a *App[K, I, O]) Run(ctx context.Context) error { return a.start(ctx, fals
 // every one it holds is restored with nothing due: initial state applied,
 // and (EventTime) the timers made due by the last batch's watermark fired;
 // in ProcessingTime mode one more batch then runs at the end's processing
-// time (Config.Clock), so the timers due by then fire and TTL is applied.
+// time (Options.Observability.Clock), so the timers due by then fire and TTL is applied.
 // docs/ARCHITECTURE.md describes the end check.
 //
-// A method rather than a Config field: whether a run stops is a property of
-// the invocation, not of the application, so one Config serves the
+// A method rather than an Options field: whether a run stops is a property
+// of the invocation, not of the application, so one Options serves the
 // long-running deployment and its backfill or test, and Run keeps its
 // contract (it runs until ctx is cancelled).
 func (a *App[K, I, O]) RunToEnd(ctx context.Context) error { return a.start(ctx, true) }
@@ -293,10 +294,10 @@ func (a *App[K, I, O]) start(ctx context.Context, bounded bool) error {
 	return err
 }
 
-// httpShutdownTimeout bounds the shutdown of the Config.HTTPAddr server.
+// httpShutdownTimeout bounds the shutdown of the Options.Observability.HTTPAddr server.
 const httpShutdownTimeout = 5 * time.Second
 
-// serve starts serving Handler on Config.HTTPAddr, if set, on a goroutine
+// serve starts serving Handler on Options.Observability.HTTPAddr, if set, on a goroutine
 // added to wg.
 func (a *App[K, I, O]) serve(wg *sync.WaitGroup) (*http.Server, error) {
 	if a.cfg.HTTPAddr == "" {
@@ -304,7 +305,7 @@ func (a *App[K, I, O]) serve(wg *sync.WaitGroup) (*http.Server, error) {
 	}
 	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
 	if err != nil {
-		return nil, fmt.Errorf("kstate: Config.HTTPAddr: %w", err)
+		return nil, fmt.Errorf("kstate: Options.Observability.HTTPAddr: %w", err)
 	}
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	wg.Go(func() { _ = srv.Serve(ln) })
@@ -334,7 +335,7 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool, started time.Time)
 	// The marker lets kstate reset tell this directory from any other
 	// before it deletes it.
 	if err := shard.MarkAppDir(filepath.Join(cfg.StateDir, cfg.ApplicationID), cfg.ApplicationID); err != nil {
-		return fmt.Errorf("kstate: Config.StateDir %s: %w", cfg.StateDir, err)
+		return fmt.Errorf("kstate: Options.State.Dir %s: %w", cfg.StateDir, err)
 	}
 	var mem *kv.SharedMemory // nil: a block cache and memtable per shard
 	if cfg.StateMemory > 0 {

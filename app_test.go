@@ -31,28 +31,48 @@ func startEmbedded(t *testing.T, partitions int) []string {
 	return e.Brokers()
 }
 
-func config(brokers []string, stateDir string, newProc func() processor.StatefulProcessor[string, string, string]) kstate.Config[string, string, string] {
-	return kstate.Config[string, string, string]{
-		ApplicationID:   "app",
-		Brokers:         brokers,
-		InstanceID:      "i1",
-		InputTopics:     []string{"in"},
-		KeySerde:        serde.String(),
-		ValueSerde:      serde.String(),
-		OutputTopic:     "out",
-		OutputSerde:     serde.String(),
-		NewProcessor:    newProc,
-		StateDir:        stateDir,
-		MaxBatchWait:    50 * time.Millisecond,
-		ShutdownTimeout: 5 * time.Second,
-		Logger:          testlog.Discard(),
-	}
+// testApp is a test application's Topology and Options together: they
+// share no field name, so each field is promoted and a test edits one
+// value.
+type testApp struct {
+	kstate.Topology[string, string, string]
+	kstate.Options
 }
 
-func newApp(t *testing.T, cfg kstate.Config[string, string, string]) *kstate.App[string, string, string] {
+func config(brokers []string, stateDir string, newProc func() processor.StatefulProcessor[string, string, string]) testApp {
+	return testApp{kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), "in"),
+		KeySerde:     serde.String(),
+		NewProcessor: newProc,
+		Output: kstate.Output[string, string]{
+			Topic: "out",
+			Serde: serde.String(),
+		},
+	}, kstate.Options{
+		ApplicationID: "app",
+		InstanceID:    "i1",
+		Kafka: kstate.KafkaOptions{
+			Brokers: brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: stateDir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 50 * time.Millisecond,
+		},
+		Timeouts: kstate.TimeoutOptions{
+			Shutdown: 5 * time.Second,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: testlog.Discard(),
+		},
+	}}
+}
+
+func newApp(t *testing.T, cfg testApp) *kstate.App[string, string, string] {
 	t.Helper()
-	cfg.Logger = testlog.New(t)
-	app, err := kstate.New(cfg)
+	cfg.Observability.Logger = testlog.New(t)
+	app, err := kstate.New(cfg.Topology, cfg.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +144,7 @@ func TestEmbeddedInitialStateAppliedOnce(t *testing.T) {
 	}
 	// Restart with a fresh state dir: restored from the changelog, and
 	// the initial state is not applied again.
-	cfg.StateDir = t.TempDir()
+	cfg.State.Dir = t.TempDir()
 	app = newApp(t, cfg)
 	stop = testprocs.Start(t, app)
 	testprocs.Produce(t, brokers, "in", "x=c", "y=c")
@@ -142,8 +162,8 @@ func TestEmbeddedProcessingTimeTimerPushedBack(t *testing.T) {
 	clock := testprocs.NewClock(1_000_000)
 	cfg := config(brokers, t.TempDir(), testprocs.NewQuiet(time.Second))
 	cfg.TimeMode = processor.ProcessingTime
-	cfg.Clock = clock.Now
-	cfg.TriggerInterval = time.Millisecond
+	cfg.Observability.Clock = clock.Now
+	cfg.Batching.TriggerInterval = time.Millisecond
 	app := newApp(t, cfg)
 	testprocs.Start(t, app)
 	committed := func(n int64) func() bool {
@@ -179,7 +199,7 @@ func TestEmbeddedModeChangeIsAStartupError(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.TimeMode = processor.ProcessingTime
-	cfg.StateDir = t.TempDir() // the changelog alone must carry the mode
+	cfg.State.Dir = t.TempDir() // the changelog alone must carry the mode
 	app = newApp(t, cfg)
 	_, done := testprocs.StartWatch(t, app)
 	select {
@@ -223,13 +243,32 @@ func TestEmbeddedUserPanicAndDecodeErrorStopRun(t *testing.T) {
 	}
 
 	// Decode error: int64 values, one record is not 8 bytes.
-	cfg := kstate.Config[string, int64, string]{
-		ApplicationID: "dec", Brokers: brokers, InstanceID: "i1", InputTopics: []string{"in"},
-		KeySerde: serde.String(), ValueSerde: serde.Int64(), OutputTopic: "out", OutputSerde: serde.String(),
+	cfg := kstate.Topology[string, int64, string]{
+		Inputs:       kstate.Topics(serde.Int64(), "in"),
+		KeySerde:     serde.String(),
 		NewProcessor: func() processor.StatefulProcessor[string, int64, string] { return &sumProc{} },
-		StateDir:     t.TempDir(), MaxBatchWait: 50 * time.Millisecond, Logger: testlog.New(t),
+		Output: kstate.Output[string, string]{
+			Topic: "out",
+			Serde: serde.String(),
+		},
 	}
-	dapp, err := kstate.New(cfg)
+	opts := kstate.Options{
+		ApplicationID: "dec",
+		InstanceID:    "i1",
+		Kafka: kstate.KafkaOptions{
+			Brokers: brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: t.TempDir(),
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 50 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: testlog.New(t),
+		},
+	}
+	dapp, err := kstate.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,23 +304,23 @@ func (sumProc) Close() error { return nil }
 
 func TestConfigValidation(t *testing.T) {
 	ok := config([]string{"x:1"}, t.TempDir(), testprocs.NewCounter)
-	for name, mut := range map[string]func(*kstate.Config[string, string, string]){
-		"no app id":       func(c *kstate.Config[string, string, string]) { c.ApplicationID = "" },
-		"bad app id":      func(c *kstate.Config[string, string, string]) { c.ApplicationID = "a b" },
-		"topic twice":     func(c *kstate.Config[string, string, string]) { c.InputTopics = []string{"a", "a"} },
-		"no codec":        func(c *kstate.Config[string, string, string]) { c.KeySerde = nil },
-		"lateness no evt": func(c *kstate.Config[string, string, string]) { c.AllowedLateness = time.Second },
-		"bad mode":        func(c *kstate.Config[string, string, string]) { c.TimeMode = 7 },
-		"tiny memory":     func(c *kstate.Config[string, string, string]) { c.StateMemory = 1000 },
-		"tiny cache":      func(c *kstate.Config[string, string, string]) { c.StateCacheBytes = 1000 },
-		"bad backend":     func(c *kstate.Config[string, string, string]) { c.StateBackend = "leveldb" },
-		"initial mismatch": func(c *kstate.Config[string, string, string]) {
+	for name, mut := range map[string]func(*testApp){
+		"no app id":       func(c *testApp) { c.ApplicationID = "" },
+		"bad app id":      func(c *testApp) { c.ApplicationID = "a b" },
+		"topic twice":     func(c *testApp) { c.Inputs = kstate.Topics(serde.String(), "a", "a") },
+		"no codec":        func(c *testApp) { c.KeySerde = nil },
+		"lateness no evt": func(c *testApp) { c.AllowedLateness = time.Second },
+		"bad mode":        func(c *testApp) { c.TimeMode = 7 },
+		"tiny memory":     func(c *testApp) { c.State.Memory = 1000 },
+		"tiny cache":      func(c *testApp) { c.State.CacheBytes = 1000 },
+		"bad backend":     func(c *testApp) { c.State.Backend = "leveldb" },
+		"initial mismatch": func(c *testApp) {
 			c.InitialState = kstate.InitialStateFromSeq(maps.All(map[string]string{}))
 		},
 	} {
 		c := ok
 		mut(&c)
-		if _, err := kstate.New(c); !errors.Is(err, kstate.ErrConfig) {
+		if _, err := kstate.New(c.Topology, c.Options); !errors.Is(err, kstate.ErrConfig) {
 			t.Errorf("%s: error %v", name, err)
 		} else if name == "initial mismatch" {
 			t.Logf("%s: %v", name, err)
@@ -289,12 +328,12 @@ func TestConfigValidation(t *testing.T) {
 	}
 	for _, b := range []string{kstate.StateBackendRocksDB, kstate.StateBackendPebble} {
 		c := ok
-		c.StateBackend = b
-		if _, err := kstate.New(c); err != nil {
+		c.State.Backend = b
+		if _, err := kstate.New(c.Topology, c.Options); err != nil {
 			t.Errorf("StateBackend %q: %v", b, err)
 		}
 	}
-	app, err := kstate.New(ok)
+	app, err := kstate.New(ok.Topology, ok.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,8 +341,8 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatal(app.InstanceID())
 	}
 	ok.InstanceID = ""
-	a1, _ := kstate.New(ok)
-	a2, _ := kstate.New(ok)
+	a1, _ := kstate.New(ok.Topology, ok.Options)
+	a2, _ := kstate.New(ok.Topology, ok.Options)
 	if a1.InstanceID() == "" || a1.InstanceID() != a2.InstanceID() {
 		t.Fatalf("default instance id not stable: %q %q", a1.InstanceID(), a2.InstanceID())
 	}

@@ -25,7 +25,7 @@ func TestBatchIDOneMeaning(t *testing.T) {
 	var mu sync.Mutex
 	var sinkIDs []int64
 	cfg := config(brokers, dir, testprocs.NewCounter)
-	cfg.Sinks = []kstate.Sink[string, string]{kstate.SinkFunc[string, string](func(_ context.Context, b kstate.SinkBatch[string, string]) error {
+	cfg.Output.Sinks = []kstate.Sink[string, string]{kstate.SinkFunc[string, string](func(_ context.Context, b kstate.SinkBatch[string, string]) error {
 		mu.Lock()
 		defer mu.Unlock()
 		sinkIDs = append(sinkIDs, b.ID)

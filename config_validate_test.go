@@ -12,10 +12,11 @@ import (
 	"github.com/kstate/kstate/serde"
 )
 
-type cfg = kstate.Config[string, string, string]
+type cfg = testApp
 
 // TestConfigRefusals: every invalid field is refused by New with an
-// ErrConfig whose message names the field (Config.X) and the value.
+// ErrConfig whose message names the field as the user writes it
+// (Topology.X, Options.Group.X) and the value.
 // Issue #25: ApplicationID ".." escaped StateDir, an output or dead-letter
 // topic equal to an input was accepted, Brokers [""] and "::not a host::"
 // were dialled, MaxRecordBytes 1 failed inside franz-go, a negative
@@ -28,70 +29,72 @@ func TestConfigRefusals(t *testing.T) {
 		edit func(*cfg)
 		want []string // substrings of the message
 	}{
-		{"app dotdot", func(c *cfg) { c.ApplicationID = ".." }, []string{`Config.ApplicationID ".."`, `"." and ".."`}},
-		{"app dot", func(c *cfg) { c.ApplicationID = "." }, []string{`Config.ApplicationID "."`}},
-		{"app slash", func(c *cfg) { c.ApplicationID = "../x" }, []string{`Config.ApplicationID "../x"`, "want letters"}},
-		{"app empty", func(c *cfg) { c.ApplicationID = "" }, []string{`Config.ApplicationID ""`, "is empty"}},
-		{"app too long", func(c *cfg) { c.ApplicationID = long }, []string{"Config.ApplicationID", "238 characters long, over the maximum of 237"}},
-		{"instance dotdot", func(c *cfg) { c.InstanceID = ".." }, []string{`Config.InstanceID ".."`}},
-		{"instance slash", func(c *cfg) { c.InstanceID = "a/b" }, []string{`Config.InstanceID "a/b"`}},
-		{"no brokers", func(c *cfg) { c.Brokers = nil }, []string{"Config.Brokers is empty"}},
-		{"empty broker", func(c *cfg) { c.Brokers = []string{""} }, []string{`Config.Brokers[0] ""`, "is empty"}},
-		{"not a host", func(c *cfg) { c.Brokers = []string{"x:1", "::not a host::"} }, []string{`Config.Brokers[1] "::not a host::"`}},
-		{"host with space", func(c *cfg) { c.Brokers = []string{"not a host:9092"} }, []string{`Config.Brokers[0]`, "neither a host name nor an IP"}},
-		{"bad port", func(c *cfg) { c.Brokers = []string{"kafka:http"} }, []string{`Config.Brokers[0]`, `port "http"`}},
-		{"no host", func(c *cfg) { c.Brokers = []string{":9092"} }, []string{`Config.Brokers[0] ":9092"`, "no host"}},
-		{"input dotdot", func(c *cfg) { c.InputTopics = []string{".."} }, []string{`Config.InputTopics[0]: input topic ".."`}},
-		{"output bad", func(c *cfg) { c.OutputTopic = "a b" }, []string{`Config.OutputTopic "a b"`}},
-		{"dlq dotdot", func(c *cfg) { c.DeadLetterTopic = ".." }, []string{`Config.DeadLetterTopic ".."`}},
-		{"dlq is input", func(c *cfg) { c.DeadLetterTopic = "in" }, []string{"Config.InputTopics[0] and Config.DeadLetterTopic are the same topic \"in\""}},
-		{"output is input", func(c *cfg) { c.OutputTopic = "in" }, []string{"Config.InputTopics[0] and Config.OutputTopic are the same topic \"in\""}},
+		{"app dotdot", func(c *cfg) { c.ApplicationID = ".." }, []string{`Options.ApplicationID ".."`, `"." and ".."`}},
+		{"app dot", func(c *cfg) { c.ApplicationID = "." }, []string{`Options.ApplicationID "."`}},
+		{"app slash", func(c *cfg) { c.ApplicationID = "../x" }, []string{`Options.ApplicationID "../x"`, "want letters"}},
+		{"app empty", func(c *cfg) { c.ApplicationID = "" }, []string{`Options.ApplicationID ""`, "is empty"}},
+		{"app too long", func(c *cfg) { c.ApplicationID = long }, []string{"Options.ApplicationID", "238 characters long, over the maximum of 237"}},
+		{"instance dotdot", func(c *cfg) { c.InstanceID = ".." }, []string{`Options.InstanceID ".."`}},
+		{"instance slash", func(c *cfg) { c.InstanceID = "a/b" }, []string{`Options.InstanceID "a/b"`}},
+		{"no brokers", func(c *cfg) { c.Kafka.Brokers = nil }, []string{"Options.Kafka.Brokers is empty"}},
+		{"empty broker", func(c *cfg) { c.Kafka.Brokers = []string{""} }, []string{`Options.Kafka.Brokers[0] ""`, "is empty"}},
+		{"not a host", func(c *cfg) { c.Kafka.Brokers = []string{"x:1", "::not a host::"} }, []string{`Options.Kafka.Brokers[1] "::not a host::"`}},
+		{"host with space", func(c *cfg) { c.Kafka.Brokers = []string{"not a host:9092"} }, []string{`Options.Kafka.Brokers[0]`, "neither a host name nor an IP"}},
+		{"bad port", func(c *cfg) { c.Kafka.Brokers = []string{"kafka:http"} }, []string{`Options.Kafka.Brokers[0]`, `port "http"`}},
+		{"no host", func(c *cfg) { c.Kafka.Brokers = []string{":9092"} }, []string{`Options.Kafka.Brokers[0] ":9092"`, "no host"}},
+		{"input dotdot", func(c *cfg) { c.Inputs = kstate.Topics(serde.String(), "..") }, []string{`Topology.Inputs[0].Topic: input topic ".."`}},
+		{"output bad", func(c *cfg) { c.Output.Topic = "a b" }, []string{`Topology.Output.Topic "a b"`}},
+		{"dlq dotdot", func(c *cfg) { c.DeadLetterTopic = ".." }, []string{`Topology.DeadLetterTopic ".."`}},
+		{"dlq is input", func(c *cfg) { c.DeadLetterTopic = "in" }, []string{"Topology.Inputs[0].Topic and Topology.DeadLetterTopic are the same topic \"in\""}},
+		{"output is input", func(c *cfg) { c.Output.Topic = "in" }, []string{"Topology.Inputs[0].Topic and Topology.Output.Topic are the same topic \"in\""}},
 		{"output topics is input", func(c *cfg) {
-			c.OutputTopics = []processor.NamedTopic{processor.NewOutputTopic("in", serde.String())}
-		}, []string{"Config.InputTopics[0] and Config.OutputTopics[0]"}},
+			c.Output.EmitTo = []processor.NamedTopic{processor.NewOutputTopic("in", serde.String())}
+		}, []string{"Topology.Inputs[0].Topic and Topology.Output.EmitTo[0]"}},
 		{"default dlq is input", func(c *cfg) {
-			c.InputTopics, c.OnDecodeError = []string{"app-dlq"}, kstate.DecodeErrorDeadLetter
-		}, []string{"Config.InputTopics[0] and the dead-letter topic (Config.DeadLetterTopic's default"}},
-		{"output is changelog", func(c *cfg) { c.OutputTopic = "app-changelog" }, []string{"the changelog topic", "Config.OutputTopic", `"app-changelog"`}},
-		{"input is changelog", func(c *cfg) { c.InputTopics = []string{"app-changelog"} }, []string{"Config.InputTopics[0] and the changelog topic"}},
+			c.Inputs, c.OnDecodeError = kstate.Topics(serde.String(), "app-dlq"), kstate.DecodeErrorDeadLetter
+		}, []string{"Topology.Inputs[0].Topic and the dead-letter topic (Topology.DeadLetterTopic's default"}},
+		{"output is changelog", func(c *cfg) { c.Output.Topic = "app-changelog" }, []string{"the changelog topic", "Topology.Output.Topic", `"app-changelog"`}},
+		{"input is changelog", func(c *cfg) { c.Inputs = kstate.Topics(serde.String(), "app-changelog") }, []string{"Topology.Inputs[0].Topic and the changelog topic"}},
 		{"output is repartition", func(c *cfg) {
 			c.GroupBy = []kstate.GroupBy[string, string]{{Topic: "in", Key: func(_ []byte, v string) (string, error) { return v, nil }}}
-			c.OutputTopic = "app-repartition"
-		}, []string{"the GroupBy repartition topic", "Config.OutputTopic", `"app-repartition"`}},
+			c.Output.Topic = "app-repartition"
+		}, []string{"the GroupBy repartition topic", "Topology.Output.Topic", `"app-repartition"`}},
 		{"input is repartition", func(c *cfg) {
-			c.InputTopics = []string{"in", "app-repartition"}
+			c.Inputs = kstate.Topics(serde.String(), "in", "app-repartition")
 			c.GroupBy = []kstate.GroupBy[string, string]{{Topic: "in", Key: func(_ []byte, v string) (string, error) { return v, nil }}}
-		}, []string{"Config.InputTopics[1] and the GroupBy repartition topic"}},
-		{"max record bytes 1", func(c *cfg) { c.MaxRecordBytes = 1 }, []string{"Config.MaxRecordBytes 1 is under the minimum 1024 bytes"}},
-		{"max record bytes negative", func(c *cfg) { c.MaxRecordBytes = -1 }, []string{"Config.MaxRecordBytes -1 is negative"}},
-		{"state memory negative", func(c *cfg) { c.StateMemory = -1 }, []string{"Config.StateMemory -1 is negative"}},
-		{"state memory tiny", func(c *cfg) { c.StateMemory = 1000 }, []string{"Config.StateMemory 1000 bytes is under 1 MiB"}},
-		{"state cache tiny", func(c *cfg) { c.StateCacheBytes = 1000 }, []string{"Config.StateCacheBytes 1000 bytes"}},
-		{"txn timeout 1ms", func(c *cfg) { c.TransactionTimeout = time.Millisecond }, []string{"Config.TransactionTimeout 1ms is under the minimum 1s"}},
-		{"txn timeout 1h", func(c *cfg) { c.TransactionTimeout = time.Hour }, []string{"Config.TransactionTimeout 1h0m0s is over 15m0s", "transaction.max.timeout.ms"}},
-		{"trigger negative", func(c *cfg) { c.TriggerInterval = -time.Second }, []string{"Config.TriggerInterval -1s is negative"}},
-		{"trigger 1ns", func(c *cfg) { c.TriggerInterval = 1 }, []string{"Config.TriggerInterval 1ns is under the minimum 1ms"}},
-		{"batch wait negative", func(c *cfg) { c.MaxBatchWait = -1 }, []string{"Config.MaxBatchWait -1ns is negative"}},
-		{"session negative", func(c *cfg) { c.SessionTimeout = -1 }, []string{"Config.SessionTimeout -1ns is negative"}},
-		{"startup negative", func(c *cfg) { c.StartupTimeout = -1 }, []string{"Config.StartupTimeout -1ns is negative"}},
-		{"shutdown negative", func(c *cfg) { c.ShutdownTimeout = -1 }, []string{"Config.ShutdownTimeout -1ns is negative"}},
-		{"batch duration negative", func(c *cfg) { c.MaxBatchDuration = -1 }, []string{"Config.MaxBatchDuration -1ns is negative"}},
-		{"metadata negative", func(c *cfg) { c.MetadataRefresh = -1 }, []string{"Config.MetadataRefresh -1ns is negative"}},
-		{"batch records negative", func(c *cfg) { c.MaxBatchRecords = -1 }, []string{"Config.MaxBatchRecords -1 is negative"}},
-		{"pipelines negative", func(c *cfg) { c.Pipelines = -1 }, []string{"Config.Pipelines -1 is negative"}},
-		{"lateness negative", func(c *cfg) { c.TimeMode, c.AllowedLateness = processor.EventTime, -time.Second }, []string{"Config.AllowedLateness -1s is negative"}},
-		{"http addr", func(c *cfg) { c.HTTPAddr = "8080" }, []string{`Config.HTTPAddr "8080"`}},
-		{"nil sink", func(c *cfg) { c.Sinks = []kstate.Sink[string, string]{nil} }, []string{"Config.Sinks[0] is nil"}},
-		{"key serde", func(c *cfg) { c.KeySerde = nil }, []string{"Config.KeySerde is required"}},
-		{"value serde", func(c *cfg) { c.ValueSerde = nil }, []string{"Config.ValueSerde (or ValueFromRecord) is required"}},
-		{"time mode", func(c *cfg) { c.TimeMode = 7 }, []string{"Config.TimeMode: unknown"}},
-		{"decode policy", func(c *cfg) { c.OnDecodeError = 9 }, []string{"Config.OnDecodeError: unknown policy 9"}},
-		{"backend", func(c *cfg) { c.StateBackend = "leveldb" }, []string{"Config.StateBackend"}},
+		}, []string{"Topology.Inputs[1].Topic and the GroupBy repartition topic"}},
+		{"max record bytes 1", func(c *cfg) { c.Kafka.MaxRecordBytes = 1 }, []string{"Options.Kafka.MaxRecordBytes 1 is under the minimum 1024 bytes"}},
+		{"max record bytes negative", func(c *cfg) { c.Kafka.MaxRecordBytes = -1 }, []string{"Options.Kafka.MaxRecordBytes -1 is negative"}},
+		{"state memory negative", func(c *cfg) { c.State.Memory = -1 }, []string{"Options.State.Memory -1 is negative"}},
+		{"state memory tiny", func(c *cfg) { c.State.Memory = 1000 }, []string{"Options.State.Memory 1000 bytes is under 1 MiB"}},
+		{"state cache tiny", func(c *cfg) { c.State.CacheBytes = 1000 }, []string{"Options.State.CacheBytes 1000 bytes"}},
+		{"txn timeout 1ms", func(c *cfg) { c.Kafka.TransactionTimeout = time.Millisecond }, []string{"Options.Kafka.TransactionTimeout 1ms is under the minimum 1s"}},
+		{"txn timeout 1h", func(c *cfg) { c.Kafka.TransactionTimeout = time.Hour }, []string{"Options.Kafka.TransactionTimeout 1h0m0s is over 15m0s", "transaction.max.timeout.ms"}},
+		{"trigger negative", func(c *cfg) { c.Batching.TriggerInterval = -time.Second }, []string{"Options.Batching.TriggerInterval -1s is negative"}},
+		{"trigger 1ns", func(c *cfg) { c.Batching.TriggerInterval = 1 }, []string{"Options.Batching.TriggerInterval 1ns is under the minimum 1ms"}},
+		{"batch wait negative", func(c *cfg) { c.Batching.MaxWait = -1 }, []string{"Options.Batching.MaxWait -1ns is negative"}},
+		{"session negative", func(c *cfg) { c.Kafka.SessionTimeout = -1 }, []string{"Options.Kafka.SessionTimeout -1ns is negative"}},
+		{"startup negative", func(c *cfg) { c.Timeouts.Startup = -1 }, []string{"Options.Timeouts.Startup -1ns is negative"}},
+		{"shutdown negative", func(c *cfg) { c.Timeouts.Shutdown = -1 }, []string{"Options.Timeouts.Shutdown -1ns is negative"}},
+		{"batch duration negative", func(c *cfg) { c.Batching.MaxDuration = -1 }, []string{"Options.Batching.MaxDuration -1ns is negative"}},
+		{"metadata negative", func(c *cfg) { c.Kafka.MetadataRefresh = -1 }, []string{"Options.Kafka.MetadataRefresh -1ns is negative"}},
+		{"batch records negative", func(c *cfg) { c.Batching.MaxRecords = -1 }, []string{"Options.Batching.MaxRecords -1 is negative"}},
+		{"pipelines negative", func(c *cfg) { c.Batching.Pipelines = -1 }, []string{"Options.Batching.Pipelines -1 is negative"}},
+		{"lateness negative", func(c *cfg) { c.TimeMode, c.AllowedLateness = processor.EventTime, -time.Second }, []string{"Topology.AllowedLateness -1s is negative"}},
+		{"http addr", func(c *cfg) { c.Observability.HTTPAddr = "8080" }, []string{`Options.Observability.HTTPAddr "8080"`}},
+		{"nil sink", func(c *cfg) { c.Output.Sinks = []kstate.Sink[string, string]{nil} }, []string{"Topology.Output.Sinks[0] is nil"}},
+		{"key serde", func(c *cfg) { c.KeySerde = nil }, []string{"Topology.KeySerde is required"}},
+		{"value serde", func(c *cfg) { c.Inputs = []kstate.Input[string]{{Topic: "in"}} }, []string{`Topology.Inputs[0] (topic "in") needs ValueSerde or ValueFromRecord`}},
+		{"no inputs", func(c *cfg) { c.Inputs = nil }, []string{"Topology.Inputs is required"}},
+		{"input twice", func(c *cfg) { c.Inputs = kstate.Topics(serde.String(), "in", "in") }, []string{`Topology.Inputs[1].Topic: input topic "in" is listed twice`}},
+		{"time mode", func(c *cfg) { c.TimeMode = 7 }, []string{"Topology.TimeMode: unknown"}},
+		{"decode policy", func(c *cfg) { c.OnDecodeError = 9 }, []string{"Topology.OnDecodeError: unknown policy 9"}},
+		{"backend", func(c *cfg) { c.State.Backend = "leveldb" }, []string{"Options.State.Backend"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := config([]string{"x:1"}, t.TempDir(), testprocs.NewCounter)
 			tc.edit(&c)
-			_, err := kstate.New(c)
+			_, err := kstate.New(c.Topology, c.Options)
 			if !errors.Is(err, kstate.ErrConfig) {
 				t.Fatalf("New: %v, want ErrConfig", err)
 			}
@@ -112,22 +115,22 @@ func TestConfigAccepts(t *testing.T) {
 	}{
 		{"longest app id", func(c *cfg) { c.ApplicationID = strings.Repeat("a", 237) }},
 		{"dots in app id", func(c *cfg) { c.ApplicationID = "a..b" }},
-		{"host only", func(c *cfg) { c.Brokers = []string{"kafka"} }},
-		{"ipv4", func(c *cfg) { c.Brokers = []string{"10.0.0.1:9092"} }},
-		{"ipv6", func(c *cfg) { c.Brokers = []string{"[::1]:9092"} }},
-		{"fqdn", func(c *cfg) { c.Brokers = []string{"b-1.kafka.example.com:9094"} }},
-		{"txn timeout 1s", func(c *cfg) { c.TransactionTimeout = time.Second }},
-		{"txn timeout 15m", func(c *cfg) { c.TransactionTimeout = 15 * time.Minute }},
-		{"max record bytes 1 KiB", func(c *cfg) { c.MaxRecordBytes = 1024 }},
+		{"host only", func(c *cfg) { c.Kafka.Brokers = []string{"kafka"} }},
+		{"ipv4", func(c *cfg) { c.Kafka.Brokers = []string{"10.0.0.1:9092"} }},
+		{"ipv6", func(c *cfg) { c.Kafka.Brokers = []string{"[::1]:9092"} }},
+		{"fqdn", func(c *cfg) { c.Kafka.Brokers = []string{"b-1.kafka.example.com:9094"} }},
+		{"txn timeout 1s", func(c *cfg) { c.Kafka.TransactionTimeout = time.Second }},
+		{"txn timeout 15m", func(c *cfg) { c.Kafka.TransactionTimeout = 15 * time.Minute }},
+		{"max record bytes 1 KiB", func(c *cfg) { c.Kafka.MaxRecordBytes = 1024 }},
 		{"dlq shared with output", func(c *cfg) { c.DeadLetterTopic = "out"; c.OnDecodeError = kstate.DecodeErrorDeadLetter }},
-		{"default dlq named like input, unused", func(c *cfg) { c.InputTopics = []string{"app-dlq"} }},
-		{"http addr", func(c *cfg) { c.HTTPAddr = ":8080" }},
-		{"cache off", func(c *cfg) { c.StateCacheBytes = -1 }},
+		{"default dlq named like input, unused", func(c *cfg) { c.Inputs = kstate.Topics(serde.String(), "app-dlq") }},
+		{"http addr", func(c *cfg) { c.Observability.HTTPAddr = ":8080" }},
+		{"cache off", func(c *cfg) { c.State.CacheBytes = -1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := config([]string{"x:1"}, t.TempDir(), testprocs.NewCounter)
 			tc.edit(&c)
-			if _, err := kstate.New(c); err != nil {
+			if _, err := kstate.New(c.Topology, c.Options); err != nil {
 				t.Fatalf("New: %v", err)
 			}
 		})

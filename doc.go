@@ -4,19 +4,19 @@
 // committed in one Kafka transaction, and only then applied to the
 // partition's local RocksDB shard.
 //
-//	app, err := kstate.New(kstate.Config[string, string, string]{
+//	app, err := kstate.New(kstate.Topology[string, string, string]{
+//		Inputs:       kstate.Topics(serde.String(), "words"),
+//		KeySerde:     serde.String(),
+//		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
+//		Output:       kstate.Output[string, string]{Topic: "counts", Serde: serde.String()},
+//	}, kstate.Options{
 //		ApplicationID: "counter",
-//		Brokers:       []string{"localhost:9092"},
-//		InputTopics:   []string{"words"},
-//		KeySerde:      serde.String(),
-//		ValueSerde:    serde.String(),
-//		OutputTopic:   "counts",
-//		OutputSerde:   serde.String(),
-//		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
+//		Kafka:         kstate.KafkaOptions{Brokers: []string{"localhost:9092"}},
 //	})
 //	...
 //	err = app.Run(ctx) // blocks; cancel ctx for a graceful shutdown
 //
-// See Config for every setting and its default, and docs/ARCHITECTURE.md
-// for the batch, commit, restore and rebalance protocol.
+// See Topology for what an application is and Options for how it runs,
+// each with every setting and its default, and docs/ARCHITECTURE.md for
+// the batch, commit, restore and rebalance protocol.
 package kstate

@@ -22,27 +22,27 @@ var (
 	ErrFenced = errors.New("kstate: fenced by a newer instance with the same instance id")
 	// ErrNilKey is wrapped by the DecodeError (Part "key") of an input
 	// record without a key: every record needs a grouping key, and a nil
-	// key is not the empty key. Config.OnDecodeError applies.
+	// key is not the empty key. Topology.OnDecodeError applies.
 	ErrNilKey = engine.ErrNilKey
 	// ErrKeyPartition is wrapped by the DecodeError (Part "key") of a
 	// record whose key does not hash to the partition it was read from,
 	// under KeyPartitionFail; the message names the partition it hashes to.
 	ErrKeyPartition = engine.ErrKeyPartition
 	// ErrOutputTooLarge is wrapped by the UserError of a handler call that
-	// emitted a record larger than Config.MaxRecordBytes (as Kafka counts
-	// it: key + value + ~80 bytes). Config.OnProcessingError applies.
+	// emitted a record larger than Options.Kafka.MaxRecordBytes (as Kafka counts
+	// it: key + value + ~80 bytes). Topology.OnProcessingError applies.
 	ErrOutputTooLarge = engine.ErrOutputTooLarge
 	// ErrStateTooLarge is wrapped by the error of a state write (a
 	// ValueState value, ListState element or MapState entry) whose
-	// changelog record would be larger than Config.MaxRecordBytes (as
+	// changelog record would be larger than Options.Kafka.MaxRecordBytes (as
 	// Kafka counts it: key + value + ~80 bytes): the write is refused, and
 	// the call that made it fails with a UserError wrapping it even if the
 	// processor ignored the error, naming the variable and the grouping
-	// key. Config.OnProcessingError applies, as to an oversized output.
+	// key. Topology.OnProcessingError applies, as to an oversized output.
 	ErrStateTooLarge = shard.ErrValueTooLarge
 	// ErrUndeclaredTopic is wrapped by the UserError of a handler call
 	// that emitted (processor.EmitTo) to a topic missing from
-	// Config.OutputTopics. Config.OnProcessingError applies.
+	// Topology.Output.EmitTo. Topology.OnProcessingError applies.
 	ErrUndeclaredTopic = engine.ErrUndeclaredTopic
 	// ErrStuck is wrapped by every StuckError.
 	ErrStuck = errors.New("kstate: a processor call did not return in time")
@@ -70,7 +70,7 @@ func (e *StuckError) Error() string {
 
 func (e *StuckError) Unwrap() error { return ErrStuck }
 
-// RecordTooLargeError is a produced record over Config.MaxRecordBytes
+// RecordTooLargeError is a produced record over Options.Kafka.MaxRecordBytes
 // that was not found earlier, at the Emit or the state write that made it
 // (those fail their call: ErrOutputTooLarge, ErrStateTooLarge). It is
 // found before anything of its batch is sent; the batch was not
@@ -81,11 +81,11 @@ type RecordTooLargeError struct {
 	Partition int32 // -1 when the partition was to be chosen by key
 	Key       []byte
 	Size      int // bytes, as Kafka counts them against max.message.bytes
-	Limit     int // Config.MaxRecordBytes
+	Limit     int // Options.Kafka.MaxRecordBytes
 }
 
 func (e *RecordTooLargeError) Error() string {
-	return fmt.Sprintf("kstate: a record of %d bytes (key %.64q) for topic %q is over the client-side limit Config.MaxRecordBytes = %d: "+
+	return fmt.Sprintf("kstate: a record of %d bytes (key %.64q) for topic %q is over the client-side limit Options.Kafka.MaxRecordBytes = %d: "+
 		"raise MaxRecordBytes (and the topic's max.message.bytes), or make the record smaller",
 		e.Size, e.Key, e.Topic, e.Limit)
 }
@@ -149,7 +149,7 @@ func (e *ModeError) Error() string {
 // committed on the new layout. The supported procedure (README: "Changing
 // the number of input partitions"): stop the application and rebuild its
 // state for the new count as a new application id with kstate state
-// rescale (or export it as a new application's Config.InitialState).
+// rescale (or export it as a new application's Topology.InitialState).
 type PartitionsChangedError struct {
 	Topic     string // the input topic
 	Changelog string // the changelog topic, which keeps the old count
@@ -189,22 +189,22 @@ type ChangelogLostError struct {
 func (e *ChangelogLostError) Error() string { return "kstate: " + e.err.Error() }
 
 // StartupTimeoutError is returned by Run when Kafka did not answer within
-// Config.StartupTimeout of Run's start: the brokers refused connections,
+// Options.Timeouts.Startup of Run's start: the brokers refused connections,
 // could not be resolved, or accepted connections and never answered (a
 // frozen broker). Run retried meanwhile, logging each retry (and every few
 // seconds of a call that hangs) at Warn. Once started, Run rides out a
 // broker that goes away (it rejoins when the broker is back) and returns
 // no such error. See docs/OPERATIONS.md, "Kafka unreachable at start".
 type StartupTimeoutError struct {
-	Brokers []string      // Config.Brokers
-	Timeout time.Duration // Config.StartupTimeout
+	Brokers []string      // Options.Kafka.Brokers
+	Timeout time.Duration // Options.Timeouts.Startup
 	Waited  time.Duration // since Run started
 	Err     error         // the last error of the start-up step that waited
 }
 
 func (e *StartupTimeoutError) Error() string {
 	return fmt.Sprintf("kstate: Kafka brokers %q did not answer within StartupTimeout %v (waited %v); "+
-		"check Config.Brokers, the network and that Kafka is up, or raise StartupTimeout: %v",
+		"check Options.Kafka.Brokers, the network and that Kafka is up, or raise Options.Timeouts.Startup: %v",
 		e.Brokers, e.Timeout, e.Waited.Round(time.Millisecond), e.Err)
 }
 

@@ -60,15 +60,14 @@ func requireToken(token string, next http.Handler) http.Handler {
 // a separate port for the queries (e.g. for a NetworkPolicy) works the
 // same way, see examples/production.
 func ExampleApp_QueryHandler() {
-	app, err := kstate.New(kstate.Config[string, string, int64]{
+	app, err := kstate.New(kstate.Topology[string, string, int64]{
+		Inputs:       kstate.Topics(serde.String(), "words"),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, int64] { return &wordCounter{} },
+		Output:       kstate.Output[string, int64]{Topic: "counts", Serde: serde.Int64()},
+	}, kstate.Options{
 		ApplicationID: "wordcount",
-		Brokers:       []string{"kafka:9092"},
-		InputTopics:   []string{"words"},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputTopic:   "counts",
-		OutputSerde:   serde.Int64(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, int64] { return &wordCounter{} },
+		Kafka:         kstate.KafkaOptions{Brokers: []string{"kafka:9092"}},
 	})
 	if err != nil {
 		panic(err)

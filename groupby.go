@@ -7,14 +7,14 @@ import (
 	"github.com/kstate/kstate/internal/engine"
 )
 
-// GroupBy re-keys one input topic (Config.GroupBy): its records are
+// GroupBy re-keys one input topic (Topology.GroupBy): its records are
 // grouped by Key(record key, decoded value) instead of their record key.
 // Like Kafka Streams' groupBy, this goes through an internal topic,
 // "<ApplicationID>-repartition", created at start with the inputs'
 // partition count (delete cleanup policy):
 //
 //  1. Each record of the input is decoded, its grouping key computed and
-//     encoded with Config.KeySerde, and a record with that key, the
+//     encoded with Topology.KeySerde, and a record with that key, the
 //     original value bytes, timestamp and headers (plus a
 //     "kstate.repartition.input" header naming the input) is produced to
 //     partition murmur2(key) mod N of the repartition topic — in the same
@@ -43,20 +43,20 @@ type GroupBy[K, I any] struct {
 	Key func(recordKey []byte, value I) (K, error)
 }
 
-// RepartitionTopic is the internal topic of Config.GroupBy:
+// RepartitionTopic is the internal topic of Topology.GroupBy:
 // "<ApplicationID>-repartition".
 func (a *App[K, I, O]) RepartitionTopic() string { return a.cfg.repartitionTopic() }
 
-func (c *Config[K, I, O]) repartitionTopic() string { return c.ApplicationID + "-repartition" }
+func (c *config[K, I, O]) repartitionTopic() string { return c.ApplicationID + "-repartition" }
 
 // ErrGroupByRunToEnd is returned by RunToEnd for an application with
-// Config.GroupBy: a bounded run's end would have to include the records
+// Topology.GroupBy: a bounded run's end would have to include the records
 // its own first stage writes to the repartition topic after the start,
 // which is not supported; use Run.
-var ErrGroupByRunToEnd = errors.New("kstate: RunToEnd does not support Config.GroupBy (the repartition topic's end is not known at start); use Run")
+var ErrGroupByRunToEnd = errors.New("kstate: RunToEnd does not support Topology.GroupBy (the repartition topic's end is not known at start); use Run")
 
 // checkGroupBy validates GroupBy; "" when valid.
-func (c *Config[K, I, O]) checkGroupBy() string {
+func (c *config[K, I, O]) checkGroupBy() string {
 	seen := map[string]bool{}
 	for i, g := range c.GroupBy {
 		found := false
@@ -65,11 +65,11 @@ func (c *Config[K, I, O]) checkGroupBy() string {
 		}
 		switch {
 		case !found:
-			return fmt.Sprintf("Config.GroupBy[%d]: topic %q is not an input topic (Inputs or InputTopics)", i, g.Topic)
+			return fmt.Sprintf("Topology.GroupBy[%d]: topic %q is not an input topic (Topology.Inputs)", i, g.Topic)
 		case g.Key == nil:
-			return fmt.Sprintf("Config.GroupBy[%d] (topic %q): Key is required", i, g.Topic)
+			return fmt.Sprintf("Topology.GroupBy[%d] (topic %q): Key is required", i, g.Topic)
 		case seen[g.Topic]:
-			return fmt.Sprintf("Config.GroupBy[%d]: topic %q is listed twice", i, g.Topic)
+			return fmt.Sprintf("Topology.GroupBy[%d]: topic %q is listed twice", i, g.Topic)
 		}
 		seen[g.Topic] = true
 	}
@@ -78,7 +78,7 @@ func (c *Config[K, I, O]) checkGroupBy() string {
 
 // groupKeys returns the engine's per-input key functions (the repartition
 // topic last, with none), nil without GroupBy.
-func (c *Config[K, I, O]) groupKeys() []func([]byte, I) ([]byte, error) {
+func (c *config[K, I, O]) groupKeys() []func([]byte, I) ([]byte, error) {
 	if len(c.GroupBy) == 0 {
 		return nil
 	}
@@ -108,7 +108,7 @@ func (c *Config[K, I, O]) groupKeys() []func([]byte, I) ([]byte, error) {
 
 // engineTopics returns the coordinator's input topics: the inputs, and
 // the repartition topic last with GroupBy.
-func (c *Config[K, I, O]) engineTopics() []string {
+func (c *config[K, I, O]) engineTopics() []string {
 	ts := c.inputTopics()
 	if len(c.GroupBy) > 0 {
 		ts = append(ts, c.repartitionTopic())
@@ -118,7 +118,7 @@ func (c *Config[K, I, O]) engineTopics() []string {
 
 // engineDecoders returns the engine's decoders of engineTopics (the
 // repartition topic's records are decoded by the input they name).
-func (c *Config[K, I, O]) engineDecoders() []engine.InputDecoder[I] {
+func (c *config[K, I, O]) engineDecoders() []engine.InputDecoder[I] {
 	ds := c.inputDecoders()
 	if len(c.GroupBy) > 0 {
 		ds = append(ds, engine.InputDecoder[I]{})
@@ -128,7 +128,7 @@ func (c *Config[K, I, O]) engineDecoders() []engine.InputDecoder[I] {
 
 // repartitionInput is the index of the repartition topic among
 // engineTopics; 0: none.
-func (c *Config[K, I, O]) repartitionInput() int {
+func (c *config[K, I, O]) repartitionInput() int {
 	if len(c.GroupBy) == 0 {
 		return 0
 	}
@@ -136,7 +136,7 @@ func (c *Config[K, I, O]) repartitionInput() int {
 }
 
 // repartitionTopicOrNone is the coordinator's RepartitionTopic.
-func (c *Config[K, I, O]) repartitionTopicOrNone() string {
+func (c *config[K, I, O]) repartitionTopicOrNone() string {
 	if len(c.GroupBy) == 0 {
 		return ""
 	}

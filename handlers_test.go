@@ -13,7 +13,7 @@ import (
 )
 
 // The handlers are split by trust: Handler (probes, metrics, status) does
-// not serve live state queries, neither mounted nor on Config.HTTPAddr;
+// not serve live state queries, neither mounted nor on Options.Observability.HTTPAddr;
 // QueryHandler serves them and nothing else.
 func TestHandlerServesNoState(t *testing.T) {
 	brokers := startEmbedded(t, 1)
@@ -24,7 +24,7 @@ func TestHandlerServesNoState(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
-	cfg.HTTPAddr = addr
+	cfg.Observability.HTTPAddr = addr
 	app := newApp(t, cfg)
 	testprocs.Start(t, app)
 	testprocs.Eventually(t, 30*time.Second, "running", func() bool {
@@ -55,7 +55,7 @@ func TestHandlerServesNoState(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 404 {
-		t.Fatalf("GET /state/count/k on Config.HTTPAddr: %d %s, want 404", resp.StatusCode, body)
+		t.Fatalf("GET /state/count/k on Options.Observability.HTTPAddr: %d %s, want 404", resp.StatusCode, body)
 	}
 	// The probes are still there.
 	wantProbe(t, h, "/readyz", 200, "ok")

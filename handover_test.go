@@ -33,10 +33,9 @@ func TestEmbeddedPipelinesIdleRebalanceReleasesShards(t *testing.T) {
 	t.Cleanup(e.Close)
 	brokers := e.Brokers()
 	base := config(brokers, t.TempDir(), testprocs.NewCounter)
-	base.InputTopics, base.ValueSerde = nil, nil
-	base.Inputs = []kstate.Input[string]{{Topic: "in", ValueSerde: serde.String()}, {Topic: "in2", ValueSerde: serde.String()}}
-	base.SessionTimeout = 4 * time.Second
-	base.Pipelines = 1
+	base.Inputs = kstate.Topics(serde.String(), "in", "in2")
+	base.Kafka.SessionTimeout = 4 * time.Second
+	base.Batching.Pipelines = 1
 
 	const keys = 6
 	sent := 0
@@ -58,7 +57,7 @@ func TestEmbeddedPipelinesIdleRebalanceReleasesShards(t *testing.T) {
 	var running []instance
 	start := func(id string, pipelines int) {
 		cfg := base
-		cfg.InstanceID, cfg.Pipelines, cfg.StateDir = id, pipelines, t.TempDir()
+		cfg.InstanceID, cfg.Batching.Pipelines, cfg.State.Dir = id, pipelines, t.TempDir()
 		app := newApp(t, cfg)
 		running = append(running, instance{id, app, testprocs.Start(t, app)})
 	}

@@ -28,7 +28,7 @@ type Status struct {
 	// flight (summed over the pipelines' batches); 0 between batches.
 	// Its partitions have InBatch set.
 	BatchInFlightRecords int `json:"batch_in_flight_records"`
-	// MaxBatchDuration is Config.MaxBatchDuration after defaults.
+	// MaxBatchDuration is Options.Batching.MaxDuration after defaults.
 	MaxBatchDuration time.Duration `json:"max_batch_duration_ns"`
 	// SinceCommit is the time since the last committed transaction of this
 	// Run; 0 before the first.
@@ -55,7 +55,7 @@ type Status struct {
 // PartitionStatus is one assigned partition of a Status.
 type PartitionStatus struct {
 	Partition int32 `json:"partition"`
-	// Pipeline is the index of the pipeline that owns it (Config.Pipelines;
+	// Pipeline is the index of the pipeline that owns it (Options.Batching.Pipelines;
 	// its group member is "<InstanceID>-p<Pipeline>", pipeline 0 is
 	// InstanceID itself).
 	Pipeline int `json:"pipeline"`
@@ -192,7 +192,8 @@ func (a *App[K, I, O]) Ready() (ok bool, reason string) {
 // mount apart, behind your own authentication (docs/OPERATIONS.md,
 // "Security"). Mount it where you like (it routes on the full path: mount
 // it at the root, or strip a prefix with http.StripPrefix);
-// Config.HTTPAddr serves it on its own. Each call returns a new handler.
+// Options.Observability.HTTPAddr serves it on its own. Each call returns a
+// new handler.
 func (a *App[K, I, O]) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", statusPage()) // statuspage.go

@@ -53,12 +53,12 @@ func TestHealthLifecycle(t *testing.T) {
 	brokers := startEmbedded(t, 2)
 	var ch changes
 	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
-	cfg.OnStateChange = ch.record
+	cfg.Observability.OnStateChange = ch.record
 	// One pipeline: the test reads /status once both partitions are
 	// assigned, and with two pipelines on the embedded cluster (no initial
 	// rebalance delay) a partition can still move to the second pipeline
 	// in the first second (TestStatusPageChromium runs two).
-	cfg.Pipelines = 1
+	cfg.Batching.Pipelines = 1
 	app := newApp(t, cfg)
 	h := app.Handler()
 	if app.State() != kstate.Created {
@@ -105,7 +105,7 @@ func TestHealthFailed(t *testing.T) {
 	brokers := startEmbedded(t, 1)
 	var ch changes
 	cfg := config(brokers, t.TempDir(), func() processor.StatefulProcessor[string, string, string] { return &failing{} })
-	cfg.OnStateChange = ch.record
+	cfg.Observability.OnStateChange = ch.record
 	app := newApp(t, cfg)
 	_, done := testprocs.StartWatch(t, app)
 	testprocs.Produce(t, brokers, "in", "k=boom")
@@ -148,7 +148,7 @@ func TestHealthStuck(t *testing.T) {
 	cfg := config(brokers, t.TempDir(), func() processor.StatefulProcessor[string, string, string] {
 		return &blocking{StatefulProcessor: testprocs.NewCounter(), entered: entered, release: release}
 	})
-	cfg.MaxBatchDuration = 4 * time.Second
+	cfg.Batching.MaxDuration = 4 * time.Second
 	app := newApp(t, cfg)
 	h := app.Handler()
 	_, done := testprocs.StartWatch(t, app)
@@ -164,7 +164,7 @@ func TestHealthStuck(t *testing.T) {
 		c, _ := get(t, h, "/healthz")
 		return c == 503
 	})
-	if age := app.Metrics().BatchInFlight; age < cfg.MaxBatchDuration/2 || app.State() != kstate.Running {
+	if age := app.Metrics().BatchInFlight; age < cfg.Batching.MaxDuration/2 || app.State() != kstate.Running {
 		t.Fatalf("/healthz failed with the batch in flight for %v, state %v", age, app.State())
 	}
 	wantProbe(t, h, "/healthz", 503, "stuck: a batch has been in flight for")
@@ -174,7 +174,7 @@ func TestHealthStuck(t *testing.T) {
 	}
 }
 
-// Config.HTTPAddr serves the handler while Run runs; an address that
+// Options.Observability.HTTPAddr serves the handler while Run runs; an address that
 // cannot be listened on fails Run.
 func TestHealthHTTPAddr(t *testing.T) {
 	brokers := startEmbedded(t, 1)
@@ -185,7 +185,7 @@ func TestHealthHTTPAddr(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
-	cfg.HTTPAddr = addr
+	cfg.Observability.HTTPAddr = addr
 	app := newApp(t, cfg)
 	stop, _ := testprocs.StartWatch(t, app)
 	testprocs.Eventually(t, 30*time.Second, "/readyz on HTTPAddr", func() bool {
@@ -209,7 +209,7 @@ func TestHealthHTTPAddr(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	cfg.HTTPAddr = busy.Addr().String()
+	cfg.Observability.HTTPAddr = busy.Addr().String()
 	app2 := newApp(t, cfg)
 	if err := app2.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "HTTPAddr") || app2.State() != kstate.Failed {
 		t.Fatalf("Run on a busy HTTPAddr: %v, state %v", err, app2.State())

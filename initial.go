@@ -38,7 +38,7 @@ func InitialStateFromSeq[K, S any](rows iter.Seq2[K, S]) InitialState[K] {
 
 // InitialStateFromTopic takes the initial state from a topic read from
 // beginning to end (read_committed); record keys are grouping keys (decoded
-// with Config.KeySerde) and values are decoded with codec.
+// with Topology.KeySerde) and values are decoded with codec.
 func InitialStateFromTopic[K, S any](topic string, codec serde.Deserializer[S]) InitialState[K] {
 	return initial.FromTopic[K](topic, codec)
 }

@@ -1,7 +1,7 @@
 package kstate
 
 // Adapters from internal/kafka to the engine's Session, Admin and Changelog
-// interfaces, and from Config.Clock to engine.Clock. They only translate
+// interfaces, and from Options.Observability.Clock to engine.Clock. They only translate
 // types and errors: the protocol lives in internal/engine.
 
 import (
@@ -201,7 +201,7 @@ func fromParts(ps []engine.Partition) []kafka.Partition {
 }
 
 // kafkaAdmin is an engine.Admin over a kafka.Admin. maxRecordBytes is
-// Config.MaxRecordBytes: a changelog topic created here accepts records of
+// Options.Kafka.MaxRecordBytes: a changelog topic created here accepts records of
 // that size.
 type kafkaAdmin struct {
 	a              *kafka.Admin
@@ -369,7 +369,7 @@ func (k kafkaReader) Position() int64 { return k.rd.Position() }
 func (k kafkaReader) End() int64      { return k.rd.End() }
 func (k kafkaReader) Close()          { k.rd.Close() }
 
-// clock is Config.Clock as an engine.Clock; elapsed time and waits are
+// clock is Options.Observability.Clock as an engine.Clock; elapsed time and waits are
 // real.
 type clock struct {
 	now   func() time.Time

@@ -32,15 +32,35 @@ func TestLagWhileBatchStuck(t *testing.T) {
 			t.Cleanup(e.Close)
 			brokers := e.Brokers()
 			entered, release := make(chan struct{}, 4), make(chan struct{})
-			app, err := New(Config[string, string, string]{
-				ApplicationID: "app", Brokers: brokers, InstanceID: "i1", Pipelines: pipelines,
-				InputTopics: []string{"in"}, OutputTopic: "out",
-				KeySerde: serde.String(), ValueSerde: serde.String(), OutputSerde: serde.String(),
+			app, err := New(Topology[string, string, string]{
+				Inputs:   Topics(serde.String(), "in"),
+				KeySerde: serde.String(),
 				NewProcessor: func() processor.StatefulProcessor[string, string, string] {
 					return &testprocs.GatedCounter{Counter: testprocs.NewCounter().(*testprocs.Counter), Entered: entered, Release: release}
 				},
-				StateDir: t.TempDir(), MaxBatchWait: 50 * time.Millisecond, ShutdownTimeout: 5 * time.Second,
-				Logger: testlog.New(t),
+				Output: Output[string, string]{
+					Topic: "out",
+					Serde: serde.String(),
+				},
+			}, Options{
+				ApplicationID: "app",
+				InstanceID:    "i1",
+				Kafka: KafkaOptions{
+					Brokers: brokers,
+				},
+				State: StateOptions{
+					Dir: t.TempDir(),
+				},
+				Batching: BatchingOptions{
+					Pipelines: pipelines,
+					MaxWait:   50 * time.Millisecond,
+				},
+				Timeouts: TimeoutOptions{
+					Shutdown: 5 * time.Second,
+				},
+				Observability: ObservabilityOptions{
+					Logger: testlog.New(t),
+				},
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -25,17 +25,39 @@ func TestMetricsRuntimeAndKafkaClients(t *testing.T) {
 	}
 	t.Cleanup(e.Close)
 	brokers := e.Brokers()
-	cfg := Config[string, string, string]{
-		ApplicationID: "app", Brokers: brokers, InstanceID: "i1", Pipelines: 2,
-		InputTopics: []string{"in"}, OutputTopic: "out",
-		KeySerde: serde.String(), ValueSerde: serde.String(), OutputSerde: serde.String(),
-		NewProcessor: testprocs.NewCounter, StateDir: t.TempDir(),
-		MaxBatchWait: 50 * time.Millisecond, ShutdownTimeout: 5 * time.Second, Logger: testlog.New(t),
+	cfg := Topology[string, string, string]{
+		Inputs:       Topics(serde.String(), "in"),
+		KeySerde:     serde.String(),
+		NewProcessor: testprocs.NewCounter,
+		Output: Output[string, string]{
+			Topic: "out",
+			Serde: serde.String(),
+		},
+	}
+	opts := Options{
+		ApplicationID: "app",
+		InstanceID:    "i1",
+		Kafka: KafkaOptions{
+			Brokers: brokers,
+		},
+		State: StateOptions{
+			Dir: t.TempDir(),
+		},
+		Batching: BatchingOptions{
+			Pipelines: 2,
+			MaxWait:   50 * time.Millisecond,
+		},
+		Timeouts: TimeoutOptions{
+			Shutdown: 5 * time.Second,
+		},
+		Observability: ObservabilityOptions{
+			Logger: testlog.New(t),
+		},
 	}
 	n := 0
 	var h http.Handler
 	for run := 1; run <= 2; run++ { // a restart: a new App on the same state
-		app, err := New(cfg)
+		app, err := New(cfg, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

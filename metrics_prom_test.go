@@ -24,7 +24,7 @@ func TestMetricsEmbedded(t *testing.T) {
 	// second on a cluster without an initial rebalance delay, aborting a
 	// batch and starting the moved partition's counters again.
 	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
-	cfg.Pipelines = 1
+	cfg.Batching.Pipelines = 1
 	app := newApp(t, cfg)
 	h := app.Handler()
 

@@ -10,18 +10,19 @@ import (
 	"github.com/kstate/kstate/internal/skip"
 )
 
-// SetInputOffsets sets, for the stopped application cfg.ApplicationID,
-// the input offset each given partition continues from: it commits the
+// SetInputOffsets sets, for the stopped application o.ApplicationID
+// running topology t, the input offset each given partition continues
+// from: it commits the
 // offsets for the application's consumer group and records each one as the
 // partition state's input offset in the changelog (one transaction), so
 // the restore's consistency check accepts them. Every instance of the
 // application must be stopped; a stopped instance stays a member of the
-// group until its SessionTimeout, and SetInputOffsets waits for that
+// group until its Options.Kafka.SessionTimeout, and SetInputOffsets waits for that
 // (bounded by ctx).
 //
 // Its use (docs/OPERATIONS.md): start a new application id where another
 // stopped ("Changing the number of input partitions"): with
-// Config.InitialState set, a partition whose offset was set this way still
+// Topology.InitialState set, a partition whose offset was set this way still
 // gets its initial state on the first run. Moving an offset forward skips
 // every record before it that was not committed yet: to skip one record
 // that stops Run (a DecodeError), use SkipRecord instead.
@@ -30,13 +31,13 @@ import (
 // second: if SetInputOffsets fails in between, Run refuses to start on the
 // partition (the state does not match the committed offset) until
 // SetInputOffsets is run again with the same offsets.
-func SetInputOffsets[K, I, O any](ctx context.Context, cfg Config[K, I, O], offsets map[int32]int64) (err error) {
+func SetInputOffsets[K, I, O any](ctx context.Context, t Topology[K, I, O], o Options, offsets map[int32]int64) (err error) {
 	defer func() {
 		if ae, ok := authError(err); ok {
 			err = ae
 		}
 	}()
-	c, err := cfg.withDefaults()
+	c, err := newConfig(t, o).withDefaults()
 	if err != nil {
 		return err
 	}
@@ -77,8 +78,8 @@ func SetInputOffsets[K, I, O any](ctx context.Context, cfg Config[K, I, O], offs
 }
 
 // SkipRecord makes the next run of the stopped application
-// cfg.ApplicationID drop the one input record at offset of topic's
-// partition (an input topic of cfg, or the GroupBy repartition topic):
+// o.ApplicationID drop the one input record at offset of topic's
+// partition (an input topic of t, or the GroupBy repartition topic):
 // typically the record a DecodeError names (its Topic, Partition, Offset) when
 // it stops Run under the Fail policy. The next run processes the records
 // before it, drops it (counted in Counters.Skipped, logged at Warn) and
@@ -95,13 +96,13 @@ func SetInputOffsets[K, I, O any](ctx context.Context, cfg Config[K, I, O], offs
 // application whose changelog is missing or has another partition count.
 // A second SkipRecord of the same partition before the next run replaces
 // the first. `kstate skip` does the same from the command line.
-func SkipRecord[K, I, O any](ctx context.Context, cfg Config[K, I, O], topic string, partition int32, offset int64) (err error) {
+func SkipRecord[K, I, O any](ctx context.Context, t Topology[K, I, O], o Options, topic string, partition int32, offset int64) (err error) {
 	defer func() {
 		if ae, ok := authError(err); ok {
 			err = ae
 		}
 	}()
-	c, err := cfg.withDefaults()
+	c, err := newConfig(t, o).withDefaults()
 	if err != nil {
 		return err
 	}

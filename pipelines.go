@@ -1,6 +1,6 @@
 package kstate
 
-// Several pipelines per instance (Config.Pipelines), like Kafka Streams'
+// Several pipelines per instance (Options.Batching.Pipelines), like Kafka Streams'
 // stream threads: each pipeline is an engine.Coordinator of its own — its
 // own group member (static instance id), transactional producer, batch
 // loop and share of the input partitions. They run side by side in one
@@ -37,7 +37,7 @@ func pipelineInstanceID(instance string, i int) string {
 	return fmt.Sprintf("%s-p%d", instance, i)
 }
 
-// maxAutoPipelines caps the automatic pipeline count (Config.Pipelines 0).
+// maxAutoPipelines caps the automatic pipeline count (Options.Batching.Pipelines 0).
 // Past the core count pipelines only compete for the CPU, and each one is
 // a Kafka client of its own (a producer, a consumer and its fetch buffers,
 // a transaction per batch on the broker, a group member), so many cores do
@@ -50,13 +50,13 @@ var maxAutoPipelines = 4
 // a container's CPU limit), at most maxAutoPipelines.
 func autoPipelines() int { return max(1, min(runtime.GOMAXPROCS(0), maxAutoPipelines)) }
 
-// pipelineCount is the number of pipelines to run: Config.Pipelines, or
+// pipelineCount is the number of pipelines to run: Options.Batching.Pipelines, or
 // autoPipelines when it is 0, capped at the input topic's partition count:
 // a pipeline beyond it would never be assigned a partition (and a bounded
 // run with timers or initial state waits for each pipeline's first
 // assignment).
 //
-// If the count cannot be read: with an explicit Config.Pipelines, that is
+// If the count cannot be read: with an explicit Options.Batching.Pipelines, that is
 // used (the coordinators' start-up retries then report the problem). The
 // automatic count instead retries while Kafka is unreachable, as the
 // coordinators' start-up does, until the start-up deadline (ctx's, or
@@ -192,7 +192,7 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 	var failed atomic.Bool // a pipeline failed: the others stay in the group
 	// The pipelines create their sessions one at a time: franz-go's
 	// NewClient rewrites the codec list of a ProducerBatchCompression
-	// option in place (kgo.DefaultCompressor), and Config.KafkaOptions
+	// option in place (kgo.DefaultCompressor), and Options.Kafka.ClientOptions
 	// hands the same option to every pipeline's client (a data race under
 	// -race with two pipelines). Creating a session only builds the client.
 	var sessionMu sync.Mutex

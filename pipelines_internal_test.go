@@ -36,7 +36,7 @@ var (
 	errNoTopic     = &markedError{err: errors.New("topic not found"), mark: engine.ErrUnknownTopic}
 )
 
-// The pipeline count: Config.Pipelines when set, else one per core
+// The pipeline count: Options.Batching.Pipelines when set, else one per core
 // (GOMAXPROCS) up to maxAutoPipelines; never more than the input's
 // partitions. Kafka unreachable at start: the automatic count retries and
 // then runs as many as the partitions allow; a missing topic runs one.
@@ -71,8 +71,8 @@ func TestPipelineCount(t *testing.T) {
 		name := fmt.Sprintf("Pipelines=%d/GOMAXPROCS=%d/partitions=%d/errors=%d/sink=%v", tt.pipelines, tt.procs, tt.parts, len(tt.errs), tt.sink)
 		t.Run(name, func(t *testing.T) {
 			runtime.GOMAXPROCS(tt.procs)
-			a := &App[string, string, string]{cfg: Config[string, string, string]{
-				ApplicationID: "app", InputTopics: []string{"in"}, Pipelines: tt.pipelines,
+			a := &App[string, string, string]{cfg: config[string, string, string]{
+				ApplicationID: "app", Inputs: []Input[string]{{Topic: "in"}}, Pipelines: tt.pipelines,
 				StartupTimeout: time.Minute, Logger: slog.New(slog.DiscardHandler),
 			}}
 			if tt.sink {
@@ -93,8 +93,8 @@ func TestPipelineCountUnreachable(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	defer func(n int) { maxAutoPipelines = n }(maxAutoPipelines)
 	maxAutoPipelines = 4
-	a := &App[string, string, string]{cfg: Config[string, string, string]{
-		ApplicationID: "app", InputTopics: []string{"in"},
+	a := &App[string, string, string]{cfg: config[string, string, string]{
+		ApplicationID: "app", Inputs: []Input[string]{{Topic: "in"}},
 		StartupTimeout: 250 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 	}}
 	adm := &partitionsAdmin{errs: []error{errUnreachable, errUnreachable, errUnreachable, errUnreachable, errUnreachable}}

@@ -11,6 +11,7 @@ import (
 	"github.com/kstate/kstate/internal/testprocs"
 	"github.com/kstate/kstate/kafka/embedded"
 	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/serde"
 )
 
 // checkExact fails unless got holds exactly 1..n per key, sent outputs in
@@ -49,7 +50,7 @@ func TestEmbeddedPipelinesSplitPartitions(t *testing.T) {
 	brokers := startEmbedded(t, 4)
 	dir := t.TempDir()
 	cfg := config(brokers, dir, testprocs.NewCounter)
-	cfg.Pipelines = 2
+	cfg.Batching.Pipelines = 2
 	app := newApp(t, cfg)
 	stop := testprocs.Start(t, app)
 	const keys = 20
@@ -90,7 +91,7 @@ func TestEmbeddedPipelinesSplitPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg.Pipelines = 1
+	cfg.Batching.Pipelines = 1
 	app = newApp(t, cfg)
 	stop = testprocs.Start(t, app)
 	in.Produce(40)
@@ -106,10 +107,10 @@ func TestEmbeddedPipelinesSplitPartitions(t *testing.T) {
 func TestEmbeddedPipelinesRebalanceTwoInstances(t *testing.T) {
 	brokers := startEmbedded(t, 4)
 	cfg1 := config(brokers, t.TempDir(), testprocs.NewCounter)
-	cfg1.SessionTimeout = 4 * time.Second
-	cfg1.Pipelines = 2
+	cfg1.Kafka.SessionTimeout = 4 * time.Second
+	cfg1.Batching.Pipelines = 2
 	cfg2 := cfg1
-	cfg2.InstanceID, cfg2.StateDir = "i2", t.TempDir()
+	cfg2.InstanceID, cfg2.State.Dir = "i2", t.TempDir()
 	app1 := newApp(t, cfg1)
 	stop1 := testprocs.Start(t, app1)
 	const keys = 20
@@ -177,10 +178,10 @@ func TestEmbeddedPipelinesStopDuringRebalance(t *testing.T) {
 		// took every partition.
 		r := strconv.Itoa(round)
 		cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
-		cfg.ApplicationID, cfg.InputTopics, cfg.OutputTopic = "stop"+r, []string{"in" + r}, "out"+r
-		cfg.Pipelines = 2
-		cfg.SessionTimeout = 6 * time.Second
-		cfg.ShutdownTimeout = 20 * time.Second
+		cfg.ApplicationID, cfg.Inputs, cfg.Output.Topic = "stop"+r, kstate.Topics(serde.String(), "in"+r), "out"+r
+		cfg.Batching.Pipelines = 2
+		cfg.Kafka.SessionTimeout = 6 * time.Second
+		cfg.Timeouts.Shutdown = 20 * time.Second
 		in := &testprocs.KeyCycler{T: t, Brokers: brokers, Topic: "in" + r, Keys: keys}
 		in.Produce(40)
 		stop := testprocs.Start(t, newApp(t, cfg))
@@ -212,8 +213,8 @@ func TestEmbeddedPipelinesStopDuringRebalance(t *testing.T) {
 func TestEmbeddedPipelinesFirstErrorStopsAll(t *testing.T) {
 	brokers := startEmbedded(t, 4)
 	cfg := config(brokers, t.TempDir(), func() processor.StatefulProcessor[string, string, string] { return &failing{} })
-	cfg.Pipelines = 2
-	cfg.LeaveGroupOnShutdown = true // not used: Run fails
+	cfg.Batching.Pipelines = 2
+	cfg.Kafka.LeaveGroupOnShutdown = true // not used: Run fails
 	app := newApp(t, cfg)
 	_, done := testprocs.StartWatch(t, app)
 	testprocs.Eventually(t, 30*time.Second, "both pipelines own partitions", func() bool {
@@ -236,13 +237,13 @@ func TestEmbeddedPipelinesFirstErrorStopsAll(t *testing.T) {
 
 func TestPipelinesConfig(t *testing.T) {
 	cfg := config([]string{"x:1"}, t.TempDir(), testprocs.NewCounter)
-	cfg.Pipelines = -1
-	if _, err := kstate.New(cfg); !errors.Is(err, kstate.ErrConfig) {
+	cfg.Batching.Pipelines = -1
+	if _, err := kstate.New(cfg.Topology, cfg.Options); !errors.Is(err, kstate.ErrConfig) {
 		t.Fatalf("Pipelines -1: %v", err)
 	}
 	for _, n := range []int{0, 1, 4} {
-		cfg.Pipelines = n
-		if _, err := kstate.New(cfg); err != nil {
+		cfg.Batching.Pipelines = n
+		if _, err := kstate.New(cfg.Topology, cfg.Options); err != nil {
 			t.Fatalf("Pipelines %d: %v", n, err)
 		}
 	}

@@ -32,7 +32,7 @@ var (
 	// ErrKeyElsewhere: App.Query found no state for a key on its partition
 	// (murmur2 of the key) nor on this instance's other partitions, while
 	// records whose key does not hash to the partition they were read from
-	// were processed (Config.OnKeyPartitionMismatch = KeyPartitionAllow):
+	// were processed (Topology.OnKeyPartitionMismatch = KeyPartitionAllow):
 	// the key's state may be on a partition another instance owns, so an
 	// empty answer could be wrong. The /state endpoint answers 409.
 	ErrKeyElsewhere = errors.New("kstate: the key's state may be on another partition")
@@ -61,7 +61,7 @@ type KeyOwner struct {
 	// while the group rebalances or has no member.
 	Assigned bool `json:"assigned"`
 	// InstanceID, ClientID and Host describe the owning member, as the
-	// group coordinator shows it (InstanceID is its Config.InstanceID).
+	// group coordinator shows it (InstanceID is its Options.InstanceID).
 	InstanceID string `json:"instance_id,omitempty"`
 	ClientID   string `json:"client_id,omitempty"`
 	Host       string `json:"host,omitempty"`

@@ -26,7 +26,7 @@ func TestQueryTwoInstances(t *testing.T) {
 	for _, id := range []string{"i1", "i2"} {
 		cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
 		cfg.InstanceID = id
-		cfg.Pipelines = 1 // one group member per instance: one partition each
+		cfg.Batching.Pipelines = 1 // one group member per instance: one partition each
 		app := newApp(t, cfg)
 		if _, err := app.Query(context.Background(), "count", "k"); !errors.Is(err, kstate.ErrNotRunning) {
 			t.Fatalf("Query before Run: %v, want ErrNotRunning", err)
@@ -232,7 +232,7 @@ func TestQueryMisroutedKey(t *testing.T) {
 		for _, id := range []string{"i1", "i2"} {
 			cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
 			cfg.InstanceID = id
-			cfg.Pipelines = 1
+			cfg.Batching.Pipelines = 1
 			app := newApp(t, cfg)
 			apps[id] = app
 			testprocs.Start(t, app)

@@ -14,9 +14,9 @@ import (
 func TestEmbeddedRebalanceExactlyOnce(t *testing.T) {
 	brokers := startEmbedded(t, 4)
 	cfg1 := config(brokers, t.TempDir(), testprocs.NewCounter)
-	cfg1.SessionTimeout = 4 * time.Second
+	cfg1.Kafka.SessionTimeout = 4 * time.Second
 	cfg2 := cfg1
-	cfg2.InstanceID, cfg2.StateDir = "i2", t.TempDir()
+	cfg2.InstanceID, cfg2.State.Dir = "i2", t.TempDir()
 	app1 := newApp(t, cfg1)
 	stop1 := testprocs.Start(t, app1)
 

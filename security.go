@@ -20,7 +20,7 @@ import (
 // the brokers' certificates (empty: the system's roots), certFile and
 // keyFile the client's certificate chain and private key for mutual TLS
 // (both empty: no client certificate). The brokers' certificates must name
-// the host of Config.Brokers.
+// the host of Options.Kafka.Brokers.
 func TLSConfigFromFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
@@ -79,7 +79,7 @@ var ErrAuthentication = errors.New("kstate: authentication failed")
 
 // AuthorizationError is a request the cluster refused for want of an ACL:
 // it names the operation and the resource to grant the principal of
-// Config.SASL (or of the TLS client certificate). Run returns it at once;
+// Options.Kafka.SASL (or of the TLS client certificate). Run returns it at once;
 // retrying cannot help. docs/OPERATIONS.md lists the ACLs kstate needs.
 type AuthorizationError struct {
 	Operation    string // ACL operation: "Read", "Write", "Describe", "Create", "DescribeConfigs", "IdempotentWrite"
@@ -103,7 +103,7 @@ func (e *AuthorizationError) Unwrap() []error { return []error{ErrNotAuthorized,
 // before any request: wrong SASL credentials or a mechanism the broker does
 // not enable (Code SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM),
 // or a failed TLS handshake (Code "TLS": a broker certificate not signed by
-// Config.TLS's roots or not naming the broker's host, a client certificate
+// Options.Kafka.TLS's roots or not naming the broker's host, a client certificate
 // the broker rejects, a plaintext port). Run returns it at once.
 type AuthenticationError struct {
 	Code string
@@ -111,9 +111,9 @@ type AuthenticationError struct {
 }
 
 func (e *AuthenticationError) Error() string {
-	hint := "check Config.SASL's mechanism, user and password"
+	hint := "check Options.Kafka.SASL's mechanism, user and password"
 	if e.Code == "TLS" {
-		hint = "check Config.TLS (CA, client certificate) and that Config.Brokers are the TLS listener"
+		hint = "check Options.Kafka.TLS (CA, client certificate) and that Options.Kafka.Brokers are the TLS listener"
 	}
 	return fmt.Sprintf("kstate: authentication failed (%s): %s: %v", e.Code, hint, e.Err)
 }
@@ -134,7 +134,7 @@ func authError(err error) (error, bool) {
 }
 
 // clientConfig is what every Kafka client of the App is built from.
-func (c *Config[K, I, O]) clientConfig() kafka.ClientConfig {
+func (c *config[K, I, O]) clientConfig() kafka.ClientConfig {
 	return kafka.ClientConfig{Brokers: c.Brokers, TLS: c.TLS, SASL: c.SASL, Extra: c.KafkaOptions}
 }
 

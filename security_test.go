@@ -83,7 +83,7 @@ func TestTLSConfigFromFiles(t *testing.T) {
 func TestPublicAuthErrors(t *testing.T) {
 	cause := &kafka.AuthError{Operation: "Describe", ResourceType: kafka.ResourceTopic, Resource: "out",
 		Code: "TOPIC_AUTHORIZATION_FAILED", Err: kerr.TopicAuthorizationFailed}
-	app := &App[string, string, string]{cfg: Config[string, string, string]{InputTopics: []string{"in"}, OutputTopic: "out"}}
+	app := &App[string, string, string]{cfg: config[string, string, string]{Inputs: []Input[string]{{Topic: "in"}}, OutputTopic: "out"}}
 	err := app.neededPermission(publicError(errors.Join(errors.New("kstate: output topic"), cause)))
 	var ae *AuthorizationError
 	if !errors.As(err, &ae) || !errors.Is(err, ErrNotAuthorized) || !errors.Is(err, kerr.TopicAuthorizationFailed) {
@@ -101,9 +101,24 @@ func TestPublicAuthErrors(t *testing.T) {
 }
 
 func TestKafkaOptionsChecked(t *testing.T) {
-	base := Config[string, string, string]{ApplicationID: "a", Brokers: []string{"127.0.0.1:1"}, InputTopics: []string{"in"},
-		KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: "out", OutputSerde: serde.String(),
-		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return nil }, StateDir: t.TempDir()}
+	base := Topology[string, string, string]{
+		Inputs:       Topics(serde.String(), "in"),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return nil },
+		Output: Output[string, string]{
+			Topic: "out",
+			Serde: serde.String(),
+		},
+	}
+	baseOpts := Options{
+		ApplicationID: "a",
+		Kafka: KafkaOptions{
+			Brokers: []string{"127.0.0.1:1"},
+		},
+		State: StateOptions{
+			Dir: t.TempDir(),
+		},
+	}
 	for _, tc := range []struct {
 		name string
 		opts []kgo.Opt
@@ -117,10 +132,10 @@ func TestKafkaOptionsChecked(t *testing.T) {
 		{"dialer with TLS", []kgo.Opt{kgo.Dialer((&net.Dialer{}).DialContext)}, &tls.Config{}, false},
 		{"SASL twice", []kgo.Opt{kgo.SASL(plain.Auth{User: "u"}.AsMechanism())}, nil, false},
 	} {
-		cfg := base
-		cfg.KafkaOptions, cfg.TLS = tc.opts, tc.tls
-		cfg.SASL, _ = SASLFromStrings("PLAIN", "u", "p")
-		_, err := New(cfg)
+		o := baseOpts
+		o.Kafka.ClientOptions, o.Kafka.TLS = tc.opts, tc.tls
+		o.Kafka.SASL, _ = SASLFromStrings("PLAIN", "u", "p")
+		_, err := New(base, o)
 		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, ErrConfig)) {
 			t.Errorf("%s: New = %v; want ok=%v (or an ErrConfig)", tc.name, err, tc.ok)
 		}

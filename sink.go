@@ -11,8 +11,8 @@ import (
 //
 // WriteBatch is called once per partition batch that emitted at least one
 // row, before the batch's Kafka transaction commits, on the processing
-// loop (partitions of one round in order, the sinks of Config.Sinks in
-// order); with Config.Pipelines above 1, the pipelines' loops call it
+// loop (partitions of one round in order, the sinks of Topology.Output.Sinks in
+// order); with Options.Batching.Pipelines above 1, the pipelines' loops call it
 // concurrently. Batches are per input partition, not per round of the loop,
 // because a partition's batch ids must stay stable when partitions move
 // between instances: a round's partitions are whatever the instance owns
@@ -71,14 +71,14 @@ type SinkRow[K, O any] struct {
 // destination; a restart re-executes the batch with the same id and rows,
 // which an idempotent sink skips or overwrites.
 type SinkError struct {
-	Sink      int // index in Config.Sinks
+	Sink      int // index in Topology.Output.Sinks
 	Partition int32
 	BatchID   int64
 	Err       error
 }
 
 func (e *SinkError) Error() string {
-	return fmt.Sprintf("kstate: Config.Sinks[%d] failed on partition %d batch %d (the batch is not committed; a restart retries it with the same id and rows): %v",
+	return fmt.Sprintf("kstate: Topology.Output.Sinks[%d] failed on partition %d batch %d (the batch is not committed; a restart retries it with the same id and rows): %v",
 		e.Sink, e.Partition, e.BatchID, e.Err)
 }
 

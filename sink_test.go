@@ -77,8 +77,8 @@ func TestEmbeddedSinkWithoutOutputTopic(t *testing.T) {
 	dir := t.TempDir()
 	sink, sink2 := newMemSink(), newMemSink()
 	cfg := config(brokers, dir, testprocs.NewCounter)
-	cfg.OutputTopic, cfg.OutputSerde = "", nil
-	cfg.Sinks = []kstate.Sink[string, string]{sink, sink2}
+	cfg.Output.Topic, cfg.Output.Serde = "", nil
+	cfg.Output.Sinks = []kstate.Sink[string, string]{sink, sink2}
 	app := newApp(t, cfg)
 	stop, done := testprocs.StartWatch(t, app)
 	testprocs.Produce(t, brokers, "in", "a=x", "a=y", "b=y")
@@ -124,17 +124,17 @@ func TestEmbeddedSinkWithoutOutputTopic(t *testing.T) {
 
 func TestSinkConfig(t *testing.T) {
 	cfg := config([]string{"localhost:1"}, t.TempDir(), testprocs.NewCounter)
-	cfg.OutputTopic = ""
-	if _, err := kstate.New(cfg); !errors.Is(err, kstate.ErrConfig) || !strings.Contains(err.Error(), "OutputTopic is required unless Sinks is set") {
+	cfg.Output.Topic = ""
+	if _, err := kstate.New(cfg.Topology, cfg.Options); !errors.Is(err, kstate.ErrConfig) || !strings.Contains(err.Error(), "Topology.Output.Topic is required unless Output.Sinks is set") {
 		t.Fatalf("New without OutputTopic and Sinks: %v", err)
 	}
-	cfg.OutputTopic, cfg.OutputSerde = "out", nil
-	if _, err := kstate.New(cfg); !errors.Is(err, kstate.ErrConfig) || !strings.Contains(err.Error(), "OutputSerde is required with OutputTopic") {
+	cfg.Output.Topic, cfg.Output.Serde = "out", nil
+	if _, err := kstate.New(cfg.Topology, cfg.Options); !errors.Is(err, kstate.ErrConfig) || !strings.Contains(err.Error(), "Topology.Output.Serde is required with Output.Topic") {
 		t.Fatalf("New without OutputSerde: %v", err)
 	}
-	cfg.OutputTopic = ""
-	cfg.Sinks = []kstate.Sink[string, string]{kstate.SinkFunc[string, string](func(context.Context, kstate.SinkBatch[string, string]) error { return nil })}
-	if _, err := kstate.New(cfg); err != nil {
+	cfg.Output.Topic = ""
+	cfg.Output.Sinks = []kstate.Sink[string, string]{kstate.SinkFunc[string, string](func(context.Context, kstate.SinkBatch[string, string]) error { return nil })}
+	if _, err := kstate.New(cfg.Topology, cfg.Options); err != nil {
 		t.Fatalf("New with Sinks only: %v", err)
 	}
 }

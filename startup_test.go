@@ -38,11 +38,11 @@ func topicExists(t *testing.T, brokers []string, topic string) bool {
 // MaxRecordBytes) deletes it again. A later start with the mistake fixed
 // runs.
 func TestFailedFirstStartLeavesNoChangelog(t *testing.T) {
-	for name, mistake := range map[string]func(*kstate.Config[string, string, string], []string){
-		"output topic missing": func(c *kstate.Config[string, string, string], _ []string) { c.OutputTopic = "missing" },
-		"record limit": func(c *kstate.Config[string, string, string], brokers []string) {
+	for name, mistake := range map[string]func(*testApp, []string){
+		"output topic missing": func(c *testApp, _ []string) { c.Output.Topic = "missing" },
+		"record limit": func(c *testApp, brokers []string) {
 			setTopicConfig(t, brokers, "out", "max.message.bytes", "2048")
-			c.MaxRecordBytes = 4096
+			c.Kafka.MaxRecordBytes = 4096
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -101,8 +101,8 @@ func TestFirstStartLogsNoExpectedErrorAtInfo(t *testing.T) {
 	brokers := startEmbedded(t, 2)
 	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
 	var logs testlog.Buffer
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	app, err := kstate.New(cfg)
+	cfg.Observability.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	app, err := kstate.New(cfg.Topology, cfg.Options)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,11 +61,11 @@ func TestStartupTimeoutFrozenBroker(t *testing.T) {
 			addr := frozenBroker(t)
 			const timeout = 3 * time.Second
 			cfg := config([]string{addr}, t.TempDir(), testprocs.NewCounter)
-			cfg.StartupTimeout = timeout
-			cfg.Pipelines = pipelines
+			cfg.Timeouts.Startup = timeout
+			cfg.Batching.Pipelines = pipelines
 			var logs testlog.Buffer
-			cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), nil))
-			app, err := kstate.New(cfg)
+			cfg.Observability.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), nil))
+			app, err := kstate.New(cfg.Topology, cfg.Options)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,7 +6,7 @@ import (
 	"github.com/kstate/kstate/internal/engine"
 )
 
-// State is where an App is in its life (App.State, Config.OnStateChange):
+// State is where an App is in its life (App.State, Options.Observability.OnStateChange):
 //
 //	Created ─Run→ Starting ─→ Restoring ⇄ Running
 //	any state before Stopping ─ctx cancelled→ Stopping

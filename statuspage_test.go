@@ -207,7 +207,7 @@ func TestStatusPageChromium(t *testing.T) {
 			t.Fatalf("page shows state %q, rows %+v; App.Status: state %q, rows %+v", state, rows, st.State, want)
 		}
 		// One pipeline: no pipeline column. Several (the automatic
-		// Config.Pipelines on a machine with two cores or more): the
+		// Options.Batching.Pipelines on a machine with two cores or more): the
 		// column shows each partition's pipeline.
 		var pipes []string
 		several := false

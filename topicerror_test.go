@@ -51,5 +51,5 @@ func TestEmbeddedTopicMismatch(t *testing.T) {
 		}
 	}
 	check("Run", newApp(t, cfg).Run(ctx))
-	check("SetInputOffsets", kstate.SetInputOffsets(ctx, cfg, map[int32]int64{0: 0}))
+	check("SetInputOffsets", kstate.SetInputOffsets(ctx, cfg.Topology, cfg.Options, map[int32]int64{0: 0}))
 }

@@ -19,13 +19,13 @@ func (d *dropSeen) Init(h processor.Handle) error { return h.DeleteIfExists("see
 // Spark's TransformWithStateSuite: with stateSchemaFilesThreshold 1, a
 // restart whose processor deletes countState fails with
 // STATE_STORE_STATE_SCHEMA_FILES_THRESHOLD_EXCEEDED (2 schema files, max
-// 1). kstate: Config.MaxStateVariableSetVersions 1, a release that drops a
+// 1). kstate: Options.State.MaxVariableSetVersions 1, a release that drops a
 // variable fails at start-up with state.ErrTooManyVariableSetVersions
 // naming the variable and the limit; with a limit of 2 it starts.
 func TestEmbeddedVariableSetVersionsBounded(t *testing.T) {
 	brokers := startEmbedded(t, 1)
 	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
-	cfg.MaxStateVariableSetVersions = 1
+	cfg.State.MaxVariableSetVersions = 1
 	stop := testprocs.Start(t, newApp(t, cfg))
 	testprocs.Produce(t, brokers, "in", "a=x")
 	testprocs.WaitOutputs(t, brokers, "out", 1, 20*time.Second)
@@ -46,7 +46,7 @@ func TestEmbeddedVariableSetVersionsBounded(t *testing.T) {
 		t.Fatal("Run did not fail")
 	}
 
-	cfg.MaxStateVariableSetVersions = 2
+	cfg.State.MaxVariableSetVersions = 2
 	app := newApp(t, cfg)
 	stop = testprocs.Start(t, app)
 	testprocs.Eventually(t, 30*time.Second, "the partition started (Init ran)", func() bool {

@@ -13,7 +13,7 @@
 //   - schemaregistry: Avro records in the Confluent wire format in and
 //     out, across a producer's schema upgrade;
 //   - groupby: records keyed by user counted per country, re-keyed through
-//     the repartition topic (Config.GroupBy);
+//     the repartition topic (Topology.GroupBy);
 //   - readme: the README's counter, compiled and tested;
 //   - integrationtest: a service's integration test on a real Kafka
 //     (kafka/kafkatest), to copy into your own service.

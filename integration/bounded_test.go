@@ -60,7 +60,7 @@ func TestBoundedBacklog(t *testing.T) {
 	e := newSpecEnv(t, parts)
 	sent := produceBacklog(t, e.brokers, e.in, keys, perKey)
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.LeaveGroupOnShutdown = true
+	cfg.Kafka.LeaveGroupOnShutdown = true
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
@@ -136,7 +136,7 @@ func TestBoundedDoesNotWaitForNewInput(t *testing.T) {
 	e := newSpecEnv(t, parts)
 	sent := produceBacklog(t, e.brokers, e.in, keys, 500)
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.MaxBatchRecords = 500
+	cfg.Batching.MaxRecords = 500
 
 	var extra atomic.Int64
 	stopProducing := make(chan struct{})

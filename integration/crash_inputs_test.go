@@ -10,7 +10,7 @@ import (
 )
 
 // TestCrashTwoInputs is TestCrashExactlyOnce with two input topics
-// (Config.Inputs): half the keys write plain rows to the first topic, the
+// (Topology.Inputs): half the keys write plain rows to the first topic, the
 // other half JSON rows to the second (eos.Row2), and one instance is
 // SIGKILLed again and again — after a random delay, between produce and
 // commit, between the Kafka commit and the local commit, during restore.

@@ -11,7 +11,7 @@ import (
 var secondPipelineRe = regexp.MustCompile(` pipeline=1 `)
 
 // TestCrashExactlyOncePipelines is TestCrashExactlyOnce with two pipelines
-// in the instance (Config.Pipelines = 2): two group members, two
+// in the instance (Options.Batching.Pipelines = 2): two group members, two
 // transactional producers and two batch loops in one process, so a SIGKILL
 // lands with both pipelines' batches in flight (one may be producing while
 // the other commits, writes its shard or restores; the kill points count

@@ -15,9 +15,9 @@ import (
 func TestEngineRebalanceTwoInstances(t *testing.T) {
 	e := newSpecEnv(t, 4)
 	cfg1 := e.config(t, testprocs.NewCounter)
-	cfg1.SessionTimeout = 6 * time.Second // the broker's minimum
+	cfg1.Kafka.SessionTimeout = 6 * time.Second // the broker's minimum
 	cfg2 := cfg1
-	cfg2.InstanceID, cfg2.StateDir = "i2", t.TempDir()
+	cfg2.InstanceID, cfg2.State.Dir = "i2", t.TempDir()
 	app1 := newSpecApp(t, cfg1)
 	stop1 := testprocs.Start(t, app1)
 

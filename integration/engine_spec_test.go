@@ -51,27 +51,39 @@ func newTopic(t *testing.T, brokers []string, topic string, parts int) {
 	}
 }
 
-func (e specEnv) config(t *testing.T, newProc func() processor.StatefulProcessor[string, string, string]) kstate.Config[string, string, string] {
-	return kstate.Config[string, string, string]{
-		ApplicationID:   e.app,
-		Brokers:         e.brokers,
-		InstanceID:      "i1",
-		InputTopics:     []string{e.in},
-		KeySerde:        serde.String(),
-		ValueSerde:      serde.String(),
-		OutputTopic:     e.out,
-		OutputSerde:     serde.String(),
-		NewProcessor:    newProc,
-		StateDir:        t.TempDir(),
-		MaxBatchWait:    100 * time.Millisecond,
-		ShutdownTimeout: 10 * time.Second,
-		Logger:          testlog.New(t),
-	}
+func (e specEnv) config(t *testing.T, newProc func() processor.StatefulProcessor[string, string, string]) testApp[string, string, string] {
+	return testApp[string, string, string]{kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), e.in),
+		KeySerde:     serde.String(),
+		NewProcessor: newProc,
+		Output: kstate.Output[string, string]{
+			Topic: e.out,
+			Serde: serde.String(),
+		},
+	}, kstate.Options{
+		ApplicationID: e.app,
+		InstanceID:    "i1",
+		Kafka: kstate.KafkaOptions{
+			Brokers: e.brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: t.TempDir(),
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 100 * time.Millisecond,
+		},
+		Timeouts: kstate.TimeoutOptions{
+			Shutdown: 10 * time.Second,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: testlog.New(t),
+		},
+	}}
 }
 
-func newSpecApp(t *testing.T, cfg kstate.Config[string, string, string]) *kstate.App[string, string, string] {
+func newSpecApp(t *testing.T, cfg testApp[string, string, string]) *kstate.App[string, string, string] {
 	t.Helper()
-	app, err := kstate.New(cfg)
+	app, err := kstate.New(cfg.Topology, cfg.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +121,7 @@ func TestSpecCounter(t *testing.T) {
 
 	// Restart with an empty state directory: the state comes back from
 	// the changelog only.
-	cfg.StateDir = t.TempDir()
+	cfg.State.Dir = t.TempDir()
 	app = newSpecApp(t, cfg)
 	stop = testprocs.Start(t, app)
 	testprocs.Produce(t, e.brokers, e.in, "a=z", "b=z", "c=z")
@@ -155,8 +167,8 @@ func TestSpecInitialState(t *testing.T) {
 	}
 
 	// Restart on the kept shard, then on an empty state dir (changelog only).
-	for i, dir := range []string{cfg.StateDir, t.TempDir()} {
-		cfg.StateDir = dir
+	for i, dir := range []string{cfg.State.Dir, t.TempDir()} {
+		cfg.State.Dir = dir
 		app = newSpecApp(t, cfg)
 		stop = testprocs.Start(t, app)
 		testprocs.Produce(t, e.brokers, e.in, "x=c")
@@ -193,8 +205,8 @@ func TestSpecProcessingTimeTimer(t *testing.T) {
 	clock := testprocs.NewClock(1_000_000)
 	cfg := e.config(t, testprocs.NewQuiet(time.Second))
 	cfg.TimeMode = processor.ProcessingTime
-	cfg.Clock = clock.Now
-	cfg.TriggerInterval = time.Millisecond
+	cfg.Observability.Clock = clock.Now
+	cfg.Batching.TriggerInterval = time.Millisecond
 	app := newSpecApp(t, cfg)
 	stop := testprocs.Start(t, app)
 	rowsIn := func(n int64) func() bool { return func() bool { return app.Metrics().Total.RowsIn >= n } }
@@ -250,8 +262,8 @@ func TestSpecTTL(t *testing.T) {
 	clock := testprocs.NewClock(5_000_000)
 	cfg := e.config(t, testprocs.NewExpiring(10*time.Second))
 	cfg.TimeMode = processor.ProcessingTime
-	cfg.Clock = clock.Now
-	cfg.TriggerInterval = time.Hour // batches only with data
+	cfg.Observability.Clock = clock.Now
+	cfg.Batching.TriggerInterval = time.Hour // batches only with data
 	app := newSpecApp(t, cfg)
 	stop := testprocs.Start(t, app)
 	testprocs.Produce(t, e.brokers, e.in, "k=v1", "k=get")

@@ -60,7 +60,7 @@ type eosChildArgs struct {
 	proc           string        // -proc; "" for eos
 	toEnd          bool          // -to-end: App.RunToEnd, the child exits 0 at the end
 	sinkDB         string        // -sink-db: rows to a SQLite foreachBatch sink; "": none
-	pipelines      int           // -pipelines: Config.Pipelines; 0: default
+	pipelines      int           // -pipelines: Options.Batching.Pipelines; 0: default
 	slow           time.Duration // -slow: eos sleeps this long for about one row in seven; 0: never
 }
 

@@ -88,7 +88,7 @@ func TestAvroEvolutionRestoreRealBroker(t *testing.T) {
 	runUntil := func(rel func() processor.StatefulProcessor[string, string, string], want map[string]string) testprocs.Outputs {
 		t.Helper()
 		cfg := e.config(t, rel)
-		app, err := kstate.New(cfg)
+		app, err := kstate.New(cfg.Topology, cfg.Options)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func TestAvroEvolutionRestoreRealBroker(t *testing.T) {
 		if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
 			t.Fatalf("Run: %v", err)
 		}
-		if err := os.RemoveAll(cfg.StateDir); err != nil { // the next run restores from the changelog
+		if err := os.RemoveAll(cfg.State.Dir); err != nil { // the next run restores from the changelog
 			t.Fatal(err)
 		}
 		return got
@@ -122,7 +122,7 @@ func TestAvroEvolutionRestoreRealBroker(t *testing.T) {
 	// batch; the queued row is not processed.
 	testprocs.Produce(t, e.brokers, e.in, "a=x")
 	cfg := e.config(t, narrow)
-	app, err := kstate.New(cfg)
+	app, err := kstate.New(cfg.Topology, cfg.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestAvroEvolutionRestoreRealBroker(t *testing.T) {
 		t.Fatalf("Run with a narrowed schema: %v, want a *state.SchemaChangeError of visits", err)
 	}
 	t.Logf("refused at start-up: %v", err)
-	os.RemoveAll(cfg.StateDir)
+	os.RemoveAll(cfg.State.Dir)
 	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer rcancel()
 	if o, err := testprocs.Read(rctx, e.brokers, e.out); err != nil || o.Count() != before {

@@ -30,8 +30,8 @@ func TestPartitionsIncreaseNewLayoutProducer(t *testing.T) {
 	const keys = 30
 	e := newSpecEnv(t, 3)
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.LeaveGroupOnShutdown = true
-	if cfg.MetadataRefresh != 0 {
+	cfg.Kafka.LeaveGroupOnShutdown = true
+	if cfg.Kafka.MetadataRefresh != 0 {
 		t.Fatal("MetadataRefresh must stay at its default")
 	}
 	_, done := testprocs.StartWatch(t, newSpecApp(t, cfg))

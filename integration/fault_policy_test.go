@@ -89,10 +89,10 @@ var refusingSerde = serde.SerializerFunc[string](func(s string) ([]byte, error) 
 	return []byte(s), nil
 })
 
-func (e specEnv) faultyConfig(t *testing.T) kstate.Config[string, string, string] {
+func (e specEnv) faultyConfig(t *testing.T) testApp[string, string, string] {
 	cfg := e.config(t, newFaulty)
-	cfg.ValueSerde = poisonSerde{}
-	cfg.OutputSerde = refusingSerde
+	cfg.Inputs[0].ValueSerde = poisonSerde{}
+	cfg.Output.Serde = refusingSerde
 	return cfg
 }
 

@@ -35,7 +35,7 @@ func readyBrokerKill(t *testing.T, pipelines int) {
 	newTopic(t, e.brokers, e.in, 4)
 	newTopic(t, e.brokers, e.out, 4)
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.Pipelines = pipelines
+	cfg.Batching.Pipelines = pipelines
 	app := newSpecApp(t, cfg)
 	h := app.Handler()
 	stop, done := testprocs.StartWatch(t, app)

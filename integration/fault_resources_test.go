@@ -91,7 +91,7 @@ func TestFaultRecordSize(t *testing.T) {
 	const limit = 3 << 20
 	e := newSizedEnv(t, topicMax)
 	cfg := e.config(t, newSizer)
-	cfg.MaxRecordBytes = limit
+	cfg.Kafka.MaxRecordBytes = limit
 	app := newSpecApp(t, cfg)
 	_, done := testprocs.StartWatch(t, app)
 	testprocs.Produce(t, e.brokers, e.in, "k=2000000")
@@ -129,7 +129,7 @@ func TestFaultRecordSize(t *testing.T) {
 func TestFaultRecordSizeOverTopic(t *testing.T) {
 	e := newSizedEnv(t, 2<<20)
 	cfg := e.config(t, newSizer)
-	cfg.MaxRecordBytes = 3 << 20
+	cfg.Kafka.MaxRecordBytes = 3 << 20
 	err := runUntilError(t, newSpecApp(t, cfg), 60*time.Second)
 	if !errors.Is(err, kstate.ErrConfig) {
 		t.Fatalf("Run: %v; want ErrConfig", err)
@@ -192,9 +192,9 @@ func lateProxy(t *testing.T, target string, delay time.Duration) string {
 func TestFaultBrokerDownAtStart(t *testing.T) {
 	e := newSpecEnv(t, 2)
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.Brokers = []string{lateProxy(t, e.brokers[0], 4*time.Second)}
+	cfg.Kafka.Brokers = []string{lateProxy(t, e.brokers[0], 4*time.Second)}
 	var logs testlog.Buffer
-	cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), nil))
+	cfg.Observability.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), nil))
 	app := newSpecApp(t, cfg)
 	start := time.Now()
 	stop, done := testprocs.StartWatch(t, app)

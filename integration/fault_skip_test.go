@@ -41,11 +41,11 @@ func keysOf(p int32, parts, n int) []string {
 // on 3 partitions, one round committed, then (application stopped) a
 // round, a poison record of a key of partition 2, and another round. It
 // returns the config, the DecodeError and the poison record's key.
-func skipCase(t *testing.T, e specEnv, keys int) (kstate.Config[string, string, string], *kstate.DecodeError, string) {
+func skipCase(t *testing.T, e specEnv, keys int) (testApp[string, string, string], *kstate.DecodeError, string) {
 	t.Helper()
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.ValueSerde = poisonSerde{} // fails on the value "poison"
-	cfg.LeaveGroupOnShutdown = true
+	cfg.Inputs[0].ValueSerde = poisonSerde{} // fails on the value "poison"
+	cfg.Kafka.LeaveGroupOnShutdown = true
 	stop := testprocs.Start(t, newSpecApp(t, cfg))
 	round(t, e, keys)
 	testprocs.WaitOutputs(t, e.brokers, e.out, keys, waitOut)
@@ -96,13 +96,13 @@ func TestSkipRecordKeepsRecordsBefore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitOut)
 	defer cancel()
 	// Refusals first: an offset already processed, one past the end.
-	if err := kstate.SkipRecord(ctx, cfg, de.Topic, de.Partition, 0); err == nil || !strings.Contains(err.Error(), "processed already") {
+	if err := kstate.SkipRecord(ctx, cfg.Topology, cfg.Options, de.Topic, de.Partition, 0); err == nil || !strings.Contains(err.Error(), "processed already") {
 		t.Fatalf("SkipRecord of a committed offset: %v, want a refusal", err)
 	}
-	if err := kstate.SkipRecord(ctx, cfg, de.Topic, de.Partition, 1<<40); err == nil || !strings.Contains(err.Error(), "no record at offset") {
+	if err := kstate.SkipRecord(ctx, cfg.Topology, cfg.Options, de.Topic, de.Partition, 1<<40); err == nil || !strings.Contains(err.Error(), "no record at offset") {
 		t.Fatalf("SkipRecord past the end: %v, want a refusal", err)
 	}
-	if err := kstate.SkipRecord(ctx, cfg, de.Topic, de.Partition, de.Offset); err != nil {
+	if err := kstate.SkipRecord(ctx, cfg.Topology, cfg.Options, de.Topic, de.Partition, de.Offset); err != nil {
 		t.Fatal(err)
 	}
 	app := newSpecApp(t, cfg)

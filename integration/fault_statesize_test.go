@@ -84,7 +84,7 @@ func TestFaultOversizedStateDeadLettered(t *testing.T) {
 	}
 
 	// A new instance restores from the changelog: k's value is still "1".
-	cfg.StateDir = t.TempDir()
+	cfg.State.Dir = t.TempDir()
 	app = newSpecApp(t, cfg)
 	stop = testprocs.Start(t, app)
 	testprocs.Produce(t, e.brokers, e.in, "k=3")

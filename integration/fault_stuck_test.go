@@ -115,9 +115,9 @@ func TestStuckProcessorShutdown(t *testing.T) {
 	e := newSpecEnv(t, 2)
 	g := newStuckGate(t, "stuck")
 	cfg := e.config(t, g.newProcessor)
-	cfg.ShutdownTimeout = 3 * time.Second
-	cfg.Logger = g.logger(t)
-	cfg.Pipelines = 1 // "a" and "stuck" (two partitions) in one abandoned batch
+	cfg.Timeouts.Shutdown = 3 * time.Second
+	cfg.Observability.Logger = g.logger(t)
+	cfg.Batching.Pipelines = 1 // "a" and "stuck" (two partitions) in one abandoned batch
 	app := newSpecApp(t, cfg)
 	stop, _ := testprocs.StartWatch(t, app)
 	testprocs.Produce(t, e.brokers, e.in, "a=1", "b=1")
@@ -133,8 +133,8 @@ func TestStuckProcessorShutdown(t *testing.T) {
 	err := stop()
 	took := time.Since(start)
 	t.Logf("Run returned %v after cancellation: %v", took.Round(time.Millisecond), err)
-	if took > cfg.ShutdownTimeout+5*time.Second {
-		t.Fatalf("Run returned %v after cancellation, want within ShutdownTimeout %v + 5s", took, cfg.ShutdownTimeout)
+	if took > cfg.Timeouts.Shutdown+5*time.Second {
+		t.Fatalf("Run returned %v after cancellation, want within ShutdownTimeout %v + 5s", took, cfg.Timeouts.Shutdown)
 	}
 	var se *kstate.StuckError
 	if !errors.As(err, &se) || !errors.Is(err, kstate.ErrStuck) || se.Limit != "ShutdownTimeout" ||
@@ -154,11 +154,11 @@ func TestStuckProcessorGivesPartitionsUp(t *testing.T) {
 	e := newSpecEnv(t, parts)
 	g := newStuckGate(t) // keys are chosen below, once the assignment is known
 	cfg1 := e.config(t, g.newProcessor)
-	cfg1.SessionTimeout = 6 * time.Second // the broker's minimum
-	cfg1.MaxBatchDuration = 3 * time.Second
-	cfg1.Logger = g.logger(t)
+	cfg1.Kafka.SessionTimeout = 6 * time.Second // the broker's minimum
+	cfg1.Batching.MaxDuration = 3 * time.Second
+	cfg1.Observability.Logger = g.logger(t)
 	cfg2 := e.config(t, testprocs.NewCounter)
-	cfg2.SessionTimeout, cfg2.MaxBatchDuration = cfg1.SessionTimeout, cfg1.MaxBatchDuration
+	cfg2.Kafka.SessionTimeout, cfg2.Batching.MaxDuration = cfg1.Kafka.SessionTimeout, cfg1.Batching.MaxDuration
 	cfg2.InstanceID = "i2"
 	app1, app2 := newSpecApp(t, cfg1), newSpecApp(t, cfg2)
 	_, done1 := testprocs.StartWatch(t, app1)
@@ -206,8 +206,8 @@ func TestStuckProcessorGivesPartitionsUp(t *testing.T) {
 	var err error
 	select {
 	case err = <-done1:
-	case <-time.After(cfg1.MaxBatchDuration + 10*time.Second):
-		t.Fatalf("instance 1 still running %v after its call got stuck (MaxBatchDuration %v)", time.Since(entered), cfg1.MaxBatchDuration)
+	case <-time.After(cfg1.Batching.MaxDuration + 10*time.Second):
+		t.Fatalf("instance 1 still running %v after its call got stuck (MaxBatchDuration %v)", time.Since(entered), cfg1.Batching.MaxDuration)
 	}
 	took := time.Since(entered)
 	t.Logf("instance 1 gave up %v after the call got stuck: %v", took.Round(time.Millisecond), err)
@@ -215,8 +215,8 @@ func TestStuckProcessorGivesPartitionsUp(t *testing.T) {
 	if !errors.As(err, &se) || se.Limit != "MaxBatchDuration" || se.Method != "HandleInputRows" || se.Key != strconv.Quote(stuck) {
 		t.Fatalf("instance 1: %v; want a StuckError of HandleInputRows(key %q) at MaxBatchDuration", err, stuck)
 	}
-	if took < cfg1.MaxBatchDuration-500*time.Millisecond || took > cfg1.MaxBatchDuration+5*time.Second {
-		t.Fatalf("instance 1 gave up %v after the call got stuck, want about MaxBatchDuration %v", took, cfg1.MaxBatchDuration)
+	if took < cfg1.Batching.MaxDuration-500*time.Millisecond || took > cfg1.Batching.MaxDuration+5*time.Second {
+		t.Fatalf("instance 1 gave up %v after the call got stuck, want about MaxBatchDuration %v", took, cfg1.Batching.MaxDuration)
 	}
 
 	start := time.Now()

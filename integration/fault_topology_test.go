@@ -114,7 +114,7 @@ func wantPartitionsChanged(t *testing.T, err error, old, new int) {
 //  2. kstate.SetInputOffsets: the new application id continues from the
 //     old group's committed offsets on the old partitions and from the log
 //     start on the new ones;
-//  3. start the new application with the export as Config.InitialState.
+//  3. start the new application with the export as Topology.InitialState.
 func migrate(t *testing.T, e specEnv, parts int) (specEnv, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -139,7 +139,7 @@ func migrate(t *testing.T, e specEnv, parts int) (specEnv, func() error) {
 		start[p] = old[p] // absent (never committed): 0, the log start
 	}
 	cfg := b.config(t, testprocs.NewCounter)
-	if err := kstate.SetInputOffsets(ctx, cfg, start); err != nil {
+	if err := kstate.SetInputOffsets(ctx, cfg.Topology, cfg.Options, start); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("migrating %d keys from %s to %s at offsets %v", len(export), e.app, b.app, start)
@@ -154,7 +154,7 @@ func TestTopologyPartitionsIncreaseWhileRunning(t *testing.T) {
 	const keys = 10
 	e := newSpecEnv(t, 3)
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.MetadataRefresh = 200 * time.Millisecond
+	cfg.Kafka.MetadataRefresh = 200 * time.Millisecond
 	_, done := testprocs.StartWatch(t, newSpecApp(t, cfg))
 	round(t, e, keys)
 	testprocs.WaitOutputs(t, e.brokers, e.out, keys, waitOut)
@@ -270,9 +270,9 @@ func TestTopologyChangelogDeletedBeforeRestart(t *testing.T) {
 
 // restartOnEmptyDir proves the changelog holds the whole state: a run on
 // an empty state directory continues the counts to round.
-func restartOnEmptyDir(t *testing.T, e specEnv, cfg kstate.Config[string, string, string], keys, rounds int) {
+func restartOnEmptyDir(t *testing.T, e specEnv, cfg testApp[string, string, string], keys, rounds int) {
 	t.Helper()
-	cfg.StateDir = t.TempDir()
+	cfg.State.Dir = t.TempDir()
 	stop := testprocs.Start(t, newSpecApp(t, cfg))
 	round(t, e, keys)
 	wantCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, rounds*keys, waitOut), keys, rounds)
@@ -291,7 +291,7 @@ func restartOnEmptyDir(t *testing.T, e specEnv, cfg kstate.Config[string, string
 func TestTopologySkipPoisonRecord(t *testing.T) {
 	e := newSpecEnv(t, 1)
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.ValueSerde = serde.DeserializerFunc[string](func(b []byte) (string, error) {
+	cfg.Inputs[0].ValueSerde = serde.DeserializerFunc[string](func(b []byte) (string, error) {
 		if string(b) == "poison" {
 			return "", errors.New("poison value")
 		}
@@ -315,7 +315,7 @@ func TestTopologySkipPoisonRecord(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitOut)
 	defer cancel()
-	if err := kstate.SetInputOffsets(ctx, cfg, map[int32]int64{de.Partition: de.Offset + 1}); err != nil {
+	if err := kstate.SetInputOffsets(ctx, cfg.Topology, cfg.Options, map[int32]int64{de.Partition: de.Offset + 1}); err != nil {
 		t.Fatal(err)
 	}
 	if got := committed(t, e, e.app); got[0] != 3 {
@@ -331,9 +331,9 @@ func TestTopologySkipPoisonRecord(t *testing.T) {
 	restartOnEmptyDirSkip(t, e, cfg)
 }
 
-func restartOnEmptyDirSkip(t *testing.T, e specEnv, cfg kstate.Config[string, string, string]) {
+func restartOnEmptyDirSkip(t *testing.T, e specEnv, cfg testApp[string, string, string]) {
 	t.Helper()
-	cfg.StateDir = t.TempDir()
+	cfg.State.Dir = t.TempDir()
 	stop := testprocs.Start(t, newSpecApp(t, cfg))
 	testprocs.Produce(t, e.brokers, e.in, "b=x")
 	wantOutputs(t, testprocs.WaitOutputs(t, e.brokers, e.out, 6, waitOut), "a=[1 2 3] b=[1 2 3]")

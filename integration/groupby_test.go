@@ -17,7 +17,7 @@ import (
 
 // GroupBy through <app>-repartition on the real broker.
 
-func groupByConfig(t *testing.T, e specEnv) kstate.Config[string, string, string] {
+func groupByConfig(t *testing.T, e specEnv) testApp[string, string, string] {
 	cfg := e.config(t, testprocs.NewCounter)
 	cfg.GroupBy = []kstate.GroupBy[string, string]{{Topic: e.in, Key: testprocs.CountryOf}}
 	return cfg
@@ -103,7 +103,7 @@ func TestGroupByCountry(t *testing.T) {
 	checkPerCountry(t, testprocs.WaitOutputs(t, e.brokers, e.out, sent, waitOut), want)
 
 	cfg2 := cfg
-	cfg2.InstanceID, cfg2.StateDir = "i2", t.TempDir()
+	cfg2.InstanceID, cfg2.State.Dir = "i2", t.TempDir()
 	app2 := newSpecApp(t, cfg2)
 	stop2 := testprocs.Start(t, app2)
 	produceUsers(t, rng, e.brokers, e.in, 300, &next, want)
@@ -139,7 +139,7 @@ func TestGroupByPipelines(t *testing.T) {
 	const parts = 4
 	e := newSpecEnv(t, parts)
 	cfg := groupByConfig(t, e)
-	cfg.Pipelines = 2
+	cfg.Batching.Pipelines = 2
 	rng := rand.New(rand.NewPCG(3, 4))
 	want, next, sent := map[string]int{}, 0, 0
 
@@ -159,7 +159,7 @@ func TestGroupByPipelines(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 
-	cfg.Pipelines = 1
+	cfg.Batching.Pipelines = 1
 	app = newSpecApp(t, cfg)
 	stop = testprocs.Start(t, app)
 	produceUsers(t, rng, e.brokers, e.in, 100, &next, want)

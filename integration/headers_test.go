@@ -205,28 +205,45 @@ func TestHeadersMetadataAndSecondTopic(t *testing.T) {
 
 	audit := processor.NewOutputTopic(auditTopic, serde.JSON[auditRow]())
 	var emitted atomic.Bool
-	cfg := func() kstate.Config[string, hrow, string] {
-		return kstate.Config[string, hrow, string]{
-			ApplicationID: e.app, Brokers: e.brokers, InstanceID: "i1",
-			InputTopics: []string{e.in}, KeySerde: serde.String(), ValueFromRecord: hrowFromRecord,
-			OutputTopic: e.out, OutputSerde: serde.String(),
-			OutputTopics: []processor.NamedTopic{audit},
+	cfg := func() testApp[string, hrow, string] {
+		return testApp[string, hrow, string]{kstate.Topology[string, hrow, string]{
+			Inputs:   kstate.TopicsFromRecord(hrowFromRecord, e.in),
+			KeySerde: serde.String(),
 			NewProcessor: func() processor.StatefulProcessor[string, hrow, string] {
 				return &metaCounter{audit: audit, emitted: &emitted}
 			},
-			StateDir:        t.TempDir(),
-			MaxBatchRecords: 10,
-			MaxBatchWait:    100 * time.Millisecond,
-			ShutdownTimeout: 10 * time.Second,
-			Logger:          testlog.New(t),
-		}
+			Output: kstate.Output[string, string]{
+				Topic:  e.out,
+				Serde:  serde.String(),
+				EmitTo: []processor.NamedTopic{audit},
+			},
+		}, kstate.Options{
+			ApplicationID: e.app,
+			InstanceID:    "i1",
+			Kafka: kstate.KafkaOptions{
+				Brokers: e.brokers,
+			},
+			State: kstate.StateOptions{
+				Dir: t.TempDir(),
+			},
+			Batching: kstate.BatchingOptions{
+				MaxRecords: 10,
+				MaxWait:    100 * time.Millisecond,
+			},
+			Timeouts: kstate.TimeoutOptions{
+				Shutdown: 10 * time.Second,
+			},
+			Observability: kstate.ObservabilityOptions{
+				Logger: testlog.New(t),
+			},
+		}}
 	}
 
 	// A declared output topic that does not exist is a start-up error
 	// naming it.
 	bad := cfg()
 	missing := processor.NewOutputTopic(e.app+"-missing", serde.String())
-	bad.OutputTopics = []processor.NamedTopic{audit, missing}
+	bad.Output.EmitTo = []processor.NamedTopic{audit, missing}
 	if err := newApp(t, bad).RunToEnd(ctx); err == nil || !strings.Contains(err.Error(), e.app+"-missing") {
 		t.Fatalf("missing declared output topic: %v", err)
 	}
@@ -333,9 +350,9 @@ func TestHeadersMetadataAndSecondTopic(t *testing.T) {
 	t.Logf("kcat: %d outputs with headers and timestamps, %d audit rows, exactly once", len(outs), len(audits))
 }
 
-func newApp[K, I, O any](t *testing.T, cfg kstate.Config[K, I, O]) *kstate.App[K, I, O] {
+func newApp[K, I, O any](t *testing.T, cfg testApp[K, I, O]) *kstate.App[K, I, O] {
 	t.Helper()
-	app, err := kstate.New(cfg)
+	app, err := kstate.New(cfg.Topology, cfg.Options)
 	if err != nil {
 		t.Fatal(err)
 	}

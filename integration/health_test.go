@@ -38,7 +38,7 @@ func TestHealthReadyzDuringRestore(t *testing.T) {
 
 	// A new instance on an empty state directory restores from the
 	// changelog; the kill hook holds the restore at its first chunk.
-	cfg.StateDir = t.TempDir()
+	cfg.State.Dir = t.TempDir()
 	app2 := newSpecApp(t, cfg)
 	h := app2.Handler()
 	held, release := make(chan struct{}, 4), make(chan struct{})
@@ -108,8 +108,8 @@ func TestHealthHealthzStuck(t *testing.T) {
 	e := newSpecEnv(t, 1)
 	g := newStuckGate(t, "stuck")
 	cfg := e.config(t, g.newProcessor)
-	cfg.MaxBatchDuration = 4 * time.Second
-	cfg.Logger = g.logger(t)
+	cfg.Batching.MaxDuration = 4 * time.Second
+	cfg.Observability.Logger = g.logger(t)
 	app := newSpecApp(t, cfg)
 	h := app.Handler()
 	_, done := testprocs.StartWatch(t, app)
@@ -120,14 +120,14 @@ func TestHealthHealthzStuck(t *testing.T) {
 	}
 	testprocs.Produce(t, e.brokers, e.in, "stuck=1")
 	waitEntered(t, g)
-	testprocs.Eventually(t, cfg.MaxBatchDuration, "/healthz 503 while the call is stuck", func() bool {
+	testprocs.Eventually(t, cfg.Batching.MaxDuration, "/healthz 503 while the call is stuck", func() bool {
 		time.Sleep(50 * time.Millisecond)
 		code, body := probe(t, h, "/healthz")
 		return code == 503 && strings.HasPrefix(body, "stuck:")
 	})
 	select {
 	case <-done:
-	case <-time.After(cfg.MaxBatchDuration + 10*time.Second):
+	case <-time.After(cfg.Batching.MaxDuration + 10*time.Second):
 		t.Fatal("Run did not give up")
 	}
 	if code, body := probe(t, h, "/healthz"); code != 503 || app.State() != kstate.Failed {

@@ -16,7 +16,7 @@ import (
 	"github.com/kstate/kstate/statereader"
 )
 
-// Several input topics (Config.Inputs) on the real broker.
+// Several input topics (Topology.Inputs) on the real broker.
 
 // jsonWord decodes {"word": "..."} into the counter's input row.
 type jsonWord struct{}
@@ -43,9 +43,8 @@ func newInputsEnv(t *testing.T, parts int) inputsEnv {
 	return e
 }
 
-func (e inputsEnv) config(t *testing.T) kstate.Config[string, string, string] {
+func (e inputsEnv) config(t *testing.T) testApp[string, string, string] {
 	cfg := e.specEnv.config(t, testprocs.NewCounter)
-	cfg.InputTopics, cfg.ValueSerde = nil, nil
 	cfg.Inputs = []kstate.Input[string]{
 		{Topic: e.in, ValueSerde: serde.String()},
 		{Topic: e.in2, ValueSerde: jsonWord{}},
@@ -97,7 +96,7 @@ func TestInputsTwoCodecsOneCounter(t *testing.T) {
 
 	cfg2 := cfg
 	cfg2.InstanceID = "i2"
-	cfg2.StateDir = t.TempDir()
+	cfg2.State.Dir = t.TempDir()
 	app2 := newSpecApp(t, cfg2)
 	stop2 := testprocs.Start(t, app2)
 	// Instance 1 may process a round before the rebalance moves anything
@@ -165,7 +164,7 @@ func TestInputsPartitionMismatch(t *testing.T) {
 	other := e.app + "-other"
 	newTopic(t, e.brokers, other, 2)
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.InputTopics = []string{e.in, other}
+	cfg.Inputs = kstate.Topics(serde.String(), e.in, other)
 	app := newSpecApp(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

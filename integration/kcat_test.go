@@ -79,8 +79,8 @@ func TestKcatKeysAndLiveQuery(t *testing.T) {
 	e := newSpecEnv(t, 4)
 	cfg := e.config(t, testprocs.NewCounter)
 	var logs testlog.Buffer
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	app, err := kstate.New(cfg)
+	cfg.Observability.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	app, err := kstate.New(cfg.Topology, cfg.Options)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func testLagStuckBatch(t *testing.T, pipelines int) {
 	cfg := e.config(t, func() processor.StatefulProcessor[string, string, string] {
 		return &testprocs.GatedCounter{Counter: testprocs.NewCounter().(*testprocs.Counter), Entered: entered, Release: release}
 	})
-	cfg.Pipelines = pipelines
+	cfg.Batching.Pipelines = pipelines
 	app := newSpecApp(t, cfg)
 	h := app.Handler()
 	testprocs.Start(t, app)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/kafka/kafkatest"
 )
 
@@ -24,4 +25,12 @@ func longTest(t testing.TB) {
 	if os.Getenv("KSTATE_LONG") == "" {
 		t.Skip("long test: run with KSTATE_LONG=1 (make test-long)")
 	}
+}
+
+// testApp is a test application's kstate.Topology and kstate.Options
+// together: they share no field name, so each field is promoted and a
+// test edits one value (cfg.Kafka.Brokers, cfg.Output.Topic).
+type testApp[K, I, O any] struct {
+	kstate.Topology[K, I, O]
+	kstate.Options
 }

@@ -26,7 +26,7 @@ func TestMetricsRealBroker(t *testing.T) {
 	// initial rebalance delay, so with two pipelines a partition can move
 	// between them in the first second (an aborted batch, counters of the
 	// moved partition started again).
-	cfg.Pipelines = 1
+	cfg.Batching.Pipelines = 1
 	app := newSpecApp(t, cfg)
 	h := app.Handler()
 	stop := testprocs.Start(t, app)
@@ -74,7 +74,7 @@ func TestMetricsRealBroker(t *testing.T) {
 
 	// Second run on an empty state directory: a restore of the changelog,
 	// held at its first chunk so that its progress can be observed.
-	cfg.StateDir = t.TempDir()
+	cfg.State.Dir = t.TempDir()
 	app2 := newSpecApp(t, cfg)
 	h2 := app2.Handler()
 	held, release := make(chan struct{}, 4), make(chan struct{})

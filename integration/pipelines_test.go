@@ -15,7 +15,7 @@ import (
 	"github.com/kstate/kstate/processor"
 )
 
-// Config.Pipelines and the start-up pause on the real broker.
+// Options.Batching.Pipelines and the start-up pause on the real broker.
 
 // byPipeline returns the partitions of st by owning pipeline.
 func byPipeline(st kstate.Status) map[int][]int32 {
@@ -31,7 +31,7 @@ func byPipeline(st kstate.Status) map[int][]int32 {
 func TestPipelinesSplitExactlyOnce(t *testing.T) {
 	e := newSpecEnv(t, 4)
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.Pipelines = 2
+	cfg.Batching.Pipelines = 2
 	app := newSpecApp(t, cfg)
 	stop := testprocs.Start(t, app)
 	const keys = 40
@@ -59,10 +59,10 @@ func TestPipelinesSplitExactlyOnce(t *testing.T) {
 func TestPipelinesRebalanceTwoInstances(t *testing.T) {
 	e := newSpecEnv(t, 4)
 	cfg1 := e.config(t, testprocs.NewCounter)
-	cfg1.SessionTimeout = 6 * time.Second // the broker's minimum
-	cfg1.Pipelines = 2
+	cfg1.Kafka.SessionTimeout = 6 * time.Second // the broker's minimum
+	cfg1.Batching.Pipelines = 2
 	cfg2 := cfg1
-	cfg2.InstanceID, cfg2.StateDir = "i2", t.TempDir()
+	cfg2.InstanceID, cfg2.State.Dir = "i2", t.TempDir()
 	app1 := newSpecApp(t, cfg1)
 	stop1 := testprocs.Start(t, app1)
 	const keys = 20
@@ -105,7 +105,7 @@ func TestPipelinesRunToEnd(t *testing.T) {
 	e := newSpecEnv(t, parts)
 	n := produceBacklog(t, e.brokers, e.in, keys, perKey)
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.Pipelines = 2
+	cfg.Batching.Pipelines = 2
 	app := newSpecApp(t, cfg)
 	done := make(chan error, 1)
 	go func() { done <- app.RunToEnd(t.Context()) }()
@@ -145,9 +145,9 @@ func TestFreshStartDoesNotRewind(t *testing.T) {
 			in := &testprocs.KeyCycler{T: t, Brokers: e.brokers, Topic: e.in, Keys: keys}
 			in.Produce(400) // a backlog waiting at the start: every partition has records
 			cfg := e.config(t, testprocs.NewCounter)
-			cfg.Pipelines, cfg.TimeMode = pipes, tc.mode
+			cfg.Batching.Pipelines, cfg.TimeMode = pipes, tc.mode
 			var logs testlog.Buffer
-			cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), nil))
+			cfg.Observability.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&logs, t.Output()), nil))
 			app := newSpecApp(t, cfg)
 			stop := testprocs.Start(t, app)
 			checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut), in.Sent, keys)
@@ -224,14 +224,14 @@ func openTransactionalIDs(t *testing.T, brokers []string, app string) []string {
 func TestPipelinesUpgradeToAutomaticAndBack(t *testing.T) {
 	e := newSpecEnv(t, 4)
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.SessionTimeout = 6 * time.Second // the broker's minimum
-	cfg.Pipelines = 1
+	cfg.Kafka.SessionTimeout = 6 * time.Second // the broker's minimum
+	cfg.Batching.Pipelines = 1
 	const keys = 40
 	in := &testprocs.KeyCycler{T: t, Brokers: e.brokers, Topic: e.in, Keys: keys}
 	// run runs an instance with pipelines, checks it, stops it and
 	// returns how long its first outputs took after the input.
 	run := func(name string, pipelines int, check func(app *kstate.App[string, string, string])) time.Duration {
-		cfg.Pipelines = pipelines
+		cfg.Batching.Pipelines = pipelines
 		app := newSpecApp(t, cfg)
 		stop := testprocs.Start(t, app)
 		in.Produce(400)
@@ -281,15 +281,15 @@ func TestPipelinesUpgradeToAutomaticAndBack(t *testing.T) {
 	run("two pipelines", 2, two)
 	// Back to one pipeline, without LeaveGroupOnShutdown: "i1-p1" stays a
 	// member until its session times out, and its partitions wait for it.
-	if took := run("one pipeline again", 1, onePipeline); took < cfg.SessionTimeout/2 {
-		t.Logf("the outputs of i1-p1's partitions came %v after the input: expected a wait for its session timeout (%v)", took, cfg.SessionTimeout)
+	if took := run("one pipeline again", 1, onePipeline); took < cfg.Kafka.SessionTimeout/2 {
+		t.Logf("the outputs of i1-p1's partitions came %v after the input: expected a wait for its session timeout (%v)", took, cfg.Kafka.SessionTimeout)
 	}
 	// With LeaveGroupOnShutdown every pipeline leaves the group at the
 	// stop: the one pipeline after it gets all partitions at once.
-	cfg.LeaveGroupOnShutdown = true
+	cfg.Kafka.LeaveGroupOnShutdown = true
 	run("two pipelines, leaving the group at the stop", 2, two)
-	cfg.LeaveGroupOnShutdown = false
-	if took := run("one pipeline after leaving", 1, onePipeline); took >= cfg.SessionTimeout {
+	cfg.Kafka.LeaveGroupOnShutdown = false
+	if took := run("one pipeline after leaving", 1, onePipeline); took >= cfg.Kafka.SessionTimeout {
 		t.Fatalf("outputs %v after the input: the members that left still held partitions until their session timeout", took)
 	}
 }

@@ -32,9 +32,9 @@ func TestScaleOutAndIn(t *testing.T) {
 	// Instance a: in-process.
 	var logA logLines
 	dirA := t.TempDir()
-	cfgA := eos.Config(eos.Options{Brokers: e.brokers, ApplicationID: e.app, InstanceID: "a", StateDir: dirA,
+	topA, optsA := eos.Config(eos.Options{Brokers: e.brokers, ApplicationID: e.app, InstanceID: "a", StateDir: dirA,
 		Input: e.in, Output: e.out, MaxBatchRecords: 100, SessionTimeout: session, Logger: slog.New(slog.NewTextHandler(&logA, nil))})
-	appA, err := kstate.New(cfgA)
+	appA, err := kstate.New(topA, optsA)
 	if err != nil {
 		t.Fatal(err)
 	}

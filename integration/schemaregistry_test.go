@@ -191,24 +191,36 @@ func TestSchemaRegistryAvroInAndOut(t *testing.T) {
 		t.Fatalf("output serde id %d, registered %d", out.SchemaID(), outID)
 	}
 	before := reg.Requests()
-	app, err := kstate.New(kstate.Config[string, srOrder, srTotalT]{
-		ApplicationID:   e.app,
-		Brokers:         e.brokers,
-		InstanceID:      "i1",
-		InputTopics:     []string{e.in},
-		KeySerde:        serde.String(),
-		ValueSerde:      in,
-		OutputTopic:     e.out,
-		OutputSerde:     out,
-		NewProcessor:    func() processor.StatefulProcessor[string, srOrder, srTotalT] { return &totals{} },
-		StateDir:        t.TempDir(),
-		MaxBatchWait:    100 * time.Millisecond,
-		MaxBatchRecords: 50,
-		ShutdownTimeout: 10 * time.Second,
-		Logger:          testlog.New(t),
-		// One pipeline: two can both miss the same new schema id at
-		// once and ask the registry twice (the count checked below).
-		Pipelines: 1,
+	app, err := kstate.New(kstate.Topology[string, srOrder, srTotalT]{
+		Inputs:       kstate.Topics(in, e.in),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, srOrder, srTotalT] { return &totals{} },
+		Output: kstate.Output[string, srTotalT]{
+			Topic: e.out,
+			Serde: out,
+		},
+	}, kstate.Options{
+		ApplicationID: e.app,
+		InstanceID:    "i1",
+		Kafka: kstate.KafkaOptions{
+			Brokers: e.brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: t.TempDir(),
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait:    100 * time.Millisecond,
+			MaxRecords: 50,
+			// One pipeline: two can both miss the same new schema id at
+			// once and ask the registry twice (the count checked below).
+			Pipelines: 1,
+		},
+		Timeouts: kstate.TimeoutOptions{
+			Shutdown: 10 * time.Second,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: testlog.New(t),
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -251,7 +251,7 @@ func (sb *secureBroker) newEnv(t *testing.T, name string) secEnv {
 
 // config is the counter app as User:app over TLS with SCRAM-SHA-512, with
 // nil keys sent to the dead-letter topic.
-func (e secEnv) config(t *testing.T, password string) kstate.Config[string, string, string] {
+func (e secEnv) config(t *testing.T, password string) testApp[string, string, string] {
 	t.Helper()
 	tlsCfg, err := kstate.TLSConfigFromFiles(e.sb.caFile, "", "")
 	if err != nil {
@@ -261,26 +261,38 @@ func (e secEnv) config(t *testing.T, password string) kstate.Config[string, stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kstate.Config[string, string, string]{
-		ApplicationID:   e.app,
-		Brokers:         e.sb.brokers,
-		TLS:             tlsCfg,
-		SASL:            mech,
-		KafkaOptions:    []kgo.Opt{kgo.ClientID("kstate-security-test")},
-		InstanceID:      "i1",
-		InputTopics:     []string{e.in},
-		KeySerde:        serde.String(),
-		ValueSerde:      serde.String(),
-		OutputTopic:     e.out,
-		OutputSerde:     serde.String(),
-		NewProcessor:    testprocs.NewCounter,
-		OnDecodeError:   kstate.DecodeErrorDeadLetter,
-		StateDir:        t.TempDir(),
-		MaxBatchWait:    100 * time.Millisecond,
-		ShutdownTimeout: 10 * time.Second,
-		StartupTimeout:  20 * time.Second,
-		Logger:          testlog.New(t),
-	}
+	return testApp[string, string, string]{kstate.Topology[string, string, string]{
+		Inputs:        kstate.Topics(serde.String(), e.in),
+		KeySerde:      serde.String(),
+		NewProcessor:  testprocs.NewCounter,
+		OnDecodeError: kstate.DecodeErrorDeadLetter,
+		Output: kstate.Output[string, string]{
+			Topic: e.out,
+			Serde: serde.String(),
+		},
+	}, kstate.Options{
+		ApplicationID: e.app,
+		InstanceID:    "i1",
+		Kafka: kstate.KafkaOptions{
+			Brokers:       e.sb.brokers,
+			TLS:           tlsCfg,
+			SASL:          mech,
+			ClientOptions: []kgo.Opt{kgo.ClientID("kstate-security-test")},
+		},
+		State: kstate.StateOptions{
+			Dir: t.TempDir(),
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 100 * time.Millisecond,
+		},
+		Timeouts: kstate.TimeoutOptions{
+			Shutdown: 10 * time.Second,
+			Startup:  20 * time.Second,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: testlog.New(t),
+		},
+	}}
 }
 
 // produce writes "key=value" records as admin; "=value" has a nil key.
@@ -345,7 +357,7 @@ func TestSecuritySASLSSL(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
-		cfg.StateDir = t.TempDir() // restore everything from the changelog
+		cfg.State.Dir = t.TempDir() // restore everything from the changelog
 		app = newSpecApp(t, cfg)
 		stop = testprocs.Start(t, app)
 		e.produce(t, "a=w", "c=x")
@@ -449,7 +461,7 @@ func TestSecuritySASLSSL(t *testing.T) {
 		}
 		drop := acl{kmsg.ACLResourceTypeTopic, e.app + "-changelog", false, kadm.OpRead}
 		sb.revoke(t, drop)
-		cfg.StateDir = t.TempDir()
+		cfg.State.Dir = t.TempDir()
 		start := time.Now()
 		_, done := testprocs.StartWatch(t, newSpecApp(t, cfg))
 		var err error
@@ -488,7 +500,7 @@ func TestSecuritySASLSSL(t *testing.T) {
 	t.Run("UntrustedCertificate", func(t *testing.T) {
 		e := sb.newEnv(t, "ca")
 		cfg := e.config(t, appPassword)
-		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12} // system roots: the test CA is not among them
+		cfg.Kafka.TLS = &tls.Config{MinVersion: tls.VersionTLS12} // system roots: the test CA is not among them
 		app := newSpecApp(t, cfg)
 		start := time.Now()
 		_, done := testprocs.StartWatch(t, app)

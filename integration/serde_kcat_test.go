@@ -54,12 +54,32 @@ func TestSerdeInt64ReadByKcat(t *testing.T) {
 	}
 	e := newSpecEnv(t, 1)
 	c := e.config(t, nil)
-	app, err := kstate.New(kstate.Config[string, string, int64]{
-		ApplicationID: c.ApplicationID, Brokers: c.Brokers, InstanceID: c.InstanceID,
-		InputTopics: c.InputTopics, KeySerde: c.KeySerde, ValueSerde: c.ValueSerde,
-		OutputTopic: c.OutputTopic, OutputSerde: serde.Int64(),
+	app, err := kstate.New(kstate.Topology[string, string, int64]{
+		Inputs:       c.Inputs,
+		KeySerde:     c.KeySerde,
 		NewProcessor: func() processor.StatefulProcessor[string, string, int64] { return &int64Counter{} },
-		StateDir:     c.StateDir, MaxBatchWait: c.MaxBatchWait, ShutdownTimeout: c.ShutdownTimeout, Logger: c.Logger,
+		Output: kstate.Output[string, int64]{
+			Topic: c.Output.Topic,
+			Serde: serde.Int64(),
+		},
+	}, kstate.Options{
+		ApplicationID: c.ApplicationID,
+		InstanceID:    c.InstanceID,
+		Kafka: kstate.KafkaOptions{
+			Brokers: c.Kafka.Brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: c.State.Dir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: c.Batching.MaxWait,
+		},
+		Timeouts: kstate.TimeoutOptions{
+			Shutdown: c.Timeouts.Shutdown,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: c.Observability.Logger,
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -53,7 +53,7 @@ func groupMembers(t *testing.T, adm *kadm.Client, group string) []string {
 
 // staticMembers returns the static member ids of app's pipelines that own
 // partitions (InstanceID "i1"; "i1-p1", … with several pipelines, as the
-// automatic Config.Pipelines runs on two cores or more), sorted.
+// automatic Options.Batching.Pipelines runs on two cores or more), sorted.
 func staticMembers(app *kstate.App[string, string, string]) []string {
 	var ids []string
 	for _, p := range app.Status().Partitions {
@@ -85,9 +85,9 @@ func TestShutdownLeavesGroup(t *testing.T) {
 	e := newSpecEnv(t, 2)
 	adm := newAdmin(t, e.brokers)
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.SessionTimeout = 30 * time.Second
-	cfg.LeaveGroupOnShutdown = true
-	cfg.Pipelines = 2 // every pipeline leaves, under its own instance id
+	cfg.Kafka.SessionTimeout = 30 * time.Second
+	cfg.Kafka.LeaveGroupOnShutdown = true
+	cfg.Batching.Pipelines = 2 // every pipeline leaves, under its own instance id
 	app := newSpecApp(t, cfg)
 	stop := testprocs.Start(t, app)
 	testprocs.Produce(t, e.brokers, e.in, "a=x", "b=x", "a=y")
@@ -124,7 +124,7 @@ func TestShutdownStaysStatic(t *testing.T) {
 	e := newSpecEnv(t, 2)
 	adm := newAdmin(t, e.brokers)
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.SessionTimeout = 30 * time.Second
+	cfg.Kafka.SessionTimeout = 30 * time.Second
 	first := newSpecApp(t, cfg)
 	stop := testprocs.Start(t, first)
 	testprocs.Produce(t, e.brokers, e.in, "a=x", "b=x", "a=y")
@@ -153,8 +153,8 @@ func TestShutdownStaysStatic(t *testing.T) {
 	stop = testprocs.Start(t, app)
 	testprocs.Produce(t, e.brokers, e.in, "a=z", "b=z", "c=z")
 	wantOutputs(t, testprocs.WaitOutputs(t, e.brokers, e.out, 6, waitOut), "a=[1 2 3] b=[1 2] c=[1]")
-	if d := time.Since(stopped); d >= cfg.SessionTimeout {
-		t.Fatalf("the restart processed after %v, not within SessionTimeout %v", d, cfg.SessionTimeout)
+	if d := time.Since(stopped); d >= cfg.Kafka.SessionTimeout {
+		t.Fatalf("the restart processed after %v, not within SessionTimeout %v", d, cfg.Kafka.SessionTimeout)
 	}
 	if m := groupMembers(t, adm, e.app); !slices.Equal(m, want) {
 		t.Fatalf("members after the restart: %v, want %v", m, want)

@@ -58,7 +58,7 @@ func TestSinkPostgres(t *testing.T) {
 	}
 	e := newSpecEnv(t, 3)
 	cfg := e.config(t, testprocs.NewCounter)
-	cfg.OutputTopic, cfg.OutputSerde = "", nil
+	cfg.Output.Topic, cfg.Output.Serde = "", nil
 	model := map[string]string{}
 	counts := map[string]int{}
 	produce := func(keys ...string) {
@@ -80,7 +80,7 @@ func TestSinkPostgres(t *testing.T) {
 
 	// 1. The sink fails on its second call, after writing to PostgreSQL.
 	f := &failOnce{s: sink, n: 2}
-	cfg.Sinks = []kstate.Sink[string, string]{f}
+	cfg.Output.Sinks = []kstate.Sink[string, string]{f}
 	app := newSpecApp(t, cfg)
 	_, done := testprocs.StartWatch(t, app)
 	produce("a", "b", "a")
@@ -100,7 +100,7 @@ func TestSinkPostgres(t *testing.T) {
 
 	// 2. The restart retries that batch (skipped by the high-water mark:
 	// its rows are in already) and goes on.
-	cfg.Sinks = []kstate.Sink[string, string]{sink}
+	cfg.Output.Sinks = []kstate.Sink[string, string]{sink}
 	app2 := newSpecApp(t, cfg)
 	stop := testprocs.Start(t, app2)
 	produce("b", "d", "d", "a")

@@ -63,12 +63,30 @@ func TestStateReaderAtBatchCompactedRealBroker(t *testing.T) {
 		"min.compaction.lag.ms":     kadm.StringPtr("0"),
 		"delete.retention.ms":       kadm.StringPtr("100"),
 	})
-	cfg := kstate.Config[string, string, string]{
-		ApplicationID: appID, Brokers: brokers, InputTopics: []string{in},
-		KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: out, OutputSerde: serde.String(),
-		NewProcessor: testprocs.NewCounter, StateDir: t.TempDir(), MaxBatchWait: 20 * time.Millisecond, Logger: testlog.New(t),
-	}
-	app, err := kstate.New(cfg)
+	cfg := testApp[string, string, string]{kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), in),
+		KeySerde:     serde.String(),
+		NewProcessor: testprocs.NewCounter,
+		Output: kstate.Output[string, string]{
+			Topic: out,
+			Serde: serde.String(),
+		},
+	}, kstate.Options{
+		ApplicationID: appID,
+		Kafka: kstate.KafkaOptions{
+			Brokers: brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: t.TempDir(),
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 20 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: testlog.New(t),
+		},
+	}}
+	app, err := kstate.New(cfg.Topology, cfg.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,9 +158,9 @@ func TestStateReaderAtBatchCompactedRealBroker(t *testing.T) {
 	t.Logf("after compaction %d of %d batches still readable", readable, latest+1)
 }
 
-func mustNew(t *testing.T, cfg kstate.Config[string, string, string]) *kstate.App[string, string, string] {
+func mustNew(t *testing.T, cfg testApp[string, string, string]) *kstate.App[string, string, string] {
 	t.Helper()
-	app, err := kstate.New(cfg)
+	app, err := kstate.New(cfg.Topology, cfg.Options)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Package kstatetest tests a kstate processor without Kafka: a Driver runs
-// the application's own kstate.Config on the real engine — the partition
+// the application's own kstate.Topology on the real engine — the partition
 // tasks, state staging, timers, TTL, watermark and late rows, initial
 // state, output event time and the wrapping of processor errors and panics
 // are the code kstate.App.Run uses — over in-memory state shards, one
@@ -8,7 +8,7 @@
 //
 // A test queues input, runs a batch, and checks outputs and state:
 //
-//	d := kstatetest.New(t, cfg) // cfg: the kstate.Config the application ships
+//	d := kstatetest.New(t, top) // top: the kstate.Topology the application ships
 //	d.Input("a", "hello")
 //	d.Input("a", "world")
 //	d.MustRunBatch()
@@ -20,9 +20,9 @@
 // from the changelog the driver captured, as a restarted instance would.
 //
 // Several input topics: InputTo and InputRecordTo queue a record of a
-// given input topic (Config.Inputs); a batch hands a key's rows of every
+// given input topic (kstate.Topology.Inputs); a batch hands a key's rows of every
 // topic to one HandleInputRows call, by topic then in queue order. With
-// Config.GroupBy a batch forwards the records of a GroupBy input to the
+// kstate.Topology.GroupBy a batch forwards the records of a GroupBy input to the
 // repartition partition of their new key, and the next RunBatch processes
 // them, as on Kafka.
 //

@@ -25,12 +25,29 @@ type options struct {
 	partitions int
 	start      time.Time
 	topics     map[string][]Record
+	appID      string
+	logger     *slog.Logger
 }
+
+// defaultApplicationID is the driver's application id without the
+// ApplicationID option.
+const defaultApplicationID = "kstatetest"
 
 // Partitions sets the number of input partitions (one engine task and one
 // state shard each), overriding the default of 1. Input records are routed
 // like Kafka's default partitioner routes them: murmur2 of the key bytes.
 func Partitions(n int) Option { return func(o *options) { o.partitions = n } }
+
+// ApplicationID sets the application id (kstate.Options.ApplicationID)
+// the driver runs under, overriding the default of "kstatetest": it names
+// the repartition topic of Topology.GroupBy and is the
+// kstate.HeaderApplication of dead-letter records.
+func ApplicationID(id string) Option { return func(o *options) { o.appID = id } }
+
+// Logger sets the logger of the engine's messages (kstate.Options'
+// Observability.Logger), overriding the default: the test's own output
+// (t.Output()), shown only when the test fails.
+func Logger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // StartTime sets the driver clock's start, overriding the default of
 // 2026-01-01T00:00:00Z (a fixed instant, so that tests are deterministic).
@@ -39,7 +56,7 @@ func StartTime(t time.Time) Option { return func(o *options) { o.start = t } }
 // Record is a raw Kafka record (key and value bytes).
 type Record struct{ Key, Value []byte }
 
-// InitialTopic gives the records of a topic that Config.InitialState reads
+// InitialTopic gives the records of a topic that Topology.InitialState reads
 // (kstate.InitialStateFromTopic), since the driver has no Kafka. Without
 // it, such an initial state makes New fail with ErrNoTopic.
 func InitialTopic(topic string, records ...Record) Option {
@@ -48,15 +65,15 @@ func InitialTopic(topic string, records ...Record) Option {
 
 // Output is one committed output record.
 type Output[O any] struct {
-	// Key is the record key: Config.OutputKey's, or the grouping key's bytes.
+	// Key is the record key: Topology.Output.Key's, or the grouping key's bytes.
 	Key []byte
 	// Value is the row the processor emitted (the typed value handed to
-	// Config.OutputSerde, not a decoding of its bytes).
+	// Topology.Output.Serde, not a decoding of its bytes).
 	Value O
-	// Bytes is Value as Config.OutputSerde serialized it: the record value.
+	// Bytes is Value as Topology.Output.Serde serialized it: the record value.
 	Bytes []byte
 	// Timestamp is the record timestamp: processor.EmitWith's, else
-	// Config.OutputEventTime of the row; zero when neither sets one.
+	// Topology.Output.EventTime of the row; zero when neither sets one.
 	Timestamp time.Time
 	// Headers are the record headers (processor.EmitWith); nil: none.
 	Headers []processor.Header
@@ -65,7 +82,7 @@ type Output[O any] struct {
 }
 
 // TopicOutput is one committed record emitted with processor.EmitTo to a
-// topic of Config.OutputTopics.
+// topic of Topology.Output.EmitTo.
 type TopicOutput struct {
 	Key, Value []byte
 	Timestamp  time.Time // zero when processor.OutputMeta set none
@@ -83,7 +100,7 @@ type TopicOutput struct {
 // t.Cleanup.
 type Driver[K, I, O any] struct {
 	t       testing.TB
-	cfg     kstate.Config[K, I, O]
+	cfg     config[K, I, O]
 	opts    options
 	log     *slog.Logger
 	valSer  serde.Serializer[I] // nil when ValueSerde is not a Serde
@@ -99,34 +116,32 @@ type Driver[K, I, O any] struct {
 	rounds, commits int64
 }
 
-// New returns a Driver running cfg, the Config the application ships with.
-// Kafka-only fields (Brokers, TLS, SASL, KafkaOptions, InstanceID,
-// StateDir, the topic names, TriggerInterval, MaxBatch*, the timeouts) are
-// ignored, and Clock is replaced by the driver's clock; everything else is validated as kstate.New
-// validates it (empty Brokers, InputTopics and OutputTopic are filled with
-// placeholders first), and a config error fails the test. The tasks are
-// opened and their processors' Init has run when New returns.
-func New[K, I, O any](t testing.TB, cfg kstate.Config[K, I, O], opts ...Option) *Driver[K, I, O] {
+// New returns a Driver running top, the Topology the application ships
+// with. It needs no kstate.Options: the driver has no Kafka, no state
+// directory and its own clock; ApplicationID and Logger set what it does
+// use. Without Output.Topic, the driver writes to a placeholder topic
+// "output". The topology is validated as kstate.New validates it, and an
+// error fails the test. The tasks are opened and their processors' Init
+// has run when New returns.
+func New[K, I, O any](t testing.TB, top kstate.Topology[K, I, O], opts ...Option) *Driver[K, I, O] {
 	t.Helper()
-	o := options{partitions: 1, start: defaultStart, topics: map[string][]Record{}}
+	o := options{partitions: 1, start: defaultStart, topics: map[string][]Record{}, appID: defaultApplicationID}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.partitions < 1 {
 		t.Fatalf("kstatetest: Partitions(%d): want at least 1", o.partitions)
 	}
-	if len(cfg.Brokers) == 0 {
-		cfg.Brokers = []string{"kstatetest:9092"}
+	if top.Output.Topic == "" {
+		top.Output.Topic = "output"
 	}
-	if len(cfg.InputTopics) == 0 && len(cfg.Inputs) == 0 {
-		cfg.InputTopics = []string{"input"}
-	}
-	if cfg.OutputTopic == "" {
-		cfg.OutputTopic = "output"
-	}
-	if _, err := kstate.New(cfg); err != nil {
+	if _, err := kstate.New(top, kstate.Options{
+		ApplicationID: o.appID,
+		Kafka:         kstate.KafkaOptions{Brokers: []string{"kstatetest:9092"}},
+	}); err != nil {
 		t.Fatalf("%v", publicError(err))
 	}
+	cfg := newConfig(top, o)
 	d := &Driver[K, I, O]{t: t, cfg: cfg, opts: o, now: o.start, log: cfg.Logger}
 	if d.log == nil {
 		// The test's own log: quiet when the test passes.
@@ -171,8 +186,9 @@ func (d *Driver[K, I, O]) Input(key K, value I) {
 }
 
 // InputAt queues a record with timestamp ts (the event time in EventTime
-// mode unless Config.EventTime says otherwise). The key is encoded with
-// Config.KeySerde and the value with Config.ValueSerde, which must then be
+// mode unless Topology.EventTime says otherwise). The key is encoded with
+// Topology.KeySerde and the value with the first input's ValueSerde
+// (Topology.Inputs[0]), which must then be
 // a serde.Serde (use InputRecord otherwise).
 func (d *Driver[K, I, O]) InputAt(key K, value I, ts time.Time) {
 	d.t.Helper()
@@ -181,7 +197,7 @@ func (d *Driver[K, I, O]) InputAt(key K, value I, ts time.Time) {
 		d.t.Fatalf("kstatetest: Input: serialize key %#v: %v", key, err)
 	}
 	if d.valSer == nil {
-		d.t.Fatalf("kstatetest: Input: Config.ValueSerde (%T) cannot serialize; use InputRecord with the value's bytes", d.cfg.ValueSerde)
+		d.t.Fatalf("kstatetest: Input: Topology.Inputs[0].ValueSerde (%T) cannot serialize; use InputRecord with the value's bytes", d.cfg.Inputs[0].ValueSerde)
 	}
 	vb, err := d.valSer.Serialize(value)
 	if err != nil {
@@ -191,10 +207,10 @@ func (d *Driver[K, I, O]) InputAt(key K, value I, ts time.Time) {
 }
 
 // InputRecord queues a record of raw bytes with timestamp ts and headers
-// (seen by Config.ValueFromRecord), e.g. one that Config.KeySerde or
+// (seen by the first input's ValueFromRecord), e.g. one that Topology.KeySerde or
 // ValueSerde cannot decode. It goes to the partition
 // murmur2(key) selects, like Kafka's default partitioner; a nil key (which
-// Config.OnDecodeError handles) goes to partition 0.
+// Topology.OnDecodeError handles) goes to partition 0.
 func (d *Driver[K, I, O]) InputRecord(key, value []byte, ts time.Time, headers ...processor.Header) {
 	d.inputRecord(0, key, value, ts, headers)
 }
@@ -220,7 +236,7 @@ func (d *Driver[K, I, O]) inputRecord(input int, key, value []byte, ts time.Time
 // shards. On error every task aborts (no output, no state change), the
 // queued input is dropped, and the error is what kstate.App.Run would
 // return: match kstate.UserError, kstate.DecodeError and kstate.ModeError
-// with errors.As. With Config.GroupBy, a batch forwards the records of
+// with errors.As. With Topology.GroupBy, a batch forwards the records of
 // GroupBy inputs to the repartition topic (to the partition of their new
 // key) and the NEXT batch processes them, as on Kafka: run two batches.
 func (d *Driver[K, I, O]) RunBatch() error {
@@ -248,7 +264,7 @@ func (d *Driver[K, I, O]) Outputs() []Output[O] {
 }
 
 // TopicOutputs returns the records committed to topic (one of
-// Config.OutputTopics, written with processor.EmitTo) since the last call
+// Topology.Output.EmitTo, written with processor.EmitTo) since the last call
 // for that topic, in commit order.
 func (d *Driver[K, I, O]) TopicOutputs(topic string) []TopicOutput {
 	out := d.topics[topic]
@@ -257,7 +273,7 @@ func (d *Driver[K, I, O]) TopicOutputs(topic string) []TopicOutput {
 }
 
 // DeadLetter is one committed record of the dead-letter topic
-// (Config.OnDecodeError, OnKeyPartitionMismatch, OnProcessingError).
+// (Topology.OnDecodeError, OnKeyPartitionMismatch, OnProcessingError).
 type DeadLetter struct {
 	Key, Value []byte
 	// Timestamp is the original record's (a failed timer's expiry).
@@ -393,9 +409,9 @@ func (d *Driver[K, I, O]) Close() {
 	}
 }
 
-// InputTo queues a record of input topic topic (one of Config.Inputs or
+// InputTo queues a record of input topic topic (one of Topology.Inputs or
 // InputTopics) with the driver clock as its timestamp: the key is encoded
-// with Config.KeySerde and the value with the topic's ValueSerde, which
+// with Topology.KeySerde and the value with the topic's ValueSerde, which
 // must then be a serde.Serde (use InputRecordTo otherwise). The records of
 // every input topic reach the processor together, as partition p of every
 // input topic feeds partition task p: in a batch, by topic (the order of

@@ -55,13 +55,14 @@ func (c *counter) Close() error {
 	return nil
 }
 
-func counterConfig() kstate.Config[string, string, string] {
-	return kstate.Config[string, string, string]{
-		ApplicationID: "counter",
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputSerde:   serde.String(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &counter{} },
+func counterConfig() kstate.Topology[string, string, string] {
+	return kstate.Topology[string, string, string]{
+		KeySerde:     serde.String(),
+		Inputs:       kstate.Topics(serde.String(), "input"),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &counter{} },
+		Output: kstate.Output[string, string]{
+			Serde: serde.String(),
+		},
 	}
 }
 
@@ -210,14 +211,15 @@ func (m *monitor) Close() error { return nil }
 
 var kstatetestStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 
-func monitorConfig() kstate.Config[string, string, string] {
-	return kstate.Config[string, string, string]{
-		ApplicationID: "monitor",
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputSerde:   serde.String(),
-		TimeMode:      processor.ProcessingTime,
-		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &monitor{} },
+func monitorConfig() kstate.Topology[string, string, string] {
+	return kstate.Topology[string, string, string]{
+		KeySerde:     serde.String(),
+		Inputs:       kstate.Topics(serde.String(), "input"),
+		TimeMode:     processor.ProcessingTime,
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &monitor{} },
+		Output: kstate.Output[string, string]{
+			Serde: serde.String(),
+		},
 	}
 }
 
@@ -354,17 +356,18 @@ func (p *windows) HandleExpiredTimer(key string, _ processor.TimerValues, et pro
 func (p *windows) Close() error { return nil }
 
 func TestEventTime(t *testing.T) {
-	d := kstatetest.New(t, kstate.Config[string, int64, string]{
-		ApplicationID: "windows",
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.Int64(),
-		OutputSerde:   serde.String(),
-		TimeMode:      processor.EventTime,
+	d := kstatetest.New(t, kstate.Topology[string, int64, string]{
+		KeySerde: serde.String(),
+		Inputs:   kstate.Topics(serde.Int64(), "input"),
+		TimeMode: processor.EventTime,
 		// the row is its event time (ms)
 		EventTime:       func(v int64, _ int64) int64 { return v },
 		AllowedLateness: 500 * time.Millisecond,
 		NewProcessor:    func() processor.StatefulProcessor[string, int64, string] { return &windows{} },
-	})
+		Output: kstate.Output[string, string]{
+			Serde: serde.String(),
+		},
+	}, kstatetest.ApplicationID("windows"))
 	for _, ev := range []int64{100, 900, 1200} {
 		d.Input("s", ev)
 	}
@@ -500,14 +503,14 @@ func TestUserErrors(t *testing.T) {
 }
 
 func TestDecodeError(t *testing.T) {
-	d := kstatetest.New(t, kstate.Config[string, int64, string]{
-		ApplicationID: "decode",
-		InputTopics:   []string{"numbers"},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.Int64(),
-		OutputSerde:   serde.String(),
-		NewProcessor:  func() processor.StatefulProcessor[string, int64, string] { return &windows{} },
-	})
+	d := kstatetest.New(t, kstate.Topology[string, int64, string]{
+		Inputs:       kstate.Topics(serde.Int64(), "numbers"),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, int64, string] { return &windows{} },
+		Output: kstate.Output[string, string]{
+			Serde: serde.String(),
+		},
+	}, kstatetest.ApplicationID("decode"))
 	d.Input("k", 1)
 	d.InputRecord([]byte("k"), []byte("not 8 bytes"), d.Now())
 	err := d.RunBatch()

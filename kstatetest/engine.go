@@ -38,7 +38,7 @@ type partition[K, I, O any] struct {
 	offsets map[int]int64      // next input offset, per input topic
 }
 
-// capture wraps Config.OutputSerde so that the driver keeps the typed value
+// capture wraps Topology.Output.Serde so that the driver keeps the typed value
 // of every output the engine serialized, in emission order.
 type capture[O any] struct {
 	s    serde.Serializer[O]
@@ -53,10 +53,10 @@ func (c *capture[O]) Serialize(o O) ([]byte, error) {
 	return b, err
 }
 
-// engineConfig maps the user's Config to one partition task's engine
+// engineConfig maps the user's Topology to one partition task's engine
 // config, as the root package's taskConfig does (minus the shard
 // directory: the shard lives in memory).
-func engineConfig[K, I, O any](c kstate.Config[K, I, O], p int32, backend kv.Store, out serde.Serializer[O]) engine.Config[K, I, O] {
+func engineConfig[K, I, O any](c config[K, I, O], p int32, backend kv.Store, out serde.Serializer[O]) engine.Config[K, I, O] {
 	decode, keyPart, processing := policies(c)
 	maxOut := c.MaxRecordBytes
 	if maxOut == 0 {
@@ -92,7 +92,7 @@ func engineConfig[K, I, O any](c kstate.Config[K, I, O], p int32, backend kv.Sto
 }
 
 // policies maps the error policies as the root package does.
-func policies[K, I, O any](c kstate.Config[K, I, O]) (decode, keyPart, processing engine.Policy) {
+func policies[K, I, O any](c config[K, I, O]) (decode, keyPart, processing engine.Policy) {
 	decode, keyPart, processing = engine.PolicyFail, engine.PolicyAllow, engine.PolicyFail
 	switch c.OnDecodeError {
 	case kstate.DecodeErrorSkip:
@@ -339,8 +339,8 @@ func procHeaders(hs []engine.Header) []processor.Header {
 	return out
 }
 
-// inputTopics returns the input topics: Config.Inputs' or InputTopics.
-func inputTopics[K, I, O any](c kstate.Config[K, I, O]) []string {
+// inputTopics returns the input topics: Topology.Inputs' or InputTopics.
+func inputTopics[K, I, O any](c config[K, I, O]) []string {
 	if len(c.Inputs) == 0 {
 		return c.InputTopics
 	}
@@ -353,7 +353,7 @@ func inputTopics[K, I, O any](c kstate.Config[K, I, O]) []string {
 
 // inputDecoders returns the value decoders of the input topics, as the
 // root package does.
-func inputDecoders[K, I, O any](c kstate.Config[K, I, O]) []engine.InputDecoder[I] {
+func inputDecoders[K, I, O any](c config[K, I, O]) []engine.InputDecoder[I] {
 	if len(c.Inputs) == 0 {
 		out := make([]engine.InputDecoder[I], len(c.InputTopics))
 		for i := range out {
@@ -371,7 +371,7 @@ func inputDecoders[K, I, O any](c kstate.Config[K, I, O]) []engine.InputDecoder[
 // The GroupBy wiring, as the root package does: the repartition topic is
 // the last input, its records decoded by the input their header names.
 
-func engineTopics[K, I, O any](c kstate.Config[K, I, O]) []string {
+func engineTopics[K, I, O any](c config[K, I, O]) []string {
 	ts := inputTopics(c)
 	if len(c.GroupBy) > 0 {
 		ts = append(slices.Clone(ts), c.ApplicationID+"-repartition")
@@ -379,7 +379,7 @@ func engineTopics[K, I, O any](c kstate.Config[K, I, O]) []string {
 	return ts
 }
 
-func engineDecoders[K, I, O any](c kstate.Config[K, I, O]) []engine.InputDecoder[I] {
+func engineDecoders[K, I, O any](c config[K, I, O]) []engine.InputDecoder[I] {
 	ds := inputDecoders(c)
 	if len(c.GroupBy) > 0 {
 		ds = append(ds, engine.InputDecoder[I]{})
@@ -387,14 +387,14 @@ func engineDecoders[K, I, O any](c kstate.Config[K, I, O]) []engine.InputDecoder
 	return ds
 }
 
-func repartitionInput[K, I, O any](c kstate.Config[K, I, O]) int {
+func repartitionInput[K, I, O any](c config[K, I, O]) int {
 	if len(c.GroupBy) == 0 {
 		return 0
 	}
 	return len(inputTopics(c))
 }
 
-func groupKeys[K, I, O any](c kstate.Config[K, I, O]) []func([]byte, I) ([]byte, error) {
+func groupKeys[K, I, O any](c config[K, I, O]) []func([]byte, I) ([]byte, error) {
 	if len(c.GroupBy) == 0 {
 		return nil
 	}

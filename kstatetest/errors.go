@@ -7,7 +7,7 @@ import (
 	"github.com/kstate/kstate/internal/engine"
 )
 
-// ErrNoTopic is returned when Config.InitialState reads a topic the driver
+// ErrNoTopic is returned when Topology.InitialState reads a topic the driver
 // was not given with InitialTopic.
 var ErrNoTopic = errors.New("kstatetest: initial state topic not given")
 

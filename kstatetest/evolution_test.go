@@ -56,13 +56,14 @@ func (p *evolving[S]) HandleInputRows(key string, rows iter.Seq[string], _ proce
 // restarts, as a deployment would.
 type release = func() processor.StatefulProcessor[string, string, string]
 
-func evolvingConfig(current *release) kstate.Config[string, string, string] {
-	return kstate.Config[string, string, string]{
-		ApplicationID: "evolution",
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputSerde:   serde.String(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return (*current)() },
+func evolvingConfig(current *release) kstate.Topology[string, string, string] {
+	return kstate.Topology[string, string, string]{
+		KeySerde:     serde.String(),
+		Inputs:       kstate.Topics(serde.String(), "input"),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return (*current)() },
+		Output: kstate.Output[string, string]{
+			Serde: serde.String(),
+		},
 	}
 }
 

@@ -37,20 +37,19 @@ func (c *Counter) HandleInputRows(_ string, rows iter.Seq[string], _ processor.T
 	return out.Emit(n)
 }
 
-// A counter test as a user writes it: the application's Config, input,
+// A counter test as a user writes it: the application's Topology, input,
 // one batch, then the outputs and the committed state. (In a real test t
 // is the test's *testing.T.)
 func Example() {
 	t := &testing.T{}
-	cfg := kstate.Config[string, string, int64]{ // the Config the application ships
-		ApplicationID: "wordcount",
-		Brokers:       []string{"kafka:9092"}, // ignored by the driver
-		InputTopics:   []string{"words"},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputTopic:   "counts",
-		OutputSerde:   serde.Int64(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
+	cfg := kstate.Topology[string, string, int64]{
+		Inputs:       kstate.Topics(serde.String(), "words"),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
+		Output: kstate.Output[string, int64]{
+			Topic: "counts",
+			Serde: serde.Int64(),
+		},
 	}
 	d := kstatetest.New(t, cfg)
 	defer d.Close()

@@ -78,13 +78,14 @@ func (jsonEvent) Deserialize(b []byte) (event, error) {
 	return event{Source: "json", Value: *m.V}, nil
 }
 
-func joinerConfig(inputs ...kstate.Input[event]) kstate.Config[string, event, string] {
-	return kstate.Config[string, event, string]{
-		ApplicationID: "joiner",
-		Inputs:        inputs,
-		KeySerde:      serde.String(),
-		OutputSerde:   serde.String(),
-		NewProcessor:  func() processor.StatefulProcessor[string, event, string] { return &joiner{} },
+func joinerConfig(inputs ...kstate.Input[event]) kstate.Topology[string, event, string] {
+	return kstate.Topology[string, event, string]{
+		Inputs:       inputs,
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, event, string] { return &joiner{} },
+		Output: kstate.Output[string, string]{
+			Serde: serde.String(),
+		},
 	}
 }
 
@@ -178,10 +179,11 @@ func src(row string) string {
 	return map[string]string{"t1": "1", "json": "2", "t3": "3"}[s]
 }
 
-// TestInputsShortForm: InputTopics with several topics share ValueSerde.
+// TestInputsShortForm: kstate.Topics with several topics share one
+// ValueSerde.
 func TestInputsShortForm(t *testing.T) {
 	cfg := counterConfig()
-	cfg.InputTopics = []string{"in1", "in2"}
+	cfg.Inputs = kstate.Topics(serde.String(), "in1", "in2")
 	d := kstatetest.New(t, cfg)
 	d.InputTo("in2", "a", "x")
 	d.InputTo("in1", "a", "x")
@@ -196,34 +198,33 @@ func TestInputsShortForm(t *testing.T) {
 
 // TestInputsConfigErrors: the input list is validated by kstate.New.
 func TestInputsConfigErrors(t *testing.T) {
-	base := func() kstate.Config[string, event, string] {
+	opts := kstate.Options{ApplicationID: "joiner", Kafka: kstate.KafkaOptions{Brokers: []string{"localhost:9092"}}}
+	base := func() kstate.Topology[string, event, string] {
 		c := joinerConfig(kstate.Input[event]{Topic: "a", ValueSerde: textEvent{}})
-		c.Brokers, c.OutputTopic = []string{"localhost:9092"}, "out"
+		c.Output.Topic = "out"
 		return c
 	}
 	for _, tc := range []struct {
 		name string
-		edit func(*kstate.Config[string, event, string])
+		edit func(*kstate.Topology[string, event, string])
 		want string
 	}{
-		{"Inputs and InputTopics", func(c *kstate.Config[string, event, string]) { c.InputTopics = []string{"b"} }, "set Inputs or InputTopics"},
-		{"Inputs and ValueSerde", func(c *kstate.Config[string, event, string]) { c.ValueSerde = textEvent{} }, "set Inputs or InputTopics"},
-		{"twice", func(c *kstate.Config[string, event, string]) {
+		{"twice", func(c *kstate.Topology[string, event, string]) {
 			c.Inputs = append(c.Inputs, kstate.Input[event]{Topic: "a", ValueSerde: jsonEvent{}})
 		}, `input topic "a" is listed twice`},
-		{"no decoder", func(c *kstate.Config[string, event, string]) {
+		{"no decoder", func(c *kstate.Topology[string, event, string]) {
 			c.Inputs = append(c.Inputs, kstate.Input[event]{Topic: "b"})
 		}, `Inputs[1] (topic "b") needs ValueSerde or ValueFromRecord`},
-		{"two decoders", func(c *kstate.Config[string, event, string]) {
+		{"two decoders", func(c *kstate.Topology[string, event, string]) {
 			c.Inputs[0].ValueFromRecord = func(processor.Record) (event, error) { return event{}, nil }
 		}, `Inputs[0] (topic "a"): set ValueSerde or ValueFromRecord, not both`},
-		{"bad topic", func(c *kstate.Config[string, event, string]) { c.Inputs[0].Topic = "a b" }, `input topic "a b"`},
-		{"none", func(c *kstate.Config[string, event, string]) { c.Inputs = nil }, "InputTopics (or Inputs) is required"},
+		{"bad topic", func(c *kstate.Topology[string, event, string]) { c.Inputs[0].Topic = "a b" }, `input topic "a b"`},
+		{"none", func(c *kstate.Topology[string, event, string]) { c.Inputs = nil }, "Topology.Inputs is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()
 			tc.edit(&c)
-			_, err := kstate.New(c)
+			_, err := kstate.New(c, opts)
 			if !errors.Is(err, kstate.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New: %v, want ErrConfig with %q", err, tc.want)
 			}
@@ -237,7 +238,7 @@ func TestInputsConfigErrors(t *testing.T) {
 // is a decode error of part "group key".
 func TestGroupByOnDriver(t *testing.T) {
 	cfg := counterConfig()
-	cfg.InputTopics = []string{"signins"}
+	cfg.Inputs = kstate.Topics(serde.String(), "signins")
 	cfg.GroupBy = []kstate.GroupBy[string, string]{{Topic: "signins", Key: func(_ []byte, v string) (string, error) {
 		if v == "" {
 			return "", errors.New("no country")
@@ -274,6 +275,7 @@ func TestGroupByOnDriver(t *testing.T) {
 
 // TestGroupByConfigErrors: GroupBy is validated by kstate.New.
 func TestGroupByConfigErrors(t *testing.T) {
+	opts := kstate.Options{ApplicationID: "counter", Kafka: kstate.KafkaOptions{Brokers: []string{"localhost:9092"}}}
 	for _, tc := range []struct {
 		name string
 		g    []kstate.GroupBy[string, string]
@@ -284,15 +286,15 @@ func TestGroupByConfigErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := counterConfig()
-			c.Brokers, c.OutputTopic, c.InputTopics, c.GroupBy = []string{"localhost:9092"}, "out", []string{"in"}, tc.g
-			if _, err := kstate.New(c); !errors.Is(err, kstate.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			c.Output.Topic, c.Inputs, c.GroupBy = "out", kstate.Topics(serde.String(), "in"), tc.g
+			if _, err := kstate.New(c, opts); !errors.Is(err, kstate.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New: %v, want ErrConfig with %q", err, tc.want)
 			}
 		})
 	}
 	c := counterConfig()
-	c.Brokers, c.OutputTopic, c.InputTopics = []string{"localhost:9092"}, "out", []string{"a", "b"}
-	err := kstate.SetInputOffsets(context.Background(), c, map[int32]int64{0: 1})
+	c.Output.Topic, c.Inputs = "out", kstate.Topics(serde.String(), "a", "b")
+	err := kstate.SetInputOffsets(context.Background(), c, opts, map[int32]int64{0: 1})
 	if !errors.Is(err, kstate.ErrConfig) || !strings.Contains(err.Error(), "one input topic") {
 		t.Fatalf("SetInputOffsets with two input topics: %v, want ErrConfig", err)
 	}

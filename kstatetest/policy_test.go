@@ -19,7 +19,7 @@ import (
 // flaky sums the rows of each key (values are decimal numbers), emits
 // "key=sum" after every row and registers a timer at batch time + 1s per
 // row. Row values with a meaning: "fail" returns an error, "panic"
-// panics, "unser" emits an output the OutputSerde refuses, "huge" emits an
+// panics, "unser" emits an output the Output.Serde refuses, "huge" emits an
 // output larger than the producer sends. A timer of key "tbad" fails
 // after writing state and emitting.
 type flaky struct {
@@ -107,14 +107,15 @@ func (numSerde) Deserialize(b []byte) (string, error) {
 	return string(b), nil
 }
 
-func flakyConfig() kstate.Config[string, string, string] {
-	return kstate.Config[string, string, string]{
-		ApplicationID: "flaky",
-		KeySerde:      serde.String(),
-		ValueSerde:    numSerde{},
-		OutputSerde:   outSerde,
-		TimeMode:      processor.ProcessingTime,
-		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &flaky{} },
+func flakyConfig() kstate.Topology[string, string, string] {
+	return kstate.Topology[string, string, string]{
+		KeySerde:     serde.String(),
+		Inputs:       kstate.Topics(numSerde{}, "input"),
+		TimeMode:     processor.ProcessingTime,
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &flaky{} },
+		Output: kstate.Output[string, string]{
+			Serde: outSerde,
+		},
 	}
 }
 
@@ -132,7 +133,7 @@ func TestDeadLetterFailingKeys(t *testing.T) {
 		t.Run(bad, func(t *testing.T) {
 			cfg := flakyConfig()
 			cfg.OnProcessingError = kstate.ProcessingErrorDeadLetter
-			d := kstatetest.New(t, cfg, kstatetest.Partitions(2))
+			d := kstatetest.New(t, cfg, kstatetest.ApplicationID("flaky"), kstatetest.Partitions(2))
 			d.Input("a", "1")
 			d.Input("bad", "10")
 			d.MustRunBatch()
@@ -199,7 +200,7 @@ func TestDeadLetterFailingKeys(t *testing.T) {
 // TestProcessingErrorFailDefault: the default stops at the first failing
 // key and commits nothing of the batch.
 func TestProcessingErrorFailDefault(t *testing.T) {
-	d := kstatetest.New(t, flakyConfig())
+	d := kstatetest.New(t, flakyConfig(), kstatetest.ApplicationID("flaky"))
 	d.Input("z", "1")
 	d.MustRunBatch()
 	d.Outputs()
@@ -223,7 +224,7 @@ func TestProcessingErrorFailDefault(t *testing.T) {
 func TestDeadLetterFailingTimer(t *testing.T) {
 	cfg := flakyConfig()
 	cfg.OnProcessingError = kstate.ProcessingErrorDeadLetter
-	d := kstatetest.New(t, cfg)
+	d := kstatetest.New(t, cfg, kstatetest.ApplicationID("flaky"))
 	d.Input("tbad", "4")
 	d.Input("a", "1")
 	d.MustRunBatch()
@@ -270,7 +271,7 @@ func TestDecodePolicies(t *testing.T) {
 		d.InputRecord([]byte("a"), []byte("3"), ts)
 	}
 	t.Run("fail", func(t *testing.T) {
-		d := kstatetest.New(t, flakyConfig())
+		d := kstatetest.New(t, flakyConfig(), kstatetest.ApplicationID("flaky"))
 		feed(d)
 		var de *kstate.DecodeError
 		if err := d.RunBatch(); !errors.As(err, &de) || de.Part != "value" || de.Offset != 1 {
@@ -287,7 +288,7 @@ func TestDecodePolicies(t *testing.T) {
 	t.Run("skip", func(t *testing.T) {
 		cfg := flakyConfig()
 		cfg.OnDecodeError = kstate.DecodeErrorSkip
-		d := kstatetest.New(t, cfg)
+		d := kstatetest.New(t, cfg, kstatetest.ApplicationID("flaky"))
 		feed(d)
 		d.MustRunBatch()
 		if got, want := d.OutputValues(), []string{"a=1", "a=4"}; !slices.Equal(got, want) {
@@ -303,7 +304,7 @@ func TestDecodePolicies(t *testing.T) {
 	t.Run("dead-letter", func(t *testing.T) {
 		cfg := flakyConfig()
 		cfg.OnDecodeError = kstate.DecodeErrorDeadLetter
-		d := kstatetest.New(t, cfg)
+		d := kstatetest.New(t, cfg, kstatetest.ApplicationID("flaky"))
 		feed(d)
 		d.MustRunBatch()
 		if got, want := d.OutputValues(), []string{"a=1", "a=4"}; !slices.Equal(got, want) {

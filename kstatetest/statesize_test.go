@@ -70,13 +70,14 @@ func (b *blobs) HandleExpiredTimer(string, processor.TimerValues, processor.Expi
 
 func (b *blobs) Close() error { return nil }
 
-func blobConfig() kstate.Config[string, string, string] {
-	return kstate.Config[string, string, string]{
-		ApplicationID: "blobs",
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputSerde:   serde.String(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &blobs{} },
+func blobConfig() kstate.Topology[string, string, string] {
+	return kstate.Topology[string, string, string]{
+		KeySerde:     serde.String(),
+		Inputs:       kstate.Topics(serde.String(), "input"),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &blobs{} },
+		Output: kstate.Output[string, string]{
+			Serde: serde.String(),
+		},
 	}
 }
 

@@ -14,7 +14,7 @@ var (
 	// ErrNotInit is returned by DeleteIfExists called outside Init.
 	ErrNotInit = errors.New("processor: only allowed in Init")
 	// ErrLateOutput is returned by Emit (and fails the batch) in EventTime
-	// mode when Config.OutputEventTime gives a row an event time older than
+	// mode when kstate.Topology.Output.EventTime gives a row an event time older than
 	// the watermark the previous batch ran with: downstream would see it as
 	// late. Emit rows at or after TimerValues.WatermarkMs.
 	ErrLateOutput = errors.New("processor: output event time is older than the watermark")

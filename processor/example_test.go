@@ -63,17 +63,25 @@ func Example() {
 	}
 	defer os.RemoveAll(dir)
 
-	app, err := kstate.New(kstate.Config[string, string, string]{
+	app, err := kstate.New(kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), "words"),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &WordCount{} },
+		Output: kstate.Output[string, string]{
+			Topic: "counts",
+			Serde: serde.String(),
+		},
+	}, kstate.Options{
 		ApplicationID: "wordcount",
-		Brokers:       emb.Brokers(),
-		InputTopics:   []string{"words"},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputTopic:   "counts",
-		OutputSerde:   serde.String(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &WordCount{} },
-		StateDir:      dir,
-		Logger:        slog.New(slog.DiscardHandler), // quiet
+		Kafka: kstate.KafkaOptions{
+			Brokers: emb.Brokers(),
+		},
+		State: kstate.StateOptions{
+			Dir: dir,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: slog.New(slog.DiscardHandler), // quiet
+		},
 	})
 	if err != nil {
 		panic(err)
@@ -118,16 +126,15 @@ func Example() {
 }
 
 // A processor is tested without Kafka with package kstatetest, which runs it
-// on the real engine over in-memory state: here the application's Config,
+// on the real engine over in-memory state: here the application's Topology,
 // two micro-batches and the committed state. (In a test, pass the test's
 // *testing.T.)
 func Example_test() {
-	d := kstatetest.New(&testing.T{}, kstate.Config[string, string, string]{
-		ApplicationID: "wordcount",
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputSerde:   serde.String(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &WordCount{} },
+	d := kstatetest.New(&testing.T{}, kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), "words"),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &WordCount{} },
+		Output:       kstate.Output[string, string]{Topic: "counts", Serde: serde.String()},
 	})
 	defer d.Close()
 	for _, w := range []string{"a", "a", "a", "b"} {

@@ -11,7 +11,7 @@ import (
 // plain iter.Seq[I] of HandleInputRows and Emitter.Emit; the rest is opt-in
 // and costs nothing when unused:
 //
-//   - In: kstate.Config.ValueFromRecord decodes a whole Record (topic,
+//   - In: kstate.Topology.Inputs[i].ValueFromRecord decodes a whole Record (topic,
 //     partition, offset, timestamp, key, value, headers) into the input type
 //     I, so a processor that wants metadata makes I carry it (a struct with
 //     the value and the fields it needs). The decoder sees the record once,
@@ -19,7 +19,7 @@ import (
 //     forced on every processor, no change to HandleInputRows.
 //   - Out: EmitWith sets an output record's key, timestamp and headers;
 //     EmitTo writes a value of another type to another output topic,
-//     declared in kstate.Config.OutputTopics with its serializer. Both go
+//     declared in kstate.Topology.Output.EmitTo with its serializer. Both go
 //     into the batch's transaction like Emit.
 
 // Header is a Kafka record header.
@@ -29,7 +29,7 @@ type Header struct {
 }
 
 // Record is an input record as Kafka delivered it, for
-// kstate.Config.ValueFromRecord. Its slices are not reused by the engine:
+// kstate.Topology.Inputs[i].ValueFromRecord. Its slices are not reused by the engine:
 // the decoded value may keep them.
 type Record struct {
 	Topic     string
@@ -44,12 +44,12 @@ type Record struct {
 // OutputMeta is what an output record carries besides its value (EmitWith,
 // EmitTo). Zero fields keep the defaults.
 type OutputMeta struct {
-	// Key is the record key; nil: the default (kstate.Config.OutputKey for
+	// Key is the record key; nil: the default (kstate.Topology.Output.Key for
 	// the output topic, else the grouping key's bytes). The record's
 	// partition is murmur2 of it, as with Emit.
 	Key []byte
 	// Timestamp is the record timestamp; zero: the default
-	// (kstate.Config.OutputEventTime for the output topic, else the
+	// (kstate.Topology.Output.EventTime for the output topic, else the
 	// producer's clock). In EventTime mode it is checked against the
 	// watermark like OutputEventTime (ErrLateOutput).
 	Timestamp time.Time
@@ -57,8 +57,8 @@ type OutputMeta struct {
 	Headers []Header
 }
 
-// OutputTopic is an output topic besides kstate.Config.OutputTopic, with
-// the serializer of its values: declare it in kstate.Config.OutputTopics
+// OutputTopic is an output topic besides kstate.Topology.Output.Topic, with
+// the serializer of its values: declare it in kstate.Topology.Output.EmitTo
 // (checked to exist at start-up) and emit to it with EmitTo.
 type OutputTopic[T any] struct {
 	name string
@@ -73,7 +73,7 @@ func NewOutputTopic[T any](name string, ser serde.Serializer[T]) *OutputTopic[T]
 // Name is the topic's name.
 func (t *OutputTopic[T]) Name() string { return t.name }
 
-// NamedTopic is what kstate.Config.OutputTopics holds: an *OutputTopic[T]
+// NamedTopic is what kstate.Topology.Output.EmitTo holds: an *OutputTopic[T]
 // of any T.
 type NamedTopic interface{ Name() string }
 
@@ -107,7 +107,7 @@ func EmitWith[O any](out Emitter[O], o O, m OutputMeta) error {
 
 // EmitTo emits v to topic t, encoded by t's serializer, with the key (nil:
 // the grouping key's bytes), timestamp and headers of m, in the batch's
-// transaction. t must be declared in kstate.Config.OutputTopics (else the
+// transaction. t must be declared in kstate.Topology.Output.EmitTo (else the
 // call fails the batch). Valid, like out, only during the handler call.
 func EmitTo[T, O any](out Emitter[O], t *OutputTopic[T], v T, m OutputMeta) error {
 	em, ok := out.(topicEmitter)

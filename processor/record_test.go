@@ -49,14 +49,18 @@ func (*emitting) HandleExpiredTimer(string, processor.TimerValues, processor.Exp
 }
 func (*emitting) Close() error { return nil }
 
-func emittingConfig(p *emitting, mode processor.TimeMode) kstate.Config[string, string, string] {
-	cfg := kstate.Config[string, string, string]{
-		ApplicationID: "emit", KeySerde: serde.String(), ValueSerde: serde.String(), OutputSerde: serde.String(),
+func emittingConfig(p *emitting, mode processor.TimeMode) kstate.Topology[string, string, string] {
+	cfg := kstate.Topology[string, string, string]{
+		KeySerde:     serde.String(),
+		Inputs:       kstate.Topics(serde.String(), "input"),
 		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return p },
 		TimeMode:     mode,
+		Output: kstate.Output[string, string]{
+			Serde: serde.String(),
+		},
 	}
 	for _, t := range p.topics {
-		cfg.OutputTopics = append(cfg.OutputTopics, t)
+		cfg.Output.EmitTo = append(cfg.Output.EmitTo, t)
 	}
 	return cfg
 }
@@ -119,15 +123,18 @@ func TestEmitWithForeignEmitter(t *testing.T) {
 // ValueFromRecord sees the record's partition, offset, timestamp and key.
 func TestValueFromRecord(t *testing.T) {
 	var got []processor.Record
-	cfg := kstate.Config[string, string, string]{
-		ApplicationID: "meta", KeySerde: serde.String(), OutputSerde: serde.String(),
-		ValueFromRecord: func(r processor.Record) (string, error) {
+	cfg := kstate.Topology[string, string, string]{
+		KeySerde: serde.String(),
+		Inputs: kstate.TopicsFromRecord(func(r processor.Record) (string, error) {
 			got = append(got, r)
 			return string(r.Value), nil
-		},
+		}, "input"),
 		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &WordCount{} },
+		Output: kstate.Output[string, string]{
+			Serde: serde.String(),
+		},
 	}
-	d := kstatetest.New(t, cfg)
+	d := kstatetest.New(t, cfg, kstatetest.ApplicationID("meta"))
 	defer d.Close()
 	d.InputRecord([]byte("a"), []byte("x"), time.UnixMilli(42))
 	d.InputRecord([]byte("a"), []byte("y"), time.UnixMilli(43), processor.Header{Key: "trace", Value: []byte("t1")})
@@ -144,31 +151,40 @@ func TestValueFromRecord(t *testing.T) {
 	}
 }
 
-// Config: ValueSerde or ValueFromRecord, not both; OutputTopics valid and
+// Topology: ValueSerde or ValueFromRecord, not both; Output.EmitTo valid and
 // unique.
 func TestRecordConfigErrors(t *testing.T) {
-	base := func() kstate.Config[string, string, string] {
-		return kstate.Config[string, string, string]{
-			ApplicationID: "x", Brokers: []string{"localhost:9092"}, InputTopics: []string{"in"},
-			KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: "out", OutputSerde: serde.String(),
-			NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &WordCount{} },
-		}
+	base := func() (kstate.Topology[string, string, string], kstate.Options) {
+		return kstate.Topology[string, string, string]{
+				Inputs:       kstate.Topics(serde.String(), "in"),
+				KeySerde:     serde.String(),
+				NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &WordCount{} },
+				Output: kstate.Output[string, string]{
+					Topic: "out",
+					Serde: serde.String(),
+				},
+			}, kstate.Options{
+				ApplicationID: "x",
+				Kafka: kstate.KafkaOptions{
+					Brokers: []string{"localhost:9092"},
+				},
+			}
 	}
-	for name, mut := range map[string]func(*kstate.Config[string, string, string]){
-		"both decoders": func(c *kstate.Config[string, string, string]) {
-			c.ValueFromRecord = func(processor.Record) (string, error) { return "", nil }
+	for name, mut := range map[string]func(*kstate.Topology[string, string, string]){
+		"both decoders": func(c *kstate.Topology[string, string, string]) {
+			c.Inputs[0].ValueFromRecord = func(processor.Record) (string, error) { return "", nil }
 		},
-		"no decoder": func(c *kstate.Config[string, string, string]) { c.ValueSerde = nil },
-		"duplicate topic": func(c *kstate.Config[string, string, string]) {
-			c.OutputTopics = []processor.NamedTopic{processor.NewOutputTopic("a", serde.String()), processor.NewOutputTopic("a", serde.Int64())}
+		"no decoder": func(c *kstate.Topology[string, string, string]) { c.Inputs[0].ValueSerde = nil },
+		"duplicate topic": func(c *kstate.Topology[string, string, string]) {
+			c.Output.EmitTo = []processor.NamedTopic{processor.NewOutputTopic("a", serde.String()), processor.NewOutputTopic("a", serde.Int64())}
 		},
-		"bad topic name": func(c *kstate.Config[string, string, string]) {
-			c.OutputTopics = []processor.NamedTopic{processor.NewOutputTopic("a b", serde.String())}
+		"bad topic name": func(c *kstate.Topology[string, string, string]) {
+			c.Output.EmitTo = []processor.NamedTopic{processor.NewOutputTopic("a b", serde.String())}
 		},
 	} {
-		c := base()
+		c, o := base()
 		mut(&c)
-		if _, err := kstate.New(c); !errors.Is(err, kstate.ErrConfig) {
+		if _, err := kstate.New(c, o); !errors.Is(err, kstate.ErrConfig) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

@@ -34,7 +34,7 @@ var (
 	ErrLocked = errors.New("state: shard directory is locked")
 	// ErrBackendMismatch is returned by OpenShard when the shard directory
 	// holds a store of another backend than the one configured
-	// (kstate.Config.StateBackend); the message names both.
+	// (kstate.Options.State.Backend); the message names both.
 	ErrBackendMismatch = errors.New("state: shard directory holds a store of another backend")
 	// ErrCorrupt is returned for a stored value that cannot be decoded.
 	ErrCorrupt = errors.New("state: corrupt stored value")
@@ -78,7 +78,7 @@ var (
 	ErrTTLChanged = errors.New("state: TTL added to or removed from a state variable")
 	// ErrTooManyVariableSetVersions: a start would add or drop a state
 	// variable although the set of variables already had the maximum
-	// number of versions (kstate.Config.MaxStateVariableSetVersions,
+	// number of versions (kstate.Options.State.MaxVariableSetVersions,
 	// DefaultMaxVariableSetVersions), like Spark's
 	// STATE_STORE_STATE_SCHEMA_FILES_THRESHOLD_EXCEEDED.
 	ErrTooManyVariableSetVersions = errors.New("state: too many versions of the set of state variables")

@@ -17,13 +17,14 @@ import (
 // micro-batch per element of batches, on the real engine (kstatetest), and
 // prints the outputs.
 func run[O any](newProc func() processor.StatefulProcessor[string, string, O], out serde.Serde[O], batches ...[]string) {
-	d := kstatetest.New(&testing.T{}, kstate.Config[string, string, O]{
-		ApplicationID: "example",
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputSerde:   out,
-		NewProcessor:  newProc,
-	})
+	d := kstatetest.New(&testing.T{}, kstate.Topology[string, string, O]{
+		KeySerde:     serde.String(),
+		Inputs:       kstate.Topics(serde.String(), "input"),
+		NewProcessor: newProc,
+		Output: kstate.Output[string, O]{
+			Serde: out,
+		},
+	}, kstatetest.ApplicationID("example"))
 	defer d.Close()
 	for _, rows := range batches {
 		for _, r := range rows {

@@ -91,7 +91,7 @@ const DefaultMaxSchemaVersions = 16
 
 // DefaultMaxVariableSetVersions is the number of versions the set of an
 // application's state variables may have unless
-// kstate.Config.MaxStateVariableSetVersions says otherwise: Spark's
+// kstate.Options.State.MaxVariableSetVersions says otherwise: Spark's
 // default of spark.sql.streaming.stateStore.stateSchemaFilesThreshold. The
 // first start that declares variables makes version 1; every later start
 // that declares a new variable or drops one (DeleteIfExists) makes the next

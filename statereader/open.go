@@ -136,7 +136,7 @@ func OpenChangelog(ctx context.Context, brokers []string, appID string, opts ...
 }
 
 // OpenStateDir reads the local state of appID under stateDir (the
-// application's Config.StateDir: one RocksDB per partition in
+// application's kstate.Options.State.Dir: one RocksDB per partition in
 // stateDir/<appID>/<partition>/rocksdb), opened read-only so the
 // application may keep running. Only the partitions this instance holds
 // locally are there.

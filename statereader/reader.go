@@ -1,7 +1,7 @@
 // Package statereader reads a kstate application's state without the
 // application's Go types and without a running application: straight from
 // its changelog topic ("<ApplicationID>-changelog", read_committed, no
-// local files needed) or from its local state directory (Config.StateDir,
+// local files needed) or from its local state directory (kstate.Options.State.Dir,
 // RocksDB opened read-only).
 //
 // A Reader takes a snapshot when it is opened: from the changelog, every
@@ -26,7 +26,7 @@
 // ValueEncoding "base64" (MapKeyEncoding for map keys): the documented
 // fallback. WithDecoders plugs decoders for more schemas in.
 //
-// Grouping keys are the application's key bytes (Config.KeySerde): a Key is
+// Grouping keys are the application's key bytes (kstate.Topology.KeySerde): a Key is
 // that string when the bytes are valid UTF-8, else their base64 with
 // KeyEncoding "base64".
 package statereader

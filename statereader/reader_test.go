@@ -69,20 +69,30 @@ func startHeartbeat(t *testing.T, sensors []string) heartbeatRun {
 	out := cluster.CreateTopic(t, "hb-out", parts)
 	appID := kafkatest.Name(t, "hb-app")
 	dir := t.TempDir()
-	app, err := kstate.New(kstate.Config[string, string, heartbeat.Event]{
-		ApplicationID:   appID,
-		Brokers:         cluster.Brokers(),
-		InputTopics:     []string{in},
-		KeySerde:        serde.String(),
-		ValueSerde:      serde.String(),
-		OutputTopic:     out,
-		OutputSerde:     serde.JSON[heartbeat.Event](),
-		NewProcessor:    heartbeat.NewMonitor(heartbeat.Timeout, heartbeat.Retention),
-		TimeMode:        processor.ProcessingTime,
-		StateDir:        dir,
-		Clock:           func() time.Time { return t0 },
-		TriggerInterval: time.Second,
-		MaxBatchWait:    50 * time.Millisecond,
+	app, err := kstate.New(kstate.Topology[string, string, heartbeat.Event]{
+		Inputs:       kstate.Topics(serde.String(), in),
+		KeySerde:     serde.String(),
+		NewProcessor: heartbeat.NewMonitor(heartbeat.Timeout, heartbeat.Retention),
+		TimeMode:     processor.ProcessingTime,
+		Output: kstate.Output[string, heartbeat.Event]{
+			Topic: out,
+			Serde: serde.JSON[heartbeat.Event](),
+		},
+	}, kstate.Options{
+		ApplicationID: appID,
+		Kafka: kstate.KafkaOptions{
+			Brokers: cluster.Brokers(),
+		},
+		State: kstate.StateOptions{
+			Dir: dir,
+		},
+		Batching: kstate.BatchingOptions{
+			TriggerInterval: time.Second,
+			MaxWait:         50 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Clock: func() time.Time { return t0 },
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

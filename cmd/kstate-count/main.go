@@ -10,7 +10,7 @@
 // the first 8 bytes of the input value (the producer's send time).
 //
 //	kstate-count -brokers 127.0.0.1:9092 -group bench-x -state /tmp/st [-in bench-in] [-out bench-out]
-//	             [-batch 20000] [-backend pebble] [-set MaxBatchWait=50ms] [-set Field=value ...] [-compression none] [-cpuprofile f]
+//	             [-batch 20000] [-backend pebble] [-set Batching.MaxWait=50ms] [-set Field=value ...] [-compression none] [-cpuprofile f]
 //
 // A new application reads its input from the earliest offset. SIGTERM or
 // SIGINT stop it gracefully (the batch in flight commits, as Run does on a
@@ -70,13 +70,13 @@ func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("kstate-count", flag.ContinueOnError)
 	fs.StringVar(&o.brokers, "brokers", os.Getenv("BROKERS"), "bootstrap brokers, comma-separated (default $BROKERS)")
-	fs.StringVar(&o.group, "group", os.Getenv("APP_ID"), "Config.ApplicationID: the consumer group and transactional id base (default $APP_ID)")
-	fs.StringVar(&o.state, "state", os.Getenv("STATE_DIR"), "Config.StateDir (default $STATE_DIR)")
+	fs.StringVar(&o.group, "group", os.Getenv("APP_ID"), "Options.ApplicationID: the consumer group and transactional id base (default $APP_ID)")
+	fs.StringVar(&o.state, "state", os.Getenv("STATE_DIR"), "Options.State.Dir (default $STATE_DIR)")
 	fs.StringVar(&o.in, "in", envOr("TOPIC_IN", "bench-in"), "input topic ($TOPIC_IN if set)")
 	fs.StringVar(&o.out, "out", envOr("TOPIC_OUT", "bench-out"), "output topic ($TOPIC_OUT if set)")
-	fs.IntVar(&o.batch, "batch", 0, "Config.MaxBatchRecords (0: kstate's default)")
-	fs.StringVar(&o.backend, "backend", "", "Config.StateBackend: rocksdb or pebble (empty: kstate's default)")
-	fs.Func("set", "Field=value: set any Config field of kind string, bool, int, float or time.Duration (repeatable), e.g. -set MaxBatchWait=50ms", func(s string) error {
+	fs.IntVar(&o.batch, "batch", 0, "Options.Batching.MaxRecords (0: kstate's default)")
+	fs.StringVar(&o.backend, "backend", "", "Options.State.Backend: rocksdb or pebble (empty: kstate's default)")
+	fs.Func("set", "Field=value: set any kstate.Options field of kind string, bool, int, float or time.Duration, named by its path (repeatable), e.g. -set Batching.MaxWait=50ms", func(s string) error {
 		o.sets = append(o.sets, s)
 		return nil
 	})
@@ -108,50 +108,71 @@ func envOr(name, def string) string {
 	return def
 }
 
-// config builds the application's Config from the options.
-func config(o options, logger *slog.Logger) (kstate.Config[string, int64, countOut], error) {
-	cfg := kstate.Config[string, int64, countOut]{
-		ApplicationID:   o.group,
-		Brokers:         strings.Split(o.brokers, ","),
-		InputTopics:     []string{o.in},
-		KeySerde:        serde.String(),
-		ValueSerde:      sendTimeCodec{},
-		NewProcessor:    func() processor.StatefulProcessor[string, int64, countOut] { return &counter{} },
-		OutputTopic:     o.out,
-		OutputSerde:     outCodec{},
-		MaxBatchRecords: o.batch,
-		StateDir:        o.state,
-		StateBackend:    o.backend,
-		Logger:          logger,
+// config builds the application's Topology and Options from the flags.
+func config(o options, logger *slog.Logger) (kstate.Topology[string, int64, countOut], kstate.Options, error) {
+	top := kstate.Topology[string, int64, countOut]{
+		Inputs:       kstate.Topics(sendTimeCodec{}, o.in),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, int64, countOut] { return &counter{} },
+		Output: kstate.Output[string, countOut]{
+			Topic: o.out,
+			Serde: outCodec{},
+		},
+	}
+	opts := kstate.Options{
+		ApplicationID: o.group,
+		Kafka: kstate.KafkaOptions{
+			Brokers: strings.Split(o.brokers, ","),
+		},
+		State: kstate.StateOptions{
+			Dir:     o.state,
+			Backend: o.backend,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxRecords: o.batch,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: logger,
+		},
 	}
 	if o.compression != "" {
 		c, ok := map[string]kgo.CompressionCodec{"none": kgo.NoCompression(), "snappy": kgo.SnappyCompression(),
 			"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(), "gzip": kgo.GzipCompression()}[o.compression]
 		if !ok {
-			return cfg, fmt.Errorf("-compression %q: want none, snappy, lz4, zstd or gzip", o.compression)
+			return top, opts, fmt.Errorf("-compression %q: want none, snappy, lz4, zstd or gzip", o.compression)
 		}
-		cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.ProducerBatchCompression(c))
+		opts.Kafka.ClientOptions = append(opts.Kafka.ClientOptions, kgo.ProducerBatchCompression(c))
 	}
 	for _, s := range o.sets {
-		if err := setField(&cfg, s); err != nil {
-			return cfg, err
+		if err := setField(&opts, s); err != nil {
+			return top, opts, err
 		}
 	}
-	return cfg, nil
+	return top, opts, nil
 }
 
-// setField sets one Config field from "Name=value". Only fields of basic
-// kinds can be set, so that tuning knobs added to Config later need no
-// change here.
-func setField(cfg any, assignment string) error {
+// setField sets one field of *opts (a struct) from "Path=value", the path
+// naming a field of a nested struct with dots (Batching.MaxWait). Only
+// fields of basic kinds can be set, so that tuning knobs added to
+// kstate.Options later need no change here.
+func setField(opts any, assignment string) error {
 	name, value, ok := strings.Cut(assignment, "=")
 	if !ok {
 		return fmt.Errorf("-set %q: want Field=value", assignment)
 	}
-	v := reflect.ValueOf(cfg).Elem()
-	f := v.FieldByName(name)
-	if !f.IsValid() || !f.CanSet() {
-		return fmt.Errorf("-set %q: Config has no settable field %s", assignment, name)
+	f := reflect.ValueOf(opts).Elem()
+	for part := range strings.SplitSeq(name, ".") {
+		if f.Kind() != reflect.Struct {
+			f = reflect.Value{}
+			break
+		}
+		f = f.FieldByName(part)
+		if !f.IsValid() {
+			break
+		}
+	}
+	if !f.IsValid() || !f.CanSet() || f.Kind() == reflect.Struct {
+		return fmt.Errorf("-set %q: kstate.Options has no settable field %s (name it by its path, e.g. Batching.MaxWait)", assignment, name)
 	}
 	bad := func(err error) error { return fmt.Errorf("-set %q: %w", assignment, err) }
 	switch {
@@ -206,11 +227,11 @@ func run(args []string) error {
 		return fmt.Errorf("-log %q: %w", o.logLevel, err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	cfg, err := config(o, logger)
+	top, opts, err := config(o, logger)
 	if err != nil {
 		return err
 	}
-	app, err := kstate.New(cfg)
+	app, err := kstate.New(top, opts)
 	if err != nil {
 		return err
 	}

@@ -50,18 +50,18 @@ func TestCountPeerEmbedded(t *testing.T) {
 	}
 
 	o, err := parseFlags([]string{"-brokers", strings.Join(e.Brokers(), ","), "-group", "peer-test", "-state", t.TempDir(),
-		"-batch", "300", "-set", "MaxBatchWait=20ms", "-set", "ShutdownTimeout=5s", "-compression", "none"})
+		"-batch", "300", "-set", "Batching.MaxWait=20ms", "-set", "Timeouts.Shutdown=5s", "-compression", "none"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config(o, slog.New(slog.DiscardHandler))
+	top, opts, err := config(o, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.MaxBatchRecords != 300 || cfg.MaxBatchWait != 20*time.Millisecond || cfg.ShutdownTimeout != 5*time.Second || len(cfg.KafkaOptions) != 1 {
-		t.Fatalf("flags not applied: batch %d, wait %v, shutdown %v, %d Kafka options", cfg.MaxBatchRecords, cfg.MaxBatchWait, cfg.ShutdownTimeout, len(cfg.KafkaOptions))
+	if opts.Batching.MaxRecords != 300 || opts.Batching.MaxWait != 20*time.Millisecond || opts.Timeouts.Shutdown != 5*time.Second || len(opts.Kafka.ClientOptions) != 1 {
+		t.Fatalf("flags not applied: batch %d, wait %v, shutdown %v, %d Kafka options", opts.Batching.MaxRecords, opts.Batching.MaxWait, opts.Timeouts.Shutdown, len(opts.Kafka.ClientOptions))
 	}
-	app, err := kstate.New(cfg)
+	app, err := kstate.New(top, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,18 +113,19 @@ func TestCountPeerEmbedded(t *testing.T) {
 }
 
 func TestSetField(t *testing.T) {
-	var cfg kstate.Config[string, int64, countOut]
-	for _, s := range []string{"MaxBatchRecords=20000", "MaxBatchWait=50ms", "StateBackend=pebble", "LeaveGroupOnShutdown=true", "StateMemory=0x1000"} {
-		if err := setField(&cfg, s); err != nil {
+	var opts kstate.Options
+	for _, s := range []string{"Batching.MaxRecords=20000", "Batching.MaxWait=50ms", "State.Backend=pebble", "Kafka.LeaveGroupOnShutdown=true", "State.Memory=0x1000"} {
+		if err := setField(&opts, s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if cfg.MaxBatchRecords != 20000 || cfg.MaxBatchWait != 50*time.Millisecond || cfg.StateBackend != "pebble" ||
-		!cfg.LeaveGroupOnShutdown || cfg.StateMemory != 4096 {
-		t.Fatalf("fields not set: %+v", cfg)
+	if opts.Batching.MaxRecords != 20000 || opts.Batching.MaxWait != 50*time.Millisecond || opts.State.Backend != "pebble" ||
+		!opts.Kafka.LeaveGroupOnShutdown || opts.State.Memory != 4096 {
+		t.Fatalf("fields not set: %+v", opts)
 	}
-	for _, bad := range []string{"MaxBatchRecords", "NoSuchField=1", "MaxBatchRecords=x", "MaxBatchWait=5", "Brokers=a", "Logger=x"} {
-		if err := setField(&cfg, bad); err == nil {
+	for _, bad := range []string{"Batching.MaxRecords", "NoSuchField=1", "Batching.MaxRecords=x", "Batching.MaxWait=5", "Kafka.Brokers=a",
+		"Observability.Logger=x", "Batching=1", "MaxBatchRecords=1", "Batching.MaxRecords.X=1", "ApplicationID.X=a"} {
+		if err := setField(&opts, bad); err == nil {
 			t.Errorf("-set %q accepted", bad)
 		}
 	}
@@ -135,7 +136,7 @@ func TestCompressionFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := config(o, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "-compression") {
+	if _, _, err := config(o, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "-compression") {
 		t.Fatalf("unknown codec: %v", err)
 	}
 }

@@ -109,7 +109,7 @@ the within-run ratio of each processor to the first one.`,
 	fl.IntVar(&o.Records, "records", o.Records, "input rows of the throughput phase, per processor and run")
 	fl.IntVar(&o.Partitions, "partitions", o.Partitions, "partitions of the input, output and changelog topics")
 	fl.StringSliceVar(&o.Processors, "processor", o.Processors, "processors to compare: count, heavy, churn (the first one is the base of the ratios)")
-	fl.IntVar(&o.Batch, "batch", o.Batch, "Config.MaxBatchRecords (0: the default, adaptive batches)")
+	fl.IntVar(&o.Batch, "batch", o.Batch, "Options.Batching.MaxRecords (0: the default, adaptive batches)")
 	fl.IntVar(&o.Runs, "runs", o.Runs, "repetitions (medians and min/max are reported)")
 	fl.IntVar(&o.Rate, "rate", o.Rate, "records/s of the latency phase (keep it below the slowest processor's throughput)")
 	fl.DurationVar(&o.LatencyFor, "latency-for", o.LatencyFor, "duration of the latency phase")
@@ -119,10 +119,10 @@ the within-run ratio of each processor to the first one.`,
 	fl.IntVar(&o.NewKeys, "new-keys", o.NewKeys, "churn: rows of the phase after the churn, one per new key, timed after a restart on the same state (0: no such phase)")
 	fl.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the key sequence")
 	fl.BoolVar(&o.Warmup, "warmup", o.Warmup, "run a small unreported pass first, so that run 1 does not meet a cold broker (JIT) alone")
-	fl.Int64Var(&o.StateMemory, "state-memory", 0, "Config.StateMemory in bytes (0, the default: a 64 MiB cache and memtable per shard; positive: one shared budget)")
-	fl.Int64Var(&o.StateCache, "state-cache", 0, "Config.StateCacheBytes: bytes of the committed-state cache (0: Config's default, 16 MiB; negative: off)")
-	fl.StringSliceVar(&o.Backends, "backend", nil, "Config.StateBackend values to compare (rocksdb, pebble): every processor runs once per backend in each run, interleaved, named processor.backend (e.g. count.pebble); default: the build's default backend only")
-	fl.IntSliceVar(&o.Pipelines, "pipelines", nil, "Config.Pipelines values to compare: every processor runs once per value in each run, interleaved, named processor-pN (e.g. count-p2); default: Config's default (automatic: one per core, at most 4 and the partitions) only")
+	fl.Int64Var(&o.StateMemory, "state-memory", 0, "Options.State.Memory in bytes (0, the default: a 64 MiB cache and memtable per shard; positive: one shared budget)")
+	fl.Int64Var(&o.StateCache, "state-cache", 0, "Options.State.CacheBytes: bytes of the committed-state cache (0: kstate's default, 16 MiB; negative: off)")
+	fl.StringSliceVar(&o.Backends, "backend", nil, "Options.State.Backend values to compare (rocksdb, pebble): every processor runs once per backend in each run, interleaved, named processor.backend (e.g. count.pebble); default: the build's default backend only")
+	fl.IntSliceVar(&o.Pipelines, "pipelines", nil, "Options.Batching.Pipelines values to compare: every processor runs once per value in each run, interleaved, named processor-pN (e.g. count-p2); default: kstate's default (automatic: one per core, at most 4 and the partitions) only")
 	fl.StringVar(&o.JSON, "json", "", "also write every run and the summary as JSON to this file")
 	fl.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole benchmark process (go tool pprof)")
 	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "show the applications' logs")
@@ -405,40 +405,58 @@ func runBench(ctx context.Context, progress io.Writer, o benchOptions) (*benchRe
 type benchRun struct {
 	o       benchOptions
 	proc    benchProc
-	backend string // Config.StateBackend; "" = the default
+	backend string // Options.State.Backend; "" = the default
 	run     int
 	id      string
 	dir     string
 	logf    func(string, ...any)
 
-	pipelines int // Config.Pipelines; 0 = the default
+	pipelines int // Options.Batching.Pipelines; 0 = the default
 }
 
-func (b *benchRun) config(appID, in, out string) kstate.Config[string, benchRow, benchOut] {
+// benchConfig is one bench application's Topology and Options.
+type benchConfig struct {
+	top  kstate.Topology[string, benchRow, benchOut]
+	opts kstate.Options
+}
+
+func (b *benchRun) config(appID, in, out string) benchConfig {
 	logger := slog.New(slog.DiscardHandler)
 	if b.o.Verbose {
 		logger = slog.Default()
 	}
-	return kstate.Config[string, benchRow, benchOut]{
-		ApplicationID:   appID,
-		Brokers:         b.o.Brokers,
-		InstanceID:      "bench",
-		InputTopics:     []string{in},
-		KeySerde:        serde.String(),
-		ValueSerde:      rowCodec{},
-		NewProcessor:    b.proc.newProc,
-		TimeMode:        b.proc.timeMode,
-		OutputTopic:     out,
-		OutputSerde:     outCodec{},
-		MaxBatchRecords: b.o.Batch,
-		StateMemory:     b.o.StateMemory,
-		StateCacheBytes: b.o.StateCache,
-		StateBackend:    b.backend,
-		Pipelines:       b.pipelines,
-		StateDir:        filepath.Join(b.dir, appID),
-		ShutdownTimeout: 20 * time.Second,
-		Logger:          logger,
-	}
+	return benchConfig{kstate.Topology[string, benchRow, benchOut]{
+		Inputs:       kstate.Topics(rowCodec{}, in),
+		KeySerde:     serde.String(),
+		NewProcessor: b.proc.newProc,
+		TimeMode:     b.proc.timeMode,
+		Output: kstate.Output[string, benchOut]{
+			Topic: out,
+			Serde: outCodec{},
+		},
+	}, kstate.Options{
+		ApplicationID: appID,
+		InstanceID:    "bench",
+		Kafka: kstate.KafkaOptions{
+			Brokers: b.o.Brokers,
+		},
+		State: kstate.StateOptions{
+			Memory:     b.o.StateMemory,
+			CacheBytes: b.o.StateCache,
+			Backend:    b.backend,
+			Dir:        filepath.Join(b.dir, appID),
+		},
+		Batching: kstate.BatchingOptions{
+			MaxRecords: b.o.Batch,
+			Pipelines:  b.pipelines,
+		},
+		Timeouts: kstate.TimeoutOptions{
+			Shutdown: 20 * time.Second,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: logger,
+		},
+	}}
 }
 
 // app is a running App.
@@ -450,8 +468,8 @@ type app struct {
 	err      error         // Run's error, once finished
 }
 
-func startApp(ctx context.Context, cfg kstate.Config[string, benchRow, benchOut]) (*app, error) {
-	a, err := kstate.New(cfg)
+func startApp(ctx context.Context, cfg benchConfig) (*app, error) {
+	a, err := kstate.New(cfg.top, cfg.opts)
 	if err != nil {
 		return nil, err
 	}
@@ -549,7 +567,7 @@ func (b *benchRun) do(ctx context.Context) (*runResult, error) {
 	// 1. Throughput: the input is all there; time first → last output.
 	cfg := b.config(appID, in, out)
 	probe := newLatencyProbe(in)
-	cfg.KafkaOptions = append(cfg.KafkaOptions, kgo.WithHooks(probe))
+	cfg.opts.Kafka.ClientOptions = append(cfg.opts.Kafka.ClientOptions, kgo.WithHooks(probe))
 	cpu0, wall0 := processCPU(), time.Now() // bench_pipelines.go
 	a, err := startApp(ctx, cfg)
 	if err != nil {
@@ -646,7 +664,7 @@ func (b *benchRun) do(ctx context.Context) (*runResult, error) {
 
 	// 3. Restore: no local state; same instance id, so the static member
 	// gets its partitions back at once and fences its predecessor.
-	if err := os.RemoveAll(cfg.StateDir); err != nil {
+	if err := os.RemoveAll(cfg.opts.State.Dir); err != nil {
 		return nil, err
 	}
 	a2, err := startApp(ctx, cfg)

@@ -6,7 +6,6 @@ import (
 	"iter"
 	"time"
 
-	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/state"
@@ -130,7 +129,7 @@ func newKeyBytes(i int) []byte { return fmt.Appendf(nil, "f%06d", i) }
 // deleted entries stay in the store), then times the new keys from the
 // restart to their last output. It returns the number of outputs expected
 // so far.
-func (b *benchRun) churnRestart(ctx context.Context, a *app, cfg kstate.Config[string, benchRow, benchOut], col *collector, r *runResult, total int) (int, error) {
+func (b *benchRun) churnRestart(ctx context.Context, a *app, cfg benchConfig, col *collector, r *runResult, total int) (int, error) {
 	o := b.o
 	// 1. Every session closed: no timer left (fired timers count as
 	// deleted) and the state clears committed (Counters are updated after
@@ -165,7 +164,7 @@ func (b *benchRun) churnRestart(ctx context.Context, a *app, cfg kstate.Config[s
 	recs := make([]kafka.Record, 0, o.NewKeys)
 	now := time.Now().UnixNano()
 	for i := range o.NewKeys {
-		recs = append(recs, kafka.Record{Topic: cfg.InputTopics[0], Partition: kafka.AnyPartition, Key: newKeyBytes(i),
+		recs = append(recs, kafka.Record{Topic: cfg.top.Inputs[0].Topic, Partition: kafka.AnyPartition, Key: newKeyBytes(i),
 			Value: encodeRow(make([]byte, o.ValueBytes), benchRow{ProducedNs: now, V: int64(i % 1000)})})
 	}
 	if err := produce(ctx, o.Brokers, recs); err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // --pipelines: each processor variant (count, count.pebble, ...) runs once
-// per Config.Pipelines value in every run, named variant-p<N>, so that the
+// per Options.Batching.Pipelines value in every run, named variant-p<N>, so that the
 // pipeline counts are measured interleaved on the same broker.
 
 // expandPipelines turns the variants × --pipelines into the variants run,
@@ -41,7 +41,7 @@ func cutPipelines(name string) (string, int) {
 	return base, n
 }
 
-// pipelinesOf is the Config.Pipelines of a variant name (0: the default).
+// pipelinesOf is the Options.Batching.Pipelines of a variant name (0: the default).
 func pipelinesOf(name string) int {
 	_, n := cutPipelines(name)
 	return max(n, 0)

@@ -12,7 +12,7 @@ import (
 )
 
 // latencyProbe splits the latency phase's end-to-end latency inside the
-// application, from franz-go hooks installed through Config.KafkaOptions
+// application, from franz-go hooks installed through Options.Kafka.ClientOptions
 // (so on every client of the app; only the input topic's records and the
 // transaction's requests are kept), while on:
 //

@@ -77,30 +77,40 @@ func (s demoStory) run(ctx context.Context, d *demo) error {
 	return s.heartbeats(ctx, d)
 }
 
-func demoConfig[O any](d *demo, appID, in, out string, codec serde.Serde[O], newProc func() processor.StatefulProcessor[string, string, O]) kstate.Config[string, string, O] {
-	return kstate.Config[string, string, O]{
-		ApplicationID: appID,
-		Brokers:       d.brokers,
-		InputTopics:   []string{in},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputTopic:   out,
-		OutputSerde:   codec,
-		NewProcessor:  newProc,
-		StateDir:      d.stateDir,
-		MaxBatchWait:  50 * time.Millisecond,
-		Logger:        d.logger,
-	}
+func demoConfig[O any](d *demo, appID, in, out string, codec serde.Serde[O], newProc func() processor.StatefulProcessor[string, string, O]) (kstate.Topology[string, string, O], kstate.Options) {
+	return kstate.Topology[string, string, O]{
+			Inputs:       kstate.Topics(serde.String(), in),
+			KeySerde:     serde.String(),
+			NewProcessor: newProc,
+			Output: kstate.Output[string, O]{
+				Topic: out,
+				Serde: codec,
+			},
+		}, kstate.Options{
+			ApplicationID: appID,
+			Kafka: kstate.KafkaOptions{
+				Brokers: d.brokers,
+			},
+			State: kstate.StateOptions{
+				Dir: d.stateDir,
+			},
+			Batching: kstate.BatchingOptions{
+				MaxWait: 50 * time.Millisecond,
+			},
+			Observability: kstate.ObservabilityOptions{
+				Logger: d.logger,
+			},
+		}
 }
 
 // demoCountWords runs the counter over words and returns the latest count of
 // every key on the output topic, e.g. "a=3 b=2".
 func demoCountWords(ctx context.Context, d *demo, appID, in, out string, initial map[string]int64, words []string) (_ string, err error) {
-	cfg := demoConfig(d, appID, in, out, serde.String(), newDemoCounter)
+	top, opts := demoConfig(d, appID, in, out, serde.String(), newDemoCounter)
 	if initial != nil {
-		cfg.InitialState = kstate.InitialStateFromSeq(maps.All(initial))
+		top.InitialState = kstate.InitialStateFromSeq(maps.All(initial))
 	}
-	app, err := kstate.New(cfg)
+	app, err := kstate.New(top, opts)
 	if err != nil {
 		return "", err
 	}
@@ -142,13 +152,13 @@ func (s demoStory) heartbeats(ctx context.Context, d *demo) error {
 	fmt.Fprintf(d.w, "      a sensor silent for %v is reported; the engine's clock is scripted\n", heartbeat.Timeout)
 	clock := &demoClock{}
 	clock.set(demoStart)
-	cfg := demoConfig(d, "demo-heartbeat", "heartbeats", "sensor-events", serde.JSON[heartbeat.Event](),
+	top, opts := demoConfig(d, "demo-heartbeat", "heartbeats", "sensor-events", serde.JSON[heartbeat.Event](),
 		heartbeat.NewMonitor(heartbeat.Timeout, heartbeat.Retention))
-	cfg.TimeMode = processor.ProcessingTime
-	cfg.Clock = clock.now
-	cfg.TriggerInterval = time.Second // of the scripted clock: each step moves it further
+	top.TimeMode = processor.ProcessingTime
+	opts.Observability.Clock = clock.now
+	opts.Batching.TriggerInterval = time.Second // of the scripted clock: each step moves it further
 
-	app, err := kstate.New(cfg)
+	app, err := kstate.New(top, opts)
 	if err != nil {
 		return err
 	}
@@ -158,7 +168,7 @@ func (s demoStory) heartbeats(ctx context.Context, d *demo) error {
 	var sent int64 // heartbeats sent to the running app
 	for i, b := range s.beats {
 		if i == s.restartAt {
-			if app, running, stop, err = s.restart(ctx, d, cfg, stop()); err != nil {
+			if app, running, stop, err = s.restart(ctx, d, top, opts, stop()); err != nil {
 				return err
 			}
 			sent = 0
@@ -201,10 +211,10 @@ func (s demoStory) heartbeats(ctx context.Context, d *demo) error {
 // restart deletes the monitor's local state and starts it again: its state
 // and timers come back from the changelog topic.
 // stopErr is what Run of the stopped monitor returned.
-func (s demoStory) restart(ctx context.Context, d *demo, cfg kstate.Config[string, string, heartbeat.Event], stopErr error) (
+func (s demoStory) restart(ctx context.Context, d *demo, top kstate.Topology[string, string, heartbeat.Event], opts kstate.Options, stopErr error) (
 	*kstate.App[string, string, heartbeat.Event], context.Context, func() error, error) {
 	d.section("4. Restart: stop the monitor, delete its local state, start it again")
-	fmt.Fprintf(d.w, "      its state and timers come back from the changelog topic %s\n", cfg.ApplicationID+"-changelog")
+	fmt.Fprintf(d.w, "      its state and timers come back from the changelog topic %s\n", opts.ApplicationID+"-changelog")
 	stopped := "Run returned nil"
 	if stopErr != nil {
 		stopped = "Run: " + stopErr.Error()
@@ -213,11 +223,11 @@ func (s demoStory) restart(ctx context.Context, d *demo, cfg kstate.Config[strin
 	if stopErr != nil {
 		return nil, nil, nil, fmt.Errorf("demo-heartbeat: Run: %w", stopErr)
 	}
-	if err := os.RemoveAll(filepath.Join(d.stateDir, cfg.ApplicationID)); err != nil {
+	if err := os.RemoveAll(filepath.Join(d.stateDir, opts.ApplicationID)); err != nil {
 		return nil, nil, nil, err
 	}
-	d.line("delete", cfg.ApplicationID+"/", "its local shards are gone")
-	app, err := kstate.New(cfg)
+	d.line("delete", opts.ApplicationID+"/", "its local shards are gone")
+	app, err := kstate.New(top, opts)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -320,7 +330,7 @@ func (t *demoTail) next(running context.Context, n int) (string, error) {
 	return strings.Join(out, "; "), nil
 }
 
-// demoClock is the scripted Config.Clock.
+// demoClock is the scripted Options.Observability.Clock.
 type demoClock struct{ ms atomic.Int64 }
 
 func (c *demoClock) now() time.Time  { return time.UnixMilli(c.ms.Load()).UTC() }

@@ -83,9 +83,9 @@ func (c *counterB) HandleInputRows(key string, rows iter.Seq[string], _ processo
 	return out.Emit(fmt.Sprintf("%s n=%d after %s", key, t.N, prev))
 }
 
-func runApp(t *testing.T, cfg kstate.Config[string, string, string], cluster *kafkatest.Cluster, in string, out string, recs []kafkatest.Record, want int) []string {
+func runApp(t *testing.T, top kstate.Topology[string, string, string], opts kstate.Options, cluster *kafkatest.Cluster, in string, out string, recs []kafkatest.Record, want int) []string {
 	t.Helper()
-	app, err := kstate.New(cfg)
+	app, err := kstate.New(top, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,14 +96,14 @@ func runApp(t *testing.T, cfg kstate.Config[string, string, string], cluster *ka
 	deadline := time.Now().Add(2 * time.Minute)
 	for app.Metrics().Total.RowsIn < int64(len(recs)) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: timed out waiting for %d rows processed", cfg.ApplicationID, len(recs))
+			t.Fatalf("%s: timed out waiting for %d rows processed", opts.ApplicationID, len(recs))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	got := cluster.ReadCommitted(t, out, want, time.Minute)
 	cancel()
 	if err := <-done; err != nil {
-		t.Fatalf("Run of %s: %v", cfg.ApplicationID, err)
+		t.Fatalf("Run of %s: %v", opts.ApplicationID, err)
 	}
 	var vals []string
 	for _, r := range got {
@@ -129,11 +129,25 @@ func TestExportToInitialState(t *testing.T) {
 	cluster := kafkatest.Start(t, kafkatest.RequireReal())
 	inA, outA := cluster.CreateTopic(t, "mig-in-a", 3), cluster.CreateTopic(t, "mig-out-a", 3)
 	appA := kafkatest.Name(t, "mig-a")
-	gotA := runApp(t, kstate.Config[string, string, string]{
-		ApplicationID: appA, Brokers: cluster.Brokers(), InputTopics: []string{inA},
-		KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: outA, OutputSerde: serde.String(),
+	gotA := runApp(t, kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), inA),
+		KeySerde:     serde.String(),
 		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &counterA{} },
-		StateDir:     t.TempDir(), MaxBatchWait: 20 * time.Millisecond,
+		Output: kstate.Output[string, string]{
+			Topic: outA,
+			Serde: serde.String(),
+		},
+	}, kstate.Options{
+		ApplicationID: appA,
+		Kafka: kstate.KafkaOptions{
+			Brokers: cluster.Brokers(),
+		},
+		State: kstate.StateOptions{
+			Dir: t.TempDir(),
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 20 * time.Millisecond,
+		},
 	}, cluster, inA, outA, recs("a", "b", "a", "c", "a", "b"), 1)
 	if len(gotA) == 0 {
 		t.Fatal("A wrote nothing")
@@ -153,12 +167,26 @@ func TestExportToInitialState(t *testing.T) {
 		err := json.Unmarshal(e.Value, &n)
 		return e.Key, n, true, err
 	}
-	gotB := runApp(t, kstate.Config[string, string, string]{
-		ApplicationID: kafkatest.Name(t, "mig-b"), Brokers: cluster.Brokers(), InputTopics: []string{inB},
-		KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: outB, OutputSerde: serde.String(),
+	gotB := runApp(t, kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), inB),
+		KeySerde:     serde.String(),
 		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &counterB{} },
 		InitialState: kstate.InitialStateFromJSONL(file, decode),
-		StateDir:     t.TempDir(), MaxBatchWait: 20 * time.Millisecond,
+		Output: kstate.Output[string, string]{
+			Topic: outB,
+			Serde: serde.String(),
+		},
+	}, kstate.Options{
+		ApplicationID: kafkatest.Name(t, "mig-b"),
+		Kafka: kstate.KafkaOptions{
+			Brokers: cluster.Brokers(),
+		},
+		State: kstate.StateOptions{
+			Dir: t.TempDir(),
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 20 * time.Millisecond,
+		},
 	}, cluster, inB, outB, recs("a", "c", "d"), 3)
 	want := []string{"a n=4 after (migrated)", "c n=2 after (migrated)", "d n=1 after "}
 	if !slices.Equal(gotB, want) {
@@ -221,16 +249,31 @@ func TestExportTimersToInitialState(t *testing.T) {
 	cluster := kafkatest.Start(t, kafkatest.RequireReal())
 	inA, outA := cluster.CreateTopic(t, "mig-t-in-a", 1), cluster.CreateTopic(t, "mig-t-out-a", 1)
 	appA := kafkatest.Name(t, "mig-t-a")
-	base := func(app, in, out string, newProc func() processor.StatefulProcessor[string, string, string]) kstate.Config[string, string, string] {
-		return kstate.Config[string, string, string]{
-			ApplicationID: app, Brokers: cluster.Brokers(), InputTopics: []string{in},
-			KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: out, OutputSerde: serde.String(),
-			NewProcessor: newProc, TimeMode: processor.ProcessingTime,
-			StateDir: t.TempDir(), MaxBatchWait: 20 * time.Millisecond,
-		}
+	base := func(app, in, out string, newProc func() processor.StatefulProcessor[string, string, string]) (kstate.Topology[string, string, string], kstate.Options) {
+		return kstate.Topology[string, string, string]{
+				Inputs:       kstate.Topics(serde.String(), in),
+				KeySerde:     serde.String(),
+				NewProcessor: newProc,
+				TimeMode:     processor.ProcessingTime,
+				Output: kstate.Output[string, string]{
+					Topic: out,
+					Serde: serde.String(),
+				},
+			}, kstate.Options{
+				ApplicationID: app,
+				Kafka: kstate.KafkaOptions{
+					Brokers: cluster.Brokers(),
+				},
+				State: kstate.StateOptions{
+					Dir: t.TempDir(),
+				},
+				Batching: kstate.BatchingOptions{
+					MaxWait: 20 * time.Millisecond,
+				},
+			}
 	}
-	runApp(t, base(appA, inA, outA, func() processor.StatefulProcessor[string, string, string] { return &timedA{} }),
-		cluster, inA, outA, recs("a", "bb", "a"), 2)
+	topA, optsA := base(appA, inA, outA, func() processor.StatefulProcessor[string, string, string] { return &timedA{} })
+	runApp(t, topA, optsA, cluster, inA, outA, recs("a", "bb", "a"), 2)
 
 	file := filepath.Join(t.TempDir(), "a.jsonl")
 	if _, se, code := cli(t, "state", "export", "-q", "--brokers", strings.Join(cluster.Brokers(), ","), "--app", appA, "--out", file); code != exitOK {
@@ -251,9 +294,9 @@ func TestExportTimersToInitialState(t *testing.T) {
 		}
 		return "", m, false, nil
 	}
-	cfgB := base(appB, inB, outB, func() processor.StatefulProcessor[string, string, string] { return &timedB{} })
+	cfgB, optsB := base(appB, inB, outB, func() processor.StatefulProcessor[string, string, string] { return &timedB{} })
 	cfgB.InitialState = kstate.InitialStateFromJSONL(file, decode)
-	gotB := runApp(t, cfgB, cluster, inB, outB, recs("a"), 1)
+	gotB := runApp(t, cfgB, optsB, cluster, inB, outB, recs("a"), 1)
 	if want := []string{"a=3"}; !slices.Equal(gotB, want) {
 		t.Fatalf("B's outputs %q, want %q", gotB, want)
 	}

@@ -55,7 +55,7 @@ A has not processed (after its committed offsets, or in a new partition)
 lies in a partition its key does not map to among N: run A until it is
 caught up, with producers stopped or not yet writing to the new partitions.
 
-Then run B (Config.ApplicationID = B) with the same code. --dry-run prints
+Then run B (Options.ApplicationID = B) with the same code. --dry-run prints
 the plan (per partition of B: keys and entries held and moved in, offset)
 and changes nothing.
 
@@ -72,7 +72,7 @@ topic or no committed offsets and no --input-topic); 4 refused.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.brokers, "brokers", "", "Kafka bootstrap servers, comma-separated; required")
-	fl.StringVar(&f.app, "app", "", "the stopped application to rescale (its Config.ApplicationID); required")
+	fl.StringVar(&f.app, "app", "", "the stopped application to rescale (its Options.ApplicationID); required")
 	fl.StringVar(&f.toApp, "to-app", "", "the new application id to write the rescaled state for; required, must not exist")
 	fl.IntVar(&f.partitions, "partitions", 0, "the input topic's new partition count; required")
 	fl.StringVar(&f.inputTopic, "input-topic", "", "the application's input topic (default: the one topic its group committed offsets for)")

@@ -76,17 +76,32 @@ func TestRescale(t *testing.T) {
 	appA, appB := kafkatest.Name(t, "rescale-a"), kafkatest.Name(t, "rescale-b")
 	brokers := strings.Join(cluster.Brokers(), ",")
 	clock := testprocs.NewClock(rescaleT0)
-	cfg := func(app string) kstate.Config[string, string, string] {
-		return kstate.Config[string, string, string]{
-			ApplicationID: app, Brokers: cluster.Brokers(), InputTopics: []string{in},
-			KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: out, OutputSerde: serde.String(),
-			NewProcessor:         func() processor.StatefulProcessor[string, string, string] { return &timedCounter{} },
-			TimeMode:             processor.ProcessingTime,
-			Clock:                clock.Now,
-			StateDir:             t.TempDir(),
-			MaxBatchWait:         20 * time.Millisecond,
-			LeaveGroupOnShutdown: true,
-		}
+	cfg := func(app string) (kstate.Topology[string, string, string], kstate.Options) {
+		return kstate.Topology[string, string, string]{
+				Inputs:       kstate.Topics(serde.String(), in),
+				KeySerde:     serde.String(),
+				NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &timedCounter{} },
+				TimeMode:     processor.ProcessingTime,
+				Output: kstate.Output[string, string]{
+					Topic: out,
+					Serde: serde.String(),
+				},
+			}, kstate.Options{
+				ApplicationID: app,
+				Kafka: kstate.KafkaOptions{
+					Brokers:              cluster.Brokers(),
+					LeaveGroupOnShutdown: true,
+				},
+				State: kstate.StateOptions{
+					Dir: t.TempDir(),
+				},
+				Batching: kstate.BatchingOptions{
+					MaxWait: 20 * time.Millisecond,
+				},
+				Observability: kstate.ObservabilityOptions{
+					Clock: clock.Now,
+				},
+			}
 	}
 	adm, err := kafka.NewAdmin(cluster.Brokers())
 	if err != nil {
@@ -412,13 +427,26 @@ func TestRescaleRefusesMisroutedInput(t *testing.T) {
 	brokers := strings.Join(cluster.Brokers(), ",")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	app, err := kstate.New(kstate.Config[string, string, string]{
-		ApplicationID: appA, Brokers: cluster.Brokers(), InputTopics: []string{in},
-		KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: out, OutputSerde: serde.String(),
-		NewProcessor:         testprocs.NewCounter,
-		StateDir:             t.TempDir(),
-		MaxBatchWait:         20 * time.Millisecond,
-		LeaveGroupOnShutdown: true,
+	app, err := kstate.New(kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), in),
+		KeySerde:     serde.String(),
+		NewProcessor: testprocs.NewCounter,
+		Output: kstate.Output[string, string]{
+			Topic: out,
+			Serde: serde.String(),
+		},
+	}, kstate.Options{
+		ApplicationID: appA,
+		Kafka: kstate.KafkaOptions{
+			Brokers:              cluster.Brokers(),
+			LeaveGroupOnShutdown: true,
+		},
+		State: kstate.StateOptions{
+			Dir: t.TempDir(),
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 20 * time.Millisecond,
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

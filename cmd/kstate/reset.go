@@ -64,7 +64,7 @@ position:
     GroupBy repartition topic "<app>-repartition" (recreated empty by the
     next run: its records were forwarded from input that is read again)
     and the dead-letter topic ("<app>-dlq" by default; --dlq-topic for a
-    custom Config.DeadLetterTopic);
+    custom Topology.DeadLetterTopic);
   - sets the group's committed offsets of its input topics (those the group
     has committed, or --input-topic) to the earliest offsets (default), the
     latest (--to-latest), or the first record at or after a time
@@ -78,7 +78,7 @@ position:
 
 The application must be stopped: a group with members is refused (exit
 code 4). A stopped instance with a static InstanceID stays a member until
-Config.SessionTimeout passes. --dry-run prints the plan and changes nothing.
+Options.Kafka.SessionTimeout passes. --dry-run prints the plan and changes nothing.
 The output topic is not touched: a reprocessing run appends to it.
 
 Exit codes: 0 success; 1 error; 2 usage; 3 the group has no committed
@@ -93,13 +93,13 @@ offsets and no --input-topic was given; 4 refused (the group has members).`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.brokers, "brokers", "", "Kafka bootstrap servers, comma-separated; required")
-	fl.StringVar(&f.app, "app", "", "the application id (Config.ApplicationID, its group id); required")
+	fl.StringVar(&f.app, "app", "", "the application id (Options.ApplicationID, its group id); required")
 	fl.StringSliceVar(&f.inputTopics, "input-topic", nil, "input topic whose offsets to reset (repeatable; default: every topic the group committed)")
 	fl.StringVar(&f.dlqTopic, "dlq-topic", "", `the dead-letter topic to delete (default "<app>-dlq")`)
 	fl.BoolVar(&f.toEarliest, "to-earliest", false, "reset offsets to the start of each partition (the default)")
 	fl.BoolVar(&f.toLatest, "to-latest", false, "reset offsets to the end of each partition: skip what is there")
 	fl.StringVar(&f.toDatetime, "to-datetime", "", "reset offsets to the first record at or after this RFC 3339 time")
-	fl.StringVar(&f.stateDir, "state-dir", "", "also remove the application's local state under this directory (Config.StateDir)")
+	fl.StringVar(&f.stateDir, "state-dir", "", "also remove the application's local state under this directory (Options.State.Dir)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan, change nothing")
 	f.sec.add(cmd)
 	return cmd
@@ -185,7 +185,7 @@ func runReset(ctx context.Context, out io.Writer, f resetFlags) error {
 				}
 				ids = append(ids, id+" on "+m.ClientHost)
 			}
-			return &codeError{exitRefused, fmt.Errorf("reset refused: group %q is %s with %d member(s): %s; stop every instance of the application first (a stopped instance stays a static member until Config.SessionTimeout passes, unless it ran with Config.LeaveGroupOnShutdown)",
+			return &codeError{exitRefused, fmt.Errorf("reset refused: group %q is %s with %d member(s): %s; stop every instance of the application first (a stopped instance stays a static member until Options.Kafka.SessionTimeout passes, unless it ran with Options.Kafka.LeaveGroupOnShutdown)",
 				f.app, g.State, len(g.Members), strings.Join(ids, ", "))}
 		}
 	}
@@ -208,7 +208,7 @@ func runReset(ctx context.Context, out io.Writer, f resetFlags) error {
 		}
 	}
 	if (f.toLatest || f.toDatetime != "") && len(topics) != 1 {
-		return usageErr("--to-latest and --to-datetime need exactly one input topic (the application's first, Config.InputTopics[0]), have %v: give it with --input-topic", topics)
+		return usageErr("--to-latest and --to-datetime need exactly one input topic (the application's first, Topology.Inputs[0]), have %v: give it with --input-topic", topics)
 	}
 	var target kadm.ListedOffsets
 	switch {

@@ -24,15 +24,29 @@ func TestResetGroupBy(t *testing.T) {
 	appID := kafkatest.Name(t, "resetg-app")
 	dir := t.TempDir()
 	brokers := strings.Join(cluster.Brokers(), ",")
-	cfg := kstate.Config[string, string, string]{
-		ApplicationID: appID, Brokers: cluster.Brokers(), InputTopics: []string{in},
-		GroupBy:  []kstate.GroupBy[string, string]{{Topic: in, Key: func(_ []byte, v string) (string, error) { return v, nil }}},
-		KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: out, OutputSerde: serde.String(),
-		NewProcessor:         func() processor.StatefulProcessor[string, string, string] { return &rowCounter{} },
-		StateDir:             dir,
-		MaxBatchWait:         20 * time.Millisecond,
-		LeaveGroupOnShutdown: true,
-		TransactionTimeout:   5 * time.Second, // bounds a restore's wait: a reset that left offsets behind fails fast
+	cfg := kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), in),
+		GroupBy:      []kstate.GroupBy[string, string]{{Topic: in, Key: func(_ []byte, v string) (string, error) { return v, nil }}},
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &rowCounter{} },
+		Output: kstate.Output[string, string]{
+			Topic: out,
+			Serde: serde.String(),
+		},
+	}
+	opts := kstate.Options{
+		ApplicationID: appID,
+		Kafka: kstate.KafkaOptions{
+			Brokers:              cluster.Brokers(),
+			LeaveGroupOnShutdown: true,
+			TransactionTimeout:   5 * time.Second, // bounds a restore's wait: a reset that left offsets behind fails fast
+		},
+		State: kstate.StateOptions{
+			Dir: dir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 20 * time.Millisecond,
+		},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -44,7 +58,7 @@ func TestResetGroupBy(t *testing.T) {
 	// run processes rows more rows (stage 2) and returns every output.
 	run := func(rows int, wantOut int, produce ...string) []string {
 		t.Helper()
-		app, err := kstate.New(cfg)
+		app, err := kstate.New(cfg, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

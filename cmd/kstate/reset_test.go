@@ -54,13 +54,27 @@ func TestReset(t *testing.T) {
 	appID := kafkatest.Name(t, "reset-app")
 	dir := t.TempDir()
 	brokers := strings.Join(cluster.Brokers(), ",")
-	cfg := kstate.Config[string, string, string]{
-		ApplicationID: appID, Brokers: cluster.Brokers(), InputTopics: []string{in},
-		KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: out, OutputSerde: serde.String(),
-		NewProcessor:         func() processor.StatefulProcessor[string, string, string] { return &rowCounter{} },
-		StateDir:             dir,
-		MaxBatchWait:         20 * time.Millisecond,
-		LeaveGroupOnShutdown: true,
+	cfg := kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), in),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &rowCounter{} },
+		Output: kstate.Output[string, string]{
+			Topic: out,
+			Serde: serde.String(),
+		},
+	}
+	opts := kstate.Options{
+		ApplicationID: appID,
+		Kafka: kstate.KafkaOptions{
+			Brokers:              cluster.Brokers(),
+			LeaveGroupOnShutdown: true,
+		},
+		State: kstate.StateOptions{
+			Dir: dir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 20 * time.Millisecond,
+		},
 	}
 	adm, err := kafka.NewAdmin(cluster.Brokers())
 	if err != nil {
@@ -81,7 +95,7 @@ func TestReset(t *testing.T) {
 	// inside() called while it runs, and returns all outputs so far.
 	run := func(rows int, wantOut int, produce []string, inside func()) []string {
 		t.Helper()
-		app, err := kstate.New(cfg)
+		app, err := kstate.New(cfg, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

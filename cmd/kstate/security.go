@@ -11,7 +11,7 @@ import (
 )
 
 // securityFlags are the TLS and SASL flags of every command that talks to
-// Kafka: the same settings as Config.TLS and Config.SASL.
+// Kafka: the same settings as Options.Kafka.TLS and Options.Kafka.SASL.
 type securityFlags struct {
 	tls                       bool
 	caFile, certFile, key     string

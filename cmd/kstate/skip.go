@@ -42,7 +42,7 @@ partition before the next run replaces the first.
 
 Refused, with nothing written (exit code 4): a group with members (stop
 every instance; a stopped static member stays one until
-Config.SessionTimeout passes); an offset the group committed already (it
+Options.Kafka.SessionTimeout passes); an offset the group committed already (it
 was processed); an offset outside the partition's records; an application
 without a changelog, or with one of another partition count than the
 topic.
@@ -56,7 +56,7 @@ Exit codes: 0 success; 1 error; 2 usage; 4 refused.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.brokers, "brokers", "", "Kafka bootstrap servers, comma-separated; required")
-	fl.StringVar(&f.app, "app", "", "the application id (Config.ApplicationID, its group id); required")
+	fl.StringVar(&f.app, "app", "", "the application id (Options.ApplicationID, its group id); required")
 	fl.StringVar(&f.topic, "topic", "", "the input topic of the record (DecodeError.Topic); required")
 	fl.Int32Var(&f.partition, "partition", -1, "the record's partition (DecodeError.Partition); required")
 	fl.Int64Var(&f.offset, "offset", -1, "the record's offset (DecodeError.Offset); required")

@@ -76,8 +76,8 @@ type stateFlags struct {
 
 func (f *stateFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.brokers, "brokers", "", "Kafka bootstrap servers, comma-separated: read the changelog topic")
-	cmd.Flags().StringVar(&f.app, "app", "", "the application id (Config.ApplicationID); required")
-	cmd.Flags().StringVar(&f.stateDir, "state-dir", "", "read the local state under this directory (Config.StateDir) instead of the changelog")
+	cmd.Flags().StringVar(&f.app, "app", "", "the application id (Options.ApplicationID); required")
+	cmd.Flags().StringVar(&f.stateDir, "state-dir", "", "read the local state under this directory (Options.State.Dir) instead of the changelog")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress line on stderr")
 	f.sec.add(cmd)
 }
@@ -142,7 +142,7 @@ func newStateCmd() *cobra.Command {
 		Long: `Read an application's state without its Go types and without stopping it,
 straight from its changelog topic (--brokers; read_committed, every partition
 up to the end captured at start, no local files needed) or from its local
-state directory (--state-dir, the application's Config.StateDir; RocksDB
+state directory (--state-dir, the application's Options.State.Dir; RocksDB
 opened read-only).
 
 Values are decoded with the codec schema each variable was declared with:

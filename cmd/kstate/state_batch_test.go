@@ -26,10 +26,28 @@ func TestStateReadAtBatchCLI(t *testing.T) {
 	out := cluster.CreateTopic(t, "batch-out", 1)
 	appID := kafkatest.Name(t, "batch-app")
 	dir := t.TempDir()
-	app, err := kstate.New(kstate.Config[string, string, string]{
-		ApplicationID: appID, Brokers: cluster.Brokers(), InputTopics: []string{in},
-		KeySerde: serde.String(), ValueSerde: serde.String(), OutputTopic: out, OutputSerde: serde.String(),
-		NewProcessor: testprocs.NewCounter, StateDir: dir, MaxBatchWait: 50 * time.Millisecond, Logger: testlog.New(t),
+	app, err := kstate.New(kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), in),
+		KeySerde:     serde.String(),
+		NewProcessor: testprocs.NewCounter,
+		Output: kstate.Output[string, string]{
+			Topic: out,
+			Serde: serde.String(),
+		},
+	}, kstate.Options{
+		ApplicationID: appID,
+		Kafka: kstate.KafkaOptions{
+			Brokers: cluster.Brokers(),
+		},
+		State: kstate.StateOptions{
+			Dir: dir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 50 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: testlog.New(t),
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 // Command chained runs two kstate applications in a row. The first drops
 // duplicate clicks per user and re-keys the rest by page; the second counts
 // page views per page and event-time minute. The first sets
-// Config.OutputEventTime, so every record it writes carries the click's
+// Topology.Output.EventTime, so every record it writes carries the click's
 // event time as its Kafka timestamp, and the second (EventTime mode, event
 // time = record timestamp by default) windows by when the clicks happened,
 // not by when the first application wrote them.
@@ -172,38 +172,58 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		return err
 	}
 
-	dedup, err := kstate.New(kstate.Config[string, Click, View]{
+	dedup, err := kstate.New(kstate.Topology[string, Click, View]{
+		Inputs:       kstate.Topics(serde.JSON[Click](), clickTopic),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, Click, View] { return &Dedup{} },
+		Output: kstate.Output[string, View]{
+			Topic: viewTopic,
+			Serde: serde.JSON[View](),
+			Key:   func(_ string, v View) []byte { return []byte(v.Page) }, // re-key by page
+			// The output record's timestamp is the click's event time.
+			EventTime: func(v View) int64 { return v.AtMs },
+		},
+	}, kstate.Options{
 		ApplicationID: env.Name("dedup"),
-		Brokers:       env.Brokers,
-		InputTopics:   []string{clickTopic},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.JSON[Click](),
-		OutputTopic:   viewTopic,
-		OutputSerde:   serde.JSON[View](),
-		OutputKey:     func(_ string, v View) []byte { return []byte(v.Page) }, // re-key by page
-		// The output record's timestamp is the click's event time.
-		OutputEventTime: func(v View) int64 { return v.AtMs },
-		NewProcessor:    func() processor.StatefulProcessor[string, Click, View] { return &Dedup{} },
-		StateDir:        env.StateDir,
-		MaxBatchWait:    50 * time.Millisecond,
-		Logger:          env.Logger(),
+		Kafka: kstate.KafkaOptions{
+			Brokers: env.Brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: env.StateDir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 50 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: env.Logger(),
+		},
 	})
 	if err != nil {
 		return err
 	}
-	perMinute, err := kstate.New(kstate.Config[string, View, PageMinute]{
+	perMinute, err := kstate.New(kstate.Topology[string, View, PageMinute]{
+		Inputs:       kstate.Topics(serde.JSON[View](), viewTopic),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, View, PageMinute] { return &PerMinute{} },
+		TimeMode:     processor.EventTime, // Topology.EventTime nil: event time = record timestamp
+		Output: kstate.Output[string, PageMinute]{
+			Topic: minuteTopic,
+			Serde: serde.JSON[PageMinute](),
+		},
+	}, kstate.Options{
 		ApplicationID: env.Name("per-minute"),
-		Brokers:       env.Brokers,
-		InputTopics:   []string{viewTopic},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.JSON[View](),
-		OutputTopic:   minuteTopic,
-		OutputSerde:   serde.JSON[PageMinute](),
-		NewProcessor:  func() processor.StatefulProcessor[string, View, PageMinute] { return &PerMinute{} },
-		TimeMode:      processor.EventTime, // Config.EventTime nil: event time = record timestamp
-		StateDir:      env.StateDir,
-		MaxBatchWait:  50 * time.Millisecond,
-		Logger:        env.Logger(),
+		Kafka: kstate.KafkaOptions{
+			Brokers: env.Brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: env.StateDir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 50 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: env.Logger(),
+		},
 	})
 	if err != nil {
 		return err

@@ -13,23 +13,25 @@ import (
 // The two applications chained without Kafka: Dedup's output records (key,
 // value bytes and event-time timestamp) are PerMinute's input records.
 func TestChain(t *testing.T) {
-	dedup := kstatetest.New(t, kstate.Config[string, Click, View]{
-		ApplicationID:   "dedup",
-		KeySerde:        serde.String(),
-		ValueSerde:      serde.JSON[Click](),
-		OutputSerde:     serde.JSON[View](),
-		OutputKey:       func(_ string, v View) []byte { return []byte(v.Page) },
-		OutputEventTime: func(v View) int64 { return v.AtMs },
-		NewProcessor:    func() processor.StatefulProcessor[string, Click, View] { return &Dedup{} },
-	})
-	perMinute := kstatetest.New(t, kstate.Config[string, View, PageMinute]{
-		ApplicationID: "per-minute",
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.JSON[View](),
-		OutputSerde:   serde.JSON[PageMinute](),
-		NewProcessor:  func() processor.StatefulProcessor[string, View, PageMinute] { return &PerMinute{} },
-		TimeMode:      processor.EventTime,
-	}) // one partition: the watermark is per partition
+	dedup := kstatetest.New(t, kstate.Topology[string, Click, View]{
+		KeySerde:     serde.String(),
+		Inputs:       kstate.Topics(serde.JSON[Click](), "input"),
+		NewProcessor: func() processor.StatefulProcessor[string, Click, View] { return &Dedup{} },
+		Output: kstate.Output[string, View]{
+			Serde:     serde.JSON[View](),
+			Key:       func(_ string, v View) []byte { return []byte(v.Page) },
+			EventTime: func(v View) int64 { return v.AtMs },
+		},
+	}, kstatetest.ApplicationID("dedup"))
+	perMinute := kstatetest.New(t, kstate.Topology[string, View, PageMinute]{
+		KeySerde:     serde.String(),
+		Inputs:       kstate.Topics(serde.JSON[View](), "input"),
+		NewProcessor: func() processor.StatefulProcessor[string, View, PageMinute] { return &PerMinute{} },
+		TimeMode:     processor.EventTime,
+		Output: kstate.Output[string, PageMinute]{
+			Serde: serde.JSON[PageMinute](),
+		},
+	}, kstatetest.ApplicationID("per-minute")) // one partition: the watermark is per partition
 
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixMilli()
 	dedup.Input("ann", Click{Seq: 1, Page: "/a", AtMs: t0 + 5_000})

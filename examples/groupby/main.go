@@ -1,6 +1,6 @@
 // Command groupby counts sign-ins per country from records keyed by user
 // id: the grouping key (the country, in the value) is not the record key,
-// so Config.GroupBy re-keys the input through the internal topic
+// so Topology.GroupBy re-keys the input through the internal topic
 // "<app>-repartition", exactly-once in both stages (see kstate.GroupBy).
 //
 //	go run ./examples/groupby                           # embedded Kafka
@@ -89,19 +89,29 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 	if err := env.CreateTopics(ctx, 3, signins, counts); err != nil {
 		return err
 	}
-	app, err := kstate.New(kstate.Config[string, string, int64]{
+	app, err := kstate.New(kstate.Topology[string, string, int64]{
+		Inputs:       kstate.Topics(serde.String(), signins), // key: user id; value: country
+		GroupBy:      []kstate.GroupBy[string, string]{{Topic: signins, Key: country}},
+		KeySerde:     serde.String(), // the grouping key: the country
+		NewProcessor: func() processor.StatefulProcessor[string, string, int64] { return &PerCountry{} },
+		Output: kstate.Output[string, int64]{
+			Topic: counts, // record key: the country; value: its count
+			Serde: serde.Int64(),
+		},
+	}, kstate.Options{
 		ApplicationID: env.Name("groupby"),
-		Brokers:       env.Brokers,
-		InputTopics:   []string{signins}, // key: user id; value: country
-		GroupBy:       []kstate.GroupBy[string, string]{{Topic: signins, Key: country}},
-		KeySerde:      serde.String(), // the grouping key: the country
-		ValueSerde:    serde.String(),
-		OutputTopic:   counts, // record key: the country; value: its count
-		OutputSerde:   serde.Int64(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, int64] { return &PerCountry{} },
-		StateDir:      env.StateDir,
-		MaxBatchWait:  50 * time.Millisecond,
-		Logger:        env.Logger(),
+		Kafka: kstate.KafkaOptions{
+			Brokers: env.Brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: env.StateDir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 50 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: env.Logger(),
+		},
 	})
 	if err != nil {
 		return err

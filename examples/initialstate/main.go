@@ -116,19 +116,30 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		return err
 	}
 	var csvErr error
-	cfg := kstate.Config[string, string, int64]{
+	cfg := kstate.Topology[string, string, int64]{
+		Inputs:       kstate.Topics(serde.String(), words),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
+		InitialState: kstate.InitialStateFromSeq(readCSV(initialCSV, &csvErr)),
+		Output: kstate.Output[string, int64]{
+			Topic: counts,
+			Serde: serde.Int64(),
+		},
+	}
+	opts := kstate.Options{
 		ApplicationID: env.Name("initialstate"),
-		Brokers:       env.Brokers,
-		InputTopics:   []string{words},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputTopic:   counts,
-		OutputSerde:   serde.Int64(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
-		InitialState:  kstate.InitialStateFromSeq(readCSV(initialCSV, &csvErr)),
-		StateDir:      env.StateDir,
-		MaxBatchWait:  50 * time.Millisecond,
-		Logger:        env.Logger(),
+		Kafka: kstate.KafkaOptions{
+			Brokers: env.Brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: env.StateDir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 50 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: env.Logger(),
+		},
 	}
 	fmt.Fprintf(out, "initial  %s\n", strings.ReplaceAll(strings.TrimSpace(initialCSV), "\n", " "))
 
@@ -137,7 +148,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		if i > 0 {
 			fmt.Fprintln(out, "restart  (same application id: not its first run any more)")
 		}
-		app, err := kstate.New(cfg)
+		app, err := kstate.New(cfg, opts)
 		if err != nil {
 			return err
 		}

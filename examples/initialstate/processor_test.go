@@ -14,14 +14,15 @@ import (
 // not applied again, so x y gives x=13 y=101.
 func TestCounterWithInitialState(t *testing.T) {
 	var csvErr error
-	d := kstatetest.New(t, kstate.Config[string, string, int64]{
-		ApplicationID: "initialstate",
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputSerde:   serde.Int64(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
-		InitialState:  kstate.InitialStateFromSeq(readCSV(initialCSV, &csvErr)),
-	}, kstatetest.Partitions(2))
+	d := kstatetest.New(t, kstate.Topology[string, string, int64]{
+		KeySerde:     serde.String(),
+		Inputs:       kstate.Topics(serde.String(), "input"),
+		NewProcessor: func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
+		InitialState: kstate.InitialStateFromSeq(readCSV(initialCSV, &csvErr)),
+		Output: kstate.Output[string, int64]{
+			Serde: serde.Int64(),
+		},
+	}, kstatetest.ApplicationID("initialstate"), kstatetest.Partitions(2))
 	if csvErr != nil {
 		t.Fatal(csvErr)
 	}
@@ -50,14 +51,15 @@ func TestCounterWithInitialState(t *testing.T) {
 // Several initial rows of one key add up.
 func TestInitialRowsAddUp(t *testing.T) {
 	var csvErr error
-	d := kstatetest.New(t, kstate.Config[string, string, int64]{
-		ApplicationID: "initialstate",
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputSerde:   serde.Int64(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
-		InitialState:  kstate.InitialStateFromSeq(readCSV("x,1\nx,2\n", &csvErr)),
-	})
+	d := kstatetest.New(t, kstate.Topology[string, string, int64]{
+		KeySerde:     serde.String(),
+		Inputs:       kstate.Topics(serde.String(), "input"),
+		NewProcessor: func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
+		InitialState: kstate.InitialStateFromSeq(readCSV("x,1\nx,2\n", &csvErr)),
+		Output: kstate.Output[string, int64]{
+			Serde: serde.Int64(),
+		},
+	}, kstatetest.ApplicationID("initialstate"))
 	d.Input("x", "x")
 	d.MustRunBatch()
 	if got := d.OutputValues(); csvErr != nil || !slices.Equal(got, []int64{4}) {

@@ -47,19 +47,25 @@ type Settings struct {
 	StateDir      string
 }
 
-// Config is the service's kstate configuration. The service's main and its
-// integration test both build the application from it, so the test runs
-// the configuration that ships.
-func Config(s Settings) kstate.Config[string, string, string] {
-	return kstate.Config[string, string, string]{
-		ApplicationID: s.ApplicationID,
-		Brokers:       s.Brokers,
-		InputTopics:   []string{s.InputTopic},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputTopic:   s.OutputTopic,
-		OutputSerde:   serde.String(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
-		StateDir:      s.StateDir,
-	}
+// Config is the service's kstate topology and options. The service's main
+// and its integration test both build the application from them, so the
+// test runs the configuration that ships.
+func Config(s Settings) (kstate.Topology[string, string, string], kstate.Options) {
+	return kstate.Topology[string, string, string]{
+			Inputs:       kstate.Topics(serde.String(), s.InputTopic),
+			KeySerde:     serde.String(),
+			NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
+			Output: kstate.Output[string, string]{
+				Topic: s.OutputTopic,
+				Serde: serde.String(),
+			},
+		}, kstate.Options{
+			ApplicationID: s.ApplicationID,
+			Kafka: kstate.KafkaOptions{
+				Brokers: s.Brokers,
+			},
+			State: kstate.StateOptions{
+				Dir: s.StateDir,
+			},
+		}
 }

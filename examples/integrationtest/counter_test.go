@@ -52,10 +52,10 @@ func TestCounter(t *testing.T) {
 // gracefully and fails the test if Run failed.
 func run(t *testing.T, s Settings) (stop func()) {
 	t.Helper()
-	cfg := Config(s)
-	cfg.MaxBatchWait = 50 * time.Millisecond // react quickly: tests produce little
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
-	app, err := kstate.New(cfg)
+	top, opts := Config(s)
+	opts.Batching.MaxWait = 50 * time.Millisecond // react quickly: tests produce little
+	opts.Observability.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	app, err := kstate.New(top, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

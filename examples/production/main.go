@@ -76,7 +76,8 @@ func (p *PageViews) HandleInputRows(_ string, pages iter.Seq[string], _ processo
 
 // settings are what the environment configures.
 type settings struct {
-	cfg      kstate.Config[string, string, Stats]
+	top      kstate.Topology[string, string, Stats]
+	opts     kstate.Options
 	logLevel slog.Level
 	// queryAddr serves the live state queries (App.QueryHandler) to
 	// requests bearing queryToken; "": not served.
@@ -124,18 +125,27 @@ func settingsFromEnv(getenv func(string) string) (settings, error) {
 		return s, errors.New("KSTATE_BROKERS is not set: the Kafka bootstrap servers, comma-separated")
 	}
 	host, _ := os.Hostname()
-	s.cfg = kstate.Config[string, string, Stats]{
+	s.top = kstate.Topology[string, string, Stats]{
+		Inputs:       kstate.Topics(serde.String(), or("KSTATE_INPUT_TOPIC", "page-views")),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, Stats] { return &PageViews{} },
+		Output: kstate.Output[string, Stats]{
+			Topic: or("KSTATE_OUTPUT_TOPIC", "user-stats"),
+			Serde: serde.JSON[Stats](),
+		},
+	}
+	s.opts = kstate.Options{
 		ApplicationID: or("KSTATE_APPLICATION_ID", "pageviews"),
-		Brokers:       strings.Split(brokers, ","),
 		InstanceID:    or("KSTATE_INSTANCE_ID", host),
-		InputTopics:   []string{or("KSTATE_INPUT_TOPIC", "page-views")},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputTopic:   or("KSTATE_OUTPUT_TOPIC", "user-stats"),
-		OutputSerde:   serde.JSON[Stats](),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, Stats] { return &PageViews{} },
-		StateDir:      or("KSTATE_STATE_DIR", "/var/lib/kstate"),
-		HTTPAddr:      or("KSTATE_HTTP_ADDR", ":8080"),
+		Kafka: kstate.KafkaOptions{
+			Brokers: strings.Split(brokers, ","),
+		},
+		State: kstate.StateOptions{
+			Dir: or("KSTATE_STATE_DIR", "/var/lib/kstate"),
+		},
+		Observability: kstate.ObservabilityOptions{
+			HTTPAddr: or("KSTATE_HTTP_ADDR", ":8080"),
+		},
 	}
 	ca, cert, key := getenv("KSTATE_TLS_CA_FILE"), getenv("KSTATE_TLS_CERT_FILE"), getenv("KSTATE_TLS_KEY_FILE")
 	useTLS, err := boolean("KSTATE_TLS")
@@ -143,19 +153,19 @@ func settingsFromEnv(getenv func(string) string) (settings, error) {
 		return s, err
 	}
 	if useTLS || ca != "" || cert != "" || key != "" {
-		if s.cfg.TLS, err = kstate.TLSConfigFromFiles(ca, cert, key); err != nil {
+		if s.opts.Kafka.TLS, err = kstate.TLSConfigFromFiles(ca, cert, key); err != nil {
 			return s, fmt.Errorf("KSTATE_TLS_*: %w", err)
 		}
 	}
-	if s.cfg.SASL, err = kstate.SASLFromStrings(getenv("KSTATE_SASL_MECHANISM"), getenv("KSTATE_SASL_USERNAME"), getenv("KSTATE_SASL_PASSWORD")); err != nil {
+	if s.opts.Kafka.SASL, err = kstate.SASLFromStrings(getenv("KSTATE_SASL_MECHANISM"), getenv("KSTATE_SASL_USERNAME"), getenv("KSTATE_SASL_PASSWORD")); err != nil {
 		return s, fmt.Errorf("KSTATE_SASL_*: %w", err)
 	}
 	if v := or("KSTATE_STATE_MEMORY", "0"); v != "0" {
-		if s.cfg.StateMemory, err = strconv.ParseInt(v, 10, 64); err != nil || s.cfg.StateMemory < 0 {
+		if s.opts.State.Memory, err = strconv.ParseInt(v, 10, 64); err != nil || s.opts.State.Memory < 0 {
 			return s, fmt.Errorf("KSTATE_STATE_MEMORY=%q: want a number of bytes", v)
 		}
 	}
-	if s.cfg.LeaveGroupOnShutdown, err = boolean("KSTATE_LEAVE_GROUP_ON_SHUTDOWN"); err != nil {
+	if s.opts.Kafka.LeaveGroupOnShutdown, err = boolean("KSTATE_LEAVE_GROUP_ON_SHUTDOWN"); err != nil {
 		return s, err
 	}
 	s.queryAddr, s.queryToken = or("KSTATE_QUERY_ADDR", ""), or("KSTATE_QUERY_TOKEN", "")
@@ -187,8 +197,8 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: s.logLevel}))
-	s.cfg.Logger = log
-	app, err := kstate.New(s.cfg)
+	s.opts.Observability.Logger = log
+	app, err := kstate.New(s.top, s.opts)
 	if err != nil {
 		return err
 	}
@@ -207,8 +217,8 @@ func run(ctx context.Context, getenv func(string) string) error {
 			_ = srv.Shutdown(sctx)
 		}()
 	}
-	log.Info("starting", "app", s.cfg.ApplicationID, "instance", s.cfg.InstanceID, "http", s.cfg.HTTPAddr,
-		"queries", s.queryAddr, "tls", s.cfg.TLS != nil, "sasl", s.cfg.SASL != nil)
+	log.Info("starting", "app", s.opts.ApplicationID, "instance", s.opts.InstanceID, "http", s.opts.Observability.HTTPAddr,
+		"queries", s.queryAddr, "tls", s.opts.Kafka.TLS != nil, "sasl", s.opts.Kafka.SASL != nil)
 	start := time.Now()
 	err = app.Run(ctx)
 	log.Info("stopped", "after", time.Since(start).Round(time.Millisecond), "err", err)

@@ -55,9 +55,10 @@ func TestSettingsFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := s.cfg
-	if len(c.Brokers) != 2 || c.ApplicationID != "pageviews" || c.HTTPAddr != ":8080" || c.TLS != nil || c.SASL != nil ||
-		c.StateDir != "/var/lib/kstate" || c.InstanceID == "" || c.LeaveGroupOnShutdown || c.StateMemory != 0 || s.queryAddr != "" {
+	c := s.opts
+	if len(c.Kafka.Brokers) != 2 || c.ApplicationID != "pageviews" || c.Observability.HTTPAddr != ":8080" || c.Kafka.TLS != nil || c.Kafka.SASL != nil ||
+		c.State.Dir != "/var/lib/kstate" || c.InstanceID == "" || c.Kafka.LeaveGroupOnShutdown || c.State.Memory != 0 || s.queryAddr != "" ||
+		s.top.Inputs[0].Topic != "page-views" || s.top.Output.Topic != "user-stats" {
 		t.Fatalf("defaults: %+v", c)
 	}
 	s, err = settingsFromEnv(env(map[string]string{
@@ -69,9 +70,9 @@ func TestSettingsFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c = s.cfg
-	if c.TLS == nil || c.TLS.RootCAs == nil || c.SASL == nil || c.SASL.Name() != "SCRAM-SHA-512" ||
-		c.StateMemory != 256<<20 || !c.LeaveGroupOnShutdown || c.InstanceID != "pageviews-0" || s.logLevel.String() != "DEBUG" {
+	c = s.opts
+	if c.Kafka.TLS == nil || c.Kafka.TLS.RootCAs == nil || c.Kafka.SASL == nil || c.Kafka.SASL.Name() != "SCRAM-SHA-512" ||
+		c.State.Memory != 256<<20 || !c.Kafka.LeaveGroupOnShutdown || c.InstanceID != "pageviews-0" || s.logLevel.String() != "DEBUG" {
 		t.Fatalf("secured: %+v", c)
 	}
 	for name, m := range map[string]map[string]string{

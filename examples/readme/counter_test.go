@@ -12,12 +12,11 @@ import (
 )
 
 func TestCounter(t *testing.T) {
-	d := kstatetest.New(t, kstate.Config[string, string, string]{
-		ApplicationID: "wordcount",
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputSerde:   serde.String(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
+	d := kstatetest.New(t, kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), "words"),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
+		Output:       kstate.Output[string, string]{Topic: "counts", Serde: serde.String()},
 	})
 	for _, w := range []string{"a", "a", "a", "b", "b"} {
 		d.Input(w, w) // key, value

@@ -18,15 +18,14 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	app, err := kstate.New(kstate.Config[string, string, string]{
+	app, err := kstate.New(kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), "words"), // the record key is the grouping key
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
+		Output:       kstate.Output[string, string]{Topic: "counts", Serde: serde.String()}, // must exist
+	}, kstate.Options{
 		ApplicationID: "wordcount", // the consumer group; changelog topic "wordcount-changelog"
-		Brokers:       []string{"localhost:9092"},
-		InputTopics:   []string{"words"}, // the record key is the grouping key
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputTopic:   "counts", // must exist
-		OutputSerde:   serde.String(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
+		Kafka:         kstate.KafkaOptions{Brokers: []string{"localhost:9092"}},
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -52,18 +52,28 @@ func TestREADMECounterCounts(t *testing.T) {
 	if err := env.CreateTopics(ctx, 2, "words", "counts"); err != nil {
 		t.Fatal(err)
 	}
-	app, err := kstate.New(kstate.Config[string, string, string]{
+	app, err := kstate.New(kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), "words"),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
+		Output: kstate.Output[string, string]{
+			Topic: "counts",
+			Serde: serde.String(),
+		},
+	}, kstate.Options{
 		ApplicationID: "wordcount",
-		Brokers:       env.Brokers,
-		InputTopics:   []string{"words"},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputTopic:   "counts",
-		OutputSerde:   serde.String(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
-		StateDir:      env.StateDir,
-		MaxBatchWait:  50 * time.Millisecond,
-		Logger:        slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Kafka: kstate.KafkaOptions{
+			Brokers: env.Brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: env.StateDir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 50 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -96,31 +106,50 @@ func TestREADMECounterCounts(t *testing.T) {
 	}
 }
 
-// The README's configuration table lists every field of kstate.Config, in
-// order, marks the required ones, and quotes each default from the field's
-// doc comment (which New implements), so the table cannot drift silently.
+// The README's configuration tables list every field of kstate.Topology
+// and kstate.Options, nested groups by their path (Output.Topic,
+// Kafka.Brokers), in order, mark the required ones, and quote each default
+// from the field's doc comment (which New implements), so the tables
+// cannot drift silently.
 func TestREADMEConfigTable(t *testing.T) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "../../config.go", nil, parser.ParseComments)
-	if err != nil {
-		t.Fatal(err)
-	}
 	type field struct{ name, doc string }
-	var fields []field
-	ast.Inspect(f, func(n ast.Node) bool {
-		ts, ok := n.(*ast.TypeSpec)
-		if !ok || ts.Name.Name != "Config" {
-			return true
+	structs := map[string]*ast.StructType{}
+	for _, file := range []string{"../../topology.go", "../../options.go"} {
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, fl := range ts.Type.(*ast.StructType).Fields.List {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if ts, ok := n.(*ast.TypeSpec); ok {
+				if st, ok := ts.Type.(*ast.StructType); ok {
+					structs[ts.Name.Name] = st
+				}
+			}
+			return true
+		})
+	}
+	var fields []field
+	var walk func(prefix string, st *ast.StructType)
+	walk = func(prefix string, st *ast.StructType) {
+		for _, fl := range st.Fields.List {
+			typ := fl.Type
+			if ix, ok := typ.(*ast.IndexListExpr); ok {
+				typ = ix.X
+			}
 			for _, name := range fl.Names {
-				fields = append(fields, field{name.Name, strings.Join(strings.Fields(fl.Doc.Text()), " ")})
+				if id, ok := typ.(*ast.Ident); ok && structs[id.Name] != nil {
+					walk(prefix+name.Name+".", structs[id.Name]) // a group: its fields are the rows
+					continue
+				}
+				fields = append(fields, field{prefix + name.Name, strings.Join(strings.Fields(fl.Doc.Text()), " ")})
 			}
 		}
-		return false
-	})
-	if len(fields) == 0 {
-		t.Fatal("no Config fields found in config.go")
+	}
+	for _, top := range []string{"Topology", "Options"} {
+		if structs[top] == nil {
+			t.Fatalf("no type %s found in topology.go or options.go", top)
+		}
+		walk("", structs[top])
 	}
 
 	readme, err := os.ReadFile("../../README.md")
@@ -131,8 +160,8 @@ func TestREADMEConfigTable(t *testing.T) {
 	if !ok {
 		t.Fatal("README.md has no ## Configuration section")
 	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	rows := map[string]string{} // field → default column
+	section, _, _ = strings.Cut(section, "\n## ") // the ### tables stay in
+	rows := map[string]string{}                   // field → default column
 	var order []string
 	for _, line := range strings.Split(section, "\n") {
 		cells := strings.Split(line, "|")
@@ -148,7 +177,7 @@ func TestREADMEConfigTable(t *testing.T) {
 		names = append(names, fl.name)
 	}
 	if !slices.Equal(order, names) {
-		t.Fatalf("README configuration table lists\n%v\nconfig.go declares\n%v", order, names)
+		t.Fatalf("README configuration tables list\n%v\ntopology.go and options.go declare\n%v", order, names)
 	}
 	for _, fl := range fields {
 		def := rows[fl.name]

@@ -146,18 +146,28 @@ func run(ctx context.Context, brokers []string, registryURL, stateDir string, ou
 		return err
 	}
 
-	app, err := kstate.New(kstate.Config[string, Order, Total]{
+	app, err := kstate.New(kstate.Topology[string, Order, Total]{
+		Inputs:       kstate.Topics(in, orders),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, Order, Total] { return &Summer{} },
+		Output: kstate.Output[string, Total]{
+			Topic: totals,
+			Serde: outSerde,
+		},
+	}, kstate.Options{
 		ApplicationID: env.Name("schemaregistry"),
-		Brokers:       env.Brokers,
-		InputTopics:   []string{orders},
-		KeySerde:      serde.String(),
-		ValueSerde:    in,
-		OutputTopic:   totals,
-		OutputSerde:   outSerde,
-		NewProcessor:  func() processor.StatefulProcessor[string, Order, Total] { return &Summer{} },
-		StateDir:      env.StateDir,
-		MaxBatchWait:  50 * time.Millisecond,
-		Logger:        env.Logger(),
+		Kafka: kstate.KafkaOptions{
+			Brokers: env.Brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: env.StateDir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 50 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: env.Logger(),
+		},
 	})
 	if err != nil {
 		return err

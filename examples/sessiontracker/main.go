@@ -136,18 +136,28 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 	if err := env.CreateTopics(ctx, 2, events, summaries); err != nil {
 		return err
 	}
-	app, err := kstate.New(kstate.Config[string, Event, Summary]{
+	app, err := kstate.New(kstate.Topology[string, Event, Summary]{
+		Inputs:       kstate.Topics(serde.JSON[Event](), events),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, Event, Summary] { return &Tracker{} },
+		Output: kstate.Output[string, Summary]{
+			Topic: summaries,
+			Serde: serde.JSON[Summary](),
+		},
+	}, kstate.Options{
 		ApplicationID: env.Name("sessiontracker"),
-		Brokers:       env.Brokers,
-		InputTopics:   []string{events},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.JSON[Event](),
-		OutputTopic:   summaries,
-		OutputSerde:   serde.JSON[Summary](),
-		NewProcessor:  func() processor.StatefulProcessor[string, Event, Summary] { return &Tracker{} },
-		StateDir:      env.StateDir,
-		MaxBatchWait:  50 * time.Millisecond,
-		Logger:        env.Logger(),
+		Kafka: kstate.KafkaOptions{
+			Brokers: env.Brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: env.StateDir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 50 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: env.Logger(),
+		},
 	})
 	if err != nil {
 		return err

@@ -15,13 +15,14 @@ import (
 // One user with two sessions open at once: ending one emits its pages and
 // the other open session, and removes its entry.
 func TestTracker(t *testing.T) {
-	d := kstatetest.New(t, kstate.Config[string, Event, Summary]{
-		ApplicationID: "sessiontracker",
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.JSON[Event](),
-		OutputSerde:   serde.JSON[Summary](),
-		NewProcessor:  func() processor.StatefulProcessor[string, Event, Summary] { return &Tracker{} },
-	})
+	d := kstatetest.New(t, kstate.Topology[string, Event, Summary]{
+		KeySerde:     serde.String(),
+		Inputs:       kstate.Topics(serde.JSON[Event](), "input"),
+		NewProcessor: func() processor.StatefulProcessor[string, Event, Summary] { return &Tracker{} },
+		Output: kstate.Output[string, Summary]{
+			Serde: serde.JSON[Summary](),
+		},
+	}, kstatetest.ApplicationID("sessiontracker"))
 	d.Input("ann", Event{Session: "s1", Action: "start"})
 	d.Input("ann", Event{Session: "s1", Action: "view", Page: "/home"})
 	d.Input("ann", Event{Session: "s2", Action: "view", Page: "/cart"}) // opens s2
@@ -53,13 +54,14 @@ func TestTracker(t *testing.T) {
 
 // An unknown action fails the batch with an error naming the method and the user.
 func TestTrackerUnknownAction(t *testing.T) {
-	d := kstatetest.New(t, kstate.Config[string, Event, Summary]{
-		ApplicationID: "sessiontracker",
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.JSON[Event](),
-		OutputSerde:   serde.JSON[Summary](),
-		NewProcessor:  func() processor.StatefulProcessor[string, Event, Summary] { return &Tracker{} },
-	})
+	d := kstatetest.New(t, kstate.Topology[string, Event, Summary]{
+		KeySerde:     serde.String(),
+		Inputs:       kstate.Topics(serde.JSON[Event](), "input"),
+		NewProcessor: func() processor.StatefulProcessor[string, Event, Summary] { return &Tracker{} },
+		Output: kstate.Output[string, Summary]{
+			Serde: serde.JSON[Summary](),
+		},
+	}, kstatetest.ApplicationID("sessiontracker"))
 	d.Input("bob", Event{Session: "s1", Action: "jump"})
 	err := d.RunBatch()
 	var ue *kstate.UserError

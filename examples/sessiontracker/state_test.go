@@ -59,17 +59,25 @@ func TestStateReaderSessions(t *testing.T) {
 	summaries := cluster.CreateTopic(t, "st-sessions", 3)
 	appID := kafkatest.Name(t, "st-app")
 	dir := t.TempDir()
-	app, err := kstate.New(kstate.Config[string, Event, Summary]{
+	app, err := kstate.New(kstate.Topology[string, Event, Summary]{
+		Inputs:       kstate.Topics(serde.JSON[Event](), events),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, Event, Summary] { return &Tracker{} },
+		Output: kstate.Output[string, Summary]{
+			Topic: summaries,
+			Serde: serde.JSON[Summary](),
+		},
+	}, kstate.Options{
 		ApplicationID: appID,
-		Brokers:       cluster.Brokers(),
-		InputTopics:   []string{events},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.JSON[Event](),
-		OutputTopic:   summaries,
-		OutputSerde:   serde.JSON[Summary](),
-		NewProcessor:  func() processor.StatefulProcessor[string, Event, Summary] { return &Tracker{} },
-		StateDir:      dir,
-		MaxBatchWait:  50 * time.Millisecond,
+		Kafka: kstate.KafkaOptions{
+			Brokers: cluster.Brokers(),
+		},
+		State: kstate.StateOptions{
+			Dir: dir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 50 * time.Millisecond,
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

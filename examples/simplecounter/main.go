@@ -79,18 +79,28 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 	if err := env.CreateTopics(ctx, 3, words, counts); err != nil {
 		return err
 	}
-	app, err := kstate.New(kstate.Config[string, string, int64]{
+	app, err := kstate.New(kstate.Topology[string, string, int64]{
+		Inputs:       kstate.Topics(serde.String(), words),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
+		Output: kstate.Output[string, int64]{
+			Topic: counts, // record key: the word; value: its count
+			Serde: serde.Int64(),
+		},
+	}, kstate.Options{
 		ApplicationID: env.Name("simplecounter"),
-		Brokers:       env.Brokers,
-		InputTopics:   []string{words},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputTopic:   counts, // record key: the word; value: its count
-		OutputSerde:   serde.Int64(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
-		StateDir:      env.StateDir,
-		MaxBatchWait:  50 * time.Millisecond,
-		Logger:        env.Logger(),
+		Kafka: kstate.KafkaOptions{
+			Brokers: env.Brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: env.StateDir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 50 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: env.Logger(),
+		},
 	})
 	if err != nil {
 		return err

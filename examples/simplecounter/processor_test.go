@@ -14,13 +14,14 @@ import (
 // The Counter without Kafka: a a a b b gives a=3 b=2, and a c continues
 // from the stored counts, also after a restart.
 func TestCounter(t *testing.T) {
-	d := kstatetest.New(t, kstate.Config[string, string, int64]{
-		ApplicationID: "simplecounter",
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputSerde:   serde.Int64(),
-		NewProcessor:  func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
-	}, kstatetest.Partitions(3))
+	d := kstatetest.New(t, kstate.Topology[string, string, int64]{
+		KeySerde:     serde.String(),
+		Inputs:       kstate.Topics(serde.String(), "input"),
+		NewProcessor: func() processor.StatefulProcessor[string, string, int64] { return &Counter{} },
+		Output: kstate.Output[string, int64]{
+			Serde: serde.Int64(),
+		},
+	}, kstatetest.ApplicationID("simplecounter"), kstatetest.Partitions(3))
 	round := func(words string) map[string]int64 {
 		for _, w := range strings.Fields(words) {
 			d.Input(w, w)

@@ -98,7 +98,7 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	defer func() {
 		if r := recover(); r != nil {
 			t.rt.SetPhase(handle.PhaseIdle)
-			err = &UserError{Method: "RunBatch (codec or Config callback)", Partition: t.cfg.Partition, Panic: r, Stack: debug.Stack()}
+			err = &UserError{Method: "RunBatch (codec or Topology callback)", Partition: t.cfg.Partition, Panic: r, Stack: debug.Stack()}
 		}
 	}()
 	if t.closed {

@@ -12,7 +12,7 @@ import (
 )
 
 // CoordinatorConfig configures a Coordinator. Every field is required
-// unless marked; the root package fills it from kstate.Config (where the
+// unless marked; the root package fills it from kstate.Topology and kstate.Options (where the
 // defaults are declared) and from adapters over internal/kafka.
 type CoordinatorConfig struct {
 	// Sink: the tasks have a sink, so every batch is planned first
@@ -101,7 +101,7 @@ type CoordinatorConfig struct {
 	StartupDeadline time.Time
 	// CheckTopics runs extra start-up checks after the topic checks of
 	// setup (the root package compares the output topic's
-	// max.message.bytes with Config.MaxRecordBytes). Its ErrUnavailable
+	// max.message.bytes with Options.Kafka.MaxRecordBytes). Its ErrUnavailable
 	// errors are retried like the Admin's. Optional.
 	CheckTopics func(ctx context.Context) error
 	// MetadataRefresh is how often the loop re-reads the input topic's
@@ -525,7 +525,7 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 	for _, t := range c.cfg.OutputTopics {
 		n, err := c.cfg.Admin.Partitions(ctx, t)
 		if err != nil {
-			return fmt.Errorf("kstate: output topic %q of Config.OutputTopics (create it before Run): %w", t, err)
+			return fmt.Errorf("kstate: output topic %q of Topology.Output.EmitTo (create it before Run): %w", t, err)
 		}
 		c.topicPartitions[t] = n
 	}

@@ -125,7 +125,7 @@ func (e *emitter[K, I, O]) add(op string, o Output) error {
 		hs = append(hs, recordsize.Header{Key: h.Key, Value: h.Value})
 	}
 	if n := recordsize.Of(o.Key, o.Value, hs); e.t.cfg.MaxOutputBytes > 0 && n > e.t.cfg.MaxOutputBytes {
-		e.err = fmt.Errorf("%s: %w: the record is %d bytes as Kafka counts them, over Config.MaxRecordBytes = %d", op, ErrOutputTooLarge, n, e.t.cfg.MaxOutputBytes)
+		e.err = fmt.Errorf("%s: %w: the record is %d bytes as Kafka counts them, over Options.Kafka.MaxRecordBytes = %d", op, ErrOutputTooLarge, n, e.t.cfg.MaxOutputBytes)
 		return e.err
 	}
 	*e.out = append(*e.out, o)

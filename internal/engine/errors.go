@@ -35,8 +35,8 @@ var (
 	// the producer can send.
 	ErrOutputTooLarge = errors.New("kstate: output record too large")
 	// ErrUndeclaredTopic is wrapped when processor.EmitTo names a topic
-	// missing from Config.OutputTopics.
-	ErrUndeclaredTopic = errors.New("kstate: output topic not declared in Config.OutputTopics")
+	// missing from Topology.Output.EmitTo.
+	ErrUndeclaredTopic = errors.New("kstate: output topic not declared in Topology.Output.EmitTo")
 )
 
 // Policy says what a bad record or a failing key does (the root package's

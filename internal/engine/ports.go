@@ -148,7 +148,7 @@ type ChangelogReader interface {
 // Clock is the coordinator's time. The engine never reads the system
 // clock nor sleeps by itself, so tests drive time by hand.
 type Clock interface {
-	// Now is the batch processing time (kstate.Config.Clock).
+	// Now is the batch processing time (kstate.Options.Observability.Clock).
 	Now() time.Time
 	// Elapsed is a monotonic reading for latencies and deadlines (the
 	// commit latency, the time to the first commit, the restore wait):

@@ -47,7 +47,7 @@ func checkHandler[K, S any](proc any) error {
 	if _, ok := proc.(processor.InitialStateHandler[K, S]); !ok {
 		var k K
 		var s S
-		return fmt.Errorf("Config.InitialState has rows of type %T, but the processor %T does not implement processor.InitialStateHandler[%T, %T] (HandleInitialState(key %T, initial %T, tv processor.TimerValues) error)", s, proc, k, s, k, s)
+		return fmt.Errorf("Topology.InitialState has rows of type %T, but the processor %T does not implement processor.InitialStateHandler[%T, %T] (HandleInitialState(key %T, initial %T, tv processor.TimerValues) error)", s, proc, k, s, k, s)
 	}
 	return nil
 }

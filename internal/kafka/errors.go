@@ -55,7 +55,7 @@ type RecordTooLargeError struct {
 
 func (e *RecordTooLargeError) Error() string {
 	return fmt.Sprintf("kafka: a record of %d bytes (key %.64q) for topic %q is over the producer's limit of %d bytes "+
-		"(client side; kstate.Config.MaxRecordBytes, which must not exceed the topic's max.message.bytes)",
+		"(client side; kstate.Options.Kafka.MaxRecordBytes, which must not exceed the topic's max.message.bytes)",
 		e.Size, e.Key, e.Topic, e.Limit)
 }
 

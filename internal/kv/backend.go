@@ -26,7 +26,7 @@ var ErrBackendUnavailable = errors.New("kv: store backend not compiled into this
 // TestBackendEnv names the environment variable that, when set to a backend
 // name, replaces DefaultBackend: tests run the engine's suites against
 // Pebble with KSTATE_TEST_STATE_BACKEND=pebble. Not meant for production:
-// applications choose with kstate.Config.StateBackend.
+// applications choose with kstate.Options.State.Backend.
 const TestBackendEnv = "KSTATE_TEST_STATE_BACKEND"
 
 // DefaultBackend is the backend used when none is chosen: RocksDB when it is

@@ -1,7 +1,7 @@
 // Package recordsize computes the size of a Kafka record the way the broker
 // counts it against a topic's max.message.bytes, so that the engine (at
 // Emit, per key) and the producer (per record) apply one limit,
-// Config.MaxRecordBytes, without the engine importing the Kafka client.
+// Options.Kafka.MaxRecordBytes, without the engine importing the Kafka client.
 package recordsize
 
 import "encoding/binary"

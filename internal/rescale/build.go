@@ -298,7 +298,7 @@ func (b *builder) newID(p int32, id uint32) (uint32, error) {
 	}
 	if name, taken := b.owner[id]; taken {
 		return 0, fmt.Errorf("%w: partition %d holds data of variable id %d, which it does not declare, and variable %q has that id: "+
-			"run the application until every partition has committed a batch with the current code, or move the state with kstate state export and Config.InitialState",
+			"run the application until every partition has committed a batch with the current code, or move the state with kstate state export and Topology.InitialState",
 			ErrRefused, p, id, name)
 	}
 	return id, nil
@@ -445,7 +445,7 @@ func mergeVar(vars map[string]shard.VarInfo, from map[string]int32, vi shard.Var
 	}
 	fail := func(what string, a, b any) error {
 		return fmt.Errorf("%w: variable %q has %s %v in partition %d and %v in partition %d: the partitions ran different declarations; "+
-			"run the application until every partition has committed a batch with the current code, or move the state with kstate state export and Config.InitialState",
+			"run the application until every partition has committed a batch with the current code, or move the state with kstate state export and Topology.InitialState",
 			ErrRefused, vi.Name, what, a, from[vi.Name], b, p)
 	}
 	if old.Kind != vi.Kind {

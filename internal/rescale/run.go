@@ -81,7 +81,7 @@ func Run(ctx context.Context, cc kafka.ClientConfig, opts Options) (*Result, err
 			return nil, fmt.Errorf("rescale: describe group %q: %w", g, d.Err)
 		}
 		if len(d.Members) > 0 {
-			return nil, fmt.Errorf("%w: group %q is %s with %d member(s): stop every instance of application %q first (a stopped instance stays a static member until Config.SessionTimeout passes, unless it ran with Config.LeaveGroupOnShutdown)",
+			return nil, fmt.Errorf("%w: group %q is %s with %d member(s): stop every instance of application %q first (a stopped instance stays a static member until Options.Kafka.SessionTimeout passes, unless it ran with Options.Kafka.LeaveGroupOnShutdown)",
 				ErrRefused, g, d.State, len(d.Members), g)
 		}
 	}
@@ -102,7 +102,7 @@ func Run(ctx context.Context, cc kafka.ClientConfig, opts Options) (*Result, err
 		case 1:
 			topic = topics[0]
 		default:
-			return nil, fmt.Errorf("rescale: group %q committed offsets of topics %v: give the input topic (the application's first, Config.InputTopics[0])", opts.From, topics)
+			return nil, fmt.Errorf("rescale: group %q committed offsets of topics %v: give the input topic (the application's first, Topology.Inputs[0])", opts.From, topics)
 		}
 	}
 	bCommitted, err := cl.FetchOffsets(ctx, opts.To)

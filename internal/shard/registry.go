@@ -267,7 +267,7 @@ func (s *Shard) varSetChanged(what, name string) error {
 	}
 	if limit > 0 && int64(n) >= int64(limit) {
 		return fmt.Errorf("%w: %s %q would make version %d of the application's set of state variables, over the limit of %d "+
-			"(Config.MaxStateVariableSetVersions, default %d like Spark's stateSchemaFilesThreshold): raise the limit, "+
+			"(Options.State.MaxVariableSetVersions, default %d like Spark's stateSchemaFilesThreshold): raise the limit, "+
 			"or add and drop variables in fewer releases",
 			state.ErrTooManyVariableSetVersions, what, name, n+1, limit, state.DefaultMaxVariableSetVersions)
 	}

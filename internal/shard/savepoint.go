@@ -9,7 +9,7 @@ import (
 
 // Savepoints let the engine discard the writes of one grouping key's
 // handler call without dropping the rest of the batch (a failing key whose
-// rows go to a dead-letter topic; see Config.OnProcessingError of package
+// rows go to a dead-letter topic; see Topology.OnProcessingError of package
 // kstate).
 //
 // Design: while a savepoint may be rolled back to, every staged write

@@ -250,7 +250,7 @@ func chooseBackend(dir string, want kv.Backend) (kv.Backend, error) {
 		}
 	}
 	if have != "" && have != want {
-		return "", fmt.Errorf("%w: %s was created with the %q store backend, but %q is configured: set Config.StateBackend back to %q, "+
+		return "", fmt.Errorf("%w: %s was created with the %q store backend, but %q is configured: set Options.State.Backend back to %q, "+
 			"or delete the directory to rebuild the state from the changelog with %q", state.ErrBackendMismatch, dir, have, want, have, want)
 	}
 	if have == "" || !fileExists(marker) {

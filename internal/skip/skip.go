@@ -84,7 +84,7 @@ func Run(ctx context.Context, r Request) (Result, error) {
 	cn, err := adm.Partitions(ctx, changelog)
 	switch {
 	case errors.Is(err, kafka.ErrTopicNotFound):
-		return res, refuse("application %q has no changelog topic %q: check the application id (Config.ApplicationID); the skip is recorded there, so the application must have started once", r.App, changelog)
+		return res, refuse("application %q has no changelog topic %q: check the application id (Options.ApplicationID); the skip is recorded there, so the application must have started once", r.App, changelog)
 	case err != nil:
 		return res, fmt.Errorf("skip: changelog topic %q: %w", changelog, err)
 	case cn != n:
@@ -156,7 +156,7 @@ func waitEmpty(ctx context.Context, adm *kafka.Admin, group string, wait bool) e
 			}
 			ids = append(ids, id+" on "+m.ClientHost)
 		}
-		msg := fmt.Sprintf("group %q is %s with %d member(s): %s; stop every instance of the application first (a stopped instance stays a static member until Config.SessionTimeout passes, unless it ran with Config.LeaveGroupOnShutdown)",
+		msg := fmt.Sprintf("group %q is %s with %d member(s): %s; stop every instance of the application first (a stopped instance stays a static member until Options.Kafka.SessionTimeout passes, unless it ran with Options.Kafka.LeaveGroupOnShutdown)",
 			group, g.State, len(g.Members), strings.Join(ids, ", "))
 		if !wait {
 			return refuse("%s", msg)

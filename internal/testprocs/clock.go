@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Clock is a manual clock for Config.Clock: time moves only by Set/Add.
+// Clock is a manual clock for Options.Observability.Clock: time moves only by Set/Add.
 type Clock struct{ ms atomic.Int64 }
 
 // NewClock returns a clock at ms since the epoch.
@@ -15,7 +15,7 @@ func NewClock(ms int64) *Clock {
 	return c
 }
 
-// Now is the Config.Clock function.
+// Now is the Options.Observability.Clock function.
 func (c *Clock) Now() time.Time { return time.UnixMilli(c.ms.Load()) }
 
 // Set moves the clock to ms.

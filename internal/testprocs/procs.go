@@ -231,7 +231,7 @@ func (q *Quiet) Close() error { return nil }
 
 // Deadline (EventTime): a row "<eventTimeMs>" registers a timer at the
 // row's event time + After; the timer emits "deadline <expiry> passed at
-// watermark <wm>". Use EventTimeOf as Config.EventTime.
+// watermark <wm>". Use EventTimeOf as Topology.EventTime.
 type Deadline struct {
 	After time.Duration
 	h     processor.Handle

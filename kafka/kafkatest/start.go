@@ -43,7 +43,7 @@ type Cluster struct {
 	logged  sync.Once
 }
 
-// Brokers returns the bootstrap addresses, for kstate.Config.Brokers.
+// Brokers returns the bootstrap addresses, for kstate.Options.Kafka.Brokers.
 func (c *Cluster) Brokers() []string { return append([]string(nil), c.brokers...) }
 
 // Source says which cluster this is, for logs: "KSTATE_KAFKA_BROKERS",

@@ -19,7 +19,11 @@
 //	reg, err := schemaregistry.NewClient(schemaregistry.Config{URLs: []string{"http://registry:8081"}})
 //	orders, err := schemaregistry.Avro[Order](ctx, reg, orderSchema, schemaregistry.Options{Topic: "orders"})
 //	totals, err := schemaregistry.Avro[Total](ctx, reg, totalSchema, schemaregistry.Options{Topic: "totals"})
-//	cfg := kstate.Config[string, Order, Total]{ValueSerde: orders, OutputSerde: totals, ...}
+//	top := kstate.Topology[string, Order, Total]{
+//		Inputs: kstate.Topics(orders, "orders"),
+//		Output: kstate.Output[string, Total]{Topic: "totals", Serde: totals},
+//		...
+//	}
 //
 // A serde's constructor calls the registry once, to find (or, with
 // Options.AutoRegister, register) its schema's id under the subject:
@@ -43,7 +47,7 @@
 // writes its own schema id, so a key serde (Options.Key) reads only
 // records of that id and fails the others with ErrIncompatible, rather
 // than split a key's state between two byte forms: use one as
-// Config.KeySerde only when every producer writes keys with that schema
+// kstate.Topology.KeySerde only when every producer writes keys with that schema
 // id. Plain string keys (serde.String) avoid the question.
 //
 // # Errors
@@ -51,5 +55,5 @@
 // Errors wrap an *Error (subject, schema id, operation) and one of
 // ErrWireFormat, ErrSchemaNotFound, ErrIncompatible, ErrUnauthorized and
 // ErrUnavailable; docs/OPERATIONS.md says what to do about each. As a
-// ValueSerde or KeySerde, a failed Deserialize meets Config.OnDecodeError.
+// ValueSerde or KeySerde, a failed Deserialize meets kstate.Topology.OnDecodeError.
 package schemaregistry

@@ -63,14 +63,15 @@ func TestEngineRegistryDown(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d := kstatetest.New(t, kstate.Config[string, OrderV2, string]{
-				ApplicationID: "sr",
+			d := kstatetest.New(t, kstate.Topology[string, OrderV2, string]{
 				KeySerde:      serde.String(),
-				ValueSerde:    r2,
-				OutputSerde:   serde.String(),
+				Inputs:        kstate.Topics(r2, "input"),
 				OnDecodeError: policy,
 				NewProcessor:  func() processor.StatefulProcessor[string, OrderV2, string] { return &centsSum{} },
-			})
+				Output: kstate.Output[string, string]{
+					Serde: serde.String(),
+				},
+			}, kstatetest.ApplicationID("sr"))
 			v1rec, _ := w1.Serialize(OrderV1{ID: 1, Item: "tea", Cents: 5})
 			v2rec, _ := r2.Serialize(OrderV2{ID: 2, Cents: 7})
 			feed := func() {

@@ -23,7 +23,7 @@ type Options struct {
 	// when Key is set. Required unless Subject is set.
 	Topic string
 	// Key makes the default subject "<Topic>-key": the serde is for
-	// record keys (Config.KeySerde). It also makes Deserialize accept only
+	// record keys (kstate.Topology.KeySerde). It also makes Deserialize accept only
 	// records of the serde's own schema id (ErrIncompatible otherwise):
 	// kstate keeps state under a key's bytes, and the same key written
 	// with another schema id has other bytes, so its state would be split
@@ -58,7 +58,7 @@ func (o Options) subject() (string, error) {
 
 // Serde is a record serde of T in the Confluent wire format: the magic
 // byte 0, the schema id as 4 bytes big-endian, then the payload. It
-// implements serde.Serde[T], so it fits Config.KeySerde, ValueSerde,
+// implements serde.Serde[T], so it fits kstate.Topology.KeySerde, ValueSerde,
 // OutputSerde and processor.NewOutputTopic. It is safe for concurrent use.
 //
 // Serialize writes with the serde's own schema id (SchemaID) and calls no
@@ -69,7 +69,7 @@ func (o Options) subject() (string, error) {
 // Errors are *serde.Error values wrapping an *Error (errors.As), which
 // wraps ErrWireFormat, ErrSchemaNotFound, ErrIncompatible, ErrUnauthorized
 // or ErrUnavailable (errors.Is); as a ValueSerde or KeySerde their record
-// meets Config.OnDecodeError like any undecodable record.
+// meets kstate.Topology.OnDecodeError like any undecodable record.
 type Serde[T any] struct {
 	name    string // e.g. "Avro[main.Order]"
 	subject string

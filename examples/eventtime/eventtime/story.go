@@ -64,24 +64,34 @@ func Run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		return err
 	}
 
-	app, err := kstate.New(kstate.Config[string, Reading, Window]{
-		ApplicationID: env.Name("eventtime"),
-		Brokers:       env.Brokers,
-		InputTopics:   []string{in},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.JSON[Reading](),
-		OutputTopic:   windows,
-		OutputSerde:   serde.JSON[Window](),
-		// A window's result is stamped with the window's end, so a
-		// downstream kstate application sees it at the right event time.
-		OutputEventTime: func(w Window) int64 { return w.EndMs },
+	app, err := kstate.New(kstate.Topology[string, Reading, Window]{
+		Inputs:          kstate.Topics(serde.JSON[Reading](), in),
+		KeySerde:        serde.String(),
 		NewProcessor:    NewWindows(WindowSize),
 		TimeMode:        processor.EventTime,
 		EventTime:       EventTime,
 		AllowedLateness: AllowedLateness,
-		StateDir:        env.StateDir,
-		MaxBatchWait:    50 * time.Millisecond,
-		Logger:          env.Logger(),
+		Output: kstate.Output[string, Window]{
+			Topic: windows,
+			Serde: serde.JSON[Window](),
+			// A window's result is stamped with the window's end, so a
+			// downstream kstate application sees it at the right event time.
+			EventTime: func(w Window) int64 { return w.EndMs },
+		},
+	}, kstate.Options{
+		ApplicationID: env.Name("eventtime"),
+		Kafka: kstate.KafkaOptions{
+			Brokers: env.Brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: env.StateDir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxWait: 50 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: env.Logger(),
+		},
 	})
 	if err != nil {
 		return err

@@ -18,7 +18,7 @@ type Reading struct {
 	Celsius float64 `json:"celsius"`
 }
 
-// EventTime is the Config.EventTime function: a reading's event time is
+// EventTime is the Topology.EventTime function: a reading's event time is
 // its own timestamp field, not the Kafka record's.
 func EventTime(r Reading, _ int64) int64 { return r.AtMs }
 
@@ -54,7 +54,7 @@ type Windows struct {
 	open state.MapState[int64, agg]
 }
 
-// NewWindows returns a Config.NewProcessor function.
+// NewWindows returns a Topology.NewProcessor function.
 func NewWindows(size time.Duration) func() processor.StatefulProcessor[string, Reading, Window] {
 	return func() processor.StatefulProcessor[string, Reading, Window] { return &Windows{Size: size} }
 }

@@ -14,17 +14,18 @@ import (
 // One-minute windows close when the watermark (max event time − 10 s)
 // passes their end; a reading at or before the watermark is late.
 func TestWindows(t *testing.T) {
-	d := kstatetest.New(t, kstate.Config[string, eventtime.Reading, eventtime.Window]{
-		ApplicationID:   "eventtime",
+	d := kstatetest.New(t, kstate.Topology[string, eventtime.Reading, eventtime.Window]{
 		KeySerde:        serde.String(),
-		ValueSerde:      serde.JSON[eventtime.Reading](),
-		OutputSerde:     serde.JSON[eventtime.Window](),
-		OutputEventTime: func(w eventtime.Window) int64 { return w.EndMs },
+		Inputs:          kstate.Topics(serde.JSON[eventtime.Reading](), "input"),
 		NewProcessor:    eventtime.NewWindows(eventtime.WindowSize),
 		TimeMode:        processor.EventTime,
 		EventTime:       eventtime.EventTime,
 		AllowedLateness: eventtime.AllowedLateness,
-	})
+		Output: kstate.Output[string, eventtime.Window]{
+			Serde:     serde.JSON[eventtime.Window](),
+			EventTime: func(w eventtime.Window) int64 { return w.EndMs },
+		},
+	}, kstatetest.ApplicationID("eventtime"))
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixMilli()
 	read := func(sec int64, c float64) {
 		// The record timestamp is not the event time: EventTime reads AtMs.

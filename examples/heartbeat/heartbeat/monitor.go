@@ -46,7 +46,7 @@ type Monitor struct {
 	silent   state.ValueState[bool]  // present while the sensor is silent
 }
 
-// NewMonitor returns a Config.NewProcessor function.
+// NewMonitor returns a Topology.NewProcessor function.
 func NewMonitor(timeout, retention time.Duration) func() processor.StatefulProcessor[string, string, Event] {
 	return func() processor.StatefulProcessor[string, string, Event] {
 		return &Monitor{Timeout: timeout, Retention: retention}

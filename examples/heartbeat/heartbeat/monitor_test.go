@@ -14,14 +14,15 @@ import (
 )
 
 func newDriver(t *testing.T) *kstatetest.Driver[string, string, heartbeat.Event] {
-	return kstatetest.New(t, kstate.Config[string, string, heartbeat.Event]{
-		ApplicationID: "heartbeat",
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		OutputSerde:   serde.JSON[heartbeat.Event](),
-		NewProcessor:  heartbeat.NewMonitor(heartbeat.Timeout, heartbeat.Retention),
-		TimeMode:      processor.ProcessingTime,
-	}, kstatetest.Partitions(2))
+	return kstatetest.New(t, kstate.Topology[string, string, heartbeat.Event]{
+		KeySerde:     serde.String(),
+		Inputs:       kstate.Topics(serde.String(), "input"),
+		NewProcessor: heartbeat.NewMonitor(heartbeat.Timeout, heartbeat.Retention),
+		TimeMode:     processor.ProcessingTime,
+		Output: kstate.Output[string, heartbeat.Event]{
+			Serde: serde.JSON[heartbeat.Event](),
+		},
+	}, kstatetest.ApplicationID("heartbeat"), kstatetest.Partitions(2))
 }
 
 // events returns the outputs as "sensor KIND", in order.

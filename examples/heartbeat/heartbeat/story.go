@@ -48,7 +48,7 @@ var story = []step{
 
 // Run runs the heartbeat monitor on the Kafka cluster at brokers (an
 // embedded one when empty) and tells the story of two sensors on out. The
-// clock is scripted (Config.Clock) so that timers and TTL fire at exact
+// clock is scripted (Options.Observability.Clock) so that timers and TTL fire at exact
 // times without waiting for them.
 func Run(ctx context.Context, brokers []string, stateDir string, out io.Writer) (err error) {
 	env, err := sandbox.Open(brokers, stateDir)
@@ -62,21 +62,31 @@ func Run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 	}
 
 	clock := sandbox.NewClock(start)
-	app, err := kstate.New(kstate.Config[string, string, Event]{
-		ApplicationID:   env.Name("heartbeat"),
-		Brokers:         env.Brokers,
-		InputTopics:     []string{in},
-		KeySerde:        serde.String(),
-		ValueSerde:      serde.String(),
-		OutputTopic:     alerts,
-		OutputSerde:     serde.JSON[Event](),
-		NewProcessor:    NewMonitor(Timeout, Retention),
-		TimeMode:        processor.ProcessingTime,
-		StateDir:        env.StateDir,
-		Clock:           clock.Now,
-		TriggerInterval: time.Second, // of the scripted clock: every step moves it further
-		MaxBatchWait:    50 * time.Millisecond,
-		Logger:          env.Logger(),
+	app, err := kstate.New(kstate.Topology[string, string, Event]{
+		Inputs:       kstate.Topics(serde.String(), in),
+		KeySerde:     serde.String(),
+		NewProcessor: NewMonitor(Timeout, Retention),
+		TimeMode:     processor.ProcessingTime,
+		Output: kstate.Output[string, Event]{
+			Topic: alerts,
+			Serde: serde.JSON[Event](),
+		},
+	}, kstate.Options{
+		ApplicationID: env.Name("heartbeat"),
+		Kafka: kstate.KafkaOptions{
+			Brokers: env.Brokers,
+		},
+		State: kstate.StateOptions{
+			Dir: env.StateDir,
+		},
+		Batching: kstate.BatchingOptions{
+			TriggerInterval: time.Second, // of the scripted clock: every step moves it further
+			MaxWait:         50 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Clock:  clock.Now,
+			Logger: env.Logger(),
+		},
 	})
 	if err != nil {
 		return err

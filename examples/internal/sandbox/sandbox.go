@@ -2,7 +2,7 @@
 // application does not need: it provides the Kafka cluster (an embedded
 // in-process one unless brokers are given), creates an example's topics,
 // writes its scripted input, reads its output back and drives a scripted
-// clock. The processors and their kstate.Config live in the examples
+// clock. The processors and their kstate.Topology and kstate.Options live in the examples
 // themselves, so that each example reads as a real application would.
 package sandbox
 
@@ -100,7 +100,7 @@ func (e *Env) Close() {
 	}
 }
 
-// Logger is the Config.Logger of the examples: the engine's log goes to
+// Logger is the Options.Observability.Logger of the examples: the engine's log goes to
 // stderr when the environment variable KSTATE_EXAMPLES_LOG is set, and
 // nowhere otherwise, so that the story stays readable.
 func (e *Env) Logger() *slog.Logger {
@@ -300,9 +300,9 @@ func Start(ctx context.Context, app Runner) (running context.Context, stop func(
 	return running, stop
 }
 
-// Clock is a scripted clock for Config.Clock: it moves only when the story
+// Clock is a scripted clock for Options.Observability.Clock: it moves only when the story
 // says so, which makes processing-time timers and TTL deterministic (a
-// real application leaves Config.Clock nil, i.e. time.Now).
+// real application leaves Options.Observability.Clock nil, i.e. time.Now).
 type Clock struct{ ms atomic.Int64 }
 
 // NewClock returns a clock showing t.
@@ -312,7 +312,7 @@ func NewClock(t time.Time) *Clock {
 	return c
 }
 
-// Now is the Config.Clock function.
+// Now is the Options.Observability.Clock function.
 func (c *Clock) Now() time.Time { return time.UnixMilli(c.ms.Load()).UTC() }
 
 // Set moves the clock to t.

@@ -70,7 +70,7 @@ func Main(args []string) int {
 		pad      = fs.Int("pad", 0, "eos: bytes of a pad state variable per key (0: none)")
 		toEnd    = fs.Bool("to-end", false, "App.RunToEnd instead of Run: exit 0 once the input's end offsets at start are committed")
 		sinkDB   = fs.String("sink-db", "", "SQLite file: the rows go to a foreachBatch sink (examples/foreachbatch/sqlsink, calls recorded) instead of -out")
-		pipes    = fs.Int("pipelines", 0, "Config.Pipelines (0: default)")
+		pipes    = fs.Int("pipelines", 0, "Options.Batching.Pipelines (0: default)")
 		slow     = fs.Duration("slow", 0, "eos: sleep this long for about one row in seven (tasks of a batch finish at different times)")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -92,20 +92,31 @@ func Main(args []string) int {
 		logger.Printf("testapp: %v", err)
 		return 2
 	}
-	cfg := kstate.Config[string, string, string]{
-		ApplicationID:   *app,
-		Brokers:         strings.Split(*brokers, ","),
-		InstanceID:      *instance,
-		InputTopics:     []string{*in},
-		KeySerde:        serde.String(),
-		ValueSerde:      serde.String(),
-		OutputTopic:     *out,
-		OutputSerde:     serde.String(),
-		StateDir:        *dir,
-		MaxBatchRecords: *batch,
-		MaxBatchWait:    100 * time.Millisecond,
-		SessionTimeout:  *session,
-		Logger:          slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	cfg := kstate.Topology[string, string, string]{
+		Inputs:   kstate.Topics(serde.String(), *in),
+		KeySerde: serde.String(),
+		Output: kstate.Output[string, string]{
+			Topic: *out,
+			Serde: serde.String(),
+		},
+	}
+	opts := kstate.Options{
+		ApplicationID: *app,
+		InstanceID:    *instance,
+		Kafka: kstate.KafkaOptions{
+			Brokers:        strings.Split(*brokers, ","),
+			SessionTimeout: *session,
+		},
+		State: kstate.StateOptions{
+			Dir: *dir,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxRecords: *batch,
+			MaxWait:    100 * time.Millisecond,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		},
 	}
 	switch *proc {
 	case "counter":
@@ -125,8 +136,8 @@ func Main(args []string) int {
 	case "expiring":
 		cfg.NewProcessor, cfg.TimeMode = testprocs.NewExpiring(10*time.Second), processor.ProcessingTime
 	case "eos":
-		cfg = eos.Config(eos.Options{
-			Brokers: cfg.Brokers, ApplicationID: *app, InstanceID: *instance, StateDir: *dir,
+		cfg, opts = eos.Config(eos.Options{
+			Brokers: opts.Kafka.Brokers, ApplicationID: *app, InstanceID: *instance, StateDir: *dir,
 			Input: *in, Input2: *in2, Output: *out, MaxBatchRecords: *batch, SessionTimeout: *session, Pad: *pad, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 			DeadLetter: *dlq, BadRows: bad, Slow: *slow,
 		})
@@ -141,11 +152,11 @@ func Main(args []string) int {
 			return 1
 		}
 		defer closeDB()
-		cfg.OutputTopic, cfg.OutputSerde = "", nil
-		cfg.Sinks = []kstate.Sink[string, string]{sink}
+		cfg.Output.Topic, cfg.Output.Serde = "", nil
+		cfg.Output.Sinks = []kstate.Sink[string, string]{sink}
 	}
-	cfg.Pipelines = *pipes
-	a, err := kstate.New(cfg)
+	opts.Batching.Pipelines = *pipes
+	a, err := kstate.New(cfg, opts)
 	if err != nil {
 		logger.Printf("testapp: %v", err)
 		return 1

@@ -124,7 +124,7 @@ func ParseRow(v string) (seq, ev int64, err error) {
 	return seq, ev, nil
 }
 
-// EventTime is Config.EventTime: the row's ev (the record timestamp for an
+// EventTime is Topology.EventTime: the row's ev (the record timestamp for an
 // unparsable row, which HandleInputRows then rejects).
 func EventTime(v string, recordTs int64) int64 {
 	_, ev, err := ParseRow(strings.TrimPrefix(v, FailPrefix))
@@ -337,7 +337,7 @@ func (p *Processor) HandleExpiredTimer(key string, _ processor.TimerValues, t pr
 
 func (p *Processor) Close() error { return nil }
 
-// OutputKey is Config.OutputKey: timer outputs go to "<key>/t".
+// OutputKey is Topology.Output.Key: timer outputs go to "<key>/t".
 func OutputKey(key, out string) []byte {
 	if strings.HasPrefix(out, "t=") {
 		return []byte(key + TimerKeySuffix)
@@ -352,7 +352,7 @@ type Options struct {
 	InstanceID    string
 	StateDir      string
 	Input, Output string
-	// Input2, when set, is a second input topic (Config.Inputs) whose
+	// Input2, when set, is a second input topic (Topology.Inputs) whose
 	// values are the rows as JSON ({"row": "<row>"}, Row2); the event time
 	// then has AllowedLateness Lateness2, so that rows of one topic
 	// consumed after later rows of the other are not late. "": one input.
@@ -376,50 +376,62 @@ type Options struct {
 	Slow time.Duration
 }
 
-// Config is the application's kstate configuration; child processes
+// Config is the application's kstate topology and options; child processes
 // (integration/testapp -proc eos) and in-process instances use the same.
-func Config(o Options) kstate.Config[string, string, string] {
+func Config(o Options) (kstate.Topology[string, string, string], kstate.Options) {
 	newProc := New
 	if o.Pad > 0 {
 		newProc = NewPadded(o.Pad)
 	}
-	cfg := kstate.Config[string, string, string]{
-		ApplicationID:   o.ApplicationID,
-		Brokers:         o.Brokers,
-		InstanceID:      o.InstanceID,
-		InputTopics:     []string{o.Input},
-		KeySerde:        serde.String(),
-		ValueSerde:      serde.String(),
-		NewProcessor:    newProc,
-		TimeMode:        processor.EventTime,
-		EventTime:       EventTime,
-		OutputTopic:     o.Output,
-		OutputSerde:     serde.String(),
-		OutputKey:       OutputKey,
-		StateDir:        o.StateDir,
-		MaxBatchRecords: o.MaxBatchRecords,
-		MaxBatchWait:    100 * time.Millisecond,
-		SessionTimeout:  o.SessionTimeout,
-		ShutdownTimeout: 10 * time.Second,
-		// A small committed-state cache, so that every crash test also
-		// proves the cache exact under kills (evicting all the time).
-		StateCacheBytes: 256 << 10,
-		// A small write-behind budget, so that the crash tests kill
-		// shards both with committed batches still in memory (restored
-		// from the changelog) and right after their flush, and a full
-		// disk shows at a local commit.
-		StateWriteBehindBytes: 64 << 10,
-		Logger:                o.Logger,
+	cfg := kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), o.Input),
+		KeySerde:     serde.String(),
+		NewProcessor: newProc,
+		TimeMode:     processor.EventTime,
+		EventTime:    EventTime,
+		Output: kstate.Output[string, string]{
+			Topic: o.Output,
+			Serde: serde.String(),
+			Key:   OutputKey,
+		},
+	}
+	opts := kstate.Options{
+		ApplicationID: o.ApplicationID,
+		InstanceID:    o.InstanceID,
+		Kafka: kstate.KafkaOptions{
+			Brokers:        o.Brokers,
+			SessionTimeout: o.SessionTimeout,
+		},
+		State: kstate.StateOptions{
+			Dir: o.StateDir,
+			// A small committed-state cache, so that every crash test also
+			// proves the cache exact under kills (evicting all the time).
+			CacheBytes: 256 << 10,
+			// A small write-behind budget, so that the crash tests kill
+			// shards both with committed batches still in memory (restored
+			// from the changelog) and right after their flush, and a full
+			// disk shows at a local commit.
+			WriteBehindBytes: 64 << 10,
+		},
+		Batching: kstate.BatchingOptions{
+			MaxRecords: o.MaxBatchRecords,
+			MaxWait:    100 * time.Millisecond,
+		},
+		Timeouts: kstate.TimeoutOptions{
+			Shutdown: 10 * time.Second,
+		},
+		Observability: kstate.ObservabilityOptions{
+			Logger: o.Logger,
+		},
 	}
 	if o.Pad > 0 {
 		// The full-disk test (the only user of Pad) fills a small tmpfs
 		// with the pad's writes: write-through, so that every local commit
 		// writes its batch (write-behind coalesces them into far fewer
 		// bytes; its failed write is shard's TestWriteBehindFlushFailure).
-		cfg.StateWriteBehindBytes = -1
+		opts.State.WriteBehindBytes = -1
 	}
 	if o.Input2 != "" {
-		cfg.InputTopics, cfg.ValueSerde = nil, nil
 		cfg.Inputs = []kstate.Input[string]{
 			{Topic: o.Input, ValueSerde: serde.String()},
 			{Topic: o.Input2, ValueSerde: row2Serde{}},
@@ -427,7 +439,7 @@ func Config(o Options) kstate.Config[string, string, string] {
 		cfg.AllowedLateness = Lateness2
 	}
 	if o.DeadLetter {
-		cfg.ValueSerde = Deserializer{bad: o.BadRows}
+		cfg.Inputs[0].ValueSerde = Deserializer{bad: o.BadRows}
 		cfg.NewProcessor = NewCounting(o.BadRows)
 		cfg.OnDecodeError = kstate.DecodeErrorDeadLetter
 		cfg.OnProcessingError = kstate.ProcessingErrorDeadLetter
@@ -440,7 +452,7 @@ func Config(o Options) kstate.Config[string, string, string] {
 			return p
 		}
 	}
-	return cfg
+	return cfg, opts
 }
 
 // Lateness2 is the AllowedLateness with two input topics: far more event

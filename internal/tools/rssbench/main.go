@@ -5,7 +5,7 @@
 // as the partition tasks do. The Kafka client, the broker and the batch
 // machinery are left out so that the number is the state's memory plus a
 // small constant (the Go runtime). See docs/BENCHMARKS.md, "Memory", and
-// docs/benchmarks/history.md, "State memory (Config.StateMemory)".
+// docs/benchmarks/history.md, "State memory (Options.State.Memory)".
 //
 //	go run ./internal/tools/rssbench -partitions 96 -state-memory -1
 package main
@@ -32,7 +32,7 @@ func main() {
 	records := flag.Int("records", 6_000_000, "input rows in total, keys uniform at random")
 	batch := flag.Int("batch", 1000, "rows per partition per write batch")
 	valueBytes := flag.Int("value-bytes", 8, "bytes of each stored value (the count, padded): larger values make the state outgrow the memory bounds sooner")
-	stateMemory := flag.Int64("state-memory", 256<<20, "bytes of the shared budget (kstate.Config.StateMemory); negative: a 64 MiB cache and memtable per shard (before the budget)")
+	stateMemory := flag.Int64("state-memory", 256<<20, "bytes of the shared budget (kstate.Options.State.Memory); negative: a 64 MiB cache and memtable per shard (before the budget)")
 	flag.Parse()
 	if err := run(*partitions, *keys, *records, *batch, max(*valueBytes, 8), *stateMemory); err != nil {
 		fmt.Fprintln(os.Stderr, "rssbench:", err)

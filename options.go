@@ -1,0 +1,327 @@
+package kstate
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+)
+
+// Options is how an application runs: its identity, the Kafka connection,
+// the state store, batching, timeouts and observability. Only
+// ApplicationID and Kafka.Brokers are required; every other zero value
+// means the documented default, so a group left out entirely runs with
+// its defaults. New validates it once, together with the Topology.
+type Options struct {
+	// ApplicationID (required) is the consumer group id, the prefix of the
+	// changelog topic "<ApplicationID>-changelog" and of the transactional
+	// id, and the state directory name: 1 to 237 letters, digits, '.', '_'
+	// or '-' (Kafka's topic name rules for "<ApplicationID>-repartition"),
+	// not "." or "..".
+	ApplicationID string
+	// InstanceID identifies this instance across restarts: it is the static
+	// group member id and the suffix of the transactional id
+	// "<ApplicationID>-<InstanceID>". It must be unique among running
+	// instances and stable across restarts of one instance: a restarted
+	// instance then fences its dead predecessor's open transaction at once
+	// instead of waiting for Kafka.TransactionTimeout, and keeps its
+	// partitions without a rebalance if it is back within the session
+	// timeout. Default: "<hostname>-<8 hex digits of a hash of State.Dir>",
+	// stable per host and state directory (two instances on one host need
+	// two state directories anyway). Like ApplicationID, at most 249
+	// characters.
+	InstanceID string
+
+	// Kafka is the connection to Kafka and its security, and the client
+	// settings kstate passes to the brokers.
+	Kafka KafkaOptions
+	// State is the local state store and its memory.
+	State StateOptions
+	// Batching is the micro-batch loop: its trigger, its size and time
+	// bounds, and how many pipelines run it.
+	Batching BatchingOptions
+	// Timeouts bound Run's start and its graceful shutdown.
+	Timeouts TimeoutOptions
+	// Observability is the HTTP server, the logger, the state-change
+	// callback and the clock.
+	Observability ObservabilityOptions
+}
+
+// KafkaOptions is the Kafka connection and security of Options.Kafka.
+type KafkaOptions struct {
+	// Brokers (required) are the bootstrap addresses, "host:port" (or
+	// "host" for port 9092; "[::1]:9092" for IPv6), checked by New.
+	Brokers []string
+	// TLS, when not nil, encrypts every connection to Kafka (and, with
+	// Certificates, authenticates the client by certificate); see
+	// TLSConfigFromFiles. Default nil: plaintext.
+	TLS *tls.Config
+	// SASL, when not nil, authenticates every connection: PLAIN and
+	// SCRAM-SHA-256/512 from franz-go's sasl/plain and sasl/scram packages
+	// (or SASLFromStrings), OAUTHBEARER from sasl/oauth. Use it with TLS:
+	// PLAIN sends the password as is. Default nil: no SASL.
+	SASL sasl.Mechanism
+	// ClientOptions are extra franz-go options applied to every Kafka
+	// client kstate creates (group session, admin, changelog readers and
+	// re-seed producers, initial-state readers), before kstate's own.
+	// kstate always sets, and so overrides: the seed brokers, TLS and SASL
+	// above (New rejects a kgo.Dialer here with TLS, and a kgo.SASL here
+	// with SASL), and per client the consumer group, topics, instance id,
+	// balancer, transactional id and timeout, session and heartbeat
+	// timing, fetch isolation level and max wait, partitioner, linger,
+	// batch and write size limits, metadata min age, group callbacks and
+	// logger. Meant for client id, rack, timeouts, compression; New
+	// rejects options that make a client a consumer or transactional
+	// (ConsumerGroup, ConsumeTopics, TransactionalID...), since they would
+	// apply to every client. Default none.
+	ClientOptions []kgo.Opt
+	// SessionTimeout is how long the group waits for a silent member.
+	// Default 10s.
+	SessionTimeout time.Duration
+	// TransactionTimeout is how long the broker lets a transaction of a
+	// dead instance stay open: 1s to 15m (Kafka's minimum, and the
+	// broker's default transaction.max.timeout.ms). Default 10s.
+	TransactionTimeout time.Duration
+	// MaxRecordBytes bounds one produced record (output, and changelog
+	// records of state): the size of a record batch holding only it,
+	// uncompressed, as Kafka measures it against a topic's
+	// max.message.bytes (key + value + at most ~80 bytes). A larger output
+	// fails its call at Emit (ErrOutputTooLarge), a larger state value the
+	// call that wrote it (ErrStateTooLarge): Topology.OnProcessingError
+	// applies. Run checks at start that it does not exceed the
+	// max.message.bytes of the output and changelog topics; a changelog
+	// topic kstate creates gets a max.message.bytes to match. At least
+	// 1024. Default 1048576 (1 MiB, Kafka's default max.request.size),
+	// which fits Kafka's default max.message.bytes.
+	MaxRecordBytes int
+	// MetadataRefresh is how often Run re-reads the input topic's
+	// partition count: a change stops Run with a *PartitionsChangedError
+	// before anything is processed on the new layout (an assignment of an
+	// unknown partition is checked at once). Default 30s.
+	MetadataRefresh time.Duration
+	// LeaveGroupOnShutdown makes a graceful shutdown (ctx cancelled, Run
+	// returning nil) take this instance out of the consumer group at once.
+	// Default false: the instance, a static member (Options.InstanceID),
+	// stays in the group until SessionTimeout, so that a restart within it
+	// (a rolling deploy, a pod rescheduled) gets its partitions back
+	// without a rebalance; meanwhile they are not processed, and the group
+	// is not empty: kafka-consumer-groups --delete and offset resets fail
+	// with NON_EMPTY_GROUP. Set it for a final stop (scale-in,
+	// decommission, before deleting or resetting the group): the
+	// partitions move to the other instances at once, and once the last
+	// instance has stopped the group can be deleted at once. A leave that
+	// fails is logged at Warn; the member then stays until SessionTimeout.
+	// Run stopping with an error never leaves the group.
+	LeaveGroupOnShutdown bool
+}
+
+// StateOptions is the local state store and its memory, Options.State.
+type StateOptions struct {
+	// Dir holds the shards: <Dir>/<ApplicationID>/<partition>. Local state
+	// is a cache of the changelog; losing it costs a full restore, never
+	// data. Default: <os.TempDir()>/kstate.
+	Dir string
+	// Backend is the store of every shard: StateBackendRocksDB (RocksDB
+	// through cgo, as the design names it) or StateBackendPebble (Pebble,
+	// pure Go; Memory then shares only its block cache). A shard directory
+	// keeps the backend it was created with: opening it with the other one
+	// fails at start with state.ErrBackendMismatch. Default "" = rocksdb
+	// (StateBackendRocksDB); in a build without cgo (CGO_ENABLED=0, or the
+	// kstate_nocgo tag) RocksDB is not compiled in and the default is
+	// pebble.
+	Backend string
+	// Memory, when positive, bounds in bytes the RocksDB memory of all of
+	// Run's shards together: one block cache of Memory (data, index and
+	// filter blocks) shared by every partition, with the shards' memtables
+	// charged to it and held to half of it (a write waits for a flush when
+	// they are full). At least 1 MiB. It does not bound the Go heap
+	// (batches, staged state, Kafka client buffers); see
+	// docs/OPERATIONS.md. Default 0 (off): every shard has its own 64 MiB
+	// cache and up to 64 MiB memtables, so memory grows with the
+	// partitions; the shared budget is opt-in until it has been measured
+	// on large states (docs/BENCHMARKS.md).
+	Memory int64
+	// CacheBytes bounds the committed-state cache of all of Run's shards
+	// together: point reads of hot keys (ValueState, MapState entries) are
+	// answered from memory instead of the store. It holds committed values
+	// only (a batch's own writes are read from its staging layer), is
+	// filled on reads and updated on commit, and a shard's entries are
+	// dropped on revoke and restore. Its entries are bytes, not Go objects
+	// (the garbage collector does not scan them), in memory outside
+	// Memory. At least 64 KiB when positive; negative turns the cache off.
+	// Default 16 MiB (when 0; measured in docs/benchmarks/history.md: it
+	// saves store reads and GC time on repeated keys, and costs little on
+	// keys read once).
+	CacheBytes int64
+	// WriteBehindBytes bounds, per partition, the committed batches a
+	// shard keeps in memory instead of writing each to the store at its
+	// local commit (write-behind: one entry per key, a later batch's write
+	// replacing the earlier one; written in one store write when over this
+	// bound or 256Ki changelog records, and on revoke and shutdown). Kafka
+	// holds every committed batch, so a crash loses nothing: the restore
+	// replays the changelog from the last write (docs/OPERATIONS.md,
+	// "Memory"). Negative: write-through, every local commit writes the
+	// store. Default 4 MiB (when 0; measured in
+	// docs/benchmarks/history.md, "Write-behind local commits").
+	WriteBehindBytes int64
+	// MaxVariableSetVersions bounds how many times the set of state
+	// variables may change over the application's life, like Spark's
+	// spark.sql.streaming.stateStore.stateSchemaFilesThreshold: the first
+	// start that declares variables makes version 1, and each later start
+	// whose Init declares a new variable or drops one (DeleteIfExists) the
+	// next, however many it adds or drops. A start past the bound fails in
+	// Init with state.ErrTooManyVariableSetVersions, writing nothing.
+	// (Each variable's own schema versions are bounded apart:
+	// state.WithMaxSchemaVersions.) Default 128
+	// (state.DefaultMaxVariableSetVersions, when 0); negative: no bound.
+	MaxVariableSetVersions int
+}
+
+// BatchingOptions is the micro-batch loop, Options.Batching.
+type BatchingOptions struct {
+	// TriggerInterval (ProcessingTime mode): a batch runs at least this
+	// often, measured on Observability.Clock, even without input, so that
+	// timers fire and TTL is enforced. Default 1s.
+	TriggerInterval time.Duration
+	// MaxRecords, when set, bounds the records of one micro-batch, fixed.
+	// Default adaptive 5000–20000: batches start at 5000 records, double
+	// while polls come back full (a backlog) and batches take under 1s (or
+	// MaxDuration/4), up to 20000, and halve back to 5000 once caught up
+	// (a poll of less than half the limit), so a backlog moves in large
+	// batches and a caught-up application keeps small ones.
+	MaxRecords int
+	// MaxWait bounds how long a poll waits for records. Default 200ms.
+	MaxWait time.Duration
+	// MaxDuration bounds the processor calls of one micro-batch
+	// (HandleInputRows, HandleExpiredTimer, HandleInitialState and the
+	// engine work between them). A batch still running after a tenth of
+	// it (at most 10s) is logged at Warn, and again at that interval,
+	// naming the partition, the method and the key, with the stuck
+	// goroutine's stack once. Past MaxDuration the instance gives its
+	// partitions up: nothing of the batch is committed, and Run returns a
+	// StuckError so that another instance (or a restart) takes over. The
+	// stuck call itself cannot be stopped; its goroutine is left behind.
+	// Default 5m, Kafka's max.poll.interval.ms: a consumer that has not
+	// come back for its next records in that long is presumed dead.
+	MaxDuration time.Duration
+	// Pipelines is the number of independent pipelines Run runs in this
+	// instance, like Kafka Streams' num.stream.threads: each is its own
+	// member of the consumer group, with its own transactional producer
+	// and its own share of the input partitions, and runs its own batch
+	// loop, so one pipeline's commit overlaps another's processing. They
+	// share the state directory and memory, the initial state, the HTTP
+	// handler and the metrics. Pipeline 0 uses Options.InstanceID;
+	// pipeline i > 0 uses "<InstanceID>-p<i>" (static member and
+	// transactional id suffix). More pipelines than input partitions are
+	// not started. 1 runs one pipeline, the batch loop strictly in
+	// sequence. With several, the Sinks' WriteBatch is called
+	// concurrently, one call per pipeline at most. Default 0: automatic,
+	// one pipeline per core the Go runtime uses (GOMAXPROCS), at most 4
+	// and at most the input's partitions, and one with Sinks
+	// (docs/OPERATIONS.md, "Pipelines").
+	Pipelines int
+}
+
+// TimeoutOptions bounds Run's start and shutdown, Options.Timeouts.
+type TimeoutOptions struct {
+	// Startup is how long Run keeps retrying, with backoff, while the
+	// brokers are unreachable at start (a pod started before Kafka): the
+	// topic checks and the group's first transactional request. Each retry
+	// is logged at Warn. Default 60s.
+	Startup time.Duration
+	// Shutdown bounds the graceful shutdown after ctx is cancelled: the
+	// batch in flight gets this long to commit before it is abandoned (and
+	// aborted by the broker). Default 30s.
+	Shutdown time.Duration
+}
+
+// ObservabilityOptions is how an application is watched and timed,
+// Options.Observability.
+type ObservabilityOptions struct {
+	// HTTPAddr, when set, makes Run serve App.Handler (/healthz, /readyz,
+	// /status, /metrics) on this address (e.g. ":8080") for as long as it
+	// runs; Run fails at once if it cannot listen. Default "": no server
+	// (mount App.Handler yourself). It never serves the live state queries
+	// (App.QueryHandler: mount it yourself, behind your authentication).
+	HTTPAddr string
+	// Logger receives operational messages as structured records with the
+	// attributes app, partition and batch where they apply: assignments and
+	// restores at Info, aborted batches and recoveries at Warn, failures at
+	// Error; the Kafka client's own messages are bridged at Warn and above
+	// only. Default slog.Default().
+	Logger *slog.Logger
+	// OnStateChange is called with every change of the App's State (see
+	// State), in order, on one goroutine of Run's: never concurrently, never
+	// under the engine's locks, and not on the processing loop (a slow
+	// listener delays later calls, not processing). Run returns after the
+	// call of its final change (to Stopped or Failed). Default: none.
+	OnStateChange func(old, new State)
+	// Clock gives the batch processing time. Default time.Now. Tests inject
+	// a fake clock to drive timers and TTL without sleeping.
+	Clock func() time.Time
+}
+
+// newConfig flattens t and o into the config every internal path reads.
+// It is the one place that knows both shapes.
+func newConfig[K, I, O any](t Topology[K, I, O], o Options) config[K, I, O] {
+	return config[K, I, O]{
+		ApplicationID: o.ApplicationID,
+		InstanceID:    o.InstanceID,
+
+		Brokers:              o.Kafka.Brokers,
+		TLS:                  o.Kafka.TLS,
+		SASL:                 o.Kafka.SASL,
+		KafkaOptions:         o.Kafka.ClientOptions,
+		SessionTimeout:       o.Kafka.SessionTimeout,
+		TransactionTimeout:   o.Kafka.TransactionTimeout,
+		MaxRecordBytes:       o.Kafka.MaxRecordBytes,
+		MetadataRefresh:      o.Kafka.MetadataRefresh,
+		LeaveGroupOnShutdown: o.Kafka.LeaveGroupOnShutdown,
+
+		StateDir:                    o.State.Dir,
+		StateBackend:                o.State.Backend,
+		StateMemory:                 o.State.Memory,
+		StateCacheBytes:             o.State.CacheBytes,
+		StateWriteBehindBytes:       o.State.WriteBehindBytes,
+		MaxStateVariableSetVersions: o.State.MaxVariableSetVersions,
+
+		TriggerInterval:  o.Batching.TriggerInterval,
+		MaxBatchRecords:  o.Batching.MaxRecords,
+		MaxBatchWait:     o.Batching.MaxWait,
+		MaxBatchDuration: o.Batching.MaxDuration,
+		Pipelines:        o.Batching.Pipelines,
+
+		StartupTimeout:  o.Timeouts.Startup,
+		ShutdownTimeout: o.Timeouts.Shutdown,
+
+		HTTPAddr:      o.Observability.HTTPAddr,
+		Logger:        o.Observability.Logger,
+		OnStateChange: o.Observability.OnStateChange,
+		Clock:         o.Observability.Clock,
+
+		Inputs:          t.Inputs,
+		KeySerde:        t.KeySerde,
+		GroupBy:         t.GroupBy,
+		NewProcessor:    t.NewProcessor,
+		TimeMode:        t.TimeMode,
+		EventTime:       t.EventTime,
+		AllowedLateness: t.AllowedLateness,
+		OutputMode:      t.OutputMode,
+
+		OutputTopic:     t.Output.Topic,
+		OutputSerde:     t.Output.Serde,
+		OutputKey:       t.Output.Key,
+		OutputEventTime: t.Output.EventTime,
+		Sinks:           t.Output.Sinks,
+		OutputTopics:    t.Output.EmitTo,
+
+		InitialState: t.InitialState,
+
+		OnDecodeError:          t.OnDecodeError,
+		OnKeyPartitionMismatch: t.OnKeyPartitionMismatch,
+		OnProcessingError:      t.OnProcessingError,
+		DeadLetterTopic:        t.DeadLetterTopic,
+	}
+}
