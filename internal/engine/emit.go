@@ -120,9 +120,9 @@ func (e *emitter[K, I, O]) checkLate(op string, ts int64) error {
 // limit and measure, rather than left to the producer, whose refusal would
 // fail the whole transaction on every retry.
 func (e *emitter[K, I, O]) add(op string, o Output) error {
-	var hs []recordsize.Header
+	var hs recordsize.Headers
 	for _, h := range o.Headers {
-		hs = append(hs, recordsize.Header{Key: h.Key, Value: h.Value})
+		hs.Add(h.Key, h.Value)
 	}
 	if n := recordsize.Of(o.Key, o.Value, hs); e.t.cfg.MaxOutputBytes > 0 && n > e.t.cfg.MaxOutputBytes {
 		e.err = fmt.Errorf("%s: %w: the record is %d bytes as Kafka counts them, over Config.MaxRecordBytes = %d", op, ErrOutputTooLarge, n, e.t.cfg.MaxOutputBytes)
