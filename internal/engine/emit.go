@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kstate/kstate/internal/recordsize"
 	"github.com/kstate/kstate/processor"
@@ -132,16 +133,15 @@ func (e *emitter[K, I, O]) add(op string, o Output) error {
 	return nil
 }
 
-// headers converts a processor's headers; nil stays nil.
+// headers copies the slice of an output's headers (not their bytes, as
+// with the key and value): the processor may reuse its slice for the next
+// emit, while the output keeps them until the batch is produced. nil stays
+// nil.
 func headers(hs []processor.Header) []Header {
 	if len(hs) == 0 {
 		return nil
 	}
-	out := make([]Header, len(hs))
-	for i, h := range hs {
-		out[i] = Header{Key: h.Key, Value: h.Value}
-	}
-	return out
+	return slices.Clone(hs)
 }
 
 // close ends the call; it returns the sticky error as a UserError: an
