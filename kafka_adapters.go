@@ -72,7 +72,8 @@ type kafkaSession struct {
 func (k *kafkaSession) Poll(ctx context.Context, max int, ev engine.GroupEvents) ([]engine.Message, error) {
 	k.ev = ev
 	clear(k.polled) // the last poll's records: the engine is done with them
-	out, err := k.s.PollInto(ctx, max, k.polled) // kafka.Record is engine.Message
+	// kafka.Record is engine.Message: the session's records as they are.
+	out, err := k.s.PollInto(ctx, max, k.polled)
 	k.ev = nil
 	if err != nil {
 		return nil, sessionErr(err)
