@@ -64,10 +64,6 @@ type kafkaSession struct {
 	s      *kafka.Session
 	ev     engine.GroupEvents
 	stayIn func() bool // see newSession; nil: always leave when asked
-	// scratch is Produce's and ProduceAsync's conversion buffer (both
-	// run on the loop goroutine only, and the kafka session keeps no
-	// reference to it once they return).
-	scratch []kafka.Record
 	// polled is the array of the last Poll's records, reused by the next
 	// (engine.Session: valid until the next Poll).
 	polled []engine.Message
@@ -76,25 +72,14 @@ type kafkaSession struct {
 func (k *kafkaSession) Poll(ctx context.Context, max int, ev engine.GroupEvents) ([]engine.Message, error) {
 	k.ev = ev
 	clear(k.polled) // the last poll's records: the engine is done with them
-	out, err := kafka.PollAs(ctx, k.s, max, k.polled, toMessage)
+	// kafka.Record is engine.Message: the session's records as they are.
+	out, err := k.s.PollInto(ctx, max, k.polled)
 	k.ev = nil
 	if err != nil {
 		return nil, sessionErr(err)
 	}
 	k.polled = out
 	return out, nil
-}
-
-// toMessage converts a polled record (PollAs: no intermediate slice).
-func toMessage(r kafka.Record) engine.Message {
-	m := engine.Message{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
-	if len(r.Headers) > 0 {
-		m.Headers = make([]engine.Header, len(r.Headers))
-		for j, h := range r.Headers {
-			m.Headers[j] = engine.Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	return m
 }
 
 func (k *kafkaSession) Pause(ps []engine.Partition) { k.s.Pause(fromParts(ps)) }
@@ -107,39 +92,13 @@ func (k *kafkaSession) Resume(ps []engine.Partition) { k.s.Resume(fromParts(ps))
 func (k *kafkaSession) Begin() error                 { return sessionErr(k.s.Begin()) }
 
 func (k *kafkaSession) Produce(ctx context.Context, msgs []engine.Message) ([]int64, error) {
-	k.scratch = toRecords(k.scratch, msgs)
-	offs, err := k.s.Produce(ctx, k.scratch)
-	clear(k.scratch) // keep no records' bytes alive
+	offs, err := k.s.Produce(ctx, msgs) // kafka.Record is engine.Message
 	return offs, sessionErr(err)
 }
 
 // ProduceAsync implements engine.AsyncProducer.
 func (k *kafkaSession) ProduceAsync(ctx context.Context, msgs []engine.Message, done func([]int64, error)) {
-	k.scratch = toRecords(k.scratch, msgs)
-	k.s.ProduceAsync(ctx, k.scratch, func(offs []int64, err error) { done(offs, sessionErr(err)) })
-	clear(k.scratch)
-}
-
-// toRecords converts msgs into buf (reallocated if too small) and returns
-// it. kafka.Session's Produce and ProduceAsync do not keep their records'
-// slice once they return (they convert it for franz-go), so the loop
-// reuses one buffer instead of allocating one per call (issue #13).
-func toRecords(buf []kafka.Record, msgs []engine.Message) []kafka.Record {
-	if cap(buf) < len(msgs) {
-		buf = make([]kafka.Record, len(msgs), max(len(msgs), 2*cap(buf)))
-	}
-	buf = buf[:len(msgs)]
-	for i := range msgs {
-		m := &msgs[i]
-		buf[i] = kafka.Record{Topic: m.Topic, Partition: m.Partition, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp}
-		if len(m.Headers) > 0 {
-			buf[i].Headers = make([]kafka.Header, len(m.Headers))
-			for j, h := range m.Headers {
-				buf[i].Headers[j] = kafka.Header{Key: h.Key, Value: h.Value}
-			}
-		}
-	}
-	return buf
+	k.s.ProduceAsync(ctx, msgs, func(offs []int64, err error) { done(offs, sessionErr(err)) })
 }
 
 func (k *kafkaSession) End(ctx context.Context, commit bool) (bool, error) {
@@ -343,20 +302,9 @@ func (k kafkaChangelog) Open(ctx context.Context, topic string, p int32, from in
 type kafkaReader struct{ rd *kafka.PartitionReader }
 
 func (k kafkaReader) Next(ctx context.Context) ([]engine.Message, error) {
-	recs, err := k.rd.Next(ctx)
-	if err != nil {
-		return nil, err // io.EOF passes through unwrapped
-	}
-	out := make([]engine.Message, len(recs))
-	for i, r := range recs {
-		out[i] = engine.Message{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
-		// Headers matter for a planned batch's input re-read (sink.go):
-		// its dead letters keep the original headers.
-		for _, h := range r.Headers {
-			out[i].Headers = append(out[i].Headers, engine.Header{Key: h.Key, Value: h.Value})
-		}
-	}
-	return out, nil
+	// kafka.Record is engine.Message, headers included (a planned batch's
+	// input re-read, sink.go: its dead letters keep the original headers).
+	return k.rd.Next(ctx) // io.EOF passes through unwrapped
 }
 
 // NextChangelog is the restore's path (engine's changelogRecordsReader):

@@ -13,11 +13,11 @@ import (
 	"github.com/kstate/kstate/kafka/embedded"
 )
 
-// kafkaSession reuses one conversion buffer for every Produce and
-// ProduceAsync (toRecords), and the engine may reuse its slice of messages
-// once a call returned: while franz-go still holds the first call's
-// records, the next calls overwrite both. Every record must reach the log
-// with its own bytes, in call order.
+// kafkaSession hands the engine's messages to the kafka session as they
+// are (kafka.Record is engine.Message), and the engine may reuse its slice
+// of messages once a call returned: while franz-go still holds the first
+// call's records, the next calls overwrite the slice. Every record must
+// reach the log with its own bytes and headers, in call order.
 func TestKafkaSessionProducesBackToBackWithReusedBuffers(t *testing.T) {
 	e, err := embedded.Start(embedded.Options{Topics: map[string]int{"t": 3, "in": 1}})
 	if err != nil {

@@ -22,15 +22,20 @@ import (
 //     declared in kstate.Topology.Output.EmitTo with its serializer. Both go
 //     into the batch's transaction like Emit.
 
-// Header is a Kafka record header.
+// Header is a Kafka record header. It is the one header type from the
+// polled record to Record, EmitWith's OutputMeta and the dead-letter
+// record: an input record's headers reach ValueFromRecord as the engine
+// received them, without a copy.
 type Header struct {
 	Key   string
 	Value []byte
 }
 
 // Record is an input record as Kafka delivered it, for
-// kstate.Topology.Inputs[i].ValueFromRecord. Its slices are not reused by the engine:
-// the decoded value may keep them.
+// kstate.Topology.Inputs[i].ValueFromRecord. Its slices (Key, Value, Headers) are the
+// polled record's own and are not reused by the engine: the decoded value
+// may keep them, but must not modify them (the record's dead-letter copy,
+// if it gets one, shares them).
 type Record struct {
 	Topic     string
 	Partition int32

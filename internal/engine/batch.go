@@ -507,12 +507,7 @@ func (t *Task[K, I, O]) decodeValue(r *Record) (I, error) {
 	rec := processor.Record{
 		Topic: t.topic(in), Partition: t.cfg.Partition, Offset: r.Offset,
 		Timestamp: time.UnixMilli(r.TimestampMs), Key: r.Key, Value: r.Value,
-	}
-	if len(r.Headers) > 0 {
-		rec.Headers = make([]processor.Header, len(r.Headers))
-		for i, h := range r.Headers {
-			rec.Headers[i] = processor.Header{Key: h.Key, Value: h.Value}
-		}
+		Headers: r.Headers, // the polled record's own slice, as Key and Value
 	}
 	return deserialize(func([]byte) (I, error) { return vr(rec) }, r.Value)
 }

@@ -29,11 +29,16 @@ const (
 	StageProcess   = "process"   // HandleInputRows or HandleExpiredTimer failed
 )
 
-// deadLetter builds the dead-letter record of input record r.
+// dlHeaderCount is the number of kstate.* headers of a dead-letter record.
+const dlHeaderCount = 7
+
+// deadLetter builds the dead-letter record of input record r: its headers
+// are r's followed by the kstate.* headers, in one new slice (r's headers
+// themselves are not copied, only the slice that holds them).
 func (t *Task[K, I, O]) deadLetter(r *Record, stage string, cause error, nowMs int64) DeadLetter {
-	h := make([]Header, 0, len(r.Headers)+7)
+	h := make([]Header, 0, len(r.Headers)+dlHeaderCount)
 	h = append(h, r.Headers...)
-	h = append(h, t.dlHeaders(stage, cause, nowMs, r.Input)...)
+	h = t.appendDLHeaders(h, stage, cause, nowMs, r.Input)
 	h = append(h, Header{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))})
 	return DeadLetter{Key: r.Key, Value: r.Value, TimestampMs: r.TimestampMs, Headers: h}
 }
@@ -41,20 +46,22 @@ func (t *Task[K, I, O]) deadLetter(r *Record, stage string, cause error, nowMs i
 // timerDeadLetter describes a failed timer: the key is the timer's grouping
 // key, the value is empty (nil), the timestamp is the timer's expiry.
 func (t *Task[K, I, O]) timerDeadLetter(key []byte, expiry int64, cause error, nowMs int64) DeadLetter {
-	h := t.dlHeaders(StageProcess, cause, nowMs, 0)
+	h := t.appendDLHeaders(make([]Header, 0, dlHeaderCount), StageProcess, cause, nowMs, 0)
 	h = append(h, Header{Key: HeaderTimerExpiry, Value: []byte(strconv.FormatInt(expiry, 10))})
 	return DeadLetter{Key: key, TimestampMs: expiry, Headers: h}
 }
 
-func (t *Task[K, I, O]) dlHeaders(stage string, cause error, nowMs int64, input int) []Header {
-	return []Header{
-		{Key: HeaderStage, Value: []byte(stage)},
-		{Key: HeaderError, Value: []byte(cause.Error())},
-		{Key: HeaderApplication, Value: []byte(t.cfg.ApplicationID)},
-		{Key: HeaderTime, Value: []byte(strconv.FormatInt(nowMs, 10))},
-		{Key: HeaderSourceTopic, Value: []byte(t.topic(input))},
-		{Key: HeaderSourcePartition, Value: []byte(strconv.FormatInt(int64(t.cfg.Partition), 10))},
-	}
+// appendDLHeaders appends the kstate.* headers every dead-letter record
+// carries to h.
+func (t *Task[K, I, O]) appendDLHeaders(h []Header, stage string, cause error, nowMs int64, input int) []Header {
+	return append(h,
+		Header{Key: HeaderStage, Value: []byte(stage)},
+		Header{Key: HeaderError, Value: []byte(cause.Error())},
+		Header{Key: HeaderApplication, Value: []byte(t.cfg.ApplicationID)},
+		Header{Key: HeaderTime, Value: []byte(strconv.FormatInt(nowMs, 10))},
+		Header{Key: HeaderSourceTopic, Value: []byte(t.topic(input))},
+		Header{Key: HeaderSourcePartition, Value: []byte(strconv.FormatInt(int64(t.cfg.Partition), 10))},
+	)
 }
 
 // badRecord applies OnDecodeError to an undecodable record: the

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/kstate/kstate/internal/recordsize"
 	"github.com/kstate/kstate/processor"
@@ -120,9 +121,9 @@ func (e *emitter[K, I, O]) checkLate(op string, ts int64) error {
 // limit and measure, rather than left to the producer, whose refusal would
 // fail the whole transaction on every retry.
 func (e *emitter[K, I, O]) add(op string, o Output) error {
-	var hs []recordsize.Header
+	var hs recordsize.Headers
 	for _, h := range o.Headers {
-		hs = append(hs, recordsize.Header{Key: h.Key, Value: h.Value})
+		hs.Add(h.Key, h.Value)
 	}
 	if n := recordsize.Of(o.Key, o.Value, hs); e.t.cfg.MaxOutputBytes > 0 && n > e.t.cfg.MaxOutputBytes {
 		e.err = fmt.Errorf("%s: %w: the record is %d bytes as Kafka counts them, over Options.Kafka.MaxRecordBytes = %d", op, ErrOutputTooLarge, n, e.t.cfg.MaxOutputBytes)
@@ -132,16 +133,15 @@ func (e *emitter[K, I, O]) add(op string, o Output) error {
 	return nil
 }
 
-// headers converts a processor's headers; nil stays nil.
+// headers copies the slice of an output's headers (not their bytes, as
+// with the key and value): the processor may reuse its slice for the next
+// emit, while the output keeps them until the batch is produced. nil stays
+// nil.
 func headers(hs []processor.Header) []Header {
 	if len(hs) == 0 {
 		return nil
 	}
-	out := make([]Header, len(hs))
-	for i, h := range hs {
-		out[i] = Header{Key: h.Key, Value: h.Value}
-	}
-	return out
+	return slices.Clone(hs)
 }
 
 // close ends the call; it returns the sticky error as a UserError: an

@@ -10,7 +10,7 @@ import (
 )
 
 // Handover of a shard between two members of one process (the root
-// package's pipelines, Config.Pipelines). Each partition's shard directory
+// package's pipelines, Options.Batching.Pipelines). Each partition's shard directory
 // is flock'ed while its task is open, and the two members learn of a move
 // independently: the new owner's assignment can be delivered (and its
 // restore start) before the old owner's loop has seen the revoke, which it

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"time"
+
+	"github.com/kstate/kstate/processor"
 )
 
 // The coordinator's view of Kafka: three narrow interfaces and a clock.
@@ -12,6 +14,10 @@ import (
 
 // Message is a Kafka record as the coordinator sees it: polled input,
 // produced output and changelog records, changelog records read back.
+// It is the one record type between the Kafka client and the engine:
+// internal/kafka's Session and readers fill it straight from franz-go's
+// records (kafka.Record is this type), so a polled record reaches the task
+// without another copy of its fields or headers.
 type Message struct {
 	Topic     string
 	Partition int32
@@ -22,11 +28,11 @@ type Message struct {
 	Headers   []Header
 }
 
-// Header is a Kafka record header.
-type Header struct {
-	Key   string
-	Value []byte
-}
+// Header is a Kafka record header: processor.Header, the one header type
+// from the polled record to the processor's Record, the dead-letter record
+// and the produced output, so that a record's headers pass through without
+// a copy of the slice.
+type Header = processor.Header
 
 // Partition names one topic partition.
 type Partition struct {

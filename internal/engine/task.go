@@ -43,7 +43,7 @@ const (
 )
 
 // DefaultMaxOutputBytes is the default of Config.MaxOutputBytes: 1 MiB,
-// the default of kstate.Config.MaxRecordBytes, which the producer applies to
+// the default of kstate.Options.Kafka.MaxRecordBytes, which the producer applies to
 // every record. An output over it fails its key (ErrOutputTooLarge) instead
 // of failing the whole transaction in Produce on every retry.
 const DefaultMaxOutputBytes = 1 << 20
@@ -125,7 +125,7 @@ type Config[K, I, O any] struct {
 	// processing error (ErrOutputTooLarge). It bounds a state write's
 	// changelog record likewise (shard.ErrValueTooLarge, a processing error
 	// of the call that wrote it). 0: no bound; the root package sets
-	// Config.MaxRecordBytes, the limit its producer applies.
+	// Options.Kafka.MaxRecordBytes, the limit its producer applies.
 	MaxOutputBytes int
 	// Logger receives the warnings about skipped, dead-lettered and
 	// misrouted records. Nil discards them.
@@ -161,7 +161,7 @@ type Record struct {
 
 // Output is one output record produced by a batch.
 type Output struct {
-	// Topic is a declared output topic (Config.OutputTopics, processor.EmitTo);
+	// Topic is a declared output topic (Topology.Output.EmitTo, processor.EmitTo);
 	// "": the main output topic.
 	Topic       string
 	Key, Value  []byte

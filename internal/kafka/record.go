@@ -3,10 +3,10 @@ package kafka
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/murmur2"
 )
 
@@ -18,22 +18,17 @@ import (
 // Note the zero value of Partition is partition 0, not AnyPartition.
 const AnyPartition int32 = -1
 
-// Header is one record header.
-type Header struct {
-	Key   string
-	Value []byte
-}
+// Header is one record header: processor.Header, the one header type of
+// the module (engine.Header is the same type).
+type Header = engine.Header
 
-// Record is a Kafka record in the project's own terms.
-type Record struct {
-	Topic     string
-	Partition int32 // AnyPartition: choose by key when producing
-	Offset    int64 // set by the broker; ignored when producing
-	Key       []byte
-	Value     []byte    // nil is a tombstone
-	Timestamp time.Time // zero when producing: the producer's clock
-	Headers   []Header
-}
+// Record is a Kafka record: the engine's engine.Message, which the session
+// and the readers fill straight from franz-go's records (fromKgo, the one
+// conversion on the input path) and the producers convert back (setKgo).
+// Partition AnyPartition chooses the partition by key when producing;
+// Offset is set by the broker and ignored when producing; a zero Timestamp
+// when producing is the producer's clock.
+type Record = engine.Message
 
 // Partition names one topic partition.
 type Partition struct {
@@ -41,6 +36,9 @@ type Partition struct {
 	Partition int32
 }
 
+// fromKgo converts a fetched record: its headers are copied once, from
+// franz-go's kgo.RecordHeader into the module's Header, and then pass as
+// they are to the engine, the processor's Record and dead-letter records.
 func fromKgo(r *kgo.Record) Record {
 	out := Record{
 		Topic:     r.Topic,

@@ -15,9 +15,9 @@ const kgoBatchExtra = 4
 // uncompressed, as Kafka measures it against a topic's max.message.bytes
 // (recordsize.Of). It is the size MaxRecordBytes bounds.
 func RecordBatchBytes(key, value []byte, headers []Header) int {
-	hs := make([]recordsize.Header, len(headers))
-	for i, h := range headers {
-		hs[i] = recordsize.Header{Key: h.Key, Value: h.Value}
+	var hs recordsize.Headers
+	for _, h := range headers {
+		hs.Add(h.Key, h.Value)
 	}
 	return recordsize.Of(key, value, hs)
 }

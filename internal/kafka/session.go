@@ -442,14 +442,14 @@ func (s *Session) deliver(ctx context.Context) {
 // them again. (Records a failed Poll consumed but did not return make the
 // next End abort.)
 func (s *Session) Poll(ctx context.Context, maxRecords int) ([]Record, error) {
-	return PollAs(ctx, s, maxRecords, nil, func(r Record) Record { return r })
+	return s.PollInto(ctx, maxRecords, nil)
 }
 
-// PollAs is Session.Poll returning the records converted by conv,
-// appended to dst[:0] (a new array if dst is too small): the caller's own
-// record type is built once, with no intermediate slice of Records, in an
-// array the caller may reuse from poll to poll (issue #13).
-func PollAs[T any](ctx context.Context, s *Session, maxRecords int, dst []T, conv func(Record) T) ([]T, error) {
+// PollInto is Poll appending the records to dst[:0] (a new array if dst is
+// too small), an array the caller may reuse from poll to poll (issue #13).
+// The records are the engine's Message (Record is that type), built once
+// from franz-go's: the engine takes them as they are.
+func (s *Session) PollInto(ctx context.Context, maxRecords int, dst []Record) ([]Record, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -468,7 +468,7 @@ func PollAs[T any](ctx context.Context, s *Session, maxRecords int, dst []T, con
 	fetches := s.pollFresh(ctx, maxRecords, freshPollWait)
 
 	s.deliver(ctx)
-	fail := func(err error) ([]T, error) {
+	fail := func(err error) ([]Record, error) {
 		if fetches.NumRecords() > 0 {
 			s.mustAbort.Store(true)
 		}
@@ -486,11 +486,11 @@ func PollAs[T any](ctx context.Context, s *Session, maxRecords int, dst []T, con
 	s.noteHighWatermarks(fetches)
 	recs := dst[:0]
 	if n := fetches.NumRecords(); cap(recs) < n {
-		recs = make([]T, 0, n)
+		recs = make([]Record, 0, n)
 	}
 	fetches.EachRecord(func(r *kgo.Record) {
 		if _, ok := s.owned[Partition{r.Topic, r.Partition}]; ok {
-			recs = append(recs, conv(fromKgo(r)))
+			recs = append(recs, fromKgo(r))
 		}
 	})
 	return recs, nil

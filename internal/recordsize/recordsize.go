@@ -11,22 +11,25 @@ import "encoding/binary"
 // against max.message.bytes.
 const recordBatchOverhead = 61
 
-// Header is a record header.
-type Header struct {
-	Key   string
-	Value []byte
+// Headers is the encoded size of a record's headers, counted with Add;
+// the zero value is no headers. Callers count their own header type (the
+// engine's and the producer's processor.Header, which this leaf package
+// cannot import) without converting it.
+type Headers struct{ n, size int }
+
+// Add counts one header.
+func (h *Headers) Add(key string, value []byte) {
+	h.n++
+	h.size += varintLen(int64(len(key))) + len(key) + bytesLen(value)
 }
 
 // Of is the size of a record batch holding only this record,
 // uncompressed, as Kafka measures it against a topic's max.message.bytes. It
 // is the size MaxRecordBytes bounds.
-func Of(key, value []byte, headers []Header) int {
+func Of(key, value []byte, headers Headers) int {
 	n := 1 + 1 + 1 // attributes, timestamp delta 0, offset delta 0
 	n += bytesLen(key) + bytesLen(value)
-	n += varintLen(int64(len(headers)))
-	for _, h := range headers {
-		n += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
-	}
+	n += varintLen(int64(headers.n)) + headers.size
 	return recordBatchOverhead + varintLen(int64(n)) + n
 }
 

@@ -20,7 +20,7 @@ func (s *Shard) checkRecordSize(key, val []byte) error {
 	if limit <= 0 {
 		return nil
 	}
-	if n := recordsize.Of(key, val, nil); n > limit {
+	if n := recordsize.Of(key, val, recordsize.Headers{}); n > limit {
 		return fmt.Errorf("%w: its changelog record is %d bytes as Kafka counts them (value %d, key %d), over Options.Kafka.MaxRecordBytes = %d: "+
 			"store smaller values (split a large one into MapState entries or ListState elements), or raise MaxRecordBytes and the changelog topic's max.message.bytes",
 			ErrValueTooLarge, n, len(val), len(key), limit)
