@@ -1,6 +1,6 @@
 // Package integrationtest shows how to test a kstate service against a real
 // Kafka, the way kstate tests itself. counter.go is the service (a word
-// counter and the function that builds its kstate.Config); counter_test.go
+// counter and the function that builds its kstate.Topology and Options); counter_test.go
 // is its integration test.
 //
 // To use it in your own service, copy counter_test.go next to your code and

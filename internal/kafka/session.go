@@ -214,7 +214,7 @@ type groupEvent struct {
 	missed bool
 }
 
-// Defaults of SessionConfig. kstate.Config uses the first two as its own
+// Defaults of SessionConfig. kstate.Options uses the first two as its own
 // defaults; they are declared only here.
 const (
 	DefaultTransactionTimeout = 10 * time.Second

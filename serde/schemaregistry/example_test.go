@@ -20,8 +20,8 @@ const orderSchema = `{"type":"record","name":"Order","namespace":"shop","fields"
 
 // A producer's schema pipeline registered the schema under "orders-value";
 // the application looks it up and writes and reads records in the
-// Confluent wire format. In a kstate.Config the serde is the ValueSerde
-// (input), or the OutputSerde (output).
+// Confluent wire format. In a kstate.Topology the serde is an input's ValueSerde
+// (Topology.Inputs), or the Output.Serde.
 func ExampleAvro() {
 	registry := srtest.New(srtest.Options{}) // a stand-in; use your registry's URL
 	defer registry.Close()
