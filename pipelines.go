@@ -23,6 +23,7 @@ import (
 
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/kv"
+	kruntime "github.com/kstate/kstate/internal/runtime"
 )
 
 // pipelineInstanceID is the static instance id of pipeline i: InstanceID
@@ -171,7 +172,7 @@ const (
 // them (a.mu.coord) and runs them until all returned. The first error
 // stops the others (their ctx is cancelled: they shut down gracefully,
 // without leaving the group) and is returned.
-func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.CoordinatorConfig) (err error) {
+func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.CoordinatorConfig, ports kruntime.Ports) (err error) {
 	// One start-up deadline for the pipeline count and every pipeline's
 	// start-up (topic checks, group join, producer init): their retries
 	// must not add up past StartupTimeout.
@@ -179,7 +180,10 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 	base.StartupDeadline = start.Add(a.cfg.StartupTimeout)
 	defer func() { err = a.publicStartupError(err, start) }()
 	cctx, cancelCount := context.WithDeadline(ctx, base.StartupDeadline)
-	n, err := a.pipelineCount(cctx, base.Admin)
+	n := 1
+	if !ports.Test {
+		n, err = a.pipelineCount(cctx, base.Admin)
+	}
 	cancelCount()
 	if err != nil {
 		return err
@@ -209,11 +213,11 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 			// a join in flight then waits for a sibling that has closed.
 			grace = siblingsCloseJoinGrace
 		}
-		newSession := a.newSession(cc.InstanceID, failed.Load, grace)
+		instance := cc.InstanceID
 		cc.NewSession = func() (engine.Session, error) {
 			sessionMu.Lock()
 			defer sessionMu.Unlock()
-			return newSession()
+			return ports.NewSession(instance, failed.Load, grace)
 		}
 		if n > 1 {
 			cc.Logger = base.Logger.With("pipeline", i)
@@ -227,7 +231,12 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 	a.mu.Lock()
 	a.mu.coord = set
 	a.mu.Unlock()
-	defer a.refreshLag(ctx, base.Admin, set)() // lag.go
+	if ports.Started != nil {
+		ports.Started(set.coords)
+	}
+	if !ports.Test {
+		defer a.refreshLag(ctx, base.Admin, set)() // lag.go
+	}
 	if n == 1 {
 		err := set.coords[0].Run(ctx)
 		set.dropCreated(ctx, err)

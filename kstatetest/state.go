@@ -125,7 +125,7 @@ func (d *Driver[K, I, O]) keyBytes(key K) []byte {
 func withKey[K, I, O any](d *Driver[K, I, O], s *shard.Shard, key K, fn func() error) error {
 	ttlMs := int64(-1)
 	if d.cfg.TimeMode == processor.ProcessingTime {
-		ttlMs = d.now.UnixMilli()
+		ttlMs = d.Now().UnixMilli()
 	}
 	s.Begin(ttlMs)
 	defer s.Abort()
@@ -184,8 +184,12 @@ func (d *Driver[K, I, O]) withShard(key K, fn func(*shard.Shard) error) {
 	if d.closed {
 		d.t.Fatalf("kstatetest: reading state of a closed Driver")
 	}
-	p := d.parts[d.partitionOf(key)]
-	s, err := shard.OpenShard(shard.ShardOptions{Backend: readOnly{p.store}, AllowTTL: true})
+	p := d.partitionOf(key)
+	store := d.insts[d.owner[p]].store(int32(p))
+	if store == nil {
+		store = kv.NewMemory() // no batch committed on this instance yet
+	}
+	s, err := shard.OpenShard(shard.ShardOptions{Backend: readOnly{store}, AllowTTL: true})
 	if err == nil {
 		err = fn(s)
 		if cerr := s.Close(); err == nil {
