@@ -116,6 +116,7 @@ type Driver[K, I, O any] struct {
 	closed  bool
 	retired kstate.Counters // counters of the Runs that ended
 	faults  faults[K, O]
+	kill    killSwitch
 }
 
 // queued is an input record not yet handed to the in-memory broker.
@@ -163,7 +164,9 @@ func New[K, I, O any](t testing.TB, cfg kstate.Config[K, I, O], opts ...Option) 
 		d.capture = &capture[O]{s: cfg.OutputSerde, vals: map[string]O{}}
 		cfg.OutputSerde = d.capture
 	}
-	d.faults.wrap(&cfg)
+	if len(cfg.Sinks) > 0 {
+		cfg.Sinks = append([]kstate.Sink[K, O]{d.faults.sink(cfg.Sinks[0])}, cfg.Sinks[1:]...)
+	}
 	app, err := kstate.New(cfg)
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -615,7 +618,6 @@ func (d *Driver[K, I, O]) Close() {
 			d.t.Errorf("kstatetest: Close: %v", err)
 		}
 	}
-	d.faults.release()
 }
 
 // InputTo queues a record of input topic topic (one of Config.Inputs or

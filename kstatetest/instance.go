@@ -38,11 +38,9 @@ type instance[K, I, O any] struct {
 	mu    sync.Mutex
 	disks map[int32]*enginetest.Disk
 
-	// crash: the kill point that kills the instance at its n-th reach
-	// (Crash); crashed once it did.
-	kill    engine.KillPoint
-	killN   int64
-	seen    atomic.Int64
+	// kill is the driver's armed crash (Crash); crashed: it killed this
+	// instance.
+	kill    *killSwitch
 	crashed atomic.Bool
 }
 
@@ -77,9 +75,16 @@ func (in *instance[K, I, O]) store(p int32) kv.Store {
 	return nil
 }
 
+// killSwitch is a crash armed by Crash: the first instance to reach point
+// dies.
+type killSwitch struct {
+	point engine.KillPoint
+	armed atomic.Bool
+}
+
 // hook is the instance's KillHook.
 func (in *instance[K, I, O]) hook(p engine.KillPoint) {
-	if in.kill == "" || p != in.kill || in.seen.Add(1) != in.killN {
+	if p != in.kill.point || !in.kill.armed.CompareAndSwap(true, false) {
 		return
 	}
 	in.crashed.Store(true)
@@ -109,7 +114,7 @@ func (s *session) Poll(ctx context.Context, max int, ev engine.GroupEvents) ([]e
 
 // newInstance returns instance i's first run, with empty disks.
 func (d *Driver[K, I, O]) newInstance(i int) *instance[K, I, O] {
-	in := &instance[K, I, O]{name: fmt.Sprintf("kstatetest-%d", i), disks: map[int32]*enginetest.Disk{}}
+	in := &instance[K, I, O]{name: fmt.Sprintf("kstatetest-%d", i), disks: map[int32]*enginetest.Disk{}, kill: &d.kill}
 	if i < len(d.insts) {
 		d.insts[i] = in
 	} else {
@@ -231,7 +236,8 @@ func (d *Driver[K, I, O]) ready(in *instance[K, I, O], n int) error {
 			}
 		}
 		if i == maxSettlePolls {
-			return fmt.Errorf("kstatetest: internal error: instance %s not ready after %d polls", in.name, i)
+			s := in.coord.Snapshot()
+			return fmt.Errorf("kstatetest: internal error: instance %s not ready after %d polls (assigned %v, restoring %v, want %d)", in.name, i, s.Assigned, s.Restoring, n)
 		}
 		if !d.step(in) {
 			return d.exited(in)
@@ -244,7 +250,7 @@ func (d *Driver[K, I, O]) exited(in *instance[K, I, O]) error {
 	<-in.done
 	d.retired = addCounters(d.retired, in.app.Metrics().Total)
 	if in.crashed.Load() {
-		return fmt.Errorf("kstatetest: instance %s crashed at %s: %w", in.name, in.kill, ErrCrashed)
+		return fmt.Errorf("kstatetest: instance %s crashed at %s: %w", in.name, in.kill.point, ErrCrashed)
 	}
 	if in.err == nil {
 		return fmt.Errorf("kstatetest: internal error: instance %s stopped", in.name)
