@@ -217,6 +217,9 @@ func (d *Driver[K, I, O]) step(in *instance[K, I, O]) bool {
 	return d.waitIdle(in)
 }
 
+// restoreGuard bounds the real time a restore may take (see ready).
+const restoreGuard = 20 * time.Second
+
 // maxSettlePolls bounds the polls a restore takes (an assignment, the
 // promotion; a few more for safety).
 const maxSettlePolls = 8
@@ -227,8 +230,16 @@ const maxSettlePolls = 8
 func (d *Driver[K, I, O]) ready(in *instance[K, I, O], n int) error {
 	for i := 0; ; i++ {
 		if i > 0 {
-			if err := in.coord.WaitRestores(context.Background()); err != nil {
-				return err
+			// A restore only waits (on the driver's clock, which does not
+			// move meanwhile) for a changelog inconsistent with the
+			// group's offsets, which App.Run reports after RestoreTimeout:
+			// the guard turns that wait into an error instead of a hang.
+			ctx, cancel := context.WithTimeout(context.Background(), restoreGuard)
+			err := in.coord.WaitRestores(ctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("kstatetest: instance %s: a restore did not finish within %v (waiting for changelog records the group's committed offsets need; the log says more): %w",
+					in.name, restoreGuard, err)
 			}
 			s := in.coord.Snapshot()
 			if len(s.Assigned) == n && len(s.Restoring) == 0 {
