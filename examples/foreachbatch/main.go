@@ -109,19 +109,11 @@ func run(ctx context.Context, brokers []string, stateDir, dbPath string, out io.
 	if err := env.CreateTopics(ctx, 3, words); err != nil {
 		return err
 	}
-	cfg := kstate.Config[string, string, string]{
-		ApplicationID: env.Name("foreachbatch"),
-		Brokers:       env.Brokers,
-		InputTopics:   []string{words},
-		KeySerde:      serde.String(),
-		ValueSerde:    serde.String(),
-		// No OutputTopic: the rows go to the sink only.
-		Sinks:        []kstate.Sink[string, string]{sink},
-		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
-		StateDir:     env.StateDir,
-		MaxBatchWait: 50 * time.Millisecond,
-		Logger:       env.Logger(),
-	}
+	cfg := appConfig(env.Name("foreachbatch"), words, sink)
+	cfg.Brokers = env.Brokers
+	cfg.StateDir = env.StateDir
+	cfg.MaxBatchWait = 50 * time.Millisecond
+	cfg.Logger = env.Logger()
 	for i, rounds := range [][][]string{{{"a", "a", "a", "b", "b"}, {"a", "c"}}, {{"b"}}} {
 		if i > 0 {
 			fmt.Fprintln(out, "(application restarted)")
@@ -134,6 +126,21 @@ func run(ctx context.Context, brokers []string, stateDir, dbPath string, out io.
 }
 
 // runApp runs the application for some rounds of input and stops it.
+// appConfig is the application: the words of topic counted per word, each
+// batch's counts written to sink. driver_test.go runs it on kstatetest's
+// driver.
+func appConfig(app, topic string, sink kstate.Sink[string, string]) kstate.Config[string, string, string] {
+	return kstate.Config[string, string, string]{
+		ApplicationID: app,
+		InputTopics:   []string{topic},
+		KeySerde:      serde.String(),
+		ValueSerde:    serde.String(),
+		// No OutputTopic: the rows go to the sink only.
+		Sinks:        []kstate.Sink[string, string]{sink},
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
+	}
+}
+
 func runApp(ctx context.Context, env *sandbox.Env, cfg kstate.Config[string, string, string], sink *sqlsink.Sink, words string, rounds [][]string, out io.Writer) (err error) {
 	app, err := kstate.New(cfg)
 	if err != nil {
