@@ -37,6 +37,10 @@ type instance[K, I, O any] struct {
 
 	mu    sync.Mutex
 	disks map[int32]*enginetest.Disk
+	// gate is closed while the loop is parked in Poll: restores wait
+	// for it (gatedAdmin), so that they finish between two polls and a
+	// poll promotes all of them or none, as in enginetest's Env.
+	gate chan struct{}
 
 	// kill is the driver's armed crash (Crash); crashed: it killed this
 	// instance.
@@ -96,6 +100,50 @@ func (in *instance[K, I, O]) hook(p engine.KillPoint) {
 	}
 }
 
+// park opens the gate (the loop is parked in Poll); unpark closes it
+// before the loop runs again.
+func (in *instance[K, I, O]) park() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	select {
+	case <-in.gate:
+	default:
+		close(in.gate)
+	}
+}
+
+func (in *instance[K, I, O]) unpark() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	select {
+	case <-in.gate:
+		in.gate = make(chan struct{})
+	default:
+	}
+}
+
+func (in *instance[K, I, O]) gateCh() chan struct{} {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.gate
+}
+
+// gatedAdmin holds the restores (the only callers of CommittedOffsets
+// under the driver) until the loop is parked in Poll.
+type gatedAdmin struct {
+	enginetest.Admin
+	gate func() chan struct{}
+}
+
+func (a gatedAdmin) CommittedOffsets(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	select {
+	case <-a.gate():
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return a.Admin.CommittedOffsets(ctx, group, topic)
+}
+
 // session is the instance's engine.Session: its member, whose Poll first
 // says on idle that the loop reached it.
 type session struct {
@@ -151,11 +199,13 @@ func (d *Driver[K, I, O]) launch(in *instance[K, I, O], app *kstate.App[K, I, O]
 	in.member = enginetest.NewMember(d.broker, in.name, func(string, ...any) {})
 	in.idle = make(chan struct{})
 	in.done = make(chan struct{})
+	in.gate = make(chan struct{})
+	close(in.gate) // open during the start-up checks (they read the group's offsets)
 	sess := &session{Member: in.member, idle: in.idle}
 	ctx, cancel := context.WithCancel(context.Background())
 	in.cancel = cancel
 	ports := runtime.Ports{
-		Admin:     enginetest.Admin{B: d.broker},
+		Admin:     gatedAdmin{Admin: enginetest.Admin{B: d.broker}, gate: in.gateCh},
 		Changelog: enginetest.Changelog{B: d.broker},
 		Clock:     d.clock,
 		NewSession: func(string, func() bool, time.Duration) (engine.Session, error) {
@@ -198,19 +248,24 @@ func (d *Driver[K, I, O]) readTopic(_ context.Context, topic string) ([]initial.
 	return out, nil
 }
 
-// waitIdle waits until in's loop is in Poll (true) or Run returned.
+// waitIdle waits until in's loop is in Poll (true) or Run returned, and
+// lets the restores run.
 func (d *Driver[K, I, O]) waitIdle(in *instance[K, I, O]) bool {
 	select {
 	case <-in.idle:
+		in.park()
 		return true
 	case <-in.done:
+		in.park()
 		return false
 	}
 }
 
 // step lets in's loop run one iteration (a poll and its batch) and waits
-// until it is back in Poll (true) or Run returned.
+// until it is back in Poll (true) or Run returned. No restore runs while
+// the loop does (ready waits for them before a step).
 func (d *Driver[K, I, O]) step(in *instance[K, I, O]) bool {
+	in.unpark()
 	if !in.member.Step(in.done) {
 		return false
 	}
