@@ -34,13 +34,14 @@ const (
 	AfterProduce = KillPoint(engine.AfterProduce)
 	// AfterTaskProduce: one partition's records of the batch are in the
 	// open transaction while another partition is still processing
-	// (reached only with two or more partitions in the batch).
+	// (reached only then: with two or more partitions in the batch, when
+	// their tasks do not finish together, which their timing decides).
 	AfterTaskProduce = KillPoint(engine.AfterTaskProduce)
 	// BeforeLocalCommit: the transaction committed; a partition's shard
 	// has not applied the batch yet.
 	BeforeLocalCommit = KillPoint(engine.BeforeLocalCommit)
 	// AfterLocalCommit: one partition's shard applied the batch while
-	// another's had not (reached only with two or more partitions).
+	// another's had not (reached only then, as AfterTaskProduce).
 	AfterLocalCommit = KillPoint(engine.AfterLocalCommit)
 	// AfterPlan: with Sinks, the batch's plan committed; it has not run.
 	AfterPlan = KillPoint(engine.AfterPlan)
