@@ -16,7 +16,7 @@ import (
 	"github.com/kstate/kstate/internal/initial"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/kv"
-	"github.com/kstate/kstate/internal/publicapi"
+	"github.com/kstate/kstate/internal/runtime"
 	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
@@ -155,11 +155,6 @@ func newCounters(c engine.Counters) Counters {
 	}
 }
 
-func init() {
-	// kstatetest builds its Metrics from engine counters too.
-	publicapi.Counters = func(c engine.Counters) any { return newCounters(c) }
-}
-
 // Metrics is a snapshot of an App's counters.
 type Metrics struct {
 	// Total sums every task of the App (past and present) and the app-level
@@ -215,7 +210,7 @@ func (a *App[K, I, O]) Metrics() Metrics {
 // Run may be called once per App. It drives the App's State (see State);
 // it returns after the OnStateChange listener was called with the final
 // change, and after the server of Options.Observability.HTTPAddr shut down.
-func (a *App[K, I, O]) Run(ctx context.Context) error { return a.start(ctx, false) }
+func (a *App[K, I, O]) Run(ctx context.Context) error { return a.start(ctx, false, nil) }
 
 // RunToEnd is a bounded Run (Spark's availableNow, a backfill, a test): it
 // captures the input topic's end offsets at start (the last stable
@@ -247,10 +242,23 @@ func (a *App[K, I, O]) Run(ctx context.Context) error { return a.start(ctx, fals
 // of the invocation, not of the application, so one Options serves the
 // long-running deployment and its backfill or test, and Run keeps its
 // contract (it runs until ctx is cancelled).
-func (a *App[K, I, O]) RunToEnd(ctx context.Context) error { return a.start(ctx, true) }
+func (a *App[K, I, O]) RunToEnd(ctx context.Context) error { return a.start(ctx, true, nil) }
 
-// start is Run and RunToEnd.
-func (a *App[K, I, O]) start(ctx context.Context, bounded bool) error {
+func init() {
+	runtime.RunApp = func(ctx context.Context, app any, ports runtime.Ports) error {
+		r, ok := app.(interface {
+			start(context.Context, bool, *runtime.Ports) error
+		})
+		if !ok {
+			return fmt.Errorf("runtime.RunApp: %T is not a *kstate.App", app)
+		}
+		return r.start(ctx, false, &ports)
+	}
+}
+
+// start is Run and RunToEnd; ports are a test driver's (runtime.RunApp),
+// nil for Kafka.
+func (a *App[K, I, O]) start(ctx context.Context, bounded bool, ports *runtime.Ports) error {
 	if bounded && len(a.cfg.GroupBy) > 0 {
 		return ErrGroupByRunToEnd
 	}
@@ -268,9 +276,13 @@ func (a *App[K, I, O]) start(ctx context.Context, bounded bool) error {
 		wg.Go(func() { a.sm.listen(stop) })
 	}
 	started := time.Now() // Metrics.FirstCommit is measured from here
-	srv, err := a.serve(&wg)
+	var srv *http.Server
+	var err error
+	if ports == nil {
+		srv, err = a.serve(&wg)
+	}
 	if err == nil {
-		err = a.run(ctx, bounded, started)
+		err = a.run(ctx, bounded, started, ports)
 	}
 	if ctx.Err() != nil {
 		a.sm.set(Stopping)
@@ -312,9 +324,12 @@ func (a *App[K, I, O]) serve(wg *sync.WaitGroup) (*http.Server, error) {
 	return srv, nil
 }
 
-// run is Run's work: the coordinator's run. started is Run's start, the
-// zero of the engine's Clock.Elapsed.
-func (a *App[K, I, O]) run(ctx context.Context, bounded bool, started time.Time) error {
+// run is Run's work: the coordinators' run on ports (nil: Kafka's).
+// started is Run's start, the zero of the engine's Clock.Elapsed.
+func (a *App[K, I, O]) run(ctx context.Context, bounded bool, started time.Time, ports *runtime.Ports) error {
+	if ports != nil {
+		return a.runOn(ctx, bounded, *ports, nil)
+	}
 	cfg := &a.cfg
 	a.metrics.kafka.reach.start() // readiness: does Kafka still answer (reach.go)
 	defer a.metrics.kafka.reach.stop()
@@ -331,7 +346,6 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool, started time.Time)
 		a.mu.admin = nil
 		a.mu.Unlock()
 	}()
-	runID := newRunID()
 	// The marker lets kstate reset tell this directory from any other
 	// before it deletes it.
 	if err := shard.MarkAppDir(filepath.Join(cfg.StateDir, cfg.ApplicationID), cfg.ApplicationID); err != nil {
@@ -346,9 +360,35 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool, started time.Time)
 		// task closed when its call returns) keeps the cache alive.
 		defer mem.Close()
 	}
-	cache := shard.NewCache(cfg.StateCacheBytes) // nil (off) when negative
 	kadm := kafkaAdmin{a: adm, maxRecordBytes: cfg.MaxRecordBytes, log: cfg.Logger.With("app", cfg.ApplicationID)}
+	return a.runOn(ctx, bounded, runtime.Ports{
+		Admin:       kadm,
+		Changelog:   kafkaChangelog{client: cfg.clientConfig(), admin: adm, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
+		Clock:       clock{now: cfg.Clock, start: started},
+		NewSession:  a.joinGroup,
+		CheckTopics: kadm.checkRecordLimit(a.producedTopics()...),
+		ReadTopic:   readTopic(cfg.clientConfig()),
+	}, mem)
+}
+
+// runOn runs the coordinators on ports: the one path of App.Run and of
+// kstatetest (runtime.RunApp). mem is the shared state memory (nil: none).
+func (a *App[K, I, O]) runOn(ctx context.Context, bounded bool, ports runtime.Ports, mem *kv.SharedMemory) error {
+	cfg := &a.cfg
+	runID := ports.RunID
+	if runID == "" {
+		runID = newRunID()
+	}
+	cache := shard.NewCache(cfg.StateCacheBytes) // nil (off) when negative
 	batchBase, batchCap := cfg.batchLimits()
+	trigger := cfg.TriggerInterval
+	if ports.Test {
+		batchBase, batchCap, trigger = runtime.TestMaxBatchRecords, 0, time.Nanosecond
+	}
+	kill := ports.KillHook
+	if kill == nil {
+		kill = engine.KillHookFrom(ctx)
+	}
 	base := engine.CoordinatorConfig{
 		ApplicationID:        cfg.ApplicationID,
 		InstanceID:           cfg.InstanceID,
@@ -361,7 +401,7 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool, started time.Time)
 		ChangelogTopic:       a.ChangelogTopic(),
 		DeadLetterTopic:      a.deadLetterTopic(),
 		ProcessingTime:       cfg.TimeMode == processor.ProcessingTime,
-		TriggerInterval:      cfg.TriggerInterval,
+		TriggerInterval:      trigger,
 		MaxBatchRecords:      batchBase,
 		MaxBatchRecordsCap:   batchCap,
 		RestoreTimeout:       cfg.TransactionTimeout,
@@ -373,19 +413,18 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool, started time.Time)
 		StartupTimeout:       cfg.StartupTimeout,
 		RunToEnd:             bounded,
 		BoundedNeedsTasks:    cfg.TimeMode != processor.NoTime || cfg.InitialState != nil,
-		DeferFirstBatch:      true,
-		Admin:                kadm,
-		CheckTopics:          kadm.checkRecordLimit(a.producedTopics()...),
-		NewSession:           a.newSession(cfg.InstanceID, nil, 0),
-		Changelog:            kafkaChangelog{client: cfg.clientConfig(), admin: adm, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},
-		Clock:                clock{now: cfg.Clock, start: started},
-		NewTask:              a.taskFactory(runID, mem, cache),
-		KillHook:             engine.KillHookFrom(ctx),
+		DeferFirstBatch:      !ports.Test,
+		Admin:                ports.Admin,
+		CheckTopics:          ports.CheckTopics,
+		Changelog:            ports.Changelog,
+		Clock:                ports.Clock,
+		NewTask:              a.taskFactory(runID, mem, cache, ports),
+		KillHook:             kill,
 		Logger:               cfg.Logger,
 		OnPhase:              func() { a.followPhase() },
 		Observer:             a.metrics,
 	}
-	return a.neededPermission(publicError(a.runPipelines(ctx, base))) // pipelines.go
+	return a.neededPermission(publicError(a.runPipelines(ctx, base, ports))) // pipelines.go
 }
 
 // followPhase is the coordinator's OnPhase hook.
@@ -400,20 +439,29 @@ func (a *App[K, I, O]) followPhase() {
 
 // taskFactory builds the generic partition tasks for the non-generic
 // coordinator; the tasks of one Run share the initial state.
-func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory, cache *shard.Cache) engine.NewTask {
+func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory, cache *shard.Cache, ports runtime.Ports) engine.NewTask {
 	cfg := &a.cfg
 	// Write-behind local commits; negative: write-through.
 	writeBehind := max(cfg.StateWriteBehindBytes, 0)
+	if ports.Test {
+		writeBehind = 0 // the driver reads the committed state from the store
+	}
 	var init *engine.InitialCache[K]
 	if cfg.InitialState != nil {
 		init = engine.NewInitialCache(func(ctx context.Context) ([]engine.InitialRow[K], error) {
-			return cfg.InitialState.Rows(ctx, readTopic(cfg.clientConfig()), cfg.KeySerde)
+			return cfg.InitialState.Rows(ctx, ports.ReadTopic, cfg.KeySerde)
 		})
 	}
 	decode, keyPart, processing := cfg.policies()
 	log := cfg.Logger.With("app", cfg.ApplicationID)
 	return func(p int32) (engine.TaskHandle, error) {
+		var backend kv.Store
+		dir := filepath.Join(cfg.StateDir, cfg.ApplicationID, strconv.Itoa(int(p)))
+		if ports.Backend != nil {
+			backend, dir = ports.Backend(p), ""
+		}
 		return engine.Open(engine.Config[K, I, O]{
+			Backend:           backend,
 			ApplicationID:     cfg.ApplicationID,
 			RunID:             runID,
 			Topic:             cfg.inputTopics()[0],
@@ -422,7 +470,7 @@ func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory, cache *sh
 			GroupKeys:         cfg.groupKeys(),
 			RepartitionInput:  cfg.repartitionInput(),
 			Partition:         p,
-			Dir:               filepath.Join(cfg.StateDir, cfg.ApplicationID, strconv.Itoa(int(p))),
+			Dir:               dir,
 			Memory:            mem,
 			StateCache:        cache,
 			WriteBehindBytes:  writeBehind,

@@ -111,7 +111,7 @@ func (a *App[K, I, O]) Status() Status {
 	if c == nil {
 		return st
 	}
-	s, owner := c.snapshot()
+	s, owner := c.SnapshotOwners()
 	st.BatchInFlight, st.SinceCommit, st.FirstCommit = s.BatchInFlight, s.SinceCommit, s.FirstCommit
 	st.BatchInFlightRecords = s.BatchInFlightRecords
 	st.Total = newCounters(s.Total)

@@ -17,17 +17,11 @@ import (
 	"github.com/kstate/kstate/internal/kafka"
 )
 
-// newSession returns the engine.CoordinatorConfig.NewSession of the
-// pipeline with static instance id instance: it joins the group. The
-// session does not leave the group (LeaveGroupOnShutdown) once stayIn
-// (if not nil) returns true: another pipeline failed, and Run, returning
-// an error, never leaves the group. closeJoinGrace is
+// joinGroup joins the group as instance (runtime.Ports.NewSession). The
+// session does not leave the group (LeaveGroupOnShutdown) once stayIn (if
+// not nil) returns true: another pipeline failed, and Run, returning an
+// error, never leaves the group. closeJoinGrace is
 // kafka.SessionConfig.CloseJoinGrace (0: its default).
-func (a *App[K, I, O]) newSession(instance string, stayIn func() bool, closeJoinGrace time.Duration) func() (engine.Session, error) {
-	return func() (engine.Session, error) { return a.joinGroup(instance, stayIn, closeJoinGrace) }
-}
-
-// joinGroup joins the group as instance.
 func (a *App[K, I, O]) joinGroup(instance string, stayIn func() bool, closeJoinGrace time.Duration) (engine.Session, error) {
 	cfg := &a.cfg
 	s := &kafkaSession{stayIn: stayIn}

@@ -52,7 +52,7 @@ func (a *App[K, I, O]) refreshLag(ctx context.Context, adm engine.Admin, set *pi
 					continue
 				}
 				failing[topic] = false
-				for _, c := range set.coords {
+				for _, c := range set.Coords {
 					c.NoteEndOffsets(topic, ends)
 				}
 			}

@@ -8,21 +8,20 @@ package kstate
 // shard is flock'ed, so two pipelines never open one at once; see the
 // engine's handover wait), the shared RocksDB memory, the initial-state
 // cache, the HTTP handler and the metrics. The App reads them through
-// pipelineSet, which merges their views as one coordinator's.
+// runtime.PipelineSet, which merges their views as one coordinator's, and
+// they close their sessions together at runtime.CloseBarrier.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kstate/kstate/internal/engine"
-	"github.com/kstate/kstate/internal/kv"
+	kruntime "github.com/kstate/kstate/internal/runtime"
 )
 
 // pipelineInstanceID is the static instance id of pipeline i: InstanceID
@@ -171,7 +170,7 @@ const (
 // them (a.mu.coord) and runs them until all returned. The first error
 // stops the others (their ctx is cancelled: they shut down gracefully,
 // without leaving the group) and is returned.
-func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.CoordinatorConfig) (err error) {
+func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.CoordinatorConfig, ports kruntime.Ports) (err error) {
 	// One start-up deadline for the pipeline count and every pipeline's
 	// start-up (topic checks, group join, producer init): their retries
 	// must not add up past StartupTimeout.
@@ -179,7 +178,10 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 	base.StartupDeadline = start.Add(a.cfg.StartupTimeout)
 	defer func() { err = a.publicStartupError(err, start) }()
 	cctx, cancelCount := context.WithDeadline(ctx, base.StartupDeadline)
-	n, err := a.pipelineCount(cctx, base.Admin)
+	n := 1
+	if !ports.Test {
+		n, err = a.pipelineCount(cctx, base.Admin)
+	}
 	cancelCount()
 	if err != nil {
 		return err
@@ -188,7 +190,7 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 		a.cfg.Logger.Info("running pipelines", "app", a.cfg.ApplicationID, "pipelines", n, "config", a.cfg.Pipelines,
 			"gomaxprocs", runtime.GOMAXPROCS(0))
 	}
-	set := &pipelineSet{coords: make([]*engine.Coordinator, n)}
+	set := &pipelineSet{Coords: make([]*engine.Coordinator, n)}
 	var failed atomic.Bool // a pipeline failed: the others stay in the group
 	// The pipelines create their sessions one at a time: franz-go's
 	// NewClient rewrites the codec list of a ProducerBatchCompression
@@ -196,24 +198,24 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 	// hands the same option to every pipeline's client (a data race under
 	// -race with two pipelines). Creating a session only builds the client.
 	var sessionMu sync.Mutex
-	closing := newCloseBarrier(n, a.cfg.ShutdownTimeout)
+	closing := kruntime.NewCloseBarrier(n, a.cfg.ShutdownTimeout)
 	for i := range n {
 		cc := base
 		cc.InstanceID = pipelineInstanceID(a.cfg.InstanceID, i)
 		if n > 1 {
-			cc.BeforeSessionClose = func(graceful bool) { closing.arrive(i, graceful) }
+			cc.BeforeSessionClose = func(graceful bool) { closing.Arrive(i, graceful) }
 		}
 		var grace time.Duration
 		if n > 1 {
-			// The pipelines close their sessions together (closeBarrier):
+			// The pipelines close their sessions together (CloseBarrier):
 			// a join in flight then waits for a sibling that has closed.
 			grace = siblingsCloseJoinGrace
 		}
-		newSession := a.newSession(cc.InstanceID, failed.Load, grace)
+		instance := cc.InstanceID
 		cc.NewSession = func() (engine.Session, error) {
 			sessionMu.Lock()
 			defer sessionMu.Unlock()
-			return newSession()
+			return ports.NewSession(instance, failed.Load, grace)
 		}
 		if n > 1 {
 			cc.Logger = base.Logger.With("pipeline", i)
@@ -222,15 +224,20 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 		if err != nil {
 			return err
 		}
-		set.coords[i] = c
+		set.Coords[i] = c
 	}
 	a.mu.Lock()
 	a.mu.coord = set
 	a.mu.Unlock()
-	defer a.refreshLag(ctx, base.Admin, set)() // lag.go
+	if ports.Started != nil {
+		ports.Started(set.Coords)
+	}
+	if !ports.Test {
+		defer a.refreshLag(ctx, base.Admin, set)() // lag.go
+	}
 	if n == 1 {
-		err := set.coords[0].Run(ctx)
-		set.dropCreated(ctx, err)
+		err := set.Coords[0].Run(ctx)
+		set.DropCreated(ctx, err)
 		return err
 	}
 	rctx, cancel := context.WithCancel(ctx)
@@ -240,10 +247,10 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 		first error
 		wg    sync.WaitGroup
 	)
-	for i, c := range set.coords {
+	for i, c := range set.Coords {
 		wg.Go(func() {
 			err := c.Run(rctx)
-			closing.arrive(i, false) // a Run that ended before its shutdown (a failed start)
+			closing.Arrive(i, false) // a Run that ended before its shutdown (a failed start)
 			if err == nil {
 				return
 			}
@@ -258,197 +265,10 @@ func (a *App[K, I, O]) runPipelines(ctx context.Context, base engine.Coordinator
 		})
 	}
 	wg.Wait()
-	set.dropCreated(ctx, first)
+	set.DropCreated(ctx, first)
 	return first
 }
 
-// dropCreated deletes the changelog topic a failed first start created,
-// once every pipeline has stopped (engine.Coordinator.DropCreatedChangelog).
-func (ps *pipelineSet) dropCreated(ctx context.Context, err error) {
-	if err == nil || ctx.Err() != nil {
-		return
-	}
-	for _, c := range ps.coords {
-		if c.DropCreatedChangelog(ctx, err) {
-			return
-		}
-	}
-}
-
-// closeBarrier lets the pipelines of one Run close their sessions together
-// (engine.CoordinatorConfig.BeforeSessionClose). A pipeline's last
-// transaction commit and a group join in flight both wait until every
-// member of the group has joined the rebalance again; a pipeline that has
-// closed its session stays in the group as a static member without
-// joining, so a sibling still committing would wait for its session
-// timeout (or ShutdownTimeout). On a graceful stop each pipeline
-// therefore keeps its session (and its group member, which goes on
-// heartbeating and joining) until all have finished their batches, or
-// for ShutdownTimeout at most. A pipeline that fails does not wait.
-type closeBarrier struct {
-	mu      sync.Mutex
-	arrived []bool
-	pending int
-	all     chan struct{} // closed once every pipeline arrived
-	timeout time.Duration
-}
-
-func newCloseBarrier(n int, timeout time.Duration) *closeBarrier {
-	return &closeBarrier{arrived: make([]bool, n), pending: n, all: make(chan struct{}), timeout: timeout}
-}
-
-// arrive counts pipeline i as done with its batches (once; later calls
-// only wait) and, if the shutdown is graceful, waits for the others.
-func (b *closeBarrier) arrive(i int, graceful bool) {
-	b.mu.Lock()
-	if !b.arrived[i] {
-		b.arrived[i] = true
-		if b.pending--; b.pending == 0 {
-			close(b.all)
-		}
-	}
-	b.mu.Unlock()
-	if !graceful {
-		return
-	}
-	t := time.NewTimer(b.timeout)
-	defer t.Stop()
-	select {
-	case <-b.all:
-	case <-t.C:
-	}
-}
-
-// pipelineSet is the coordinators of one Run, seen as one: the App's
-// status, metrics, queries and lifecycle read it.
-type pipelineSet struct {
-	coords []*engine.Coordinator // fixed once published
-}
-
-// Phase is the App's phase over its pipelines: Stopping once any stops,
-// otherwise the earliest of theirs (Running only when every pipeline is).
-func (ps *pipelineSet) Phase() engine.Phase {
-	ph := engine.PhaseRunning
-	for _, c := range ps.coords {
-		p := c.Phase()
-		if p == engine.PhaseStopping {
-			return p
-		}
-		ph = min(ph, p)
-	}
-	return ph
-}
-
-// Snapshot merges the pipelines' snapshots (see snapshot).
-func (ps *pipelineSet) Snapshot() engine.Snapshot {
-	s, _ := ps.snapshot()
-	return s
-}
-
-// snapshot merges the pipelines' snapshots; owner maps each assigned
-// partition to its pipeline. A partition that two pipelines list at once
-// (handed over, the new owner restoring while the old one has not yet seen
-// its revoke) is shown from the one that has it ready, else the first.
-func (ps *pipelineSet) snapshot() (engine.Snapshot, map[int32]int) {
-	if len(ps.coords) == 1 {
-		s := ps.coords[0].Snapshot()
-		owner := make(map[int32]int, len(s.Assigned))
-		for _, p := range s.Assigned {
-			owner[p] = 0
-		}
-		return s, owner
-	}
-	m := engine.Snapshot{Partitions: map[int32]engine.Counters{}, Status: map[int32]engine.PartitionStatus{}, Phase: ps.Phase()}
-	owner := map[int32]int{}
-	for i, c := range ps.coords {
-		s := c.Snapshot()
-		m.Total.Add(s.Total)
-		m.FirstCommit = minPositive(m.FirstCommit, s.FirstCommit)
-		m.SinceCommit = minPositive(m.SinceCommit, s.SinceCommit)
-		m.BatchInFlight = max(m.BatchInFlight, s.BatchInFlight)
-		m.BatchInFlightRecords += s.BatchInFlightRecords
-		m.BatchInFlightPartitions = append(m.BatchInFlightPartitions, s.BatchInFlightPartitions...)
-		m.BatchRecordLimit = max(m.BatchRecordLimit, s.BatchRecordLimit)
-		for _, p := range s.Assigned {
-			st := s.Status[p]
-			if _, seen := owner[p]; seen && (m.Status[p].Ready || !st.Ready) {
-				continue
-			}
-			owner[p] = i
-			m.Status[p] = st
-			if ct, ok := s.Partitions[p]; ok {
-				m.Partitions[p] = ct
-			} else {
-				delete(m.Partitions, p)
-			}
-		}
-	}
-	for p, st := range m.Status {
-		m.Assigned = append(m.Assigned, p)
-		if !st.Ready {
-			m.Restoring = append(m.Restoring, p)
-		}
-	}
-	sort.Slice(m.Assigned, func(i, j int) bool { return m.Assigned[i] < m.Assigned[j] })
-	sort.Slice(m.Restoring, func(i, j int) bool { return m.Restoring[i] < m.Restoring[j] })
-	slices.Sort(m.BatchInFlightPartitions)
-	return m, owner
-}
-
-// minPositive is the smaller of two durations where 0 means none.
-func minPositive(a, b time.Duration) time.Duration {
-	switch {
-	case a == 0:
-		return b
-	case b == 0:
-		return a
-	}
-	return min(a, b)
-}
-
-// StateSizes merges the pipelines' shard estimates.
-func (ps *pipelineSet) StateSizes() map[int32]kv.Estimate {
-	out := map[int32]kv.Estimate{}
-	for _, c := range ps.coords {
-		for p, e := range c.StateSizes() {
-			out[p] = e
-		}
-	}
-	return out
-}
-
-// KeyPartition is the partition of key (every pipeline knows the input's
-// partition count once it started).
-func (ps *pipelineSet) KeyPartition(key []byte) (int32, error) {
-	var err error
-	for _, c := range ps.coords {
-		var p int32
-		if p, err = c.KeyPartition(key); err == nil {
-			return p, nil
-		}
-	}
-	return 0, err
-}
-
-// owning returns the pipeline that owns partition p, restored; nil if none.
-func (ps *pipelineSet) owning(p int32) *engine.Coordinator {
-	for _, c := range ps.coords {
-		if c.Owns(p) {
-			return c
-		}
-	}
-	return nil
-}
-
-// Owns reports whether a pipeline of this instance owns p, restored.
-func (ps *pipelineSet) Owns(p int32) bool { return ps.owning(p) != nil }
-
-// ReadCommitted reads partition p's committed state from the pipeline that
-// owns it (engine.Coordinator.ReadCommitted).
-func (ps *pipelineSet) ReadCommitted(p int32, lower, upper []byte, each func(key, value []byte) bool) error {
-	c := ps.owning(p)
-	if c == nil {
-		c = ps.coords[0] // answers ErrNotOwned
-	}
-	return c.ReadCommitted(p, lower, upper, each)
-}
+// pipelineSet is the coordinators of one Run, seen as one
+// (runtime.PipelineSet).
+type pipelineSet = kruntime.PipelineSet

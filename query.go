@@ -147,7 +147,7 @@ func (a *App[K, I, O]) queryBytes(_ context.Context, variable string, key []byte
 // (the key partitioner's modulus).
 func (a *App[K, I, O]) partitionCount(c *pipelineSet) int {
 	n := 0
-	for _, co := range c.coords {
+	for _, co := range c.Coords {
 		n = max(n, co.Partitions())
 	}
 	return n

@@ -36,8 +36,9 @@ import (
 // An error (or a panic) fails the batch: nothing of it is committed, and
 // Run returns a *SinkError. There is no retry loop: restart the instance
 // (the orchestrator's job), which re-executes the same batch. Batches that
-// emitted no row do not reach the sink. The kstatetest driver does not call
-// sinks: test a sink against its database (see examples/foreachbatch).
+// emitted no row do not reach the sink. The kstatetest driver calls the
+// sinks as App.Run does (kstatetest.Driver.FailNextSink fails one; see
+// examples/foreachbatch).
 type Sink[K, O any] interface {
 	WriteBatch(ctx context.Context, b SinkBatch[K, O]) error
 }

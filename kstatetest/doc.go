@@ -1,10 +1,13 @@
-// Package kstatetest tests a kstate processor without Kafka: a Driver runs
-// the application's own kstate.Topology on the real engine — the partition
-// tasks, state staging, timers, TTL, watermark and late rows, initial
-// state, output event time and the wrapping of processor errors and panics
-// are the code kstate.App.Run uses — over in-memory state shards, one
-// micro-batch per RunBatch call, synchronously, with a clock the test
-// moves. It plays the part Kafka Streams' TopologyTestDriver plays there.
+// Package kstatetest tests a kstate application without Kafka: a Driver
+// runs the application's own kstate.Topology as the App that kstate.New
+// builds, through App.Run's own code — the coordinator with its planned
+// batches and sinks, overlapped produce, restores, initial state, dead
+// letters, several inputs, GroupBy, and the mapping to the errors Run
+// returns — over an in-memory Kafka (topics, transactions, a consumer
+// group) and in-memory state shards, with a clock the test moves. Each
+// call returns once the application is idle, and nothing sleeps: tests
+// are deterministic. It plays the part Kafka Streams' TopologyTestDriver
+// plays there, on the real runtime.
 //
 // A test queues input, runs a batch, and checks outputs and state:
 //
@@ -16,17 +19,26 @@
 //	n, ok := kstatetest.ValueOf(d, "a", "count", state.Int64()) // committed state of key "a"
 //
 // Processing-time timers and TTL follow the driver clock: AdvanceClock,
-// then RunBatch. Restart closes the processors and restores fresh shards
-// from the changelog the driver captured, as a restarted instance would.
+// then RunBatch. Restart stops the application and runs it again, its
+// shards restored from the changelog, as a restarted instance would.
 //
 // Several input topics: InputTo and InputRecordTo queue a record of a
-// given input topic (kstate.Topology.Inputs); a batch hands a key's rows of every
+// given input topic (Topology.Inputs); a batch hands a key's rows of every
 // topic to one HandleInputRows call, by topic then in queue order. With
-// kstate.Topology.GroupBy a batch forwards the records of a GroupBy input to the
+// Topology.GroupBy a batch forwards the records of a GroupBy input to the
 // repartition partition of their new key, and the next RunBatch processes
 // them, as on Kafka.
 //
-// What the driver does not simulate: Kafka itself (rebalances, fencing,
-// transaction timeouts, the poll loop's batching of records: each RunBatch
-// is one batch of everything queued).
+// Failures on purpose, on the real coordinator: Crash kills the
+// application at a named point of the commit or restore protocol (then
+// Restart); FailNextCommit aborts the next transaction; Fence has a newer
+// instance take over during the next batch; Rebalance moves partitions
+// between two instances of the application; FailNextSink fails the next
+// sink call. A test checks that the outputs and the state are exactly
+// those of a run without the failure.
+//
+// What the driver does not simulate: the network and the broker's own
+// failures beyond these (unreachable brokers, lost commit answers), the
+// poll loop's batching of records (each RunBatch is one batch of
+// everything queued), and Kafka's timeouts.
 package kstatetest

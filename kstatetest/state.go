@@ -98,7 +98,7 @@ func MapOf[UK, V, K, I, O any](d *Driver[K, I, O], key K, name string, kc state.
 // mode or when there are none).
 func (d *Driver[K, I, O]) Timers(key K) []int64 {
 	d.t.Helper()
-	if d.cfg.TimeMode == processor.NoTime {
+	if d.top.TimeMode == processor.NoTime {
 		return nil
 	}
 	kb := d.keyBytes(key)
@@ -113,7 +113,7 @@ func (d *Driver[K, I, O]) Timers(key K) []int64 {
 
 func (d *Driver[K, I, O]) keyBytes(key K) []byte {
 	d.t.Helper()
-	kb, err := d.cfg.KeySerde.Serialize(key)
+	kb, err := d.top.KeySerde.Serialize(key)
 	if err != nil {
 		d.t.Fatalf("kstatetest: serialize key %#v: %v", key, err)
 	}
@@ -124,8 +124,8 @@ func (d *Driver[K, I, O]) keyBytes(key K) []byte {
 // the batch is aborted.
 func withKey[K, I, O any](d *Driver[K, I, O], s *shard.Shard, key K, fn func() error) error {
 	ttlMs := int64(-1)
-	if d.cfg.TimeMode == processor.ProcessingTime {
-		ttlMs = d.now.UnixMilli()
+	if d.top.TimeMode == processor.ProcessingTime {
+		ttlMs = d.Now().UnixMilli()
 	}
 	s.Begin(ttlMs)
 	defer s.Abort()
@@ -184,8 +184,12 @@ func (d *Driver[K, I, O]) withShard(key K, fn func(*shard.Shard) error) {
 	if d.closed {
 		d.t.Fatalf("kstatetest: reading state of a closed Driver")
 	}
-	p := d.parts[d.partitionOf(key)]
-	s, err := shard.OpenShard(shard.ShardOptions{Backend: readOnly{p.store}, AllowTTL: true})
+	p := d.partitionOf(key)
+	store := d.insts[d.owner[p]].store(int32(p))
+	if store == nil {
+		store = kv.NewMemory() // no batch committed on this instance yet
+	}
+	s, err := shard.OpenShard(shard.ShardOptions{Backend: readOnly{store}, AllowTTL: true})
 	if err == nil {
 		err = fn(s)
 		if cerr := s.Close(); err == nil {

@@ -1,5 +1,5 @@
 // Command foreachbatch writes per-key results to a SQLite database with a
-// kstate foreachBatch sink (Topology.Output.Sinks), exactly once: each partition's
+// kstate foreachBatch sink (Config.Sinks), exactly once: each partition's
 // batch arrives with a batch id that is stable across retries, and the
 // sink (package sqlsink) writes the rows and the partition's high-water
 // mark in one SQL transaction, skipping a batch it already wrote. There is
@@ -109,8 +109,31 @@ func run(ctx context.Context, brokers []string, stateDir, dbPath string, out io.
 	if err := env.CreateTopics(ctx, 3, words); err != nil {
 		return err
 	}
-	cfg := kstate.Topology[string, string, string]{
-		Inputs:       kstate.Topics(serde.String(), words),
+	top := topology(words, sink)
+	opts := kstate.Options{
+		ApplicationID: env.Name("foreachbatch"),
+		Kafka:         kstate.KafkaOptions{Brokers: env.Brokers},
+		State:         kstate.StateOptions{Dir: env.StateDir},
+		Batching:      kstate.BatchingOptions{MaxWait: 50 * time.Millisecond},
+		Observability: kstate.ObservabilityOptions{Logger: env.Logger()},
+	}
+	for i, rounds := range [][][]string{{{"a", "a", "a", "b", "b"}, {"a", "c"}}, {{"b"}}} {
+		if i > 0 {
+			fmt.Fprintln(out, "(application restarted)")
+		}
+		if err := runApp(ctx, env, top, opts, sink, words, rounds, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// topology is the application: the words of topic counted per word, each
+// batch's counts written to sink. driver_test.go runs it on kstatetest's
+// driver.
+func topology(topic string, sink kstate.Sink[string, string]) kstate.Topology[string, string, string] {
+	return kstate.Topology[string, string, string]{
+		Inputs:       kstate.Topics(serde.String(), topic),
 		KeySerde:     serde.String(),
 		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &Counter{} },
 		Output: kstate.Output[string, string]{
@@ -118,35 +141,11 @@ func run(ctx context.Context, brokers []string, stateDir, dbPath string, out io.
 			Sinks: []kstate.Sink[string, string]{sink},
 		},
 	}
-	opts := kstate.Options{
-		ApplicationID: env.Name("foreachbatch"),
-		Kafka: kstate.KafkaOptions{
-			Brokers: env.Brokers,
-		},
-		State: kstate.StateOptions{
-			Dir: env.StateDir,
-		},
-		Batching: kstate.BatchingOptions{
-			MaxWait: 50 * time.Millisecond,
-		},
-		Observability: kstate.ObservabilityOptions{
-			Logger: env.Logger(),
-		},
-	}
-	for i, rounds := range [][][]string{{{"a", "a", "a", "b", "b"}, {"a", "c"}}, {{"b"}}} {
-		if i > 0 {
-			fmt.Fprintln(out, "(application restarted)")
-		}
-		if err := runApp(ctx, env, cfg, opts, sink, words, rounds, out); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // runApp runs the application for some rounds of input and stops it.
-func runApp(ctx context.Context, env *sandbox.Env, cfg kstate.Topology[string, string, string], opts kstate.Options, sink *sqlsink.Sink, words string, rounds [][]string, out io.Writer) (err error) {
-	app, err := kstate.New(cfg, opts)
+func runApp(ctx context.Context, env *sandbox.Env, top kstate.Topology[string, string, string], opts kstate.Options, sink *sqlsink.Sink, words string, rounds [][]string, out io.Writer) (err error) {
+	app, err := kstate.New(top, opts)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,8 @@ import (
 	"github.com/kstate/kstate/serde"
 )
 
-// The README shows counter.go, main.go and counter_test.go verbatim, so
+// The README shows counter.go, main.go, counter_test.go and faults_test.go
+// verbatim, so
 // what it shows compiles (and the test passes); and the processor is
 // short, as the README promises.
 func TestREADMEShowsTheseFiles(t *testing.T) {
@@ -26,7 +27,7 @@ func TestREADMEShowsTheseFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"counter.go", "main.go", "counter_test.go"} {
+	for _, f := range []string{"counter.go", "main.go", "counter_test.go", "faults_test.go"} {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -152,3 +152,9 @@ func (c *Coordinator) checkMisrouted(byPart map[int32][]Record) (ok bool, err er
 func InputOffsetRecord(offset int64) (key, value []byte) {
 	return changelogfmt.MetaKey(MetaInputOffset), putInt(offset)
 }
+
+// InputOffsetRecordOf is InputOffsetRecord for input i (topic) of an
+// application with several inputs (InputOffsetMeta).
+func InputOffsetRecordOf(i int, topic string, offset int64) (key, value []byte) {
+	return changelogfmt.MetaKey(InputOffsetMeta(i, topic)), putInt(offset)
+}
