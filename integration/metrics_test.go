@@ -19,6 +19,7 @@ import (
 // /readyz is 503 and the restore series show it in progress while the
 // restore is held, and once restored the progress reaches the total.
 func TestMetricsRealBroker(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	e := newSpecEnv(t, 2)
 	cfg := e.config(t, testprocs.NewCounter)

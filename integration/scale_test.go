@@ -23,6 +23,7 @@ import (
 // exact, every partition must have reached the third instance through a
 // changelog restore, and the final state must equal the model.
 func TestScaleOutAndIn(t *testing.T) {
+	t.Parallel()
 	seed := crashSeed(t)
 	const parts = 6
 	e := newSpecEnv(t, parts)
