@@ -93,14 +93,20 @@ RUN                  ?=
 test-integration: broker-proof
 	$(GO) test -race -count=1 -parallel $(INTEGRATION_PARALLEL) -skip '$(BROKER_PROOF)' -timeout $(TEST_TIMEOUT) ./integration/
 
+# GOFLAGS=-race for vet and staticcheck too: they compile what they check
+# (staticcheck through go list -export) with the race tests' flags, and the
+# tests reuse it: one compile of every package instead of two.
 test-checks:
-	@$(MAKE) --no-print-directory RUN='$(NICE)' vet
-	@$(MAKE) --no-print-directory RUN='$(NICE)' lint
-	@$(MAKE) --no-print-directory RUN='$(NICE)' test-units
+	@export GOFLAGS="-race $$GOFLAGS"; \
+	$(MAKE) --no-print-directory RUN='$(NICE)' vet && \
+	$(MAKE) --no-print-directory RUN='$(NICE)' lint && \
+	$(MAKE) --no-print-directory RUN='$(NICE)' test-units
 
-# Every package but ./integration.
+# Every package but ./integration. Most of their test time is waiting too
+# (the kfake and jar-broker tests): four packages at once.
+UNITS_P ?= 4
 test-units:
-	$(RUN) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list $(PKGS) | grep -v '/integration$$')
+	$(RUN) $(GO) test -race -count=1 -p $(UNITS_P) -timeout $(TEST_TIMEOUT) $$($(GO) list $(PKGS) | grep -v '/integration$$')
 
 # Prints, in the test log, which Kafka broker kafkatest started and its
 # version, and the transactional, compaction and kcat checks (go test hides
