@@ -8,14 +8,14 @@ APT_PACKAGES  := librocksdb-dev kcat g++ chromium-headless-shell postgresql
 TEST_TIMEOUT  ?= 20m
 PKGS          := ./...
 
-.PHONY: test-integration test-checks test-units test-long bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down kafka-topic clean help
+.PHONY: test-integration test-units test-long bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down kafka-topic clean help
 
 all: build
 
 help:
 	@echo "make demo       run the end-to-end example on the embedded in-process Kafka"
-	@echo "make test       deps + gofmt, then two jobs at once: the real-broker tests (-race, broker proof first)"
-	@echo "                 and vet + staticcheck + go test -race of every other package (niced); ~6 min on 2 cores"
+	@echo "make test       deps, gofmt, vet, then side by side: the real-broker tests (-race, broker proof first),"
+	@echo "                 staticcheck and go test -race of every other package; ~6 min on 2 cores"
 	@echo "make test-long  make test's tests and the long ones (KSTATE_LONG=1: broker outages, long faults, variants)"
 	@echo "make bench      end-to-end benchmark on a real Kafka broker (BENCH_FLAGS=... for kstate bench flags)"
 	@echo "make bench-peers  kstate vs Kafka Streams, Flink and a raw franz-go pipe on the shared peer harness (~9 min;"
@@ -72,17 +72,21 @@ lint:
 # build cache). The real-broker tests in ./integration start Apache Kafka themselves
 # (see kafka/kafkatest); with CI=true a missing broker fails the run.
 #
-# make test runs two jobs side by side (-j2), each job's output printed
-# when it ends (-O):
-#   test-integration: the real-broker tests, the long pole. Their time goes
-#     to waiting (on the broker, child processes, session timeouts), not to
-#     the CPU: most run in parallel (integration/main_test.go);
-#   test-checks: vet, staticcheck, then go test -race of every other
-#     package, all CPU-bound and under nice, so that the CPU goes first to
-#     the real-broker tests and those that assert durations run as if alone.
-# Run one of them alone with `make test-integration` or `make test-checks`.
+# make test, after gofmt:
+#  1. vet, which compiles every package once, with -race (GOFLAGS=-race for
+#     every step: staticcheck, through go list -export, and the tests reuse
+#     those compiles instead of making their own without -race);
+#  2. three jobs side by side (-j3), each one's output printed when it ends
+#     (-O): the real-broker tests (test-integration), staticcheck (lint) and
+#     the race tests of every other package (test-units). The real-broker
+#     tests are the long pole, but their time goes to waiting on the broker,
+#     child processes and session timeouts, not to the CPU (most run in
+#     parallel: integration/main_test.go); the other two are under nice, so
+#     that the tests that assert durations get the CPU as if alone.
 test: deps fmt-check
-	@$(MAKE) --no-print-directory -j2 --output-sync=target test-integration test-checks
+	@export GOFLAGS="-race $$GOFLAGS"; echo "GOFLAGS=$$GOFLAGS"; \
+	$(MAKE) --no-print-directory vet && \
+	$(MAKE) --no-print-directory -j3 --output-sync=target RUN='$(NICE)' test-integration lint test-units
 
 INTEGRATION_PARALLEL ?= 4
 NICE                 ?= nice -n 10
@@ -93,20 +97,13 @@ RUN                  ?=
 test-integration: broker-proof
 	$(GO) test -race -count=1 -parallel $(INTEGRATION_PARALLEL) -skip '$(BROKER_PROOF)' -timeout $(TEST_TIMEOUT) ./integration/
 
-# GOFLAGS=-race for vet and staticcheck too: they compile what they check
-# (staticcheck through go list -export) with the race tests' flags, and the
-# tests reuse it: one compile of every package instead of two.
-test-checks:
-	@export GOFLAGS="-race $$GOFLAGS"; \
-	$(MAKE) --no-print-directory RUN='$(NICE)' vet && \
-	$(MAKE) --no-print-directory RUN='$(NICE)' lint && \
-	$(MAKE) --no-print-directory RUN='$(NICE)' test-units
-
-# Every package but ./integration. Most of their test time is waiting too
-# (the kfake and jar-broker tests): four packages at once.
-UNITS_P ?= 4
+# Every package but ./integration, the longest first (go test starts them in
+# the order given). Most of their time is waiting too (kfake, jar-broker
+# and timer tests): UNITS_P packages at once.
+UNITS_P     ?= 4
+UNITS_FIRST := . ./internal/shard/ ./internal/kv/ ./cmd/kstate/ ./internal/kafka/
 test-units:
-	$(RUN) $(GO) test -race -count=1 -p $(UNITS_P) -timeout $(TEST_TIMEOUT) $$($(GO) list $(PKGS) | grep -v '/integration$$')
+	$(RUN) $(GO) test -race -count=1 -p $(UNITS_P) -timeout $(TEST_TIMEOUT) $(UNITS_FIRST) $$($(GO) list $(PKGS) | grep -v '/integration$$')
 
 # Prints, in the test log, which Kafka broker kafkatest started and its
 # version, and the transactional, compaction and kcat checks (go test hides
