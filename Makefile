@@ -8,7 +8,7 @@ APT_PACKAGES  := librocksdb-dev kcat g++ chromium-headless-shell postgresql
 TEST_TIMEOUT  ?= 20m
 PKGS          := ./...
 
-.PHONY: test-integration test-units test-long bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down kafka-topic clean help
+.PHONY: test-integration test-static test-units vet-all vet-shared test-long bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down kafka-topic clean help
 
 all: build
 
@@ -57,8 +57,12 @@ build: deps
 
 # The second line type-checks the shared-librocksdb link variant
 # (internal/kv/link_shared.go; the default on Linux is link_static.go).
-vet:
+vet: vet-all vet-shared
+
+vet-all:
 	$(RUN) $(GO) vet $(PKGS)
+
+vet-shared:
 	$(RUN) $(GO) vet -tags kstate_rocksdb_shared ./internal/kv/
 
 fmt-check:
@@ -76,17 +80,20 @@ lint:
 #  1. vet, which compiles every package once, with -race (GOFLAGS=-race for
 #     every step: staticcheck, through go list -export, and the tests reuse
 #     those compiles instead of making their own without -race);
-#  2. three jobs side by side (-j3), each one's output printed when it ends
-#     (-O): the real-broker tests (test-integration), staticcheck (lint) and
-#     the race tests of every other package (test-units). The real-broker
-#     tests are the long pole, but their time goes to waiting on the broker,
-#     child processes and session timeouts, not to the CPU (most run in
-#     parallel: integration/main_test.go); the other two are under nice, so
+#  2. the rest side by side (-j4), each target's output printed when it ends
+#     (-O): the real-broker tests (test-integration: the broker proof, then
+#     the others), staticcheck and the shared-librocksdb vet (test-static),
+#     and the race tests of every other package (test-units). The
+#     real-broker tests are the long pole, but their time goes to waiting on
+#     the broker, child processes and session timeouts, not to the CPU (most
+#     run in parallel: integration/main_test.go); the other two run under nice, so
 #     that the tests that assert durations get the CPU as if alone.
 test: deps fmt-check
 	@export GOFLAGS="-race $$GOFLAGS"; echo "GOFLAGS=$$GOFLAGS"; \
-	$(MAKE) --no-print-directory vet && \
-	$(MAKE) --no-print-directory -j3 --output-sync=target RUN='$(NICE)' test-integration lint test-units
+	$(MAKE) --no-print-directory vet-all && \
+	$(MAKE) --no-print-directory -j4 --output-sync=target RUN='$(NICE)' test-integration test-static test-units
+
+test-static: vet-shared lint
 
 INTEGRATION_PARALLEL ?= 4
 NICE                 ?= nice -n 10
