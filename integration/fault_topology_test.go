@@ -151,7 +151,10 @@ func migrate(t *testing.T, e specEnv, parts int) (specEnv, func() error) {
 // runs: Run returns a PartitionsChangedError and commits nothing more;
 // the documented procedure then continues the counts exactly.
 func TestTopologyPartitionsIncreaseWhileRunning(t *testing.T) {
-	t.Parallel()
+	// Not parallel (main_test.go): the rounds produced right after the
+	// partitions are added must see the new count; beside the parallel
+	// tests a producer's metadata still had the old one once (key/partition
+	// mismatch warnings, counts off).
 	const keys = 10
 	e := newSpecEnv(t, 3)
 	cfg := e.config(t, testprocs.NewCounter)
@@ -185,7 +188,10 @@ func TestTopologyPartitionsIncreaseWhileRunning(t *testing.T) {
 // The input topic grew while the application was stopped: the restart
 // fails at once (the changelog keeps the old count), before processing.
 func TestTopologyPartitionsIncreaseAtStart(t *testing.T) {
-	t.Parallel()
+	// Not parallel (main_test.go): the rounds produced right after the
+	// partitions are added must see the new count; beside the parallel
+	// tests a producer's metadata still had the old one once (key/partition
+	// mismatch warnings, counts off).
 	const keys = 10
 	e := newSpecEnv(t, 3)
 	cfg := e.config(t, testprocs.NewCounter)
