@@ -8,14 +8,15 @@ APT_PACKAGES  := librocksdb-dev kcat g++ chromium-headless-shell postgresql
 TEST_TIMEOUT  ?= 20m
 PKGS          := ./...
 
-.PHONY: test-long bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down kafka-topic clean help
+.PHONY: test-integration test-static test-units vet-all vet-shared test-long bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down kafka-topic clean help
 
 all: build
 
 help:
 	@echo "make demo       run the end-to-end example on the embedded in-process Kafka"
-	@echo "make test       deps + vet + gofmt + staticcheck + go test -race (real Kafka broker included)"
-	@echo "make test-long  make test's tests and the long ones (KSTATE_LONG=1: broker outages, long faults)"
+	@echo "make test       deps, gofmt, vet, then side by side: the real-broker tests (-race, broker proof first),"
+	@echo "                 staticcheck and go test -race of every other package; ~6 min on 2 cores"
+	@echo "make test-long  make test's tests and the long ones (KSTATE_LONG=1: broker outages, long faults, variants)"
 	@echo "make bench      end-to-end benchmark on a real Kafka broker (BENCH_FLAGS=... for kstate bench flags)"
 	@echo "make bench-peers  kstate vs Kafka Streams, Flink and a raw franz-go pipe on the shared peer harness (~9 min;"
 	@echo "                 PEERS=, REPEATS=, N=, KSTATE_ARGS=; prints the table and the commit; before/after in one run:"
@@ -56,33 +57,72 @@ build: deps
 
 # The second line type-checks the shared-librocksdb link variant
 # (internal/kv/link_shared.go; the default on Linux is link_static.go).
-vet:
-	$(GO) vet $(PKGS)
-	$(GO) vet -tags kstate_rocksdb_shared ./internal/kv/
+vet: vet-all vet-shared
+
+vet-all:
+	$(RUN) $(GO) vet $(PKGS)
+
+vet-shared:
+	$(RUN) $(GO) vet -tags kstate_rocksdb_shared ./internal/kv/
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 lint:
-	$(GOBIN)/staticcheck $(PKGS)
+	$(RUN) $(GOBIN)/staticcheck $(PKGS)
 
 # -count=1: never report a cached pass (CI runs on a machine with a warm
 # build cache). The real-broker tests in ./integration start Apache Kafka themselves
 # (see kafka/kafkatest); with CI=true a missing broker fails the run.
-test: deps vet fmt-check lint broker-proof
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+#
+# make test, after gofmt:
+#  1. vet, which compiles every package once, with -race (GOFLAGS=-race for
+#     every step: staticcheck, through go list -export, and the tests reuse
+#     those compiles instead of making their own without -race);
+#  2. the rest side by side (-j4), each target's output printed when it ends
+#     (-O): the real-broker tests (test-integration: the broker proof, then
+#     the others), staticcheck and the shared-librocksdb vet (test-static),
+#     and the race tests of every other package (test-units). The
+#     real-broker tests are the long pole, but their time goes to waiting on
+#     the broker, child processes and session timeouts, not to the CPU (most
+#     run in parallel: integration/main_test.go); the other two run under nice, so
+#     that the tests that assert durations get the CPU as if alone.
+test: deps fmt-check
+	@export GOFLAGS="-race $$GOFLAGS"; echo "GOFLAGS=$$GOFLAGS"; \
+	$(MAKE) --no-print-directory vet-all && \
+	$(MAKE) --no-print-directory -j4 --output-sync=target RUN='$(NICE)' test-integration test-static test-units
+
+test-static: vet-shared lint
+
+INTEGRATION_PARALLEL ?= 4
+NICE                 ?= nice -n 10
+RUN                  ?=
+
+# The broker proof, then every other real-broker test with the same test
+# binary (go caches it: one build).
+test-integration: broker-proof
+	$(GO) test -race -count=1 -parallel $(INTEGRATION_PARALLEL) -skip '$(BROKER_PROOF)' -timeout $(TEST_TIMEOUT) ./integration/
+
+# Every package but ./integration, the longest first (go test starts them in
+# the order given). Most of their time is waiting too (kfake, jar-broker
+# and timer tests): UNITS_P packages at once.
+UNITS_P     ?= 4
+UNITS_FIRST := . ./internal/shard/ ./internal/kv/ ./cmd/kstate/ ./internal/kafka/
+test-units:
+	$(RUN) $(GO) test -race -count=1 -p $(UNITS_P) -timeout $(TEST_TIMEOUT) $(UNITS_FIRST) $$($(GO) list $(PKGS) | grep -v '/integration$$')
 
 # Prints, in the test log, which Kafka broker kafkatest started and its
 # version, and the transactional, compaction and kcat checks (go test hides
 # the logs of passing tests without -v).
+BROKER_PROOF := ^(TestRealBrokerIdentity|TestCompactedTopicConfig|TestTransactionsReadCommitted|TestKcatInterop)$$
 broker-proof:
-	$(GO) test -count=1 -v -run '^(TestRealBrokerIdentity|TestCompactedTopicConfig|TestTransactionsReadCommitted|TestKcatInterop)$$' ./integration/
+	$(GO) test -race -count=1 -v -run '$(BROKER_PROOF)' ./integration/
 
 # The tests that are too long for `make test` (broker outages of tens of
 # seconds and the like, gated by KSTATE_LONG) together with everything else.
 test-long: deps
-	KSTATE_LONG=1 $(GO) test -count=1 -timeout 60m $(PKGS)
+	KSTATE_LONG=1 $(GO) test -count=1 -parallel $(INTEGRATION_PARALLEL) -timeout 60m $(PKGS)
 
 test-short: deps
 	$(GO) test -short $(PKGS)

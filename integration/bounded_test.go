@@ -56,6 +56,7 @@ func offsetsAtEnd(t *testing.T, brokers []string, group, topic string) (committe
 // group is left (LeaveGroupOnShutdown). A second run with no new input
 // returns at once.
 func TestBoundedBacklog(t *testing.T) {
+	t.Parallel()
 	const parts, keys, perKey = 4, 100, 1000
 	e := newSpecEnv(t, parts)
 	sent := produceBacklog(t, e.brokers, e.in, keys, perKey)
@@ -132,6 +133,7 @@ func TestBoundedBacklog(t *testing.T) {
 // a producer writing all along, RunToEnd still returns, and every record it
 // processed is counted exactly once (the next run takes the rest).
 func TestBoundedDoesNotWaitForNewInput(t *testing.T) {
+	t.Parallel()
 	const parts, keys = 3, 20
 	e := newSpecEnv(t, parts)
 	sent := produceBacklog(t, e.brokers, e.in, keys, 500)
@@ -194,6 +196,7 @@ func TestBoundedDoesNotWaitForNewInput(t *testing.T) {
 // finishes the job: exit 0, every key's counts exactly 1..n, the committed
 // offsets at the ends.
 func TestBoundedKilledMidwayRerun(t *testing.T) {
+	t.Parallel()
 	const parts, keys, perKey = 3, 30, 400
 	e := newSpecEnv(t, parts)
 	sent := produceBacklog(t, e.brokers, e.in, keys, perKey)
@@ -244,6 +247,7 @@ func TestBoundedKilledMidwayRerun(t *testing.T) {
 // check probes the stalled partition and finds nothing readable before the
 // end: RunToEnd returns, with exactly the committed records counted.
 func TestBoundedTransactionalInput(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 2)
 	vals := func(n int) []string {
 		out := make([]string, n)

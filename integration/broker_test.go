@@ -45,6 +45,7 @@ func createTopic(t *testing.T, adm *kadm.Client, name string, partitions int32, 
 // TestRealBrokerIdentity proves the tests talk to a real Apache Kafka broker
 // and prints its version.
 func TestRealBrokerIdentity(t *testing.T) {
+	t.Parallel()
 	k := realKafka(t)
 	adm := newAdmin(t, k.Brokers())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -80,6 +81,7 @@ func TestRealBrokerIdentity(t *testing.T) {
 
 // TestCompactedTopicConfig creates a compacted topic and reads the policy back.
 func TestCompactedTopicConfig(t *testing.T) {
+	t.Parallel()
 	brokers := realKafka(t).Brokers()
 	adm := newAdmin(t, brokers)
 	topic := uniqueName(t, "changelog")
@@ -108,6 +110,7 @@ func TestCompactedTopicConfig(t *testing.T) {
 // TestHeadersMetadataAndSecondTopic fail whenever it ran across one). A
 // cluster of the user's (KSTATE_KAFKA_BROKERS) keeps its own settings.
 func TestBrokerKeepsOldRecords(t *testing.T) {
+	t.Parallel()
 	k := realKafka(t)
 	if !strings.HasPrefix(k.Source(), "Apache Kafka") {
 		t.Skipf("broker %s is not one the tests started", k.Source())
@@ -200,6 +203,7 @@ func consumeAll(t *testing.T, brokers []string, topic string, iso kgo.IsolationL
 // TestTransactionsReadCommitted checks that a read_committed consumer sees the
 // records of a committed transaction and none of an aborted one.
 func TestTransactionsReadCommitted(t *testing.T) {
+	t.Parallel()
 	brokers := realKafka(t).Brokers()
 	adm := newAdmin(t, brokers)
 	topic := uniqueName(t, "txn")

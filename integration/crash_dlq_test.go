@@ -37,6 +37,7 @@ var dlqKillKinds = []string{killDelay, killShutdown, string(engine.AfterProduce)
 const withDeadLetters = " (batch with dead letters)"
 
 func TestCrashDeadLetterExactlyOnce(t *testing.T) {
+	t.Parallel()
 	seed, kills := crashParams(t, 15)
 	if env := os.Getenv("KSTATE_CRASH_KILLS"); env != "" {
 		kills = max(2, kills/2) // `make crash`: 100 of its 200

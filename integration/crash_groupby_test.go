@@ -24,6 +24,7 @@ import (
 // the read_committed repartition topic holds every input record exactly
 // once, under its country, on murmur2(country)'s partition.
 func TestCrashGroupBy(t *testing.T) {
+	t.Parallel()
 	seed, kills := crashParams(t, 20)
 	rng := rand.New(rand.NewPCG(seed, 4))
 	const parts = 3
@@ -119,6 +120,10 @@ func TestCrashGroupBy(t *testing.T) {
 // outputs must be exactly 1..n and the repartition topic must hold every
 // input record once.
 func TestCrashGroupByTwoInstances(t *testing.T) {
+	// make test-long: GroupBy under kills stays in make test
+	// (TestCrashGroupBy), failover too (TestCrashTwoInstancesFailover).
+	longTest(t)
+	t.Parallel()
 	seed, kills := crashParams(t, 4) // `make crash` runs more
 	if env := os.Getenv("KSTATE_CRASH_KILLS"); env != "" {
 		kills = max(2, kills/4)

@@ -18,6 +18,7 @@ import (
 // restored from the changelog (both topics' input offsets per partition,
 // the watermark over both) and the local shards too.
 func TestCrashTwoInputs(t *testing.T) {
+	t.Parallel()
 	seed, kills := crashParams(t, 20)
 	rng := rand.New(rand.NewPCG(seed, 3))
 	const parts = 3
@@ -77,4 +78,10 @@ func TestCrashTwoInputs(t *testing.T) {
 // assignor (partition p of both topics to one member, eager rebalances),
 // one of them is killed or frozen in every round, the survivor takes its
 // partitions over; outputs, changelog state and local shards are exact.
-func TestCrashTwoInputsFailover(t *testing.T) { crashTwoInstancesFailover(t, true) }
+func TestCrashTwoInputsFailover(t *testing.T) {
+	// make test-long: two inputs under kills stay in make test
+	// (TestCrashTwoInputs), failover too (TestCrashTwoInstancesFailover).
+	longTest(t)
+	t.Parallel()
+	crashTwoInstancesFailover(t, true)
+}

@@ -22,6 +22,7 @@ var overlapKillKinds = []string{string(engine.AfterTaskProduce), string(engine.A
 // the outputs, the changelog's state and the local shards must equal the
 // model exactly.
 func TestCrashOverlap(t *testing.T) {
+	t.Parallel()
 	seed, kills := crashParams(t, 5)
 	rng := rand.New(rand.NewPCG(seed, 5))
 	const parts = 4

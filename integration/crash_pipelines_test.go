@@ -18,6 +18,7 @@ var secondPipelineRe = regexp.MustCompile(` pipeline=1 `)
 // over both). A clean run then catches up, and the outputs, the changelog's
 // state and the local shards must equal the model exactly.
 func TestCrashExactlyOncePipelines(t *testing.T) {
+	t.Parallel()
 	seed, kills := crashParams(t, 15)
 	rng := rand.New(rand.NewPCG(seed, 3))
 	const parts = 4

@@ -29,6 +29,7 @@ import (
 // had exactly the same rows each time, and the table equals the model (the
 // count of every key in the input).
 func TestCrashSinkExactlyOnce(t *testing.T) {
+	t.Parallel()
 	seed, kills := crashParams(t, 20)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	const parts = 3

@@ -202,6 +202,7 @@ func killRound(t *testing.T, rng *rand.Rand, in *eosInput, args eosChildArgs, pa
 
 // TestCrashExactlyOnce kills one instance many times over one input stream.
 func TestCrashExactlyOnce(t *testing.T) {
+	// Not parallel (main_test.go): the final restart must commit within 5 s.
 	seed, kills := crashParams(t, 40)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	const parts = 3
@@ -277,14 +278,18 @@ func checkEOS(t *testing.T, e specEnv, m *eosModel, seed uint64, dirs ...string)
 // tail it missed); otherwise it is back at once (static membership: it
 // keeps its partitions without a rebalance). The freeze kind makes the
 // victim a zombie with an open transaction.
-func TestCrashTwoInstancesFailover(t *testing.T) { crashTwoInstancesFailover(t, false) }
+func TestCrashTwoInstancesFailover(t *testing.T) {
+	t.Parallel()
+	crashTwoInstancesFailover(t, false)
+}
 
 // crashTwoInstancesFailover is TestCrashTwoInstancesFailover; with
 // secondInput, half the keys come from a second input topic
 // (TestCrashTwoInputsFailover).
 func crashTwoInstancesFailover(t *testing.T, secondInput bool) {
-	// make test: 7 failovers with one input, 4 with two (the variant's
-	// code paths beyond the input are the same; `make crash` runs more).
+	// 7 failovers with one input (make test), 4 with two (make test-long:
+	// the variant's code paths beyond the input are the same; `make crash`
+	// runs more).
 	seed, kills := crashParams(t, map[bool]int{false: 7, true: 4}[secondInput])
 	if env := os.Getenv("KSTATE_CRASH_KILLS"); env != "" {
 		kills = max(2, kills/4)

@@ -13,6 +13,7 @@ import (
 // restored from the changelog. (Multi-process scale tests with three
 // instances are a follow-up.)
 func TestEngineRebalanceTwoInstances(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 4)
 	cfg1 := e.config(t, testprocs.NewCounter)
 	cfg1.Kafka.SessionTimeout = 6 * time.Second // the broker's minimum

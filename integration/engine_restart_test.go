@@ -90,6 +90,7 @@ var firstCommitRe = regexp.MustCompile(`msg="first batch committed" .*since_star
 // membership): the time from restart to its first committed batch is
 // measured and logged, and the outputs stay exact.
 func TestEngineRestartAfterKill(t *testing.T) {
+	// Not parallel (main_test.go): each restart must commit within 5 s.
 	e := newSpecEnv(t, 3)
 	bin := buildTestApp(t)
 	dir := t.TempDir()

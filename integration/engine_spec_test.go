@@ -103,6 +103,7 @@ const waitOut = 60 * time.Second
 // row, so every count appears exactly once), then a restart on an empty
 // state directory restores from the changelog and continues.
 func TestSpecCounter(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 3)
 	cfg := e.config(t, testprocs.NewCounter)
 	app := newSpecApp(t, cfg)
@@ -140,6 +141,7 @@ func TestSpecCounter(t *testing.T) {
 // Initial state from a topic: x=10, input x,x → 11, 12; a restart does not
 // apply it again.
 func TestSpecInitialState(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 2)
 	initTopic := e.in + "-init"
 	newTopic(t, e.brokers, initTopic, 1)
@@ -185,6 +187,7 @@ func TestSpecInitialState(t *testing.T) {
 
 // Session tracker with MapState.
 func TestSpecSessionTracker(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 2)
 	app := newSpecApp(t, e.config(t, testprocs.NewSessions))
 	stop := testprocs.Start(t, app)
@@ -201,6 +204,7 @@ func TestSpecSessionTracker(t *testing.T) {
 // A processing-time timer emits when a key goes quiet and is pushed back by
 // new rows. Time is a fake clock: nothing here sleeps for time logic.
 func TestSpecProcessingTimeTimer(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 1)
 	clock := testprocs.NewClock(1_000_000)
 	cfg := e.config(t, testprocs.NewQuiet(time.Second))
@@ -233,6 +237,7 @@ func TestSpecProcessingTimeTimer(t *testing.T) {
 // An event-time timer fires once the watermark passes it; late rows are
 // dropped and counted.
 func TestSpecEventTimeTimer(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 1)
 	cfg := e.config(t, testprocs.NewDeadline(10*time.Millisecond))
 	cfg.TimeMode = processor.EventTime
@@ -258,6 +263,7 @@ func TestSpecEventTimeTimer(t *testing.T) {
 
 // TTL: a value expires when the batch processing time passes its expiry.
 func TestSpecTTL(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 1)
 	clock := testprocs.NewClock(5_000_000)
 	cfg := e.config(t, testprocs.NewExpiring(10*time.Second))

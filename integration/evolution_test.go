@@ -62,6 +62,7 @@ func (p *visits[S]) HandleInputRows(key string, rows iter.Seq[string], _ process
 }
 
 func TestAvroEvolutionRestoreRealBroker(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 2)
 	v1 := func() processor.StatefulProcessor[string, string, string] {
 		return &visits[visitsV1]{inc: func(v visitsV1) visitsV1 { v.Count++; v.Note = "v1"; return v },

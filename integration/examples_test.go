@@ -28,6 +28,7 @@ func runExample(t *testing.T, run func(context.Context, []string, string, io.Wri
 }
 
 func TestExampleHeartbeat(t *testing.T) {
+	t.Parallel()
 	runExample(t, heartbeat.Run, `heartbeat monitor: a sensor silent for 10s raises an alert; its state is kept for 1h (TTL)
 
 time      heartbeat   events
@@ -45,6 +46,7 @@ timers registered 5, fired 3; 5 heartbeats in, 7 events out
 }
 
 func TestExampleEventTime(t *testing.T) {
+	t.Parallel()
 	runExample(t, eventtime.Run, `tumbling windows of 1m per sensor; watermark = max event time seen - 10s
 
 in    s1 12:00:05 20.0°C, s2 12:00:30 18.0°C, s1 12:00:40 21.0°C

@@ -36,7 +36,7 @@ func ownBroker(t *testing.T, o kafkabroker.StartOptions) *kafkabroker.Broker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.Stop)
+	t.Cleanup(b.Discard)
 	return b
 }
 

@@ -42,6 +42,7 @@ func mountTmpfs(t *testing.T, size int) string {
 var runFailedRe = regexp.MustCompile(`testapp: (.*)`)
 
 func TestDiskFullApplication(t *testing.T) {
+	t.Parallel()
 	const (
 		parts   = 2
 		tmpfs   = 6 << 20

@@ -164,6 +164,7 @@ func produceDecodeInput(t *testing.T, e specEnv) {
 }
 
 func TestFaultPolicyDecodeFail(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 2)
 	app := newSpecApp(t, e.faultyConfig(t))
 	_, done := testprocs.StartWatch(t, app)
@@ -195,6 +196,7 @@ func TestFaultPolicyDecodeFail(t *testing.T) {
 }
 
 func TestFaultPolicyDecodeSkip(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 2)
 	cfg := e.faultyConfig(t)
 	cfg.OnDecodeError = kstate.DecodeErrorSkip
@@ -228,6 +230,7 @@ func TestFaultPolicyDecodeSkip(t *testing.T) {
 }
 
 func TestFaultPolicyDecodeDeadLetter(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 2)
 	cfg := e.faultyConfig(t)
 	cfg.OnDecodeError = kstate.DecodeErrorDeadLetter
@@ -273,6 +276,7 @@ func TestFaultPolicyDecodeDeadLetter(t *testing.T) {
 // their state and outputs discarded (their next row counts 1), every other
 // key exact.
 func TestFaultPolicyProcessingDeadLetter(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 3)
 	cfg := e.faultyConfig(t)
 	cfg.OnProcessingError = kstate.ProcessingErrorDeadLetter

@@ -87,6 +87,7 @@ func runUntilError(t *testing.T, app *kstate.App[string, string, string], timeou
 // default Fail policy, stops Run with a UserError wrapping ErrOutputTooLarge
 // that names the limit; nothing of its batch is committed.
 func TestFaultRecordSize(t *testing.T) {
+	t.Parallel()
 	const topicMax = 4 << 20
 	const limit = 3 << 20
 	e := newSizedEnv(t, topicMax)
@@ -127,6 +128,7 @@ func TestFaultRecordSize(t *testing.T) {
 // A MaxRecordBytes above the output topic's max.message.bytes is a
 // start-up error naming both numbers.
 func TestFaultRecordSizeOverTopic(t *testing.T) {
+	t.Parallel()
 	e := newSizedEnv(t, 2<<20)
 	cfg := e.config(t, newSizer)
 	cfg.Kafka.MaxRecordBytes = 3 << 20
@@ -190,6 +192,7 @@ func lateProxy(t *testing.T, target string, delay time.Duration) string {
 // An application started while its bootstrap broker is down waits (Warn
 // per retry) instead of failing in milliseconds, then processes exactly.
 func TestFaultBrokerDownAtStart(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 2)
 	cfg := e.config(t, testprocs.NewCounter)
 	cfg.Kafka.Brokers = []string{lateProxy(t, e.brokers[0], 4*time.Second)}
@@ -220,6 +223,7 @@ func TestFaultBrokerDownAtStart(t *testing.T) {
 // state.ErrLocked error) or, once the older one released them, processes
 // exactly.
 func TestFaultSameStateDir(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 2)
 	cfg := e.config(t, testprocs.NewCounter)
 	cfg.InstanceID = "" // the default, from the host name and StateDir

@@ -89,6 +89,7 @@ func skipCase(t *testing.T, e specEnv, keys int) (testApp[string, string, string
 // consumed (a restart on an empty state directory continues the counts),
 // and Counters.Skipped counts it.
 func TestSkipRecordKeepsRecordsBefore(t *testing.T) {
+	t.Parallel()
 	const keys = 20
 	e := newSpecEnv(t, 3)
 	cfg, de, _ := skipCase(t, e, keys)

@@ -58,6 +58,7 @@ func (p *prevLen) Close() error { return nil }
 // key, the other keys commit, Run carries on; the key's state is as before
 // the failed batch, also when restored from the changelog.
 func TestFaultOversizedStateDeadLettered(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 2)
 	cfg := e.config(t, newPrevLen)
 	cfg.OnProcessingError = kstate.ProcessingErrorDeadLetter

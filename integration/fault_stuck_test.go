@@ -112,6 +112,7 @@ func waitEntered(t *testing.T, g *stuckGate) time.Time {
 }
 
 func TestStuckProcessorShutdown(t *testing.T) {
+	// Not parallel (main_test.go): Run must return within ShutdownTimeout + 5 s.
 	e := newSpecEnv(t, 2)
 	g := newStuckGate(t, "stuck")
 	cfg := e.config(t, g.newProcessor)
@@ -150,6 +151,7 @@ func TestStuckProcessorShutdown(t *testing.T) {
 }
 
 func TestStuckProcessorGivesPartitionsUp(t *testing.T) {
+	// Not parallel (main_test.go): the give-up is timed against MaxBatchDuration.
 	const parts, keys = 4, 20
 	e := newSpecEnv(t, parts)
 	g := newStuckGate(t) // keys are chosen below, once the assignment is known

@@ -90,6 +90,7 @@ func checkPerCountry(t *testing.T, got testprocs.Outputs, want map[string]int) {
 // through a second instance joining and a restart; the repartition topic
 // holds every input record exactly once; RunToEnd refuses GroupBy.
 func TestGroupByCountry(t *testing.T) {
+	t.Parallel()
 	const parts = 3
 	e := newSpecEnv(t, parts)
 	cfg := groupByConfig(t, e)
@@ -136,6 +137,7 @@ func TestGroupByCountry(t *testing.T) {
 // exact, every record forwarded once; then a restart with one pipeline
 // continues from the same state directory.
 func TestGroupByPipelines(t *testing.T) {
+	t.Parallel()
 	const parts = 4
 	e := newSpecEnv(t, parts)
 	cfg := groupByConfig(t, e)

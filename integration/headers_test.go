@@ -178,6 +178,7 @@ func kcatRead(t *testing.T, brokers []string, topic string, uncommitted bool) []
 // instance with the same InstanceID fences it) leaves rows on both topics
 // that read_uncommitted sees and read_committed does not.
 func TestHeadersMetadataAndSecondTopic(t *testing.T) {
+	t.Parallel()
 	const keys, perKey = 4, 10
 	e := newSpecEnv(t, 2)
 	auditTopic := e.app + "-audit"

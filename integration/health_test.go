@@ -26,6 +26,7 @@ func probe(t *testing.T, h http.Handler, path string) (int, string) {
 }
 
 func TestHealthReadyzDuringRestore(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 2)
 	cfg := e.config(t, testprocs.NewCounter)
 	app := newSpecApp(t, cfg)
@@ -105,6 +106,7 @@ func TestHealthReadyzDuringRestore(t *testing.T) {
 }
 
 func TestHealthHealthzStuck(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 1)
 	g := newStuckGate(t, "stuck")
 	cfg := e.config(t, g.newProcessor)

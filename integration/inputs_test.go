@@ -160,6 +160,7 @@ func TestInputsTwoCodecsOneCounter(t *testing.T) {
 // A second input topic with another partition count is a start-up error
 // naming both topics and both counts.
 func TestInputsPartitionMismatch(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 3)
 	other := e.app + "-other"
 	newTopic(t, e.brokers, other, 2)

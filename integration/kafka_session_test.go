@@ -14,6 +14,10 @@ import (
 // transaction coordinator (PREPARE_COMMIT, markers written asynchronously,
 // LSO lagging the high watermark) is exercised.
 func TestKafkaScenarios(t *testing.T) {
+	// Not parallel (main_test.go): ReaderTails compares the reader's end
+	// with the high watermark right after an aborted transaction, whose
+	// marker the broker writes asynchronously (it failed once beside the
+	// parallel tests). Its scenarios run in parallel with each other.
 	brokers := realKafka(t).Brokers()
 	for _, sc := range kafkatest.Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {

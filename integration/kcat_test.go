@@ -22,6 +22,7 @@ import (
 // here wrote: kcat (librdkafka) produces what Go reads, and reads back only
 // the committed part of what Go produced transactionally.
 func TestKcatInterop(t *testing.T) {
+	t.Parallel()
 	brokers := realKafka(t).Brokers()
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
@@ -72,6 +73,7 @@ func TestKcatInterop(t *testing.T) {
 // README's -X topic.partitioner=murmur2_random every key lands on its
 // murmur2 partition: no mismatch.
 func TestKcatKeysAndLiveQuery(t *testing.T) {
+	t.Parallel()
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
 		t.Fatalf("kcat not installed (make deps installs it): %v", err)

@@ -19,7 +19,10 @@ import (
 // It read 0 throughout before (the lag came from the last fetch's high
 // watermark, noted after each batch: issue #25). One pipeline here; two
 // (per-partition figures from both) in the long variant.
-func TestLagRealBrokerStuckBatch(t *testing.T) { testLagStuckBatch(t, 1) }
+func TestLagRealBrokerStuckBatch(t *testing.T) {
+	t.Parallel()
+	testLagStuckBatch(t, 1)
+}
 
 func TestLagRealBrokerStuckBatchPipelines(t *testing.T) {
 	longTest(t)

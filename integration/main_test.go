@@ -17,9 +17,19 @@ func realKafka(t testing.TB) *kafkatest.Cluster {
 	return kafkatest.Start(t, kafkatest.RequireReal())
 }
 
+// Every test here shares one broker and names its own topics, groups and
+// state directories (newSpecEnv, kafkatest.Name, t.TempDir), so most call
+// t.Parallel(): their time is spent waiting on the broker, on child
+// processes and on session timeouts, not on the CPU. A test that asserts a
+// duration (a restart's first commit, a shutdown, a commit latency), or
+// that failed beside the parallel ones because something had not caught up
+// yet, is not parallel and says why: Go runs it before the parallel ones,
+// alone in this package. Tests that kill or stop a broker are long tests.
+
 // longTest skips t unless KSTATE_LONG is set: `make test` stays within its
 // 10-minute budget, `make test-long` runs these too (broker outages of tens
-// of seconds, soak-like runs).
+// of seconds, soak-like runs, and the variants whose paths a shorter test
+// in `make test` proves on the real broker: each says which).
 func longTest(t testing.TB) {
 	t.Helper()
 	if os.Getenv("KSTATE_LONG") == "" {

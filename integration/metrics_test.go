@@ -19,6 +19,9 @@ import (
 // /readyz is 503 and the restore series show it in progress while the
 // restore is held, and once restored the progress reaches the total.
 func TestMetricsRealBroker(t *testing.T) {
+	// Not parallel (main_test.go): beside the parallel tests, under load,
+	// kstate_state_keys read 0 once after every output had arrived (not
+	// explained yet; alone it has not).
 	start := time.Now()
 	e := newSpecEnv(t, 2)
 	cfg := e.config(t, testprocs.NewCounter)

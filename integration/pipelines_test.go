@@ -29,6 +29,7 @@ func byPipeline(st kstate.Status) map[int][]int32 {
 // Two pipelines in one instance split the four partitions (Status shows
 // both), counts are exact, and the App is Running once both are.
 func TestPipelinesSplitExactlyOnce(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 4)
 	cfg := e.config(t, testprocs.NewCounter)
 	cfg.Batching.Pipelines = 2
@@ -57,6 +58,7 @@ func TestPipelinesSplitExactlyOnce(t *testing.T) {
 // second's), then the first stops (its static members' partitions move
 // after the session timeout): counts stay exact throughout.
 func TestPipelinesRebalanceTwoInstances(t *testing.T) {
+	t.Parallel()
 	e := newSpecEnv(t, 4)
 	cfg1 := e.config(t, testprocs.NewCounter)
 	cfg1.Kafka.SessionTimeout = 6 * time.Second // the broker's minimum
@@ -101,6 +103,7 @@ func TestPipelinesRebalanceTwoInstances(t *testing.T) {
 // RunToEnd with two pipelines returns once the group's committed offsets
 // reached the ends, with exact counts.
 func TestPipelinesRunToEnd(t *testing.T) {
+	t.Parallel()
 	const parts, keys, perKey = 4, 50, 40
 	e := newSpecEnv(t, parts)
 	n := produceBacklog(t, e.brokers, e.in, keys, perKey)
@@ -133,6 +136,7 @@ func TestPipelinesRunToEnd(t *testing.T) {
 // ProcessingTime trigger is due at once), so it does not pay franz-go's
 // 500 ms. The outputs are exact.
 func TestFreshStartDoesNotRewind(t *testing.T) {
+	// Not parallel (main_test.go): the commits must take < 500 ms in all.
 	for _, tc := range []struct {
 		name  string
 		pipes int
@@ -222,6 +226,7 @@ func openTransactionalIDs(t *testing.T, brokers []string, app string) []string {
 // partitions wait for that, and then the one pipeline owns all four, with
 // exact counts.
 func TestPipelinesUpgradeToAutomaticAndBack(t *testing.T) {
+	// Not parallel (main_test.go): output delays are compared with SessionTimeout.
 	e := newSpecEnv(t, 4)
 	cfg := e.config(t, testprocs.NewCounter)
 	cfg.Kafka.SessionTimeout = 6 * time.Second // the broker's minimum

@@ -11,5 +11,6 @@ import (
 // broker (kfake's fetch leaves out that transaction's abort index; see the
 // scenario's doc).
 func TestReaderNextChangelogAborted(t *testing.T) {
+	t.Parallel()
 	kafkatest.ReaderNextChangelogAborted(t, realKafka(t).Brokers())
 }

@@ -89,6 +89,7 @@ func dumpShard(t *testing.T, sh *shard.Shard) map[string]string {
 // equal the source shard exactly (committed batches only), including a
 // restart that restores only the tail.
 func TestChangelogRestoreRealBroker(t *testing.T) {
+	t.Parallel()
 	brokers := realKafka(t).Brokers()
 	adm := newAdmin(t, brokers)
 	topic := uniqueName(t, "changelog")

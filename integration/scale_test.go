@@ -23,6 +23,12 @@ import (
 // exact, every partition must have reached the third instance through a
 // changelog restore, and the final state must equal the model.
 func TestScaleOutAndIn(t *testing.T) {
+	// make test-long: a rebalance that restores moved partitions stays in
+	// make test (TestEngineRebalanceTwoInstances, in-process, and
+	// TestPipelinesRebalanceTwoInstances), kills with a failover too
+	// (TestCrashTwoInstancesFailover).
+	longTest(t)
+	t.Parallel()
 	seed := crashSeed(t)
 	const parts = 6
 	e := newSpecEnv(t, parts)

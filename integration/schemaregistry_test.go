@@ -118,6 +118,7 @@ func (p *totals) Close() error { return nil }
 // schema the registry gives for the id in each record's bytes, and the
 // last total of every key equals the model.
 func TestSchemaRegistryAvroInAndOut(t *testing.T) {
+	t.Parallel()
 	const parts, customers, perCustomer = 3, 12, 40
 	e := newSpecEnv(t, parts)
 	reg := srtest.Start(t, srtest.Options{Username: "app", Password: "secret"})

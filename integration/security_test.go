@@ -69,7 +69,7 @@ func startSecureBroker(t *testing.T) *secureBroker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.Stop)
+	t.Cleanup(b.Discard)
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(caFile, caPEM, 0o644); err != nil {
 		t.Fatal(err)
@@ -337,6 +337,7 @@ func (e secEnv) waitRecords(t *testing.T, topic string, n int) []kafka.Record {
 }
 
 func TestSecuritySASLSSL(t *testing.T) {
+	t.Parallel()
 	sb := startSecureBroker(t)
 
 	// (a) Exactly the documented ACLs are enough: exact output, the

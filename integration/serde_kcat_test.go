@@ -48,6 +48,7 @@ func (c *int64Counter) HandleInputRows(_ string, rows iter.Seq[string], _ proces
 // writes; a state encoding (order-preserving, sign bit flipped) would read
 // as -9223372036854775807 for a count of 1.
 func TestSerdeInt64ReadByKcat(t *testing.T) {
+	t.Parallel()
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
 		t.Fatalf("kcat not installed (make deps installs it): %v", err)

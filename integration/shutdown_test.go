@@ -82,6 +82,7 @@ func deleteGroup(t *testing.T, adm *kadm.Client, group string) error {
 // at once and can be deleted (what kafka-consumer-groups --delete does),
 // well within a SessionTimeout of 30s.
 func TestShutdownLeavesGroup(t *testing.T) {
+	// Not parallel (main_test.go): stop, describe and delete must take < 5 s.
 	e := newSpecEnv(t, 2)
 	adm := newAdmin(t, e.brokers)
 	cfg := e.config(t, testprocs.NewCounter)
@@ -121,6 +122,7 @@ func TestShutdownLeavesGroup(t *testing.T) {
 // same InstanceID within SessionTimeout takes its place without waiting
 // for the session to expire, and continues exactly.
 func TestShutdownStaysStatic(t *testing.T) {
+	// Not parallel (main_test.go): timed against SessionTimeout.
 	e := newSpecEnv(t, 2)
 	adm := newAdmin(t, e.brokers)
 	cfg := e.config(t, testprocs.NewCounter)
@@ -175,6 +177,7 @@ func TestShutdownStaysStatic(t *testing.T) {
 // (so that it runs on the test broker with names of its own); its default
 // StateDir is under TMPDIR, a temporary directory here.
 func TestExampleStopsOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	brokers := realKafka(t).Brokers()
 	dir := t.TempDir()
 	src, err := filepath.Abs("../examples/readme/main.go")

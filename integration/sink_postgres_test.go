@@ -45,6 +45,7 @@ func (f *failOnce) WriteBatch(ctx context.Context, b kstate.SinkBatch[string, st
 // the database commit stops Run with a SinkError, and the restart retries
 // the batch with the same id and rows, which the high-water mark skips.
 func TestSinkPostgres(t *testing.T) {
+	t.Parallel()
 	pg := pgtest.Start(t)
 	db, err := sql.Open("pgx", pg.DSN)
 	if err != nil {

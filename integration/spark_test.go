@@ -24,6 +24,7 @@ import (
 // TestEmbeddedRunToEndNewApplication), so RunToEnd of a new application
 // starts from nothing on both.
 func TestCommittedOffsetsOfNewGroup(t *testing.T) {
+	t.Parallel()
 	cluster := realKafka(t)
 	topic := cluster.CreateTopic(t, "newgroup-in", 2)
 	cluster.Produce(t, topic, kafkatest.Record{Key: []byte("k"), Value: []byte("v")})

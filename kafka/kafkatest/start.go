@@ -173,7 +173,7 @@ func startReal() (*Cluster, error) {
 	if err == nil {
 		var b *kafkabroker.Broker
 		if b, err = kafkabroker.StartBroker(ctx, libs, kafkabroker.StartOptions{}, logf); err == nil {
-			atExit(b.Stop)
+			atExit(b.Discard)
 			return &Cluster{brokers: []string{b.Addr}, source: "Apache Kafka " + kafkabroker.KafkaVersion + " from Maven jars", real: true}, nil
 		}
 	}
