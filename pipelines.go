@@ -22,6 +22,7 @@ import (
 
 	"github.com/kstate/kstate/internal/engine"
 	kruntime "github.com/kstate/kstate/internal/runtime"
+	"github.com/kstate/kstate/internal/startup"
 )
 
 // pipelineInstanceID is the static instance id of pipeline i: InstanceID
@@ -89,23 +90,27 @@ func (a *App[K, I, O]) pipelineCount(ctx context.Context, adm engine.Admin) (int
 	}
 	stopWarn := a.warnStarting(start, "the input's partition count")
 	defer stopWarn()
-	parts, err := adm.Partitions(ctx, topic)
-	for delay := startupBackoffMin; auto && errors.Is(err, engine.ErrUnavailable); delay = min(2*delay, startupBackoffMax) {
-		waited := time.Since(start)
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) || time.Now().Add(delay).After(deadline) {
-			return 0, a.startupTimeout(fmt.Errorf("kstate: input topic %q: %w", topic, err))
-		}
-		a.cfg.Logger.Warn("Kafka unreachable at start-up: retrying", "app", a.cfg.ApplicationID, "retry_in", delay,
-			"waited", waited.Round(time.Millisecond), "startup_timeout", a.cfg.StartupTimeout, "err", err)
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				continue // the check above reports it
-			}
-			return 1, nil // the coordinator ends the run as it does when cancelled at start
-		case <-time.After(delay):
-		}
+	var parts int
+	var err error // the last call's
+	out, _ := startup.Retry{
+		Unreachable: func(err error) bool { return auto && errors.Is(err, engine.ErrUnavailable) },
+		Expired: func(delay time.Duration) bool {
+			return errors.Is(ctx.Err(), context.DeadlineExceeded) || time.Now().Add(delay).After(deadline)
+		},
+		Sleep: startup.Sleep,
+		Warn: func(delay time.Duration, err error) {
+			a.cfg.Logger.Warn(startup.WarnMessage, "app", a.cfg.ApplicationID, "retry_in", delay,
+				"waited", time.Since(start).Round(time.Millisecond), "startup_timeout", a.cfg.StartupTimeout, "err", err)
+		},
+	}.Do(ctx, func(ctx context.Context) error {
 		parts, err = adm.Partitions(ctx, topic)
+		return err
+	})
+	switch {
+	case out == startup.Expired, out == startup.Interrupted && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return 0, a.startupTimeout(fmt.Errorf("kstate: input topic %q: %w", topic, err))
+	case out == startup.Interrupted:
+		return 1, nil // the coordinator ends the run as it does when cancelled at start
 	}
 	switch {
 	case err != nil && auto:
@@ -158,13 +163,6 @@ func (a *App[K, I, O]) publicStartupError(err error, start time.Time) error {
 // join that waits for it would wait for its session timeout. Abandoning
 // the join costs nothing a static member's stop does not cost anyway.
 const siblingsCloseJoinGrace = 500 * time.Millisecond
-
-// Backoff between the automatic pipeline count's start-up retries (the
-// engine's start-up uses the same).
-const (
-	startupBackoffMin = 100 * time.Millisecond
-	startupBackoffMax = 5 * time.Second
-)
 
 // runPipelines builds one coordinator per pipeline from base, publishes
 // them (a.mu.coord) and runs them until all returned. The first error

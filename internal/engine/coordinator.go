@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kstate/kstate/internal/startup"
 )
 
 // CoordinatorConfig configures a Coordinator. Every field is required
@@ -452,40 +454,37 @@ func (c *Coordinator) setup(ctx context.Context) error {
 	defer cancel()
 	stopWarn := c.warnStarting("the topic checks and the group join")
 	defer stopWarn()
-	for delay := startupBackoffMin; ; delay = min(2*delay, startupBackoffMax) {
-		err := c.checkTopics(sctx)
-		if err == nil {
-			// Started: the changelog is the application's now, whatever
-			// fails later (DropCreatedChangelog).
-			c.createdChangelog.Store(false)
-			return nil
-		}
-		if !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
-			if sctx.Err() != nil && ctx.Err() == nil {
-				return c.startupFailed(ctx, sctx, "the topic checks", err)
-			}
+	out, err := startup.Retry{
+		Unreachable: func(err error) bool { return errors.Is(err, ErrUnavailable) && ctx.Err() == nil },
+		Expired: func(delay time.Duration) bool {
+			waited := c.clock.Elapsed() - c.start
+			return sctx.Err() != nil || waited+delay > c.cfg.StartupTimeout || time.Now().Add(delay).After(c.startupDeadline)
+		},
+		Sleep: c.clock.Sleep,
+		Warn: func(delay time.Duration, err error) {
+			c.log.Warn(startup.WarnMessage, "retry_in", delay, "waited", (c.clock.Elapsed() - c.start).Round(time.Millisecond),
+				"startup_timeout", c.cfg.StartupTimeout, "err", err)
+		},
+	}.Do(sctx, c.checkTopics)
+	switch {
+	case out == startup.Expired:
+		return c.startupFailed(ctx, sctx, "the topic checks", err)
+	case out == startup.Interrupted:
+		if ctx.Err() != nil {
 			return err
 		}
-		waited := c.clock.Elapsed() - c.start
-		if sctx.Err() != nil || waited+delay > c.cfg.StartupTimeout || time.Now().Add(delay).After(c.startupDeadline) {
+		return c.startupFailed(ctx, sctx, "the topic checks", ErrUnavailable)
+	case err != nil:
+		if sctx.Err() != nil && ctx.Err() == nil {
 			return c.startupFailed(ctx, sctx, "the topic checks", err)
 		}
-		c.log.Warn("Kafka unreachable at start-up: retrying", "retry_in", delay, "waited", waited.Round(time.Millisecond),
-			"startup_timeout", c.cfg.StartupTimeout, "err", err)
-		if err := c.clock.Sleep(sctx, delay); err != nil {
-			if ctx.Err() != nil {
-				return err
-			}
-			return c.startupFailed(ctx, sctx, "the topic checks", ErrUnavailable)
-		}
+		return err
 	}
+	// Started: the changelog is the application's now, whatever fails
+	// later (DropCreatedChangelog).
+	c.createdChangelog.Store(false)
+	return nil
 }
-
-// Backoff between start-up retries.
-const (
-	startupBackoffMin = 100 * time.Millisecond
-	startupBackoffMax = 5 * time.Second
-)
 
 // checkTopics checks the input, changelog and output topics, then joins
 // the group.

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kstate/kstate/internal/startup"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -499,35 +501,32 @@ func (s *Session) PollInto(ctx context.Context, maxRecords int, dst []Record) ([
 // initProducerID loads the producer id, retrying with backoff while the
 // cluster is unreachable, for StartupTimeout since the session was created.
 func (s *Session) initProducerID(ctx context.Context) error {
-	for delay := startupBackoffMin; ; delay = min(2*delay, startupBackoffMax) {
+	out, err := startup.Retry{
+		Max:         initBackoffMax,
+		Unreachable: func(err error) bool { return ctx.Err() == nil && IsUnreachable(err) },
+		Expired:     func(delay time.Duration) bool { return time.Since(s.created)+delay > s.cfg.StartupTimeout },
+		Sleep:       startup.Sleep,
+		Warn: func(delay time.Duration, err error) {
+			s.log.Warn(startup.WarnMessage, "what", "init producer id", "brokers", s.cfg.Brokers, "retry_in", delay,
+				"waited", time.Since(s.created).Round(time.Millisecond), "startup_timeout", s.cfg.StartupTimeout, "err", err)
+		},
+	}.Do(ctx, func(ctx context.Context) error {
 		_, _, err := s.gts.Client().ProducerID(ctx)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		waited := time.Since(s.created)
-		if !IsUnreachable(err) || waited+delay > s.cfg.StartupTimeout {
-			return s.wrapTxnErr("init producer id", "", err)
-		}
-		s.log.Warn("Kafka unreachable at start-up: retrying", "what", "init producer id", "brokers", s.cfg.Brokers,
-			"retry_in", delay, "waited", waited.Round(time.Millisecond), "startup_timeout", s.cfg.StartupTimeout, "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
+		return err
+	})
+	switch {
+	case err == nil:
+		return nil
+	case out == startup.Interrupted || ctx.Err() != nil:
+		return ctx.Err()
 	}
+	return s.wrapTxnErr("init producer id", "", err)
 }
 
-// Backoff between the producer init's retries: at start-up, and when the
-// coordinator rejoins after the broker went away (2 s at most: a rejoin
-// resumes within that of the broker's return).
-const (
-	startupBackoffMin = 100 * time.Millisecond
-	startupBackoffMax = 2 * time.Second
-)
+// initBackoffMax caps the backoff of the producer init's retries, at
+// start-up and when the coordinator rejoins after the broker went away
+// (2 s: a rejoin resumes within that of the broker's return).
+const initBackoffMax = 2 * time.Second
 
 // Pause stops fetching the given partitions until Resume; records already
 // buffered for them are not returned by Poll either.
