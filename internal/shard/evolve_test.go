@@ -242,7 +242,7 @@ func TestVariableSetVersionsBounded(t *testing.T) {
 		t.Fatalf("versions %d, want 2", v)
 	}
 	err := start(2, vars("a", "b", "c", "d"))
-	wantErr(t, err, state.ErrTooManyVariableSetVersions, `"d"`, "version 3", "limit of 2", "MaxStateVariableSetVersions", "raise the limit")
+	wantErr(t, err, state.ErrTooManyVariableSetVersions, `"d"`, "version 3", "limit of 2", "Options.State.MaxVariableSetVersions", "raise the limit")
 	err = start(2, func(s *shard.Shard) error { return s.DeleteIfExists("c") })
 	wantErr(t, err, state.ErrTooManyVariableSetVersions, `dropping the variable "c"`)
 	noErr(t, start(2, vars("a"))) // no longer declaring b and c keeps their data: no change
