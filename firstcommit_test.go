@@ -99,7 +99,11 @@ func TestEmbeddedFirstCommitFromRunStart(t *testing.T) {
 		first = app.Metrics().FirstCommit
 		return first > 0
 	})
-	if first < wait || first > seen {
+	// Run's clock starts a little after start (in Run's goroutine): a
+	// first commit right at the cluster's return reads slightly under
+	// wait (1 ms under load once); the wait it must include is 2 s.
+	const slack = 100 * time.Millisecond
+	if first < wait-slack || first > seen {
 		t.Errorf("Metrics.FirstCommit %v: want it from Run's start, between the %v the cluster was still down and the %v until the output was read",
 			first, wait, seen)
 	}
