@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -268,12 +269,8 @@ func (d *Driver[K, I, O]) inputRecord(input int, key, value []byte, ts time.Time
 	if key != nil {
 		p = engine.PartitionFor(key, len(d.owner))
 	}
-	var hs []engine.Header
-	for _, h := range headers {
-		hs = append(hs, engine.Header{Key: h.Key, Value: h.Value})
-	}
 	d.queued = append(d.queued, queued{topic: d.topics[input], part: p,
-		msg: engine.Message{Key: key, Value: value, Timestamp: ts, Headers: hs}})
+		msg: engine.Message{Key: key, Value: value, Timestamp: ts, Headers: slices.Clone(headers)}})
 }
 
 // RunBatch hands the queued input to the in-memory Kafka and returns once
@@ -485,16 +482,12 @@ func (c *capture[O]) reset() {
 	c.mu.Unlock()
 }
 
-// procHeaders converts the engine's headers; nil stays nil.
-func procHeaders(hs []engine.Header) []processor.Header {
+// procHeaders copies a record's headers for the test; none is nil.
+func procHeaders(hs []processor.Header) []processor.Header {
 	if len(hs) == 0 {
 		return nil
 	}
-	out := make([]processor.Header, len(hs))
-	for i, h := range hs {
-		out[i] = processor.Header{Key: h.Key, Value: h.Value}
-	}
-	return out
+	return slices.Clone(hs)
 }
 
 // RestartOption configures Restart.
