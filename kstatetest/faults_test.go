@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/kstatetest"
@@ -253,4 +254,40 @@ func TestFailNextSink(t *testing.T) {
 			t.Errorf("count of %s = %d, want %d", k, n, v)
 		}
 	}
+}
+
+func TestStuckNextCall(t *testing.T) {
+	d := kstatetest.New(t, counterConfig(), kstatetest.Partitions(2), kstatetest.MaxBatchDuration(time.Minute))
+	e := newExactly(t)
+	e.feed(d, faultKeys)
+	d.MustRunBatch()
+	e.take(d)
+	start := d.Now()
+	d.StuckNextCall("c")
+	e.feed(d, faultKeys+" a c")
+	err := d.RunBatch()
+	var se *kstate.StuckError
+	if !errors.As(err, &se) || !errors.Is(err, kstate.ErrStuck) {
+		t.Fatalf("RunBatch with a stuck call = %v, want a *kstate.StuckError", err)
+	}
+	if se.Partition != d.Partition("c") || se.Method != "HandleInputRows" || se.Key != `"c"` || se.Limit != "MaxBatchDuration" || se.For < time.Minute {
+		t.Errorf("StuckError %+v, want partition %d, HandleInputRows, key \"c\", MaxBatchDuration, for 1m", *se, d.Partition("c"))
+	}
+	if got := d.Now().Sub(start); got != time.Minute {
+		t.Errorf("the driver clock moved %v, want MaxBatchDuration (1m)", got)
+	}
+	// The released call ran the processor: nothing of it, nor of the
+	// batch's other keys, was committed.
+	if got := d.OutputValues(); len(got) != 0 {
+		t.Fatalf("outputs %q of a stuck batch", got)
+	}
+	for _, k := range []string{"a", "c"} {
+		if n, _ := kstatetest.ValueOf(d, k, "count", state.Int64()); n != 1 {
+			t.Fatalf("count of %s = %d after the stuck batch, want 1", k, n)
+		}
+	}
+	d.MustRunBatch() // the batch again, exactly once
+	e.feed(d, "c")
+	d.MustRunBatch()
+	e.check(d)
 }
