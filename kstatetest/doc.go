@@ -34,7 +34,8 @@
 // Restart); FailNextCommit aborts the next transaction; Fence has a newer
 // instance take over during the next batch; Rebalance moves partitions
 // between two instances of the application; FailNextSink fails the next
-// sink call. A test checks that the outputs and the state are exactly
+// sink call; StuckNextCall blocks the next processor call for a key until
+// the engine gives the batch up at MaxBatchDuration. A test checks that the outputs and the state are exactly
 // those of a run without the failure.
 //
 // What the driver does not simulate: the network and the broker's own

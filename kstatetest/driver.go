@@ -34,6 +34,7 @@ type options struct {
 	topics     map[string][]Record
 	appID      string
 	logger     *slog.Logger
+	maxBatch   time.Duration
 }
 
 // Partitions sets the number of input partitions (one engine task and one
@@ -133,6 +134,9 @@ type Driver[K, I, O any] struct {
 	retired kstate.Counters // counters of the Runs that ended
 	faults  faults[K, O]
 	kill    killSwitch
+	stuck   *stuckFault
+	// stuckErr: the engine did not give a stuck batch up (wait).
+	stuckErr error
 }
 
 // queued is an input record not yet handed to the in-memory broker.
@@ -165,7 +169,12 @@ func New[K, I, O any](t testing.TB, top kstate.Topology[K, I, O], opts ...Option
 	if top.Output.Topic == "" && len(top.Output.Sinks) == 0 {
 		top.Output.Topic = "output"
 	}
-	d := &Driver[K, I, O]{t: t, opts: o, log: o.logger, appID: o.appID, clock: enginetest.NewClock(o.start), cursors: map[string][]int64{}}
+	d := &Driver[K, I, O]{t: t, opts: o, appID: o.appID, clock: enginetest.NewClock(o.start), cursors: map[string][]int64{}, stuck: newStuckFault()}
+	d.log = slog.New(orphanWatch{Handler: o.logger.Handler(), orphans: d.stuck.orphans})
+	top.NewProcessor = wrapProcessor(top.NewProcessor, d.stuck, top.KeySerde)
+	if top.InitialState != nil {
+		top.InitialState = initialSource[K]{top.InitialState}
+	}
 	if top.Output.Serde != nil {
 		d.capture = &capture[O]{s: top.Output.Serde, vals: map[string]O{}}
 		top.Output.Serde = d.capture
@@ -319,6 +328,10 @@ func (d *Driver[K, I, O]) RunBatch() error {
 	if !ran && first == nil {
 		first = errors.New("kstatetest: the application is not running (its start failed): call Restart")
 	}
+	// A call StuckNextCall blocked: released once its Run returned (and
+	// the instance restarted on a copy of its disks).
+	first = cmp(d.stuckErr, cmp(d.stuck.release(), first))
+	d.stuckErr = nil
 	d.collect()
 	return first
 }
@@ -598,6 +611,7 @@ func (d *Driver[K, I, O]) newApp() (*kstate.App[K, I, O], error) {
 		ApplicationID: d.appID,
 		Kafka:         kstate.KafkaOptions{Brokers: []string{"kstatetest:9092"}},
 		Observability: kstate.ObservabilityOptions{Logger: d.log, Clock: d.clock.Now},
+		Batching:      kstate.BatchingOptions{MaxDuration: d.opts.maxBatch},
 	})
 }
 
@@ -623,6 +637,12 @@ func (d *Driver[K, I, O]) Close() {
 		return
 	}
 	d.closed = true
+	d.stuck.releaseAll() // a call still blocked would hold the shutdown
+	defer func() {
+		if err := d.stuck.release(); err != nil {
+			d.t.Errorf("%v", err)
+		}
+	}()
 	for _, in := range d.insts {
 		if err := d.stop(in); err != nil {
 			d.t.Errorf("kstatetest: Close: %v", err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/kstatetest"
@@ -258,5 +259,83 @@ func TestFailNextSink(t *testing.T) {
 		if n, _ := kstatetest.ValueOf(d, k, "count", state.Int64()); n != v {
 			t.Errorf("count of %s = %d, want %d", k, n, v)
 		}
+	}
+}
+
+// TestStuckNextCall: a processor call that never returns (of a key on
+// either partition, so that the other partition's task finished first or
+// is the stuck one): the batch is given up at MaxBatchDuration, nothing of
+// it is committed, and the next RunBatch redoes it exactly once. With a
+// watchdog that does not give up, RunBatch fails after stuckGuard (20s)
+// of real time instead of hanging.
+func TestStuckNextCall(t *testing.T) {
+	for _, key := range []string{"c", "d"} {
+		t.Run(key, func(t *testing.T) {
+			d := kstatetest.New(t, counterConfig(), kstatetest.Partitions(2), kstatetest.MaxBatchDuration(time.Minute))
+			if d.Partition("c") == d.Partition("d") {
+				t.Fatalf("c and d on one partition: pick keys of both")
+			}
+			e := newExactly(t)
+			e.feed(d, faultKeys)
+			d.MustRunBatch()
+			e.take(d)
+			start := d.Now()
+			d.StuckNextCall(key)
+			e.feed(d, faultKeys+" a "+key)
+			err := d.RunBatch()
+			var se *kstate.StuckError
+			if !errors.As(err, &se) || !errors.Is(err, kstate.ErrStuck) {
+				t.Fatalf("RunBatch with a stuck call = %v, want a *kstate.StuckError", err)
+			}
+			if se.Partition != d.Partition(key) || se.Method != "HandleInputRows" || se.Key != fmt.Sprintf("%q", key) || se.Limit != "MaxBatchDuration" || se.For < time.Minute {
+				t.Errorf("StuckError %+v, want partition %d, HandleInputRows, key %q, MaxBatchDuration, for 1m", *se, d.Partition(key), key)
+			}
+			if got := d.Now().Sub(start); got != time.Minute {
+				t.Errorf("the driver clock moved %v, want MaxBatchDuration (1m)", got)
+			}
+			// The released call ran the processor: nothing of it, nor of
+			// the batch's other keys, was committed.
+			if got := d.OutputValues(); len(got) != 0 {
+				t.Fatalf("outputs %q of a stuck batch", got)
+			}
+			for _, k := range []string{"a", key} {
+				if n, _ := kstatetest.ValueOf(d, k, "count", state.Int64()); n != 1 {
+					t.Fatalf("count of %s = %d after the stuck batch, want 1", k, n)
+				}
+			}
+			d.MustRunBatch() // the batch again, exactly once
+			e.feed(d, key)
+			d.MustRunBatch()
+			e.check(d)
+		})
+	}
+}
+
+// TestStuckNextCallTimer: a stuck HandleExpiredTimer; the timers fire once,
+// in the redone batch.
+func TestStuckNextCallTimer(t *testing.T) {
+	d := kstatetest.New(t, monitorConfig(), kstatetest.Partitions(2), kstatetest.MaxBatchDuration(time.Second))
+	inputs(d, "s1 s2", "hb") // timers at 10s
+	d.MustRunBatch()
+	d.AdvanceClock(11 * time.Second)
+	d.StuckNextCall("s1")
+	err := d.RunBatch()
+	var se *kstate.StuckError
+	if !errors.As(err, &se) || se.Method != "HandleExpiredTimer" || se.Key != `"s1"` || se.Partition != d.Partition("s1") {
+		t.Fatalf("RunBatch with a stuck timer = %v, want a StuckError of HandleExpiredTimer \"s1\"", err)
+	}
+	// The restart after the error may already run the due timers (its
+	// first trigger): the outputs of the stuck batch's RunBatch and the
+	// next one's together are each timer's, once.
+	got := d.OutputValues()
+	d.MustRunBatch()
+	got = append(got, d.OutputValues()...)
+	slices.Sort(got)
+	if want := []string{"s1 SILENT@10s", "s2 SILENT@10s"}; !slices.Equal(got, want) {
+		t.Fatalf("outputs of the stuck batch and its redo %q, want %q", got, want)
+	}
+	d.MustRunBatch()
+	if got := d.OutputValues(); len(got) != 0 || d.Timers("s1") != nil || d.Timers("s2") != nil {
+		t.Fatalf("after the redone batch: outputs %q, timers %v %v; want none", got, d.Timers("s1"), d.Timers("s2"))
 	}
 }

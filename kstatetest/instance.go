@@ -46,6 +46,9 @@ type instance[K, I, O any] struct {
 	// instance.
 	kill    *killSwitch
 	crashed atomic.Bool
+	// sleeps is the driver clock's Sleep count when the loop last moved
+	// (StuckNextCall waits for the watchdog's Sleep after it).
+	sleeps int
 }
 
 func (in *instance[K, I, O]) dead() bool {
@@ -204,6 +207,7 @@ func (d *Driver[K, I, O]) launch(in *instance[K, I, O], app *kstate.App[K, I, O]
 	sess := &session{Member: in.member, idle: in.idle}
 	ctx, cancel := context.WithCancel(context.Background())
 	in.cancel = cancel
+	in.sleeps = d.clock.Sleeps()
 	ports := runtime.Ports{
 		Admin:     gatedAdmin{Admin: enginetest.Admin{B: d.broker}, gate: in.gateCh},
 		Changelog: enginetest.Changelog{B: d.broker},
@@ -251,20 +255,16 @@ func (d *Driver[K, I, O]) readTopic(_ context.Context, topic string) ([]initial.
 // waitIdle waits until in's loop is in Poll (true) or Run returned, and
 // lets the restores run.
 func (d *Driver[K, I, O]) waitIdle(in *instance[K, I, O]) bool {
-	select {
-	case <-in.idle:
-		in.park()
-		return true
-	case <-in.done:
-		in.park()
-		return false
-	}
+	ok := d.wait(in)
+	in.park()
+	return ok
 }
 
 // step lets in's loop run one iteration (a poll and its batch) and waits
 // until it is back in Poll (true) or Run returned. No restore runs while
 // the loop does (ready waits for them before a step).
 func (d *Driver[K, I, O]) step(in *instance[K, I, O]) bool {
+	in.sleeps = d.clock.Sleeps()
 	in.unpark()
 	if !in.member.Step(in.done) {
 		return false

@@ -44,6 +44,15 @@ import (
 
 const defaultMaxBatchDuration = 5 * time.Minute
 
+// DefaultMaxBatchDuration is the MaxBatchDuration of a Config that sets
+// none.
+const DefaultMaxBatchDuration = defaultMaxBatchDuration
+
+// MsgOrphanClosed is the message logged (at Warn) when the stuck call of
+// an abandoned batch returned and its goroutine closed the task: the last
+// thing that goroutine does (kstatetest waits for it).
+const MsgOrphanClosed = "the stuck processor call returned after its batch was abandoned: task closed without the processor's Close"
+
 // flight is one task's batch goroutine in a round.
 type flight struct {
 	s        *slot
@@ -93,7 +102,9 @@ func (c *Coordinator) runTasks(parts []*slot, nowMs int64, byPart map[int32][]Re
 			// With a sink the task executes its committed plan (sink.go).
 			ms, recs = pl.TimeMs, pl.Recs
 		}
-		go c.fly(rd, i, f, ms, recs)
+		// The task is read here, on the loop: closeSlot clears s.task of
+		// an orphaned slot, possibly before fly's goroutine first runs.
+		go c.fly(rd, i, f, s.task, ms, recs)
 	}
 
 	wdCtx, stopWD := context.WithCancel(context.Background())
@@ -129,8 +140,7 @@ func (c *Coordinator) runTasks(parts []*slot, nowMs int64, byPart map[int32][]Re
 // fly runs one task's batch. If the loop gave the round up meanwhile and
 // shutdown found this goroutine still running (orphaned), it closes the
 // task itself: nobody else will, and only now is it safe.
-func (c *Coordinator) fly(rd *round, i int, f *flight, nowMs int64, recs []Record) {
-	t := f.s.task // closeSlot clears s.task of an orphaned slot
+func (c *Coordinator) fly(rd *round, i int, f *flight, t TaskHandle, nowMs int64, recs []Record) {
 	f.gid.Store(goroutineID())
 	f.res, f.err = t.RunBatch(nowMs, recs)
 	f.finished.Store(true)
@@ -142,9 +152,25 @@ func (c *Coordinator) fly(rd *round, i int, f *flight, nowMs int64, recs []Recor
 	if orphan {
 		err := t.Close()
 		c.retire(t.Counters())
-		c.log.Warn("the stuck processor call returned after its batch was abandoned: task closed without the processor's Close",
-			"partition", f.s.part, "err", err)
+		c.log.Warn(MsgOrphanClosed, "partition", f.s.part, "err", err)
 	}
+}
+
+// BatchTasksRunning returns how many tasks of the round in flight are
+// still running their batch; 0 outside a round. For test drivers.
+func (c *Coordinator) BatchTasksRunning() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	if !c.mu.inFlight {
+		return 0
+	}
+	for _, p := range c.mu.roundParts {
+		if s := c.mu.slots[p]; s != nil && s.running {
+			n++
+		}
+	}
+	return n
 }
 
 // watch logs the flights still running every warnEvery and reports the

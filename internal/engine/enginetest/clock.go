@@ -13,6 +13,8 @@ type Clock struct {
 	now      time.Time
 	elapsed  time.Duration
 	sleepers []sleeper
+	sleeps   int           // Sleep calls so far
+	slept    chan struct{} // closed (and replaced) by each Sleep call
 }
 
 type sleeper struct {
@@ -39,6 +41,11 @@ func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
 	c.mu.Lock()
 	s := sleeper{until: c.elapsed + d, wake: make(chan struct{})}
 	c.sleepers = append(c.sleepers, s)
+	c.sleeps++
+	if c.slept != nil {
+		close(c.slept)
+		c.slept = nil
+	}
 	c.mu.Unlock()
 	select {
 	case <-s.wake:
@@ -63,4 +70,21 @@ func (c *Clock) Advance(d time.Duration) {
 		}
 	}
 	c.sleepers = keep
+}
+
+// Sleeps is the number of Sleep calls so far.
+func (c *Clock) Sleeps() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sleeps
+}
+
+// SleepCalled returns a channel closed by the next Sleep call.
+func (c *Clock) SleepCalled() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.slept == nil {
+		c.slept = make(chan struct{})
+	}
+	return c.slept
 }
