@@ -1,6 +1,7 @@
 package kstatetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -183,7 +184,7 @@ func New[K, I, O any](t testing.TB, top kstate.Topology[K, I, O], opts ...Option
 		top.Output.Sinks = append([]kstate.Sink[K, O]{d.faults.sink(top.Output.Sinks[0])}, top.Output.Sinks[1:]...)
 	}
 	d.top = top
-	app, err := d.newApp()
+	app, err := d.newApp(nil)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -210,7 +211,9 @@ func New[K, I, O any](t testing.TB, top kstate.Topology[K, I, O], opts ...Option
 	d.owner = make([]int, o.partitions)
 	t.Cleanup(d.Close)
 	in := d.newInstance(0)
-	if err := d.launch(in, app, d.allParts()); err != nil {
+	// The instance runs an App of its own (launch builds it), whose sinks
+	// die with it; app above gave the topic names.
+	if err := d.launch(in, nil, d.allParts()); err != nil {
 		t.Fatalf("%v", err)
 	}
 	return d
@@ -605,9 +608,25 @@ func addCounters(a, b kstate.Counters) kstate.Counters {
 
 // newApp builds the application as kstate.New does for a user, with the
 // few options the driver runs it under: its application id, logger and
-// clock, and a placeholder broker (the driver's Kafka is in memory).
-func (d *Driver[K, I, O]) newApp() (*kstate.App[K, I, O], error) {
-	return kstate.New(d.top, kstate.Options{
+// clock, and a placeholder broker (the driver's Kafka is in memory). The
+// sinks of in's App stop with in: once a crash killed it (Crash), a sink
+// call returns ErrCrashed without calling the user's sink, as a killed
+// process calls nothing more. in nil: no guard (the App only names topics).
+func (d *Driver[K, I, O]) newApp(in *instance[K, I, O]) (*kstate.App[K, I, O], error) {
+	top := d.top
+	if in != nil && len(top.Output.Sinks) > 0 {
+		sinks := make([]kstate.Sink[K, O], len(top.Output.Sinks))
+		for i, s := range top.Output.Sinks {
+			sinks[i] = kstate.SinkFunc[K, O](func(ctx context.Context, b kstate.SinkBatch[K, O]) error {
+				if in.crashed.Load() {
+					return fmt.Errorf("kstatetest: sink called after the crash: %w", ErrCrashed)
+				}
+				return s.WriteBatch(ctx, b)
+			})
+		}
+		top.Output.Sinks = sinks
+	}
+	return kstate.New(top, kstate.Options{
 		ApplicationID: d.appID,
 		Kafka:         kstate.KafkaOptions{Brokers: []string{"kstatetest:9092"}},
 		Observability: kstate.ObservabilityOptions{Logger: d.log, Clock: d.clock.Now},

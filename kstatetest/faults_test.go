@@ -262,6 +262,40 @@ func TestFailNextSink(t *testing.T) {
 	}
 }
 
+// TestCrashAfterPlan: killed once a batch's plan committed (with sinks,
+// the batch id and its input offsets are recorded first) and before its
+// sinks ran: the restart runs the planned batch with the same id, the
+// sink writes it once, and the counts are exact.
+func TestCrashAfterPlan(t *testing.T) {
+	sink := &memSink{hwm: map[int32]int64{}, table: map[string]string{}}
+	cfg := counterConfig()
+	cfg.Output = kstate.Output[string, string]{Sinks: []kstate.Sink[string, string]{sink}}
+	d := kstatetest.New(t, cfg, kstatetest.Partitions(2))
+	inputs(d, "a a b", "x")
+	d.MustRunBatch()
+	d.Crash(kstatetest.AfterPlan)
+	inputs(d, "a c", "x")
+	if err := d.RunBatch(); !errors.Is(err, kstatetest.ErrCrashed) {
+		t.Fatalf("RunBatch after Crash(AfterPlan) = %v, want ErrCrashed", err)
+	}
+	if _, ok := sink.table["c"]; ok {
+		t.Fatalf("the sink wrote the crashed batch before its plan ran: %v", sink.table)
+	}
+	d.Restart(kstatetest.KeepLocalState())
+	d.MustRunBatch() // the planned batch
+	inputs(d, "c", "x")
+	d.MustRunBatch()
+	want := map[string]string{"a": "a=3", "b": "b=1", "c": "c=2"}
+	if !maps.Equal(sink.table, want) {
+		t.Fatalf("sink table %v, want %v (calls %v)", sink.table, want, sink.calls)
+	}
+	for k, v := range map[string]int64{"a": 3, "b": 1, "c": 2} {
+		if n, _ := kstatetest.ValueOf(d, k, "count", state.Int64()); n != v {
+			t.Errorf("count of %s = %d, want %d", k, n, v)
+		}
+	}
+}
+
 // TestStuckNextCall: a processor call that never returns (of a key on
 // either partition, so that the other partition's task finished first or
 // is the stuck one): the batch is given up at MaxBatchDuration, nothing of

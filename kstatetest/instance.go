@@ -194,7 +194,7 @@ func (d *Driver[K, I, O]) newInstanceFrom(i int, old *instance[K, I, O], keepLoc
 func (d *Driver[K, I, O]) launch(in *instance[K, I, O], app *kstate.App[K, I, O], parts []int32) error {
 	if app == nil {
 		var err error
-		if app, err = d.newApp(); err != nil {
+		if app, err = d.newApp(in); err != nil {
 			return err
 		}
 	}
