@@ -183,21 +183,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 			// The output record's timestamp is the click's event time.
 			EventTime: func(v View) int64 { return v.AtMs },
 		},
-	}, kstate.Options{
-		ApplicationID: env.Name("dedup"),
-		Kafka: kstate.KafkaOptions{
-			Brokers: env.Brokers,
-		},
-		State: kstate.StateOptions{
-			Dir: env.StateDir,
-		},
-		Batching: kstate.BatchingOptions{
-			MaxWait: 50 * time.Millisecond,
-		},
-		Observability: kstate.ObservabilityOptions{
-			Logger: env.Logger(),
-		},
-	})
+	}, env.Options("dedup"))
 	if err != nil {
 		return err
 	}
@@ -210,21 +196,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 			Topic: minuteTopic,
 			Serde: serde.JSON[PageMinute](),
 		},
-	}, kstate.Options{
-		ApplicationID: env.Name("per-minute"),
-		Kafka: kstate.KafkaOptions{
-			Brokers: env.Brokers,
-		},
-		State: kstate.StateOptions{
-			Dir: env.StateDir,
-		},
-		Batching: kstate.BatchingOptions{
-			MaxWait: 50 * time.Millisecond,
-		},
-		Observability: kstate.ObservabilityOptions{
-			Logger: env.Logger(),
-		},
-	})
+	}, env.Options("per-minute"))
 	if err != nil {
 		return err
 	}

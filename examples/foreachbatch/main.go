@@ -26,7 +26,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
@@ -110,13 +109,7 @@ func run(ctx context.Context, brokers []string, stateDir, dbPath string, out io.
 		return err
 	}
 	top := topology(words, sink)
-	opts := kstate.Options{
-		ApplicationID: env.Name("foreachbatch"),
-		Kafka:         kstate.KafkaOptions{Brokers: env.Brokers},
-		State:         kstate.StateOptions{Dir: env.StateDir},
-		Batching:      kstate.BatchingOptions{MaxWait: 50 * time.Millisecond},
-		Observability: kstate.ObservabilityOptions{Logger: env.Logger()},
-	}
+	opts := env.Options("foreachbatch")
 	for i, rounds := range [][][]string{{{"a", "a", "a", "b", "b"}, {"a", "c"}}, {{"b"}}} {
 		if i > 0 {
 			fmt.Fprintln(out, "(application restarted)")

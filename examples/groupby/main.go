@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/examples/internal/sandbox"
@@ -98,21 +97,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 			Topic: counts, // record key: the country; value: its count
 			Serde: serde.Int64(),
 		},
-	}, kstate.Options{
-		ApplicationID: env.Name("groupby"),
-		Kafka: kstate.KafkaOptions{
-			Brokers: env.Brokers,
-		},
-		State: kstate.StateOptions{
-			Dir: env.StateDir,
-		},
-		Batching: kstate.BatchingOptions{
-			MaxWait: 50 * time.Millisecond,
-		},
-		Observability: kstate.ObservabilityOptions{
-			Logger: env.Logger(),
-		},
-	})
+	}, env.Options("groupby"))
 	if err != nil {
 		return err
 	}

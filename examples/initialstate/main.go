@@ -21,7 +21,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/examples/internal/sandbox"
@@ -126,21 +125,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 			Serde: serde.Int64(),
 		},
 	}
-	opts := kstate.Options{
-		ApplicationID: env.Name("initialstate"),
-		Kafka: kstate.KafkaOptions{
-			Brokers: env.Brokers,
-		},
-		State: kstate.StateOptions{
-			Dir: env.StateDir,
-		},
-		Batching: kstate.BatchingOptions{
-			MaxWait: 50 * time.Millisecond,
-		},
-		Observability: kstate.ObservabilityOptions{
-			Logger: env.Logger(),
-		},
-	}
+	opts := env.Options("initialstate")
 	fmt.Fprintf(out, "initial  %s\n", strings.ReplaceAll(strings.TrimSpace(initialCSV), "\n", " "))
 
 	latest := map[string]int64{}

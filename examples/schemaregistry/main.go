@@ -25,7 +25,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/examples/internal/sandbox"
@@ -154,21 +153,7 @@ func run(ctx context.Context, brokers []string, registryURL, stateDir string, ou
 			Topic: totals,
 			Serde: outSerde,
 		},
-	}, kstate.Options{
-		ApplicationID: env.Name("schemaregistry"),
-		Kafka: kstate.KafkaOptions{
-			Brokers: env.Brokers,
-		},
-		State: kstate.StateOptions{
-			Dir: env.StateDir,
-		},
-		Batching: kstate.BatchingOptions{
-			MaxWait: 50 * time.Millisecond,
-		},
-		Observability: kstate.ObservabilityOptions{
-			Logger: env.Logger(),
-		},
-	})
+	}, env.Options("schemaregistry"))
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/examples/internal/sandbox"
@@ -144,21 +143,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 			Topic: summaries,
 			Serde: serde.JSON[Summary](),
 		},
-	}, kstate.Options{
-		ApplicationID: env.Name("sessiontracker"),
-		Kafka: kstate.KafkaOptions{
-			Brokers: env.Brokers,
-		},
-		State: kstate.StateOptions{
-			Dir: env.StateDir,
-		},
-		Batching: kstate.BatchingOptions{
-			MaxWait: 50 * time.Millisecond,
-		},
-		Observability: kstate.ObservabilityOptions{
-			Logger: env.Logger(),
-		},
-	})
+	}, env.Options("sessiontracker"))
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/examples/internal/sandbox"
@@ -87,21 +86,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 			Topic: counts, // record key: the word; value: its count
 			Serde: serde.Int64(),
 		},
-	}, kstate.Options{
-		ApplicationID: env.Name("simplecounter"),
-		Kafka: kstate.KafkaOptions{
-			Brokers: env.Brokers,
-		},
-		State: kstate.StateOptions{
-			Dir: env.StateDir,
-		},
-		Batching: kstate.BatchingOptions{
-			MaxWait: 50 * time.Millisecond,
-		},
-		Observability: kstate.ObservabilityOptions{
-			Logger: env.Logger(),
-		},
-	})
+	}, env.Options("simplecounter"))
 	if err != nil {
 		return err
 	}

@@ -78,21 +78,7 @@ func Run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 			// downstream kstate application sees it at the right event time.
 			EventTime: func(w Window) int64 { return w.EndMs },
 		},
-	}, kstate.Options{
-		ApplicationID: env.Name("eventtime"),
-		Kafka: kstate.KafkaOptions{
-			Brokers: env.Brokers,
-		},
-		State: kstate.StateOptions{
-			Dir: env.StateDir,
-		},
-		Batching: kstate.BatchingOptions{
-			MaxWait: 50 * time.Millisecond,
-		},
-		Observability: kstate.ObservabilityOptions{
-			Logger: env.Logger(),
-		},
-	})
+	}, env.Options("eventtime"))
 	if err != nil {
 		return err
 	}

@@ -62,6 +62,9 @@ func Run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 	}
 
 	clock := sandbox.NewClock(start)
+	opts := env.Options("heartbeat")
+	opts.Batching.TriggerInterval = time.Second // of the scripted clock: every step moves it further
+	opts.Observability.Clock = clock.Now
 	app, err := kstate.New(kstate.Topology[string, string, Event]{
 		Inputs:       kstate.Topics(serde.String(), in),
 		KeySerde:     serde.String(),
@@ -71,23 +74,7 @@ func Run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 			Topic: alerts,
 			Serde: serde.JSON[Event](),
 		},
-	}, kstate.Options{
-		ApplicationID: env.Name("heartbeat"),
-		Kafka: kstate.KafkaOptions{
-			Brokers: env.Brokers,
-		},
-		State: kstate.StateOptions{
-			Dir: env.StateDir,
-		},
-		Batching: kstate.BatchingOptions{
-			TriggerInterval: time.Second, // of the scripted clock: every step moves it further
-			MaxWait:         50 * time.Millisecond,
-		},
-		Observability: kstate.ObservabilityOptions{
-			Clock:  clock.Now,
-			Logger: env.Logger(),
-		},
-	})
+	}, opts)
 	if err != nil {
 		return err
 	}

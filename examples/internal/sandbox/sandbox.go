@@ -2,8 +2,9 @@
 // application does not need: it provides the Kafka cluster (an embedded
 // in-process one unless brokers are given), creates an example's topics,
 // writes its scripted input, reads its output back and drives a scripted
-// clock. The processors and their kstate.Topology and kstate.Options live in the examples
-// themselves, so that each example reads as a real application would.
+// clock, and the kstate.Options of a sandbox run (Env.Options). The
+// processors and their kstate.Topology live in the examples themselves, so
+// that each example reads as a real application would.
 package sandbox
 
 import (
@@ -18,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/kafka/embedded"
 	"github.com/kstate/kstate/serde"
@@ -114,6 +116,20 @@ func (e *Env) Logger() *slog.Logger {
 // and topics: a second run against the same cluster starts from scratch
 // instead of continuing the first run's state.
 func (e *Env) Name(name string) string { return name + "-" + e.suffix }
+
+// Options returns the kstate.Options an example runs under in the sandbox:
+// application id Name(app), the sandbox's cluster, state directory and
+// logger, and short polls (MaxWait 50ms) so that the scripted steps move
+// quickly. A real application sets these from its own configuration.
+func (e *Env) Options(app string) kstate.Options {
+	return kstate.Options{
+		ApplicationID: e.Name(app),
+		Kafka:         kstate.KafkaOptions{Brokers: e.Brokers},
+		State:         kstate.StateOptions{Dir: e.StateDir},
+		Batching:      kstate.BatchingOptions{MaxWait: 50 * time.Millisecond},
+		Observability: kstate.ObservabilityOptions{Logger: e.Logger()},
+	}
+}
 
 // CreateTopics creates topics with the given partition count (the broker's
 // default replication factor).
