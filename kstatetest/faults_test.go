@@ -230,11 +230,35 @@ func (s *memSink) WriteBatch(_ context.Context, b kstate.SinkBatch[string, strin
 	return nil
 }
 
-func TestFailNextSink(t *testing.T) {
+// sinkCounter is the counter on two partitions with memSink as its only
+// output.
+func sinkCounter(t *testing.T) (*kstatetest.Driver[string, string, string], *memSink) {
 	sink := &memSink{hwm: map[int32]int64{}, table: map[string]string{}}
 	cfg := counterConfig()
 	cfg.Output = kstate.Output[string, string]{Sinks: []kstate.Sink[string, string]{sink}}
-	d := kstatetest.New(t, cfg, kstatetest.Partitions(2))
+	return kstatetest.New(t, cfg, kstatetest.Partitions(2)), sink
+}
+
+// check fails t unless the sink's table holds "k=n" for every key and
+// the committed count of each key is n.
+func (s *memSink) check(t *testing.T, d *kstatetest.Driver[string, string, string], counts map[string]int64) {
+	t.Helper()
+	want := map[string]string{}
+	for k, n := range counts {
+		want[k] = fmt.Sprintf("%s=%d", k, n)
+	}
+	if !maps.Equal(s.table, want) {
+		t.Fatalf("sink table %v, want %v (calls %v)", s.table, want, s.calls)
+	}
+	for k, v := range counts {
+		if n, _ := kstatetest.ValueOf(d, k, "count", state.Int64()); n != v {
+			t.Errorf("count of %s = %d, want %d", k, n, v)
+		}
+	}
+}
+
+func TestFailNextSink(t *testing.T) {
+	d, sink := sinkCounter(t)
 	inputs(d, "a a b", "x")
 	d.MustRunBatch()
 	d.FailNextSink()
@@ -251,15 +275,7 @@ func TestFailNextSink(t *testing.T) {
 	}
 	d.Restart(kstatetest.KeepLocalState())
 	d.MustRunBatch() // the same batch again: the sink skips it
-	want := map[string]string{"a": "a=3", "b": "b=2", "c": "c=1"}
-	if !maps.Equal(sink.table, want) {
-		t.Fatalf("sink table %v, want %v (calls %v)", sink.table, want, sink.calls)
-	}
-	for k, v := range map[string]int64{"a": 3, "b": 2, "c": 1} {
-		if n, _ := kstatetest.ValueOf(d, k, "count", state.Int64()); n != v {
-			t.Errorf("count of %s = %d, want %d", k, n, v)
-		}
-	}
+	sink.check(t, d, map[string]int64{"a": 3, "b": 2, "c": 1})
 }
 
 // TestCrashAfterPlan: killed once a batch's plan committed (with sinks,
@@ -267,10 +283,7 @@ func TestFailNextSink(t *testing.T) {
 // sinks ran: the restart runs the planned batch with the same id, the
 // sink writes it once, and the counts are exact.
 func TestCrashAfterPlan(t *testing.T) {
-	sink := &memSink{hwm: map[int32]int64{}, table: map[string]string{}}
-	cfg := counterConfig()
-	cfg.Output = kstate.Output[string, string]{Sinks: []kstate.Sink[string, string]{sink}}
-	d := kstatetest.New(t, cfg, kstatetest.Partitions(2))
+	d, sink := sinkCounter(t)
 	inputs(d, "a a b", "x")
 	d.MustRunBatch()
 	d.Crash(kstatetest.AfterPlan)
@@ -285,15 +298,7 @@ func TestCrashAfterPlan(t *testing.T) {
 	d.MustRunBatch() // the planned batch
 	inputs(d, "c", "x")
 	d.MustRunBatch()
-	want := map[string]string{"a": "a=3", "b": "b=1", "c": "c=2"}
-	if !maps.Equal(sink.table, want) {
-		t.Fatalf("sink table %v, want %v (calls %v)", sink.table, want, sink.calls)
-	}
-	for k, v := range map[string]int64{"a": 3, "b": 1, "c": 2} {
-		if n, _ := kstatetest.ValueOf(d, k, "count", state.Int64()); n != v {
-			t.Errorf("count of %s = %d, want %d", k, n, v)
-		}
-	}
+	sink.check(t, d, map[string]int64{"a": 3, "b": 1, "c": 2})
 }
 
 // TestStuckNextCall: a processor call that never returns (of a key on
