@@ -20,28 +20,7 @@ import (
 // Run with -benchmem: allocations per record are allocs/op / 2000.
 func BenchmarkRunBatchCount(b *testing.B) {
 	const batch, keys = 2000, 100_000
-	cfg := strCfg(func() processor.StatefulProcessor[string, string, string] {
-		var count state.ValueState[int64]
-		return &fnProc[string, string, string]{
-			init: func(h processor.Handle) (err error) {
-				count, err = processor.NewValueState(h, "count", state.Int64())
-				return err
-			},
-			input: func(h processor.Handle, key string, rows iter.Seq[string], tv processor.TimerValues, out processor.Emitter[string]) error {
-				n, _, err := count.Get()
-				if err != nil {
-					return err
-				}
-				for range rows {
-					n++
-					if err := out.Emit(strconv.FormatInt(n, 10)); err != nil {
-						return err
-					}
-				}
-				return count.Update(n)
-			},
-		}
-	}, processor.NoTime)
+	cfg := strCfg(benchCounter, processor.NoTime)
 	cfg.Backend = kv.NewMemory()
 	task, err := Open(cfg)
 	if err != nil {
@@ -88,28 +67,7 @@ func BenchmarkRunBatchCount(b *testing.B) {
 // the difference is what records with headers cost.
 func BenchmarkRunBatchHeaders(b *testing.B) {
 	const batch, keys = 2000, 100_000
-	cfg := strCfg(func() processor.StatefulProcessor[string, string, string] {
-		var count state.ValueState[int64]
-		return &fnProc[string, string, string]{
-			init: func(h processor.Handle) (err error) {
-				count, err = processor.NewValueState(h, "count", state.Int64())
-				return err
-			},
-			input: func(h processor.Handle, key string, rows iter.Seq[string], tv processor.TimerValues, out processor.Emitter[string]) error {
-				n, _, err := count.Get()
-				if err != nil {
-					return err
-				}
-				for range rows {
-					n++
-					if err := out.Emit(strconv.FormatInt(n, 10)); err != nil {
-						return err
-					}
-				}
-				return count.Update(n)
-			},
-		}
-	}, processor.NoTime)
+	cfg := strCfg(benchCounter, processor.NoTime)
 	errBad := errors.New("bad record")
 	decoded := 0
 	cfg.ValueFromRecord = func(r processor.Record) (string, error) {
@@ -185,3 +143,28 @@ func BenchmarkRunBatchHeaders(b *testing.B) {
 // dlHeaders is the number of kstate.* headers of an input record's dead
 // letter.
 const dlHeaders = 7
+
+// benchCounter is the count workload's processor: a ValueState count per
+// key, one output per row.
+func benchCounter() processor.StatefulProcessor[string, string, string] {
+	var count state.ValueState[int64]
+	return &fnProc[string, string, string]{
+		init: func(h processor.Handle) (err error) {
+			count, err = processor.NewValueState(h, "count", state.Int64())
+			return err
+		},
+		input: func(h processor.Handle, key string, rows iter.Seq[string], tv processor.TimerValues, out processor.Emitter[string]) error {
+			n, _, err := count.Get()
+			if err != nil {
+				return err
+			}
+			for range rows {
+				n++
+				if err := out.Emit(strconv.FormatInt(n, 10)); err != nil {
+					return err
+				}
+			}
+			return count.Update(n)
+		},
+	}
+}
