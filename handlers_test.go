@@ -3,7 +3,6 @@ package kstate_test
 import (
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -17,12 +16,7 @@ import (
 // QueryHandler serves them and nothing else.
 func TestHandlerServesNoState(t *testing.T) {
 	brokers := startEmbedded(t, 1)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
 	cfg.Observability.HTTPAddr = addr
 	app := newApp(t, cfg)

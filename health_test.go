@@ -178,12 +178,7 @@ func TestHealthStuck(t *testing.T) {
 // cannot be listened on fails Run.
 func TestHealthHTTPAddr(t *testing.T) {
 	brokers := startEmbedded(t, 1)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
 	cfg.Observability.HTTPAddr = addr
 	app := newApp(t, cfg)
@@ -214,4 +209,17 @@ func TestHealthHTTPAddr(t *testing.T) {
 	if err := app2.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "HTTPAddr") || app2.State() != kstate.Failed {
 		t.Fatalf("Run on a busy HTTPAddr: %v, state %v", err, app2.State())
 	}
+}
+
+// freeAddr returns a local address nothing listens on (one the kernel just
+// handed out and that was closed again).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }
