@@ -95,7 +95,7 @@ test: deps fmt-check
 
 test-static: vet-shared lint
 
-INTEGRATION_PARALLEL ?= 4
+INTEGRATION_PARALLEL ?= 2
 NICE                 ?= nice -n 10
 RUN                  ?=
 
@@ -107,7 +107,7 @@ test-integration: broker-proof
 # Every package but ./integration, the longest first (go test starts them in
 # the order given). Most of their time is waiting too (kfake, jar-broker
 # and timer tests): UNITS_P packages at once.
-UNITS_P     ?= 4
+UNITS_P     ?= 2
 UNITS_FIRST := . ./internal/shard/ ./internal/kv/ ./cmd/kstate/ ./internal/kafka/
 test-units:
 	$(RUN) $(GO) test -race -count=1 -p $(UNITS_P) -timeout $(TEST_TIMEOUT) $(UNITS_FIRST) $$($(GO) list $(PKGS) | grep -v '/integration$$')
