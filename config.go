@@ -85,6 +85,12 @@ type config[K, I, O any] struct {
 	OnStateChange        func(old, new State) // Options.Observability.OnStateChange
 	HTTPAddr             string               // Options.Observability.HTTPAddr
 	Logger               *slog.Logger         // Options.Observability.Logger
+
+	Standbys            int           // Options.Group.Standbys
+	AcceptableLag       int64         // Options.Group.AcceptableLag
+	ProbingInterval     time.Duration // Options.Group.ProbingInterval
+	StandbyCleanupDelay time.Duration // Options.Group.StandbyCleanupDelay
+	AdvertisedURL       string        // Options.Group.AdvertisedURL
 }
 
 // Values of Options.State.Backend.

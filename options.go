@@ -47,6 +47,10 @@ type Options struct {
 	// Observability is the HTTP server, the logger, the state-change
 	// callback and the clock.
 	Observability ObservabilityOptions
+	// Group is how the instances of the application share its partitions:
+	// standby replicas, warm-up before a partition moves, and the address
+	// each instance advertises to the others.
+	Group GroupOptions
 }
 
 // KafkaOptions is the Kafka connection and security of Options.Kafka.
@@ -263,6 +267,36 @@ type ObservabilityOptions struct {
 	Clock func() time.Time
 }
 
+// GroupOptions is how the instances share the partitions, Options.Group.
+type GroupOptions struct {
+	// Standbys is how many other instances keep a standby copy of each
+	// partition's state, current by reading its changelog in the
+	// background: on failover the new owner restores only the tail.
+	// Default 0 (no standbys), like Kafka Streams' num.standby.replicas.
+	Standbys int
+	// AcceptableLag is how many changelog records a copy of a partition's
+	// state may be behind for the group to move the partition to it: a
+	// partition never moves to an instance that would have to restore more,
+	// while a copy within it exists; a joining instance first warms up a
+	// copy and takes the partition over once it is within AcceptableLag.
+	// Default 10,000.
+	AcceptableLag int64
+	// ProbingInterval is how often the group rebalances while a warm-up
+	// copy catches up, to move the partitions whose copies are within
+	// AcceptableLag. Default 1m.
+	ProbingInterval time.Duration
+	// StandbyCleanupDelay is how long a shard no longer assigned to this
+	// instance, active or standby, stays on its disk before it is deleted
+	// (it may be assigned back). Default 10m.
+	StandbyCleanupDelay time.Duration
+	// AdvertisedURL is this instance's address for live queries as the
+	// other instances reach it (e.g. "http://pod-0.app:8080"), Kafka
+	// Streams' application.server: it is sent to the group, so that
+	// KeyOwner and a live query sent to the wrong instance name (or
+	// forward to) the owner. Default "": not advertised.
+	AdvertisedURL string
+}
+
 // newConfig flattens t and o into the config every internal path reads.
 // It is the one place that knows both shapes.
 func newConfig[K, I, O any](t Topology[K, I, O], o Options) config[K, I, O] {
@@ -300,6 +334,12 @@ func newConfig[K, I, O any](t Topology[K, I, O], o Options) config[K, I, O] {
 		Logger:        o.Observability.Logger,
 		OnStateChange: o.Observability.OnStateChange,
 		Clock:         o.Observability.Clock,
+
+		Standbys:            o.Group.Standbys,
+		AcceptableLag:       o.Group.AcceptableLag,
+		ProbingInterval:     o.Group.ProbingInterval,
+		StandbyCleanupDelay: o.Group.StandbyCleanupDelay,
+		AdvertisedURL:       o.Group.AdvertisedURL,
 
 		Inputs:          t.Inputs,
 		KeySerde:        t.KeySerde,
