@@ -21,6 +21,13 @@ const Version = 1
 type Meta struct {
 	Version    int
 	InstanceID string
+	// Process is the application instance the member runs in
+	// (Options.InstanceID): the pipelines of one Run are members of their
+	// own (instance ids "<InstanceID>" and "<InstanceID>-p<i>") sharing one
+	// state directory, so a process's shards are local to all of them and
+	// a standby of a partition is never placed in the process that holds
+	// it active.
+	Process string
 	// Addr is the member's advertised URL for live queries
 	// (Options.Group.AdvertisedURL); "" when it advertises none.
 	Addr string
@@ -28,7 +35,7 @@ type Meta struct {
 	// active, standby, or closed on its disk — to the shard's changelog
 	// position: the next changelog offset it would read. The leader
 	// compares it with the changelog's end offset to know how far each copy
-	// is behind.
+	// is behind. Every pipeline of a process reports the process's shards.
 	Shards map[int32]int64
 }
 
@@ -36,6 +43,7 @@ type Meta struct {
 type Member struct {
 	MemberID   string
 	InstanceID string
+	Process    string
 	Addr       string
 	// Active are the partitions the member processes (partition p of every
 	// input topic: one task per partition number).
