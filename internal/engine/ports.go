@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	kgroup "github.com/kstate/kstate/internal/group"
 	"github.com/kstate/kstate/processor"
 )
 
@@ -167,4 +168,16 @@ type Clock interface {
 	// Sleep waits for d or until ctx is done (then it returns ctx's error):
 	// the pause between restore rounds, the shutdown timeout.
 	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// GroupViewer is a Session that knows its whole group (package group):
+// the view the group's leader sent with the member's last assignment —
+// every member, its advertised address, its active, standby and warm-up
+// partitions — and the member's last rebalances. Coordinator.GroupView
+// reads it, from any goroutine: GroupView must be safe to call
+// concurrently with every other method of the session. A zero View
+// (no Members) means none yet, or a group whose leader runs a release
+// that sends none.
+type GroupViewer interface {
+	GroupView() (kgroup.View, []kgroup.Rebalance)
 }

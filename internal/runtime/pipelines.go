@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/internal/engine"
+	"github.com/kstate/kstate/internal/group"
 	"github.com/kstate/kstate/internal/kv"
 )
 
@@ -208,4 +209,64 @@ func (ps *PipelineSet) ReadCommitted(p int32, lower, upper []byte, each func(key
 		c = ps.Coords[0] // answers ErrNotOwned
 	}
 	return c.ReadCommitted(p, lower, upper, each)
+}
+
+// GroupView merges the pipelines' group views (engine.Coordinator.GroupView):
+// the view of the highest generation (every pipeline is a member of the
+// same group, and a pipeline that has not seen the last rebalance yet
+// holds an older one), and the rebalances of all pipelines, newest first,
+// one per generation: the pipelines of one process take part in the same
+// rebalances, so one generation's entries are merged (the earliest start,
+// the longest duration, leader if any pipeline led, the partitions gained
+// and lost by any pipeline — a partition handed over between two of them
+// is in both lists). ok is false when no pipeline has a view.
+func (ps *PipelineSet) GroupView() (v group.View, rebalances []group.Rebalance, ok bool) {
+	views := make([]pipelineView, len(ps.Coords))
+	for i, c := range ps.Coords {
+		views[i].View, views[i].Rebalances, views[i].OK = c.GroupView()
+	}
+	return mergeGroupViews(views)
+}
+
+// pipelineView is one pipeline's engine.Coordinator.GroupView.
+type pipelineView struct {
+	View       group.View
+	Rebalances []group.Rebalance
+	OK         bool
+}
+
+// mergeGroupViews is PipelineSet.GroupView's merge of its pipelines' views.
+func mergeGroupViews(views []pipelineView) (v group.View, rebalances []group.Rebalance, ok bool) {
+	byGen := map[int32]int{} // generation → index in rebalances
+	for _, pv := range views {
+		if pv.OK && (!ok || pv.View.Generation > v.Generation) {
+			v, ok = pv.View, true
+		}
+		for _, r := range pv.Rebalances {
+			i, seen := byGen[r.Generation]
+			if !seen {
+				byGen[r.Generation] = len(rebalances)
+				r.Assigned, r.Revoked = slices.Clone(r.Assigned), slices.Clone(r.Revoked)
+				rebalances = append(rebalances, r)
+				continue
+			}
+			m := &rebalances[i]
+			if !r.Start.IsZero() && (m.Start.IsZero() || r.Start.Before(m.Start)) {
+				m.Start = r.Start
+			}
+			m.Duration = max(m.Duration, r.Duration)
+			m.Leader = m.Leader || r.Leader
+			m.Assigned = union(m.Assigned, r.Assigned)
+			m.Revoked = union(m.Revoked, r.Revoked)
+		}
+	}
+	sort.SliceStable(rebalances, func(i, j int) bool { return rebalances[i].Generation > rebalances[j].Generation })
+	return v, rebalances, ok
+}
+
+// union returns the sorted union of two partition lists.
+func union(a, b []int32) []int32 {
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
