@@ -3,6 +3,8 @@ package kstate
 import (
 	"fmt"
 	"net"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/kstate/kstate/internal/kafka"
@@ -102,6 +104,9 @@ func (c *config[K, I, O]) check() string {
 		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 			return fmt.Sprintf("Options.Observability.HTTPAddr %q: want \"host:port\" or \":port\": %v", c.HTTPAddr, err)
 		}
+	}
+	if msg := checkAdvertisedURL(c.AdvertisedURL); msg != "" {
+		return msg
 	}
 	if len(c.KafkaOptions) > 0 || c.TLS != nil || c.SASL != nil {
 		if err := c.clientConfig().Check(); err != nil {
@@ -238,6 +243,39 @@ func (c *config[K, I, O]) checkNumbers() string {
 		return fmt.Sprintf("Options.State.CacheBytes %d bytes: want at least 64 KiB, 0 for the default or negative for off", c.StateCacheBytes)
 	case c.Pipelines < 0:
 		return fmt.Sprintf("Options.Batching.Pipelines %d is negative: 0 means automatic", c.Pipelines)
+	}
+	return ""
+}
+
+// checkAdvertisedURL validates Options.Group.AdvertisedURL: "" or an
+// absolute http or https URL with a host and no path beyond "/" (the other
+// instances append a request's own path to it), no query, fragment or
+// user info (it is sent to every member of the group).
+func checkAdvertisedURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	const want = `want an absolute http or https URL of this instance, such as "http://pod-0.app:8080"`
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("Options.Group.AdvertisedURL %q: %v: %s", s, err, want)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("Options.Group.AdvertisedURL %q: scheme %q: %s", s, u.Scheme, want)
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Sprintf("Options.Group.AdvertisedURL %q: no host: %s", s, want)
+	case u.User != nil:
+		return fmt.Sprintf("Options.Group.AdvertisedURL %q: has user info: it is sent to every member of the group; %s", s, want)
+	case u.Path != "" && u.Path != "/":
+		return fmt.Sprintf("Options.Group.AdvertisedURL %q: has the path %q: the other instances send a live query's own path to it "+
+			"(mount QueryHandler at the same path on every instance); %s", s, u.Path, want)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return fmt.Sprintf("Options.Group.AdvertisedURL %q: has a query or fragment: %s", s, want)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Sprintf("Options.Group.AdvertisedURL %q: port %q: %s", s, p, want)
+		}
 	}
 	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,13 +59,30 @@ type KeyOwner struct {
 	// Query answers for the key here.
 	Local bool `json:"local"`
 	// Assigned: a member of the group is assigned the partition; false
-	// while the group rebalances or has no member.
+	// while the group rebalances, has no member, or left the partition
+	// unowned (its owner stopped without leaving the group, until its
+	// session times out).
 	Assigned bool `json:"assigned"`
-	// InstanceID, ClientID and Host describe the owning member, as the
-	// group coordinator shows it (InstanceID is its Options.InstanceID).
+	// InstanceID is the owning group member's instance id: the owner's
+	// Options.InstanceID, with "-p<i>" for its pipeline i > 0.
 	InstanceID string `json:"instance_id,omitempty"`
-	ClientID   string `json:"client_id,omitempty"`
-	Host       string `json:"host,omitempty"`
+	// Process is the owner's Options.InstanceID (the application
+	// instance); empty when the group view is unknown (see URL).
+	Process string `json:"process,omitempty"`
+	// URL is the owner's Options.Group.AdvertisedURL, from the group view
+	// this instance received with its last assignment: "" when the owner
+	// advertises none, or when the group's leader runs an older kstate
+	// release that sends no view. Then the owner is read from the group
+	// coordinator instead, with ClientID and Host (the client's id and
+	// the address the coordinator saw it connect from).
+	URL      string `json:"url"`
+	ClientID string `json:"client_id,omitempty"`
+	Host     string `json:"host,omitempty"`
+	// StandbyURLs are the advertised URLs of the instances that keep a
+	// standby (or warm-up) copy of the partition's state
+	// (Options.Group.Standbys): the instances it fails over to. They do
+	// not answer live queries for it.
+	StandbyURLs []string `json:"standby_urls,omitempty"`
 }
 
 // Query returns the committed state of variable under key, from this
@@ -195,7 +213,10 @@ func (a *App[K, I, O]) queryPartition(c *pipelineSet, p int32, variable string, 
 }
 
 // KeyOwner returns which partition key belongs to and which member of the
-// group owns that partition, as the group coordinator says now.
+// group owns that partition, with its advertised URL: as the group view
+// of this instance's last assignment says (no round trip), or, in a group
+// whose leader runs an older release that sends no view, as the group
+// coordinator says now.
 func (a *App[K, I, O]) KeyOwner(ctx context.Context, key K) (KeyOwner, error) {
 	kb, err := a.cfg.KeySerde.Serialize(key)
 	if err != nil {
@@ -209,7 +230,7 @@ func (a *App[K, I, O]) keyOwner(ctx context.Context, key []byte) (KeyOwner, erro
 	a.mu.Lock()
 	adm := a.mu.admin
 	a.mu.Unlock()
-	if c == nil || adm == nil {
+	if c == nil || a.State() == Stopped || a.State() == Failed {
 		return KeyOwner{}, fmt.Errorf("kstate: KeyOwner: %w", ErrNotRunning)
 	}
 	p, err := c.KeyPartition(key)
@@ -218,6 +239,20 @@ func (a *App[K, I, O]) keyOwner(ctx context.Context, key []byte) (KeyOwner, erro
 	}
 	o := KeyOwner{Partition: p}
 	o.Local = c.Owns(p)
+	if v, _, ok := c.GroupView(); ok {
+		if m, ok := v.Owner(p); ok {
+			o.Assigned, o.InstanceID, o.Process, o.URL = true, m.InstanceID, m.Process, m.Addr
+		}
+		for _, m := range v.Members {
+			if m.Addr != "" && (slices.Contains(m.Standby, p) || slices.Contains(m.Warmup, p)) && !slices.Contains(o.StandbyURLs, m.Addr) {
+				o.StandbyURLs = append(o.StandbyURLs, m.Addr)
+			}
+		}
+		return o, nil
+	}
+	if adm == nil {
+		return o, fmt.Errorf("kstate: KeyOwner: %w", ErrNotRunning)
+	}
 	owners, err := adm.PartitionOwners(ctx, a.cfg.ApplicationID, a.cfg.inputTopics()[0])
 	if err != nil {
 		return o, fmt.Errorf("kstate: KeyOwner: %w", err)
@@ -232,40 +267,63 @@ func (a *App[K, I, O]) keyOwner(ctx context.Context, key []byte) (KeyOwner, erro
 // nothing else:
 //
 //	GET /state/{variable}/{key}
-//	      a live query (see Query): 200 QueryResult as JSON; 421 with the
-//	      KeyOwner when another instance owns the key; 409 when the key's
-//	      state may be on another instance's partition (ErrKeyElsewhere);
-//	      404 for an unknown variable; 503 when not running. The key is
-//	      the record key's bytes, URL path-escaped (?key_base64=1: the key
-//	      segment is base64url).
+//	      a live query (see Query): 200 QueryResult as JSON; 409 when the
+//	      key's state may be on another instance's partition
+//	      (ErrKeyElsewhere); 404 for an unknown variable; 503 when not
+//	      running. The key is the record key's bytes, URL path-escaped
+//	      (?key_base64=1: the key segment is base64url). Every answer
+//	      names the instance that gave it in the Kstate-Answered-By
+//	      header (its Options.InstanceID).
+//
+// A key another instance owns is forwarded to the owner when the group
+// view names the owner's URL (Options.Group.AdvertisedURL, see KeyOwner):
+// the same method, path and query, to the owner's URL, with the caller's
+// headers (its credentials too: Authorization, cookies) but the
+// hop-by-hop ones, and a Kstate-Forwarded-By header naming this instance;
+// the owner's answer is returned as it is (status, headers, body), its
+// Kstate-Answered-By naming the owner. One hop only: a forwarded request
+// for a key the receiver does not own answers 421 and is never forwarded
+// again. An owner that does not answer within 10 seconds gives 504 (502
+// when it cannot be reached), with the KeyOwner. Without forwarding —
+// the owner advertises no URL, no member owns the partition now, the
+// request was forwarded already, or the caller asked ?forward=0 — the
+// answer is 421 Misdirected Request with the KeyOwner (URL "" when the
+// owner advertises none) for the caller to ask the owner itself.
 //
 // It answers with any key's committed state to whoever asks: it has no
 // authentication of its own, and neither Handler nor Config.HTTPAddr
 // serves it. Mount it deliberately, behind your own authentication and
 // TLS (docs/OPERATIONS.md, "Security"), where you like: it routes on the
 // full path (mount it at the root, or strip a prefix with
-// http.StripPrefix). Each call returns a new handler.
+// http.StripPrefix), at the same path on every instance (a forwarded
+// query keeps its path). Forwarding passes the caller's credentials to
+// the URL a group member advertises: whoever may join the application's
+// consumer group (Kafka's ACLs) receives them; send ?forward=0 where
+// that is not wanted. Each call returns a new handler.
 func (a *App[K, I, O]) QueryHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /state/{variable}/{key...}", a.serveQuery)
 	return mux
 }
 
+// queryFailure is the JSON body of a /state error answer.
+type queryFailure struct {
+	Error string    `json:"error"`
+	Owner *KeyOwner `json:"owner,omitempty"`
+}
+
 // serveQuery is GET /state/{variable}/{key} of QueryHandler.
 func (a *App[K, I, O]) serveQuery(w http.ResponseWriter, r *http.Request) {
 	reply := func(code int, v any) {
 		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set(headerAnsweredBy, a.cfg.InstanceID)
 		writeJSON(w, code, v)
-	}
-	type failure struct {
-		Error string    `json:"error"`
-		Owner *KeyOwner `json:"owner,omitempty"`
 	}
 	key := []byte(r.PathValue("key"))
 	if r.URL.Query().Get("key_base64") != "" {
 		b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(string(key), "="))
 		if err != nil {
-			reply(http.StatusBadRequest, failure{Error: "key_base64: " + err.Error()})
+			reply(http.StatusBadRequest, queryFailure{Error: "key_base64: " + err.Error()})
 			return
 		}
 		key = b
@@ -277,18 +335,27 @@ func (a *App[K, I, O]) serveQuery(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrNotOwner):
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		defer cancel()
-		f := failure{Error: err.Error()}
-		if o, oerr := a.keyOwner(ctx, key); oerr == nil {
-			f.Owner = &o
+		f := queryFailure{Error: err.Error()}
+		o, oerr := a.keyOwner(ctx, key)
+		if oerr != nil {
+			reply(http.StatusMisdirectedRequest, f)
+			return
 		}
+		f.Owner = &o
+		why := a.notForwarded(r, o)
+		if why == "" {
+			a.forward(w, r, o)
+			return
+		}
+		f.Error += "; " + why
 		reply(http.StatusMisdirectedRequest, f)
 	case errors.Is(err, ErrKeyElsewhere):
-		reply(http.StatusConflict, failure{Error: err.Error()})
+		reply(http.StatusConflict, queryFailure{Error: err.Error()})
 	case errors.Is(err, ErrUnknownVariable):
-		reply(http.StatusNotFound, failure{Error: err.Error()})
+		reply(http.StatusNotFound, queryFailure{Error: err.Error()})
 	case errors.Is(err, ErrNotRunning):
-		reply(http.StatusServiceUnavailable, failure{Error: err.Error()})
+		reply(http.StatusServiceUnavailable, queryFailure{Error: err.Error()})
 	default:
-		reply(http.StatusInternalServerError, failure{Error: err.Error()})
+		reply(http.StatusInternalServerError, queryFailure{Error: err.Error()})
 	}
 }
