@@ -314,3 +314,82 @@ func TestAdvertisedURLRefusals(t *testing.T) {
 		}
 	}
 }
+
+// Status.Group (and /status) show the whole group as the last assignment
+// described it: members with their URLs, standbys and warm-ups with their
+// lag, the partitions that move when caught up, unowned partitions and
+// the last rebalances with their durations. (Before: Status had no group,
+// and an instance whose own partitions were caught up looked healthy
+// while partitions of the group had no owner.)
+func TestStatusGroupView(t *testing.T) {
+	c := newViewCluster(t, 4)
+	i1, i2 := c.start("i1"), c.start("i2")
+	if g := i1.app.Status().Group; g != nil {
+		t.Fatalf("Status.Group before any assignment: %+v, want nil", g)
+	}
+	ghost := c.phantom("i3", "")
+	c.g.Rebalance(1500*time.Millisecond, map[*enginetest.GroupMember]group.Member{
+		i1.gm: {Active: []int32{0}}, i2.gm: {Active: []int32{1}}, ghost: {Active: []int32{2, 3}},
+	})
+	c.running(map[*viewNode]int{i1: 1, i2: 1})
+	// i3 stopped without leaving: at its session timeout the group goes on
+	// without it; partition 3 is warmed up on i2 (a standby of 0 too),
+	// partition 2 is left unowned.
+	c.g.Rebalance(250*time.Millisecond, map[*enginetest.GroupMember]group.Member{
+		i1.gm: {Active: []int32{0}},
+		i2.gm: {Active: []int32{1}, Standby: []int32{0}, Warmup: []int32{3}, Lag: map[int32]int64{0: 5, 3: 1200}},
+	})
+	var g *kstate.GroupStatus
+	testprocs.Eventually(t, 10*time.Second, "the second generation on i1", func() bool {
+		g = i1.app.Status().Group
+		return g != nil && g.Generation == 2
+	})
+	if g.Partitions != 4 || g.Leader != "i1" || len(g.Members) != 2 || g.BalancedAt.IsZero() {
+		t.Fatalf("group %+v", g)
+	}
+	m1, m2 := g.Members[0], g.Members[1]
+	if m1.InstanceID != "i1" || m1.Process != "i1" || m1.URL != i1.srv.URL || !m1.Local || fmt.Sprint(m1.Active) != "[0]" {
+		t.Fatalf("member i1: %+v", m1)
+	}
+	if m2.InstanceID != "i2" || m2.URL != i2.srv.URL || m2.Local || fmt.Sprint(m2.Active, m2.Standby, m2.Warmup) != "[1] [0] [3]" || m2.Lag[3] != 1200 {
+		t.Fatalf("member i2: %+v", m2)
+	}
+	if fmt.Sprint(g.Unowned) != "[2 3]" {
+		t.Fatalf("unowned %v, want [2 3]", g.Unowned)
+	}
+	if len(g.Moves) != 1 || g.Moves[0] != (kstate.GroupMove{Partition: 3, From: "", To: "i2", Lag: 1200}) {
+		t.Fatalf("moves %+v", g.Moves)
+	}
+	if len(g.Rebalances) != 2 || g.Rebalances[0].Generation != 2 || g.Rebalances[0].Duration != 250*time.Millisecond ||
+		g.Rebalances[1].Duration != 1500*time.Millisecond || fmt.Sprint(g.Rebalances[1].Assigned) != "[0]" || !g.Rebalances[0].Leader {
+		t.Fatalf("rebalances %+v", g.Rebalances)
+	}
+	// The same over /status, on i2.
+	resp, body := fetch(t, i2, "/status", nil)
+	var st struct {
+		Group struct {
+			Generation int32
+			Unowned    []int32
+			Members    []struct {
+				InstanceID string `json:"instance_id"`
+				URL        string
+				Local      bool
+				Lag        map[string]int64
+			}
+			Moves      []kstate.GroupMove
+			Rebalances []struct {
+				Generation int32
+				Duration   int64 `json:"duration_ns"`
+				Revoked    []int32
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &st); resp.StatusCode != 200 || err != nil {
+		t.Fatalf("/status: %d %v", resp.StatusCode, err)
+	}
+	sg := st.Group
+	if sg.Generation != 2 || fmt.Sprint(sg.Unowned) != "[2 3]" || len(sg.Members) != 2 || !sg.Members[1].Local || sg.Members[1].Lag["3"] != 1200 ||
+		len(sg.Moves) != 1 || len(sg.Rebalances) != 2 || sg.Rebalances[0].Duration != int64(250*time.Millisecond) {
+		t.Fatalf("/status group: %s", body)
+	}
+}

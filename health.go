@@ -3,7 +3,9 @@ package kstate
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 )
@@ -50,6 +52,86 @@ type Status struct {
 	LastCommitAt time.Time `json:"last_commit_at,omitzero"`
 	// Lag sums the partitions' Lag (-1 when no partition's lag is known).
 	Lag int64 `json:"lag"`
+	// Group is the whole consumer group as this instance's last
+	// assignment described it (the group's leader sends every member the
+	// view): nil before the first assignment.
+	Group *GroupStatus `json:"group,omitempty"`
+}
+
+// GroupStatus is the consumer group seen from one instance (Status.Group):
+// who owns and who stands by for each partition, as the group's leader
+// assigned them at the last rebalance, and this instance's last
+// rebalances. A group whose leader runs an older kstate release sends no
+// view: Members is then empty (Generation 0) and only Rebalances is known.
+type GroupStatus struct {
+	Generation int32 `json:"generation"`
+	// Leader is the instance id of the member that balanced the group, and
+	// BalancedAt when.
+	Leader     string    `json:"leader"`
+	BalancedAt time.Time `json:"balanced_at,omitzero"`
+	// Partitions is the number of partitions the group assigns (of each
+	// input topic: partition p of every input goes to one member).
+	Partitions int32               `json:"partitions"`
+	Members    []GroupMemberStatus `json:"members"`
+	// Unowned are the partitions no member holds active: nothing processes
+	// them (a member stopped without leaving the group keeps its
+	// partitions until its session times out; the rebalance then gives
+	// them to the others, or leaves them here when none can take them).
+	Unowned []int32 `json:"unowned"`
+	// Moves are the partitions that move when caught up: a member warms up
+	// a copy of the partition's state, and a later (probing) rebalance
+	// makes it the owner once its copy is within
+	// Options.Group.AcceptableLag of the changelog.
+	Moves []GroupMove `json:"moves"`
+	// Rebalances are this instance's last rebalances, newest first (one
+	// per generation, over its pipelines).
+	Rebalances []RebalanceStatus `json:"rebalances"`
+}
+
+// GroupMemberStatus is one member of the group (a pipeline of an
+// instance), as the leader assigned it.
+type GroupMemberStatus struct {
+	// InstanceID is the member's: its instance's Options.InstanceID, with
+	// "-p<i>" for its pipeline i > 0; Process is the instance's.
+	InstanceID string `json:"instance_id"`
+	Process    string `json:"process"`
+	// URL is the instance's Options.Group.AdvertisedURL ("": none).
+	URL string `json:"url"`
+	// Local: a pipeline of this instance.
+	Local bool `json:"local"`
+	// Active are the partitions it processes; Standby those whose state it
+	// keeps current to take over on failover; Warmup those it takes over
+	// when its copy has caught up (see GroupStatus.Moves).
+	Active  []int32 `json:"active"`
+	Standby []int32 `json:"standby"`
+	Warmup  []int32 `json:"warmup"`
+	// Lag is, for each standby and warm-up partition, how many changelog
+	// records its copy was behind when the leader assigned it.
+	Lag map[int32]int64 `json:"lag,omitempty"`
+}
+
+// GroupMove is a partition that moves when caught up (GroupStatus.Moves).
+type GroupMove struct {
+	Partition int32 `json:"partition"`
+	// From is the owner's instance id ("" while unowned), To the member
+	// warming up; Lag is how many changelog records To's copy was behind
+	// at the last rebalance (-1: unknown).
+	From string `json:"from"`
+	To   string `json:"to"`
+	Lag  int64  `json:"lag"`
+}
+
+// RebalanceStatus is one rebalance as this instance saw it: from the start
+// of its join to its new assignment.
+type RebalanceStatus struct {
+	Generation int32         `json:"generation"`
+	Start      time.Time     `json:"start,omitzero"`
+	Duration   time.Duration `json:"duration_ns"`
+	// Leader: this instance balanced the group.
+	Leader bool `json:"leader"`
+	// Assigned and Revoked are the partitions it gained and lost.
+	Assigned []int32 `json:"assigned"`
+	Revoked  []int32 `json:"revoked"`
 }
 
 // PartitionStatus is one assigned partition of a Status.
@@ -129,7 +211,53 @@ func (a *App[K, I, O]) Status() Status {
 		}
 	}
 	sort.Slice(st.Partitions, func(i, j int) bool { return st.Partitions[i].Partition < st.Partitions[j].Partition })
+	st.Group = a.groupStatus(c)
 	return st
+}
+
+// groupStatus is Status.Group: nil without a view nor a rebalance.
+func (a *App[K, I, O]) groupStatus(c *pipelineSet) *GroupStatus {
+	v, rbs, ok := c.GroupView()
+	if !ok && len(rbs) == 0 {
+		return nil
+	}
+	g := &GroupStatus{Members: []GroupMemberStatus{}, Unowned: []int32{}, Moves: []GroupMove{}, Rebalances: []RebalanceStatus{}}
+	for _, r := range rbs {
+		g.Rebalances = append(g.Rebalances, RebalanceStatus{Generation: r.Generation, Start: r.Start, Duration: r.Duration,
+			Leader: r.Leader, Assigned: nonNil(r.Assigned), Revoked: nonNil(r.Revoked)})
+	}
+	if !ok {
+		return g
+	}
+	g.Generation, g.BalancedAt, g.Partitions = v.Generation, v.At, v.Partitions
+	for _, m := range v.Members {
+		if m.MemberID == v.LeaderID {
+			g.Leader = m.InstanceID
+		}
+		g.Members = append(g.Members, GroupMemberStatus{InstanceID: m.InstanceID, Process: m.Process, URL: m.Addr,
+			Local: m.Process == a.cfg.InstanceID, Active: nonNil(m.Active), Standby: nonNil(m.Standby), Warmup: nonNil(m.Warmup), Lag: maps.Clone(m.Lag)})
+		for _, p := range m.Warmup {
+			mv := GroupMove{Partition: p, To: m.InstanceID, Lag: -1}
+			if lag, ok := m.Lag[p]; ok {
+				mv.Lag = lag
+			}
+			if o, ok := v.Owner(p); ok {
+				mv.From = o.InstanceID
+			}
+			g.Moves = append(g.Moves, mv)
+		}
+	}
+	g.Unowned = nonNil(v.Unowned())
+	sort.Slice(g.Moves, func(i, j int) bool { return g.Moves[i].Partition < g.Moves[j].Partition })
+	return g
+}
+
+// nonNil is ps, or an empty list for JSON's [] instead of null.
+func nonNil(ps []int32) []int32 {
+	if ps == nil {
+		return []int32{}
+	}
+	return slices.Clone(ps)
 }
 
 // Live reports whether the App is alive, for a liveness probe: it is not
