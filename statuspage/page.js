@@ -82,6 +82,16 @@
       text("caught-up-detail", "input records not consumed yet" + (worst ? "; most on partition " + worst.partition + " (" + int(worst.lag) + ")" : ""));
       tone("card-caught-up", "warn");
     }
+    // Not caught up, whatever this instance's lag, while partitions of the
+    // group have no owner: nothing processes them.
+    const unowned = (st.group && st.group.unowned) || [];
+    if (!stopped && unowned.length > 0) {
+      const own = $("caught-up-detail").textContent;
+      text("caught-up", "No: " + plural(unowned.length, "partition") + " unowned");
+      text("caught-up-detail", (unowned.length === 1 ? "partition " : "partitions ") + unowned.join(", ") + " of the group " +
+        (unowned.length === 1 ? "has" : "have") + " no owner: nothing processes them; this instance: " + own);
+      tone("card-caught-up", "bad");
+    }
 
     // Restoring? Partitions and records done/total.
     if (restoring.length === 0) {
@@ -260,6 +270,81 @@
     return td;
   }
 
+  // ---- the group, as this instance's last assignment described it ----
+
+  const list = (ps) => (ps && ps.length ? ps.join(", ") : "—");
+  function lagOf(m, p) {
+    const l = m.lag && m.lag[p];
+    return typeof l === "number" ? " (lag " + int(l) + ")" : "";
+  }
+  function memberName(m) {
+    return m.instance_id + (m.local ? " (this instance)" : "");
+  }
+
+  function groupView(st) {
+    const g = st.group;
+    $("group").hidden = !g;
+    if (!g) return;
+    const members = g.members || [];
+    const view = members.length > 0;
+    const leader = g.leader ? " · leader " + g.leader : "";
+    text("group-summary", view
+      ? "(generation " + g.generation + " · " + plural(members.length, "member") + " · " + plural(g.partitions, "partition") + leader + ")"
+      : "(no view)");
+    $("group-no-view").hidden = view;
+    $("group-partitions-wrap").hidden = !view;
+    $("group-members-wrap").hidden = !view;
+    const unowned = g.unowned || [];
+    $("group-unowned").hidden = unowned.length === 0;
+    text("group-unowned", unowned.length === 0 ? "" : "Unowned: " + (unowned.length === 1 ? "partition " : "partitions ") + unowned.join(", ") +
+      (unowned.length === 1 ? " has" : " have") + " no owner; nothing processes " + (unowned.length === 1 ? "it" : "them") + " until a member takes " +
+      (unowned.length === 1 ? "it" : "them") + " over.");
+
+    // One row per partition: its owner, standbys and warm-ups.
+    const rows = [];
+    for (let p = 0; p < (g.partitions || 0); p++) {
+      const tr = el("tr");
+      tr.dataset.partition = p;
+      const th = el("th", null, String(p));
+      th.scope = "row";
+      tr.append(th);
+      const owner = members.find((m) => (m.active || []).includes(p));
+      const td = el("td");
+      if (owner) {
+        td.textContent = memberName(owner);
+      } else {
+        tr.classList.add("unowned");
+        td.append(el("span", "phase unowned", "unowned"));
+      }
+      const standbys = members.filter((m) => (m.standby || []).includes(p)).map((m) => memberName(m) + lagOf(m, p));
+      const warm = members.filter((m) => (m.warmup || []).includes(p)).map((m) => memberName(m) + lagOf(m, p) + ": moves when caught up");
+      tr.append(td, el("td", null, standbys.join(", ") || "—"), el("td", null, warm.join(", ") || "—"));
+      rows.push(tr);
+    }
+    $("group-partition-rows").replaceChildren(...rows);
+
+    $("group-member-rows").replaceChildren(...members.map((m) => {
+      const tr = el("tr");
+      const th = el("th", null, memberName(m));
+      th.scope = "row";
+      tr.append(th, el("td", null, m.process || "—"), m.url ? el("td", null, m.url) : el("td", "unknown", "none"),
+        el("td", null, list(m.active)), el("td", null, list(m.standby)), el("td", null, list(m.warmup)));
+      return tr;
+    }));
+
+    const rbs = g.rebalances || [];
+    $("group-no-rebalances").hidden = rbs.length > 0;
+    $("group-rebalances").hidden = rbs.length === 0;
+    $("group-rebalance-rows").replaceChildren(...rbs.map((r) => {
+      const tr = el("tr");
+      const start = when(r.start);
+      tr.append(el("td", "num", String(r.generation)), start ? el("td", null, clock(start)) : el("td", "unknown", "unknown"),
+        el("td", "num", dur(r.duration_ns || 0)), el("td", null, list(r.assigned)), el("td", null, list(r.revoked)),
+        el("td", null, r.leader ? "yes" : "no"));
+      return tr;
+    }));
+  }
+
   // ---- charts: samples of rates derived from counter deltas ----
 
   const samples = []; // {t, in, out, lat} with lat null when no commit in the interval
@@ -393,6 +478,7 @@
     lastOK = Date.now();
     summary(st);
     partitions(st);
+    groupView(st);
     sample(st);
     connected();
   }
