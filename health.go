@@ -141,6 +141,11 @@ type PartitionStatus struct {
 	// its group member is "<InstanceID>-p<Pipeline>", pipeline 0 is
 	// InstanceID itself).
 	Pipeline int `json:"pipeline"`
+	// HandoverTo is the pipeline the partition is moving to; nil when
+	// none. With several pipelines a rebalance can move a partition from
+	// one to another; the new one restores it (waiting for the old one to
+	// close its shard) while the old one, shown here, ends its batch.
+	HandoverTo *int `json:"handover_to,omitempty"`
 	// Restoring: its state is being restored from the changelog; it does
 	// not process yet.
 	Restoring bool `json:"restoring"`
@@ -193,7 +198,7 @@ func (a *App[K, I, O]) Status() Status {
 	if c == nil {
 		return st
 	}
-	s, owner := c.SnapshotOwners()
+	s, owner, handover := c.SnapshotOwners()
 	st.BatchInFlight, st.SinceCommit, st.FirstCommit = s.BatchInFlight, s.SinceCommit, s.FirstCommit
 	st.BatchInFlightRecords = s.BatchInFlightRecords
 	st.Total = newCounters(s.Total)
@@ -201,8 +206,12 @@ func (a *App[K, I, O]) Status() Status {
 	st.Lag = -1
 	for _, p := range s.Assigned {
 		ps, ct := s.Status[p], newCounters(s.Partitions[p])
+		var to *int
+		if i, ok := handover[p]; ok {
+			to = &i
+		}
 		st.Partitions = append(st.Partitions, PartitionStatus{
-			Partition: p, Pipeline: owner[p], Restoring: !ps.Ready, RestoredRecords: ps.RestoredRecords, RestoreTotal: ps.RestoreTotal,
+			Partition: p, Pipeline: owner[p], HandoverTo: to, Restoring: !ps.Ready, RestoredRecords: ps.RestoredRecords, RestoreTotal: ps.RestoreTotal,
 			RestoreRate: ps.RestoreRate, RestoreETA: ps.RestoreETA, Lag: ps.Lag, InBatch: ps.InBatch,
 			Watermark: ps.Watermark, BatchID: ps.BatchID - 1, Counters: ct,
 		})

@@ -22,10 +22,11 @@ import (
 // i2, and two rebalances happened.
 func groupStatus() kstate.Status {
 	now := time.Now()
+	one := 1 // partition 0 moves to pipeline 1
 	return kstate.Status{
 		ApplicationID: "orders", InstanceID: "i1", State: "Running", Ready: true, ReadyReason: "ok",
 		MaxBatchDuration: time.Minute, LastCommitAt: now, Lag: 0,
-		Partitions: []kstate.PartitionStatus{{Partition: 0, Lag: 0, BatchID: 3, Watermark: -1}},
+		Partitions: []kstate.PartitionStatus{{Partition: 0, Lag: 0, BatchID: 3, Watermark: -1, HandoverTo: &one}},
 		Group: &kstate.GroupStatus{
 			Generation: 7, Leader: "i1", BalancedAt: now.Add(-time.Minute), Partitions: 4,
 			Members: []kstate.GroupMemberStatus{
@@ -45,8 +46,10 @@ func groupStatus() kstate.Status {
 // The status page shows the group: a row per partition of the group with
 // its owner (unowned ones marked), standbys and warm-ups, the members and
 // the last rebalances with their durations; and it does not say "Caught
-// up" while partitions of the group have no owner. (Before: no group on
-// the page, and "Yes" in the Caught up card with two partitions unowned.)
+// up" while partitions of the group have no owner; a partition handed
+// over to another pipeline says where it moves. (Before: no group on the
+// page, "Yes" in the Caught up card with two partitions unowned, and no
+// sign of a handover.)
 func TestStatusPageGroupChromium(t *testing.T) {
 	execPath := chromium(t)
 	app := newApp(t, config([]string{"127.0.0.1:1"}, t.TempDir(), testprocs.NewCounter))
@@ -90,6 +93,9 @@ func TestStatusPageGroupChromium(t *testing.T) {
 		if got, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID(id))); err != nil || got != want {
 			t.Errorf("#%s: %q (%v), want %q", id, got, err, want)
 		}
+	}
+	if got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#partition-0 .phase.handover")?.textContent ?? ""`)); err != nil || got != "moving to pipeline 1" {
+		t.Errorf("partition 0 handed over to pipeline 1: %q (%v)", got, err)
 	}
 	type groupRow struct {
 		Partition, Owner, Standbys, Warmup string

@@ -208,7 +208,7 @@
     $("partitions").hidden = parts.length === 0;
     // The pipeline column only when partitions are spread over several
     // pipelines (Config.Pipelines > 1).
-    const pipelines = parts.some((p) => (p.pipeline || 0) > 0);
+    const pipelines = parts.some((p) => (p.pipeline || 0) > 0 || typeof p.handover_to === "number");
     $("pipeline-col").hidden = !pipelines;
     const rows = parts.map((p) => {
       const tr = el("tr");
@@ -223,6 +223,12 @@
       if (p.in_batch) {
         tr.dataset.inBatch = "true";
         phase.append(el("span", "phase in-batch", "in batch"));
+      }
+      if (typeof p.handover_to === "number") {
+        // Handed over to another pipeline of this instance, which
+        // restores it while this one ends its batch.
+        tr.dataset.handoverTo = p.handover_to;
+        phase.append(el("span", "phase handover", "moving to pipeline " + p.handover_to));
       }
       tr.append(phase, restoreCell(p));
       tr.append(p.lag >= 0 ? el("td", "num", int(p.lag)) : el("td", "num unknown", "unknown"));

@@ -1,10 +1,12 @@
 package runtime
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/group"
 )
 
@@ -44,5 +46,29 @@ func TestMergeGroupViews(t *testing.T) {
 	}
 	if _, _, ok := mergeGroupViews([]pipelineView{{}, {}}); ok {
 		t.Fatal("no pipeline has a view: ok")
+	}
+}
+
+// A partition two pipelines list at once (handed over: the new owner
+// restores while the old one still processes it) is shown from the one
+// processing it, and handover names the other. (Before: the new owner was
+// not shown at all.)
+func TestMergeSnapshotsHandover(t *testing.T) {
+	ready := engine.PartitionStatus{Ready: true, Lag: 3}
+	restoring := engine.PartitionStatus{Lag: -1}
+	snaps := []engine.Snapshot{
+		{Assigned: []int32{0, 1}, Status: map[int32]engine.PartitionStatus{0: ready, 1: restoring}, Partitions: map[int32]engine.Counters{0: {RowsIn: 5}}},
+		{Assigned: []int32{1, 2}, Status: map[int32]engine.PartitionStatus{1: ready, 2: ready}},
+		{Assigned: []int32{0}, Status: map[int32]engine.PartitionStatus{0: restoring}},
+	}
+	m, owner, handover := mergeSnapshots(snaps, engine.PhaseRunning)
+	if fmt.Sprint(m.Assigned, m.Restoring) != "[0 1 2] []" {
+		t.Fatalf("assigned %v restoring %v", m.Assigned, m.Restoring)
+	}
+	if fmt.Sprint(owner) != "map[0:0 1:1 2:1]" || fmt.Sprint(handover) != "map[0:2 1:0]" {
+		t.Fatalf("owner %v handover %v, want map[0:0 1:1 2:1] and map[0:2 1:0]", owner, handover)
+	}
+	if m.Partitions[0].RowsIn != 5 || m.Status[1] != ready {
+		t.Fatalf("merged %+v", m)
 	}
 }

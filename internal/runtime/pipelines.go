@@ -99,27 +99,36 @@ func (ps *PipelineSet) Phase() engine.Phase {
 
 // Snapshot merges the pipelines' snapshots (see SnapshotOwners).
 func (ps *PipelineSet) Snapshot() engine.Snapshot {
-	s, _ := ps.SnapshotOwners()
+	s, _, _ := ps.SnapshotOwners()
 	return s
 }
 
 // SnapshotOwners merges the pipelines' snapshots; owner maps each assigned
 // partition to its pipeline. A partition that two pipelines list at once
 // (handed over, the new owner restoring while the old one has not yet seen
-// its revoke) is shown from the one that has it ready, else the first.
-func (ps *PipelineSet) SnapshotOwners() (engine.Snapshot, map[int32]int) {
+// its revoke) is shown from the one that has it ready, else the first;
+// handover maps it to the other one, the pipeline it moves to.
+func (ps *PipelineSet) SnapshotOwners() (s engine.Snapshot, owner, handover map[int32]int) {
 	if len(ps.Coords) == 1 {
 		s := ps.Coords[0].Snapshot()
 		owner := make(map[int32]int, len(s.Assigned))
 		for _, p := range s.Assigned {
 			owner[p] = 0
 		}
-		return s, owner
+		return s, owner, map[int32]int{}
 	}
-	m := engine.Snapshot{Partitions: map[int32]engine.Counters{}, Status: map[int32]engine.PartitionStatus{}, Phase: ps.Phase()}
-	owner := map[int32]int{}
+	snaps := make([]engine.Snapshot, len(ps.Coords))
 	for i, c := range ps.Coords {
-		s := c.Snapshot()
+		snaps[i] = c.Snapshot()
+	}
+	return mergeSnapshots(snaps, ps.Phase())
+}
+
+// mergeSnapshots is SnapshotOwners' merge of the pipelines' snapshots.
+func mergeSnapshots(snaps []engine.Snapshot, phase engine.Phase) (engine.Snapshot, map[int32]int, map[int32]int) {
+	m := engine.Snapshot{Partitions: map[int32]engine.Counters{}, Status: map[int32]engine.PartitionStatus{}, Phase: phase}
+	owner, handover := map[int32]int{}, map[int32]int{}
+	for i, s := range snaps {
 		m.Total.Add(s.Total)
 		m.FirstCommit = minPositive(m.FirstCommit, s.FirstCommit)
 		m.SinceCommit = minPositive(m.SinceCommit, s.SinceCommit)
@@ -129,8 +138,12 @@ func (ps *PipelineSet) SnapshotOwners() (engine.Snapshot, map[int32]int) {
 		m.BatchRecordLimit = max(m.BatchRecordLimit, s.BatchRecordLimit)
 		for _, p := range s.Assigned {
 			st := s.Status[p]
-			if _, seen := owner[p]; seen && (m.Status[p].Ready || !st.Ready) {
-				continue
+			if prev, seen := owner[p]; seen {
+				if m.Status[p].Ready || !st.Ready {
+					handover[p] = i
+					continue
+				}
+				handover[p] = prev
 			}
 			owner[p] = i
 			m.Status[p] = st
@@ -150,7 +163,7 @@ func (ps *PipelineSet) SnapshotOwners() (engine.Snapshot, map[int32]int) {
 	sort.Slice(m.Assigned, func(i, j int) bool { return m.Assigned[i] < m.Assigned[j] })
 	sort.Slice(m.Restoring, func(i, j int) bool { return m.Restoring[i] < m.Restoring[j] })
 	slices.Sort(m.BatchInFlightPartitions)
-	return m, owner
+	return m, owner, handover
 }
 
 // minPositive is the smaller of two durations where 0 means none.
