@@ -21,9 +21,11 @@ const (
 	// headerAnsweredBy names the instance (Options.InstanceID) that
 	// answered a live query.
 	headerAnsweredBy = "Kstate-Answered-By"
-	// forwardTimeout bounds a forwarded query's round trip to the owner.
-	forwardTimeout = 10 * time.Second
 )
+
+// forwardTimeout bounds a forwarded query's round trip to the owner (a
+// variable for tests).
+var forwardTimeout = 10 * time.Second
 
 // forwardClient sends forwarded queries; it follows no redirect (the
 // caller's credentials go to the advertised URL only).
