@@ -344,6 +344,10 @@ func TestStatusGroupView(t *testing.T) {
 		g = i1.app.Status().Group
 		return g != nil && g.Generation == 2
 	})
+	// KeyOwner names the standby's URL too.
+	if o, err := i1.app.KeyOwner(context.Background(), c.keyOf(0)); err != nil || o.Process != "i1" || fmt.Sprint(o.StandbyURLs) != "["+i2.srv.URL+"]" {
+		t.Fatalf("KeyOwner of partition 0: %+v, %v; want standby URLs [%s]", o, err, i2.srv.URL)
+	}
 	if g.Partitions != 4 || g.Leader != "i1" || len(g.Members) != 2 || g.BalancedAt.IsZero() {
 		t.Fatalf("group %+v", g)
 	}
