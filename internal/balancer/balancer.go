@@ -37,10 +37,10 @@ type Balancer struct {
 	// (err: the end offsets could not be read).
 	OnBalance func(gen int32, err error)
 	// OnAssignment is called with each assignment this member receives:
-	// the kstate part of it, ok false when the group runs a fallback
+	// its active partitions per topic and the kstate part, ok false when the group runs a fallback
 	// protocol (an older release is in the group) or the leader's part
 	// could not be decoded (then a is zero: no standbys, no view).
-	OnAssignment func(a group.Assignment, ok bool)
+	OnAssignment func(active map[string][]int32, a group.Assignment, ok bool)
 	// Now is the clock of View.At (default time.Now).
 	Now func() time.Time
 }
@@ -78,7 +78,7 @@ func (f fallback) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.Gr
 func (f fallback) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
 	m, err := f.GroupBalancer.ParseSyncAssignment(assignment)
 	if err == nil && f.b.OnAssignment != nil {
-		f.b.OnAssignment(group.Assignment{}, false)
+		f.b.OnAssignment(m, group.Assignment{}, false)
 	}
 	return m, err
 }
@@ -129,7 +129,7 @@ func (b *Balancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, e
 	}
 	if b.OnAssignment != nil {
 		a, err := group.DecodeAssignment(ka.UserData)
-		b.OnAssignment(a, err == nil)
+		b.OnAssignment(m, a, err == nil)
 	}
 	return m, nil
 }
