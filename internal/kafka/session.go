@@ -154,6 +154,11 @@ type SessionConfig struct {
 	// changed; empty when none remain. Optional.
 	OnStandby func(ctx context.Context, parts []int32)
 
+	// previousRelease makes the session join as the release before
+	// kstate's balancer did (only its cooperative-sticky or range
+	// protocol): the tests of a group mixing releases.
+	previousRelease bool
+
 	// Client holds TLS, SASL and extra franz-go options for the session's
 	// clients (its own and Leave's). Its Brokers is ignored: Brokers above
 	// is used. The session's own options are applied after Client.Extra.
@@ -923,6 +928,12 @@ func (s *Session) HighWatermark(topic string, partition int32) (hwm, logStart in
 // join, so it sees every join whichever protocol the group runs.
 func (s *Session) balancers() []kgo.GroupBalancer {
 	bs := balancer.Protocols(s.newBalancer())
+	if s.cfg.previousRelease {
+		bs = []kgo.GroupBalancer{kgo.CooperativeStickyBalancer()}
+		if s.cfg.CoPartitioned {
+			bs[0] = kgo.RangeBalancer()
+		}
+	}
 	bs[0] = trackedBalancer{bs[0], s}
 	return bs
 }
