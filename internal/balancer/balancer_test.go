@@ -93,7 +93,9 @@ func TestCoPartitionedHolds(t *testing.T) {
 // protocols advertised keep an older release's so that it can join.
 func TestMixedMetadata(t *testing.T) {
 	topics := []string{"in"}
-	leader := &Balancer{Meta: func() group.Meta { return group.Meta{InstanceID: "a", Process: "a", Shards: map[int32]int64{0: 5, 1: 5, 2: 5, 3: 5}} },
+	leader := &Balancer{Meta: func() group.Meta {
+		return group.Meta{InstanceID: "a", Process: "a", Shards: map[int32]int64{0: 5, 1: 5, 2: 5, 3: 5}}
+	},
 		EndOffsets: func() (map[int32]int64, error) { return map[int32]int64{0: 5, 1: 5, 2: 5, 3: 5}, nil }}
 	old := kgo.CooperativeStickyBalancer()
 	empty := kmsg.NewJoinGroupResponseMember()
@@ -141,7 +143,9 @@ func TestMixedMetadata(t *testing.T) {
 // TestJoinMetadataForKafkaTools: the join metadata is Kafka's consumer
 // metadata (topics, owned partitions, generation) with the member's Meta.
 func TestJoinMetadataForKafkaTools(t *testing.T) {
-	b := &Balancer{Meta: func() group.Meta { return group.Meta{InstanceID: "i", Addr: "http://x", Shards: map[int32]int64{2: 40}} }}
+	b := &Balancer{Meta: func() group.Meta {
+		return group.Meta{InstanceID: "i", Addr: "http://x", Shards: map[int32]int64{2: 40}}
+	}}
 	var md kmsg.ConsumerMemberMetadata
 	if err := md.ReadFrom(b.JoinGroupMetadata([]string{"in"}, map[string][]int32{"in": {2, 0}}, 7)); err != nil {
 		t.Fatal(err)
