@@ -371,3 +371,31 @@ func TestMixedReleaseGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestBalanceWithoutEndOffsets: the leader cannot read the changelog's end
+// offsets (the topic does not exist): the group still balances, sticky and
+// balanced, with its view, standbys and no warm-ups.
+func TestBalanceWithoutEndOffsets(t *testing.T) {
+	h := newGroupHarness(t, []string{"in"}, 4, 0)
+	noChangelog := func(c *SessionConfig) { c.ChangelogTopic, c.Standbys = "absent", 1 }
+	h.join("a", noChangelog)
+	h.waitFor("a alone", h.settled)
+	h.join("b", noChangelog)
+	h.waitFor("a and b", func() (bool, string) {
+		if ok, why := h.settled(); !ok {
+			return false, why
+		}
+		for _, m := range h.members {
+			if n := len(m.activeNumbers()); n != 2 || len(m.standbys()) != 2 {
+				return false, fmt.Sprintf("%s owns %v, stands by for %v", m.id, m.activeNumbers(), m.standbys())
+			}
+		}
+		return true, ""
+	})
+	v, _ := h.members[0].s.View()
+	for _, m := range v.Members {
+		if len(m.Warmup) != 0 || len(m.Lag) != 0 {
+			t.Errorf("%s: warm-ups %v, lag %v without end offsets", m.InstanceID, m.Warmup, m.Lag)
+		}
+	}
+}
