@@ -170,16 +170,24 @@ func (s *Session) onAssignment(active map[string][]int32, a group.Assignment, ok
 func (s *Session) armProbe(seq int) {
 	s.grp.probe = time.AfterFunc(s.cfg.ProbingInterval, func() {
 		s.grp.mu.Lock()
-		defer s.grp.mu.Unlock()
-		if s.grp.closed || s.grp.probeSeq != seq {
+		current := !s.grp.closed && s.grp.probeSeq == seq
+		gen := s.grp.view.Generation
+		s.grp.mu.Unlock()
+		if !current {
 			return
 		}
+		// Not under grp.mu: ForceRebalance takes franz-go's group lock,
+		// and the group goroutine calls onAssignment.
 		if cl := s.client.Load(); cl != nil {
-			s.log.Info("probing rebalance: warm-ups in the group", "group", s.cfg.GroupID, "generation", s.grp.view.Generation)
+			s.log.Info("probing rebalance: warm-ups in the group", "group", s.cfg.GroupID, "generation", gen)
 			cl.ForceRebalance()
 		}
 		// Again after another interval if no assignment came meanwhile.
-		s.armProbe(seq)
+		s.grp.mu.Lock()
+		defer s.grp.mu.Unlock()
+		if !s.grp.closed && s.grp.probeSeq == seq {
+			s.armProbe(seq)
+		}
 	})
 }
 
