@@ -112,6 +112,11 @@ type decision struct {
 	warmup [][]int32
 	standb [][]int32
 	nWarm  int
+	// nCaught counts the members with a caught-up copy of each partition
+	// (built at first use).
+	nCaught []int
+	// lags is lag's table (built at first use).
+	lags [][]int64
 }
 
 func newDecision(in Input, cfg Config) *decision {
@@ -182,12 +187,17 @@ func (d *decision) lag(i int, p int32) int64 {
 	if !d.stateAware() {
 		return 0
 	}
-	end := d.in.EndOffsets[p]
-	pos, ok := d.shards[d.proc[i]][p]
-	if !ok {
-		pos = 0
+	if d.lags == nil {
+		d.lags = make([][]int64, d.n)
+		for j := range d.n {
+			d.lags[j] = make([]int64, len(d.owner))
+			for q := range int32(len(d.owner)) {
+				pos := d.shards[d.proc[j]][q] // 0 without a copy: from the start
+				d.lags[j][q] = max(0, d.in.EndOffsets[q]-pos)
+			}
+		}
 	}
-	return max(0, end-pos)
+	return d.lags[i][p]
 }
 
 func (d *decision) caught(i int, p int32) bool { return d.lag(i, p) <= d.cfg.AcceptableLag }
@@ -195,12 +205,21 @@ func (d *decision) caught(i int, p int32) bool { return d.lag(i, p) <= d.cfg.Acc
 // caughtElsewhere is whether a member other than i has a caught-up copy of
 // p.
 func (d *decision) caughtElsewhere(i int, p int32) bool {
-	for j := range d.n {
-		if j != i && d.caught(j, p) {
-			return true
+	if d.nCaught == nil {
+		d.nCaught = make([]int, len(d.owner))
+		for q := range int32(len(d.owner)) {
+			for j := range d.n {
+				if d.caught(j, q) {
+					d.nCaught[q]++
+				}
+			}
 		}
 	}
-	return false
+	n := d.nCaught[p]
+	if d.caught(i, p) {
+		n--
+	}
+	return n > 0
 }
 
 // best returns the member among ok ones with the least lag on p, then the

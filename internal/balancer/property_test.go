@@ -189,3 +189,22 @@ func assignedAll(out []group.Member, P int32) bool {
 	}
 	return n == int(P)
 }
+
+// BenchmarkDecide: a large group (100 members in 50 processes, 1,000
+// partitions, one standby each, a newcomer without copies).
+func BenchmarkDecide(b *testing.B) {
+	in := Input{Partitions: 1000, EndOffsets: ends(1000, 1_000_000)}
+	for i := range 100 {
+		proc := fmt.Sprintf("p%d", i/2)
+		var owned []int32
+		sh := map[int32]int64{}
+		for p := int32(i); p < 1000 && i < 99; p += 99 {
+			owned = append(owned, p)
+			sh[p] = 1_000_000
+		}
+		in.Members = append(in.Members, mem(fmt.Sprintf("%s-m%d", proc, i), proc, 4, owned, sh))
+	}
+	for b.Loop() {
+		Decide(in, Config{Standbys: 1, AcceptableLag: 10_000})
+	}
+}

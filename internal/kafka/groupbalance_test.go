@@ -227,11 +227,20 @@ func (h *groupHarness) kafkaAgrees() (bool, string) {
 // the same view, its standbys (one per partition, never the active's
 // process) through OnStandby, and its rebalance history.
 func TestGroupViewAndStandbys(t *testing.T) {
-	for _, n := range []int{2, 3} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
+	// pipelines: two members of one process (its pipelines, sharing its
+	// shard directory) and one of another.
+	for _, n := range []string{"2", "3", "pipelines"} {
+		t.Run(n, func(t *testing.T) {
 			h := newGroupHarness(t, []string{"in"}, 6, 0)
-			for i := range n {
-				h.join(fmt.Sprintf("m%d", i), func(c *SessionConfig) { c.Standbys = 1 })
+			ids, procs := []string{"m0", "m1", "m2"}, []string{"m0", "m1", "m2"}
+			switch n {
+			case "2":
+				ids = ids[:2]
+			case "pipelines":
+				ids, procs = []string{"x", "x-p1", "y"}, []string{"x", "x", "y"}
+			}
+			for i, id := range ids {
+				h.join(id, func(c *SessionConfig) { c.Standbys, c.Process = 1, procs[i] })
 				h.waitFor(fmt.Sprintf("%d members", i+1), h.settled)
 			}
 			v, _ := h.members[0].s.View()
