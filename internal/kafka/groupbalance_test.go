@@ -343,16 +343,20 @@ func TestWarmupThenProbingMove(t *testing.T) {
 	}
 }
 
-// TestMixedReleaseGroup: a member of the previous release (its protocol
-// only) and one of this release form a group on the previous protocol,
-// co-partitioning holding; once the old one leaves, the group runs kstate's
-// balancer, and a new member joins it.
+// TestMixedReleaseGroup: a member of this release alone runs kstate's
+// balancer; a member of the previous release (its protocol only) joins:
+// the group runs the previous protocol, co-partitioning holding; once the
+// old one leaves, the group runs kstate's balancer again, and another new
+// member joins it.
 func TestMixedReleaseGroup(t *testing.T) {
 	for _, topics := range [][]string{{"in"}, {"in", "in2"}} {
 		t.Run(fmt.Sprint(len(topics)), func(t *testing.T) {
 			h := newGroupHarness(t, topics, 4, 0)
-			old := h.join("old", func(c *SessionConfig) { c.previousRelease = true })
 			cur := h.join("new", nil)
+			h.waitFor("new alone", h.settled)
+			// An older member joins (a rollback, or one not yet upgraded
+			// restarting): the group goes back to the older protocol.
+			old := h.join("old", func(c *SessionConfig) { c.previousRelease = true })
 			h.waitFor("mixed group", func() (bool, string) {
 				if ok, why := h.kafkaAgrees(); !ok {
 					return false, why
