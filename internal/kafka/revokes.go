@@ -20,10 +20,14 @@ import "github.com/twmb/franz-go/pkg/kgo"
 // So the session also follows the group from the member's side of each
 // join, which franz-go always reports to the balancer (trackedBalancer) on
 // the same group goroutine as the callbacks, in order with them: the join
-// metadata names what the member still owns — nothing for the eager range
-// balancer, which revokes everything before every join; for the
-// cooperative-sticky balancer its assignment less what it just revoked
-// (it joins again after every revoke), and nothing after a loss.
+// metadata names what the member still owns — for kstate's balancer (and
+// the cooperative-sticky one of a group mixing releases) its assignment
+// less what it just revoked (it joins again after every revoke); nothing
+// for the eager range balancer of a mixed co-partitioned group, which
+// revokes everything before every join; and nothing after a loss. franz-go
+// builds every protocol's metadata at each join, so the wrapper on the
+// first protocol (kstate's) sees every join, whichever protocol the group
+// runs.
 // Whatever the queued events leave assigned beyond that (Session.mu.queued)
 // was revoked or lost without our callback: reconcile queues the revoke.
 //

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kstate/kstate/internal/balancer"
 	"github.com/kstate/kstate/internal/startup"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -115,6 +116,49 @@ type SessionConfig struct {
 	// are retried, aborts, franz-go warnings). Default: discard.
 	Logger *slog.Logger
 
+	// Process is the application instance this member runs in: the
+	// pipelines of one Run (instance ids "<InstanceID>" and
+	// "<InstanceID>-p<i>") share it and their state directory, so the
+	// balancer counts a process's local shards for each of its pipelines
+	// and places no standby in the process holding the partition active.
+	// Default InstanceID (without one, the member is its own process).
+	Process string
+	// Addr is the member's advertised URL for live queries, carried in
+	// its join metadata to every member's View. Default "": none.
+	Addr string
+	// ChangelogTopic is the changelog whose partition p is shard p: the
+	// leader reads its end offsets to know how far each local copy is
+	// behind. Default "": the balancer is sticky and balanced only.
+	ChangelogTopic string
+	// Standbys is how many members of other processes keep a standby copy
+	// of each partition (fewer when there are fewer processes). Default 0.
+	Standbys int
+	// AcceptableLag, overriding DefaultAcceptableLag (when 0), is how many
+	// changelog records behind a copy may be and count as caught up: a
+	// partition goes active only to a caught-up copy while one exists, and
+	// a warm-up copy takes its partition over once within it.
+	AcceptableLag int64
+	// ProbingInterval, overriding DefaultProbingInterval, is how often the
+	// leader forces a rebalance while warm-ups exist in the group.
+	ProbingInterval time.Duration
+	// LocalShards returns the changelog position (the next offset to read)
+	// of every shard this member's process holds locally, active, standby
+	// or closed, reported as the member joins; called on franz-go's group
+	// goroutine, so it must be quick and safe from any goroutine. Nil:
+	// none.
+	LocalShards func() map[int32]int64
+	// OnStandby is called from Poll, under OnAssigned's rules and after
+	// the assigned and revoked callbacks of the same Poll, with the
+	// member's full set of standby and warm-up partitions (partition
+	// numbers, sorted; a partition held active is left out) whenever it
+	// changed; empty when none remain. Optional.
+	OnStandby func(ctx context.Context, parts []int32)
+
+	// previousRelease makes the session join as the release before
+	// kstate's balancer did (only its cooperative-sticky or range
+	// protocol): the tests of a group mixing releases.
+	previousRelease bool
+
 	// Client holds TLS, SASL and extra franz-go options for the session's
 	// clients (its own and Leave's). Its Brokers is ignored: Brokers above
 	// is used. The session's own options are applied after Client.Extra.
@@ -181,6 +225,15 @@ type Session struct {
 	// owned is the set of partitions reported assigned to the caller; only
 	// touched on the Poll goroutine.
 	owned map[Partition]struct{}
+	// client is gts's client, for the group goroutine's callbacks (which
+	// may run before NewSession stored gts).
+	client atomic.Pointer[kgo.Client]
+	// grp is the group as this member sees it (groupview.go);
+	// standbyDelivered the standby partitions last given to OnStandby
+	// (Poll goroutine).
+	grp              groupState
+	standbyDelivered []int32
+
 	// hwm is the high watermark of each partition as of the last fetch
 	// that returned it (HighWatermark); only touched on the Poll goroutine.
 	hwm map[Partition][2]int64
@@ -273,6 +326,15 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	if cfg.TxnSettle == 0 {
 		cfg.TxnSettle = DefaultTxnSettle
 	}
+	if cfg.Process == "" {
+		cfg.Process = cfg.InstanceID
+	}
+	if cfg.AcceptableLag == 0 {
+		cfg.AcceptableLag = DefaultAcceptableLag
+	}
+	if cfg.ProbingInterval <= 0 {
+		cfg.ProbingInterval = DefaultProbingInterval
+	}
 	s := &Session{cfg: cfg, log: cfg.Logger, created: time.Now(), owned: make(map[Partition]struct{}), fence: newGenerationFence()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -294,7 +356,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		// franz-go version; RequireStableFetchOffsets is a no-op. Auto
 		// commit is off for any transactional client.)
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.Balancers(trackedBalancer{balancer(cfg.CoPartitioned), s}),
+		kgo.Balancers(s.balancers()...),
 		kgo.RecordPartitioner(newPartitioner()),
 		kgo.MetadataMinAge(clientMetadataMinAge),
 		// Produce and ProduceAsync hand over whole batches or chunks of
@@ -334,6 +396,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		return nil, fmt.Errorf("kafka: new session for group %q: %w", cfg.GroupID, err)
 	}
 	s.gts = gts
+	s.client.Store(gts.Client())
 	return s, nil
 }
 
@@ -470,6 +533,7 @@ func (s *Session) PollInto(ctx context.Context, maxRecords int, dst []Record) ([
 	fetches := s.pollFresh(ctx, maxRecords, freshPollWait)
 
 	s.deliver(ctx)
+	s.deliverStandby(ctx)
 	fail := func(err error) ([]Record, error) {
 		if fetches.NumRecords() > 0 {
 			s.mustAbort.Store(true)
@@ -763,6 +827,7 @@ func (s *Session) End(ctx context.Context, commit bool) (committed bool, err err
 func (s *Session) Close() error {
 	s.once.Do(func() {
 		s.closed.Store(true)
+		s.stopGroup()
 		if s.inTxn.Load() {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.TransactionTimeout)
 			if _, err := s.gts.End(ctx, kgo.TryAbort); err != nil {
@@ -803,6 +868,7 @@ func (s *Session) Close() error {
 func (s *Session) Abandon() {
 	s.once.Do(func() {
 		s.closed.Store(true)
+		s.stopGroup()
 		s.cancel()
 		s.gts.Close()
 	})
@@ -854,12 +920,20 @@ func (s *Session) HighWatermark(topic string, partition int32) (hwm, logStart in
 	return h[0], h[1], ok
 }
 
-// balancer is the group balancer: cooperative-sticky (partitions move one
-// by one), or range when partition p of every topic must go to one member
-// (range maps each topic's partitions alike over the sorted members).
-func balancer(coPartitioned bool) kgo.GroupBalancer {
-	if coPartitioned {
-		return kgo.RangeBalancer()
+// balancers are the group protocols the session joins with: kstate's
+// balancer, then the one of the releases before it (cooperative-sticky, or
+// range when co-partitioned) so that an older member still joins
+// (balancer.Protocols). The first is wrapped to report each join to
+// reconcile (revokes.go): franz-go builds every protocol's metadata at each
+// join, so it sees every join whichever protocol the group runs.
+func (s *Session) balancers() []kgo.GroupBalancer {
+	bs := balancer.Protocols(s.newBalancer())
+	if s.cfg.previousRelease {
+		bs = []kgo.GroupBalancer{kgo.CooperativeStickyBalancer()}
+		if s.cfg.CoPartitioned {
+			bs[0] = kgo.RangeBalancer()
+		}
 	}
-	return kgo.CooperativeStickyBalancer()
+	bs[0] = trackedBalancer{bs[0], s}
+	return bs
 }
