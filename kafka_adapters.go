@@ -14,6 +14,7 @@ import (
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/engine"
+	"github.com/kstate/kstate/internal/group"
 	"github.com/kstate/kstate/internal/kafka"
 )
 
@@ -43,6 +44,15 @@ func (a *App[K, I, O]) joinGroup(instance string, stayIn func() bool, closeJoinG
 		OnRevoked:          func(ctx context.Context, ps []kafka.Partition) { s.ev.Revoked(ctx, toParts(ps)) },
 		OnLost:             func(ctx context.Context, ps []kafka.Partition) { s.ev.Lost(ctx, toParts(ps)) },
 		Logger:             cfg.Logger.With("app", cfg.ApplicationID),
+
+		// The group's balancer (internal/balancer): every pipeline of
+		// this Run is a member of process InstanceID, sharing its shards.
+		Process:         cfg.InstanceID,
+		Addr:            cfg.AdvertisedURL,
+		ChangelogTopic:  a.ChangelogTopic(),
+		Standbys:        cfg.Standbys,
+		AcceptableLag:   cfg.AcceptableLag,
+		ProbingInterval: cfg.ProbingInterval,
 	})
 	if err != nil {
 		return nil, err
@@ -62,6 +72,10 @@ type kafkaSession struct {
 	// (engine.Session: valid until the next Poll).
 	polled []engine.Message
 }
+
+// GroupView is the group as the leader last assigned it, and this member's
+// last rebalances (engine.GroupViewer).
+func (k *kafkaSession) GroupView() (group.View, []group.Rebalance) { return k.s.View() }
 
 func (k *kafkaSession) Poll(ctx context.Context, max int, ev engine.GroupEvents) ([]engine.Message, error) {
 	k.ev = ev
