@@ -112,6 +112,9 @@ func (g groupEvents) Standby(_ context.Context, parts []int32) {
 // set replaces the wanted standby set; the first non-empty one starts the
 // goroutine (it runs until the coordinator stops).
 func (w *standbys) set(parts []int32) {
+	if w == nil {
+		return
+	}
 	want := make(map[int32]bool, len(parts))
 	for _, p := range parts {
 		if p >= 0 {
@@ -151,6 +154,9 @@ func (w *standbys) set(parts []int32) {
 
 // stop ends the goroutine, which closes every standby shard, and waits.
 func (w *standbys) stop() {
+	if w == nil {
+		return
+	}
 	w.mu.Lock()
 	cancel, done := w.mu.cancel, w.mu.done
 	w.mu.Unlock()
@@ -164,6 +170,9 @@ func (w *standbys) stop() {
 
 // status returns the standbys' status, sorted by partition in the map.
 func (w *standbys) status() map[int32]StandbyStatus {
+	if w == nil {
+		return nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.mu.status) == 0 {
