@@ -256,17 +256,22 @@ func (s *ShardPositions) releaseActive(p int32, pos int64) {
 		s.set(p, pos, true)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	ls := s.get(p)
 	if ls.active--; ls.active < 0 {
 		ls.active = 0
 	}
+	var wake []*standbys
 	if ls.idle() {
 		ls.idleSince = s.cfg.Clock.Elapsed()
 		s.poke()
 		for w := range s.workers {
-			w.wake() // a standby may take it now
+			wake = append(wake, w)
 		}
+	}
+	s.mu.Unlock()
+	// Not under mu: a standby reader takes its own lock, then mu.
+	for _, w := range wake {
+		w.wake() // a standby may take it now
 	}
 }
 

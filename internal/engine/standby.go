@@ -141,7 +141,6 @@ func (w *standbys) set(parts []int32) {
 		ctx, cancel := context.WithCancel(w.c.workCtx)
 		w.mu.running, w.mu.cancel, w.mu.done = true, cancel, make(chan struct{})
 		done := w.mu.done
-		w.pos.register(w, true)
 		go func() {
 			defer close(done)
 			w.run(ctx)
@@ -149,6 +148,11 @@ func (w *standbys) set(parts []int32) {
 	}
 	w.pokeLocked()
 	w.mu.Unlock()
+	if start {
+		// Not under w.mu: ShardPositions takes its lock, then a reader's
+		// (releaseActive wakes them), never the other way round.
+		w.pos.register(w, true)
+	}
 	w.c.log.Info("standby partitions", "partitions", sortedKeys(want))
 }
 
