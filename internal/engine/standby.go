@@ -205,11 +205,13 @@ func (w *standbys) wake() {
 	w.mu.Unlock()
 }
 
-// wakeFor is wake for a partition an active task of the process needs:
-// the turn reading it, if any, is cancelled.
-func (w *standbys) wakeFor(p int32) {
+// wakeFor is wake for a partition p an active task of the process needs:
+// the turn running, of p or of another standby (whose read may hang), is
+// cancelled, so that the reader closes p's shard now; the cancelled turn
+// keeps what it applied and continues at the reader's next round.
+func (w *standbys) wakeFor(int32) {
 	w.mu.Lock()
-	if w.mu.cur == p && w.mu.curCancel != nil {
+	if w.mu.cur >= 0 && w.mu.curCancel != nil {
 		w.mu.curCancel()
 	}
 	w.pokeLocked()
