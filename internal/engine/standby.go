@@ -388,10 +388,22 @@ func (w *standbys) turn(ctx context.Context, sb *standby) {
 		}
 	}
 	sh := sb.task.Shard()
+	// The turn, its reader's open included, is cancelled by a partition
+	// becoming active in the process (wakeFor) or leaving the set.
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w.mu.Lock()
+	w.mu.cur, w.mu.curCancel = sb.p, cancel
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.mu.cur, w.mu.curCancel = -1, nil
+		w.mu.Unlock()
+	}()
 	if sb.rd == nil {
-		rd, err := c.cfg.Changelog.Open(ctx, c.cfg.ChangelogTopic, sb.p, sh.ChangelogOffset())
+		rd, err := c.cfg.Changelog.Open(tctx, c.cfg.ChangelogTopic, sb.p, sh.ChangelogOffset())
 		if err != nil {
-			if ctx.Err() == nil {
+			if tctx.Err() == nil {
 				sb.due = c.clock.Elapsed() + standbyRetry
 				c.log.Warn("standby partition: could not read its changelog: retrying", "partition", sb.p,
 					"changelog_offset", sh.ChangelogOffset(), "retry_in", standbyRetry, "err", err)
@@ -402,20 +414,12 @@ func (w *standbys) turn(ctx context.Context, sb *standby) {
 		end := rd.End()
 		w.noteStatus(sb.p, func(st *StandbyStatus) { st.End = end })
 	}
-	tctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w.mu.Lock()
-	w.mu.cur, w.mu.curCancel = sb.p, cancel
-	w.mu.Unlock()
 	src := &standbySource{rd: sb.rd, budget: c.cfg.StandbyTurnRecords, w: w}
 	st, err := restore.Restore(tctx, src, sh, restore.Options{
 		BatchSize:  min(c.cfg.StandbyTurnRecords, standbyBatchRecords),
 		BatchBytes: standbyBatchBytes,
 		Now:        func() time.Time { return time.Unix(0, 0).Add(c.clock.Elapsed()) },
 	})
-	w.mu.Lock()
-	w.mu.cur, w.mu.curCancel = -1, nil
-	w.mu.Unlock()
 	off := sh.ChangelogOffset()
 	w.noteStatus(sb.p, func(s *StandbyStatus) { s.Position, s.Records = off, s.Records+st.Records })
 	w.pos.set(sb.p, off, false)
