@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/initial"
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
 	"github.com/kstate/kstate/state"
@@ -47,6 +49,12 @@ const (
 // on scheduling.
 type Env struct {
 	B          *Broker
+	// Dirs, when set before the instances start, gives each instance's
+	// shards a directory too, Dirs/<instance>/<partition> (the first
+	// pipeline's with "process="), locked while the shard is open (the
+	// shard's flock) and holding its position hint; the stores stay in
+	// memory. The cleanup then deletes directory and store.
+	Dirs string
 	Clock      *Clock
 	Partitions int
 	Log        *slog.Logger
@@ -876,11 +884,21 @@ func (e *Env) start(args []string, old *Instance) error {
 	pos := h.pos
 	if home == nil {
 		var err error
+		appDir := ""
+		if e.Dirs != "" {
+			appDir = filepath.Join(e.Dirs, name)
+		}
 		pos, err = engine.NewShardPositions(engine.ShardPositionsConfig{
+			Dir:          appDir,
 			CleanupDelay: cleanup,
 			Clock:        e.Clock,
 			Logger:       e.Log.With("instance", name),
 			Remove: func(p int32) error {
+				if appDir != "" {
+					if err := shard.RemoveShardDir(filepath.Join(appDir, strconv.Itoa(int(p)))); err != nil {
+						return err
+					}
+				}
 				h.mu.Lock()
 				delete(h.disks, p)
 				h.mu.Unlock()
@@ -977,8 +995,12 @@ func (e *Env) start(args []string, old *Instance) error {
 				h.disks[p] = d
 			}
 			h.mu.Unlock()
+			dir := ""
+			if e.Dirs != "" {
+				dir = filepath.Join(e.Dirs, h.name, strconv.Itoa(int(p)))
+			}
 			return engine.Open(engine.Config[string, string, string]{
-				ApplicationID: App, RunID: "run", Topic: Input, Topics: topics, Partition: p, Backend: d,
+				ApplicationID: App, RunID: "run", Topic: Input, Topics: topics, Partition: p, Backend: d, Dir: dir,
 				GroupKeys: groupKeys, RepartitionInput: repartitionInput,
 				TimeMode: mode, OutputMode: processor.Append,
 				KeySerde: serde.String(), ValueSerde: poisonSerde{}, OutputSerde: serde.String(),
