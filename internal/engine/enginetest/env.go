@@ -49,15 +49,15 @@ const (
 // on scheduling.
 type Env struct {
 	B          *Broker
+	Clock      *Clock
+	Partitions int
+	Log        *slog.Logger
 	// Dirs, when set before the instances start, gives each instance's
 	// shards a directory too, Dirs/<instance>/<partition> (the first
 	// pipeline's with "process="), locked while the shard is open (the
 	// shard's flock) and holding its position hint; the stores stay in
 	// memory. The cleanup then deletes directory and store.
 	Dirs string
-	Clock      *Clock
-	Partitions int
-	Log        *slog.Logger
 
 	mu    sync.Mutex
 	gate  chan struct{}
