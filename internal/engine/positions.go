@@ -260,18 +260,28 @@ func (s *ShardPositions) releaseActive(p int32, pos int64) {
 	if ls.active--; ls.active < 0 {
 		ls.active = 0
 	}
-	var wake []*standbys
-	if ls.idle() {
+	idle := ls.idle()
+	if idle {
 		ls.idleSince = s.cfg.Clock.Elapsed()
 		s.poke()
-		for w := range s.workers {
-			wake = append(wake, w)
-		}
 	}
 	s.mu.Unlock()
-	// Not under mu: a standby reader takes its own lock, then mu.
-	for _, w := range wake {
-		w.wake() // a standby may take it now
+	if idle {
+		s.wakeWorkers() // a standby may take it now
+	}
+}
+
+// wakeWorkers wakes the standby readers, not under mu (a reader takes its
+// own lock, then mu).
+func (s *ShardPositions) wakeWorkers() {
+	s.mu.Lock()
+	ws := make([]*standbys, 0, len(s.workers))
+	for w := range s.workers {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.wake()
 	}
 }
 
@@ -437,6 +447,11 @@ func (s *ShardPositions) cleanOnce() (next time.Duration, ok bool) {
 	}
 	s.mu.Unlock()
 	sort.Slice(due, func(i, j int) bool { return due[i] < due[j] })
+	if len(due) > 0 {
+		// A standby reader that wanted one of them while it was being
+		// deleted opens it again (empty).
+		defer s.wakeWorkers()
+	}
 	for _, p := range due {
 		err := s.remove(p)
 		s.mu.Lock()

@@ -267,7 +267,7 @@ func (w *standbys) reconcile() {
 			continue
 		}
 		if !w.pos.tryStandby(p, w) {
-			continue // active in the process or deleting: retried when freed
+			continue // active in the process or being deleted: woken when freed
 		}
 		if err := w.openShard(p); err != nil {
 			w.pos.releaseStandby(p, w, -1)
