@@ -34,6 +34,9 @@ type App[K, I, O any] struct {
 		ran   bool
 		coord *pipelineSet // of the Run in progress or finished; nil before
 		admin *kafka.Admin // of the Run in progress; nil otherwise (KeyOwner)
+		// positions are the Run's local shards, read by its sessions'
+		// join metadata (joinGroup); nil before runOn created them.
+		positions *engine.ShardPositions
 		err   error        // Run's error, once it returned
 	}
 }
@@ -389,6 +392,21 @@ func (a *App[K, I, O]) runOn(ctx context.Context, bounded bool, ports runtime.Po
 	if kill == nil {
 		kill = engine.KillHookFrom(ctx)
 	}
+	// The process's local shards, shared by the pipelines: positions for
+	// the group's balancer, standbys, cleanup (engine/positions.go).
+	appDir := filepath.Join(cfg.StateDir, cfg.ApplicationID)
+	if ports.Backend != nil {
+		appDir = "" // a test driver's stores: no directory
+	}
+	positions, err := engine.NewShardPositions(engine.ShardPositionsConfig{
+		Dir: appDir, CleanupDelay: cfg.StandbyCleanupDelay, Clock: ports.Clock, Logger: cfg.Logger.With("app", cfg.ApplicationID),
+	})
+	if err != nil {
+		return fmt.Errorf("kstate: Options.State.Dir %s: %w", cfg.StateDir, err)
+	}
+	a.mu.Lock()
+	a.mu.positions = positions
+	a.mu.Unlock()
 	base := engine.CoordinatorConfig{
 		ApplicationID:        cfg.ApplicationID,
 		InstanceID:           cfg.InstanceID,
@@ -420,6 +438,7 @@ func (a *App[K, I, O]) runOn(ctx context.Context, bounded bool, ports runtime.Po
 		Clock:                ports.Clock,
 		NewTask:              a.taskFactory(runID, mem, cache, ports),
 		KillHook:             kill,
+		Positions:            positions,
 		Logger:               cfg.Logger,
 		OnPhase:              func() { a.followPhase() },
 		Observer:             a.metrics,

@@ -183,6 +183,10 @@ const (
 	defaultStateCacheBytes    = 16 << 20
 	// defaultStateWriteBehindBytes: see Options.State.WriteBehindBytes.
 	defaultStateWriteBehindBytes = 4 << 20
+	// Options.Group's (Standbys defaults to 0: no standbys).
+	defaultAcceptableLag       = 10_000
+	defaultProbingInterval     = time.Minute
+	defaultStandbyCleanupDelay = 10 * time.Minute
 )
 
 // maxMaxRecordBytes keeps a produce request of one record under Kafka's
@@ -232,6 +236,15 @@ func (c config[K, I, O]) withDefaults() (config[K, I, O], error) {
 	}
 	if c.MetadataRefresh == 0 {
 		c.MetadataRefresh = defaultMetadataRefresh
+	}
+	if c.AcceptableLag == 0 {
+		c.AcceptableLag = defaultAcceptableLag
+	}
+	if c.ProbingInterval == 0 {
+		c.ProbingInterval = defaultProbingInterval
+	}
+	if c.StandbyCleanupDelay == 0 {
+		c.StandbyCleanupDelay = defaultStandbyCleanupDelay
 	}
 	if c.StateDir == "" {
 		c.StateDir = filepath.Join(os.TempDir(), "kstate")

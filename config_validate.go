@@ -213,6 +213,8 @@ func (c *config[K, I, O]) checkNumbers() string {
 		{"Options.Timeouts.Shutdown", c.ShutdownTimeout, 0},
 		{"Options.Batching.MaxDuration", c.MaxBatchDuration, minMsDuration},
 		{"Options.Kafka.MetadataRefresh", c.MetadataRefresh, minMsDuration},
+		{"Options.Group.ProbingInterval", c.ProbingInterval, minMsDuration},
+		{"Options.Group.StandbyCleanupDelay", c.StandbyCleanupDelay, 0},
 	} {
 		switch {
 		case d.v < 0:
@@ -241,6 +243,10 @@ func (c *config[K, I, O]) checkNumbers() string {
 		return fmt.Sprintf("Options.State.Memory %d bytes is under 1 MiB (0 turns the shared budget off)", c.StateMemory)
 	case c.StateCacheBytes > 0 && c.StateCacheBytes < minStateCacheBytes:
 		return fmt.Sprintf("Options.State.CacheBytes %d bytes: want at least 64 KiB, 0 for the default or negative for off", c.StateCacheBytes)
+	case c.Standbys < 0:
+		return fmt.Sprintf("Options.Group.Standbys %d is negative: want the number of standby copies of each partition's state (0: none)", c.Standbys)
+	case c.AcceptableLag < 0:
+		return fmt.Sprintf("Options.Group.AcceptableLag %d is negative: want a number of changelog records (0 means the default 10,000)", c.AcceptableLag)
 	case c.Pipelines < 0:
 		return fmt.Sprintf("Options.Batching.Pipelines %d is negative: 0 means automatic", c.Pipelines)
 	}

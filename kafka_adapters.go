@@ -26,6 +26,13 @@ import (
 func (a *App[K, I, O]) joinGroup(instance string, stayIn func() bool, closeJoinGrace time.Duration) (engine.Session, error) {
 	cfg := &a.cfg
 	s := &kafkaSession{stayIn: stayIn}
+	a.mu.Lock()
+	positions := a.mu.positions
+	a.mu.Unlock()
+	var localShards func() map[int32]int64
+	if positions != nil {
+		localShards = positions.Snapshot
+	}
 	ks, err := kafka.NewSession(kafka.SessionConfig{
 		Brokers:            cfg.Brokers,
 		Client:             a.metrics.kafka.clientConfig(cfg.clientConfig(), a.pipelineClient(instance)),
@@ -53,6 +60,12 @@ func (a *App[K, I, O]) joinGroup(instance string, stayIn func() bool, closeJoinG
 		Standbys:        cfg.Standbys,
 		AcceptableLag:   cfg.AcceptableLag,
 		ProbingInterval: cfg.ProbingInterval,
+		LocalShards:     localShards,
+		OnStandby: func(ctx context.Context, parts []int32) {
+			if se, ok := s.ev.(engine.StandbyEvents); ok {
+				se.Standby(ctx, parts)
+			}
+		},
 	})
 	if err != nil {
 		return nil, err

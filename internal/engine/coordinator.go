@@ -132,6 +132,28 @@ type CoordinatorConfig struct {
 	Clock      Clock
 	NewTask    NewTask
 
+	// Positions is the process's local shards, shared by its pipelines
+	// (positions.go): their changelog positions for the group's balancer,
+	// who uses each (active task or standby), and their cleanup.
+	// Optional: nil gives the coordinator one of its own, with no
+	// directory (nothing read at start, nothing cleaned up).
+	Positions *ShardPositions
+	// StandbyRefresh is how often a caught-up standby opens its changelog
+	// again to read what was committed since (standby.go). Optional;
+	// default 1s.
+	StandbyRefresh time.Duration
+	// StandbyTurnRecords bounds the changelog records one standby applies
+	// before the next standby's turn. Optional; default 50,000.
+	StandbyTurnRecords int
+	// StandbyBytesPerSecond bounds the changelog bytes (keys and values)
+	// the standbys read per second. Optional; default 64 MiB; negative:
+	// no bound.
+	StandbyBytesPerSecond int64
+	// StandbyGate, if set, is called before every standby turn and may
+	// hold it (a test driver runs the turns between loop iterations, as
+	// it runs restores). Optional.
+	StandbyGate func(ctx context.Context) error
+
 	// Observer receives batch latencies, aborts and group changes
 	// (observe.go). Optional.
 	Observer Observer
@@ -186,6 +208,8 @@ type Coordinator struct {
 	unknownPart  int32         // highest assigned partition ≥ partitions; -1: none
 
 	session Session
+	// standby is the standby reader (standby.go).
+	standby *standbys
 
 	// Loop-only: the start-up deadline (see CoordinatorConfig); polled is
 	// set once a poll returned (the start-up is over).
@@ -282,7 +306,24 @@ func NewCoordinator(cfg CoordinatorConfig) (*Coordinator, error) {
 	if cfg.MetadataRefresh <= 0 {
 		cfg.MetadataRefresh = defaultMetadataRefresh
 	}
+	if cfg.StandbyRefresh <= 0 {
+		cfg.StandbyRefresh = defaultStandbyRefresh
+	}
+	if cfg.StandbyTurnRecords <= 0 {
+		cfg.StandbyTurnRecords = defaultStandbyTurnRecords
+	}
+	if cfg.StandbyBytesPerSecond == 0 {
+		cfg.StandbyBytesPerSecond = defaultStandbyBytesPerSecond
+	}
+	if cfg.Positions == nil {
+		pos, err := NewShardPositions(ShardPositionsConfig{Clock: cfg.Clock, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Positions = pos
+	}
 	c := &Coordinator{cfg: cfg, clock: cfg.Clock, sizer: newBatchSizer(cfg.MaxBatchRecords, cfg.MaxBatchRecordsCap, cfg.MaxBatchDuration)}
+	c.standby = newStandbys(c)
 	c.mu.batchLimit = c.sizer.next()
 	log := cfg.Logger
 	if log == nil {
@@ -359,6 +400,8 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 	if c.bnd != nil && c.bnd.ended {
 		return nil // a bounded run with nothing to do: never joined
 	}
+	c.cfg.Positions.start() // the cleanup of local shards (positions.go)
+	defer c.cfg.Positions.stop()
 	c.log.Info("started", "instance", c.cfg.InstanceID, "transactional_id", c.session.TransactionalID(), "run", c.cfg.RunID,
 		"input", c.cfg.Topics, "partitions", c.partitions, "output", c.cfg.OutputTopic, "changelog", c.cfg.ChangelogTopic)
 	events := groupEvents{c}
@@ -581,6 +624,7 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 // cancelled), then the session (leaving the group unless static; a static
 // member too when graceful and LeaveGroupOnShutdown is set).
 func (c *Coordinator) shutdown(graceful bool) error {
+	c.standby.stop()
 	c.mu.Lock()
 	var parts []int32
 	for p := range c.mu.slots {

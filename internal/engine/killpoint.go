@@ -35,6 +35,9 @@ const (
 	// DuringRestore: a chunk of changelog records was read and is about to
 	// be applied; the partition is not restored yet.
 	DuringRestore KillPoint = "during-restore"
+	// DuringStandby: a standby read a chunk of changelog records and is
+	// about to apply them to its shard (standby.go).
+	DuringStandby KillPoint = "during-standby"
 	// BeforeReseed: the shard is marked "re-seed pending" and nothing of
 	// the re-seed transaction is produced yet.
 	BeforeReseed KillPoint = "before-reseed"

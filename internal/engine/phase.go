@@ -114,15 +114,25 @@ func (c *Coordinator) phaseChanged() {
 // noteStatus records the watermark and the batch id of the slots' tasks
 // (loop only, while no batch runs them: after a commit or a promotion),
 // and the time of a commit.
+//
+// It also feeds the process's ShardPositions with the shards' changelog
+// positions (a hint for the group's balancer, positions.go).
 func (c *Coordinator) noteStatus(parts []*slot, committed bool) {
+	tasks := make([]TaskHandle, len(parts))
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range parts {
+	for i, s := range parts {
 		if s.task != nil {
 			s.watermark, s.batchID = s.task.Watermark(), s.task.BatchID()
+			tasks[i] = s.task
 		}
 	}
 	if committed {
 		c.mu.lastCommit = max(c.clock.Elapsed(), time.Nanosecond)
+	}
+	c.mu.Unlock()
+	for i, t := range tasks {
+		if t != nil {
+			c.cfg.Positions.set(parts[i].part, t.Shard().ChangelogOffset(), false)
+		}
 	}
 }

@@ -49,6 +49,13 @@ func (c *Coordinator) openTask(ctx context.Context, s *slot) (_ TaskHandle, err 
 	c.mu.Lock()
 	s.restore.start, s.restore.lastLog = start, start
 	c.mu.Unlock()
+	// The shard is taken in the process first: a standby reader holding
+	// it (this pipeline's or a sibling's) closes it now, and a cleanup
+	// deleting it is waited for (positions.go). closeSlot gives it back.
+	s.acquired = true
+	if err := c.cfg.Positions.acquireActive(ctx, p); err != nil {
+		return nil, err
+	}
 	t, err := c.newTask(ctx, p) // handover.go
 	if err != nil {
 		return nil, fmt.Errorf("kstate: %w", err)

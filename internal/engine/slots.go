@@ -64,6 +64,10 @@ type slot struct {
 	warnedIncomplete bool // loop-only: the incomplete assignment was logged
 	// Under mu: the restore's progress (observe.go).
 	restore restoreProgress
+	// acquired: the restore goroutine took the shard in the process's
+	// ShardPositions (before opening it); closeSlot gives it back.
+	// Written before done is closed.
+	acquired bool
 }
 
 // groupEvents is the Coordinator's GroupEvents (kept off its method set).
@@ -178,6 +182,13 @@ func (c *Coordinator) closeSlot(s *slot, why string) error {
 	running := t != nil && s.running
 	s.orphaned = running
 	c.mu.Unlock()
+	pos := int64(-1) // the shard's position as closed, for the hint
+	if t != nil && !running {
+		pos = t.Shard().ChangelogOffset()
+	}
+	if s.acquired {
+		defer c.cfg.Positions.releaseActive(s.part, pos)
+	}
 	if t == nil {
 		c.log.Info("partition "+why+" during restore", "partition", s.part)
 		return nil
@@ -269,6 +280,9 @@ type Snapshot struct {
 	BatchInFlightPartitions []int32
 	// Phase is the coordinator's phase (phase.go).
 	Phase Phase
+	// Standbys holds this member's standby partitions (standby.go); nil
+	// without any.
+	Standbys map[int32]StandbyStatus
 	// SinceCommit is the time since the last committed transaction; 0
 	// before the first.
 	SinceCommit time.Duration
@@ -281,7 +295,7 @@ type Snapshot struct {
 
 // Snapshot returns the counters. Safe to call at any time, also after Run.
 func (c *Coordinator) Snapshot() Snapshot {
-	m := Snapshot{Partitions: map[int32]Counters{}, Status: map[int32]PartitionStatus{}}
+	m := Snapshot{Partitions: map[int32]Counters{}, Status: map[int32]PartitionStatus{}, Standbys: c.standby.status()}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m.Total = c.mu.retired

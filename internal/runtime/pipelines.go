@@ -136,6 +136,16 @@ func mergeSnapshots(snaps []engine.Snapshot, phase engine.Phase) (engine.Snapsho
 		m.BatchInFlightRecords += s.BatchInFlightRecords
 		m.BatchInFlightPartitions = append(m.BatchInFlightPartitions, s.BatchInFlightPartitions...)
 		m.BatchRecordLimit = max(m.BatchRecordLimit, s.BatchRecordLimit)
+		for p, st := range s.Standbys {
+			// Two pipelines may both list p (the group gave each a
+			// standby): the one that has the shard open counts.
+			if old, seen := m.Standbys[p]; !seen || (!old.Open && st.Open) {
+				if m.Standbys == nil {
+					m.Standbys = map[int32]engine.StandbyStatus{}
+				}
+				m.Standbys[p] = st
+			}
+		}
 		for _, p := range s.Assigned {
 			st := s.Status[p]
 			if prev, seen := owner[p]; seen {

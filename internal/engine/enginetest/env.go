@@ -2,9 +2,11 @@ package enginetest
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/kstate/kstate/internal/engine"
 	"github.com/kstate/kstate/internal/initial"
 	"github.com/kstate/kstate/internal/kv"
+	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
 	"github.com/kstate/kstate/state"
@@ -49,6 +52,12 @@ type Env struct {
 	Clock      *Clock
 	Partitions int
 	Log        *slog.Logger
+	// Dirs, when set before the instances start, gives each instance's
+	// shards a directory too, Dirs/<instance>/<partition> (the first
+	// pipeline's with "process="), locked while the shard is open (the
+	// shard's flock) and holding its position hint; the stores stay in
+	// memory. The cleanup then deletes directory and store.
+	Dirs string
 
 	mu    sync.Mutex
 	gate  chan struct{}
@@ -57,6 +66,9 @@ type Env struct {
 	insts map[string]*Instance
 
 	sinkDB *SinkDB // the foreachBatch scenarios' database (sink.go)
+	// held: reads of these changelog partitions block until released
+	// ("hold-changelog", "release-changelog").
+	held map[int32]chan struct{}
 }
 
 // Instance is one application instance: its coordinator, group member and
@@ -73,6 +85,12 @@ type Instance struct {
 	args   []string
 	blocks blocker // keys whose processor calls block (stuck.go)
 	obs    observed
+	// pos is the instance's (the process's) local shards: positions and
+	// standby cleanup (engine.ShardPositions).
+	pos *engine.ShardPositions
+	// home is the instance whose disks and pos this one uses: itself, or
+	// with "process=<inst>" the first pipeline of its process.
+	home *Instance
 }
 
 // observed records the coordinator's Observer calls ("observed" command).
@@ -144,6 +162,7 @@ func NewEnv(n int, log *slog.Logger) *Env {
 		Log:        log,
 		gate:       make(chan struct{}),
 		insts:      map[string]*Instance{},
+		held:       map[int32]chan struct{}{},
 		sinkDB:     newSinkDB(),
 	}
 }
@@ -225,7 +244,29 @@ func (c tracedChangelog) Open(ctx context.Context, topic string, p int32, from i
 		return nil, err
 	}
 	c.e.traceBg("%s: restore p%d from %d to %d", c.name, p, from, rd.End())
-	return rd, nil
+	return heldReader{rd, c.e, p}, nil
+}
+
+// heldReader is a changelog reader whose reads block while its partition
+// is held (a slow changelog).
+type heldReader struct {
+	engine.ChangelogReader
+	e *Env
+	p int32
+}
+
+func (r heldReader) Next(ctx context.Context) ([]engine.Message, error) {
+	r.e.mu.Lock()
+	ch := r.e.held[r.p]
+	r.e.mu.Unlock()
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return r.ChangelogReader.Next(ctx)
 }
 
 // Exec runs one script command and returns its output.
@@ -297,6 +338,73 @@ func (e *Env) Exec(line string) (string, error) {
 			i.m.Revoke(ps...)
 		case "lose":
 			i.m.Lose(ps...)
+		}
+		return "", nil
+	case "standby":
+		// standby <inst> [pN ...]: the member's full standby set, delivered
+		// at its next poll.
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		var ps []int32
+		for _, a := range args[1:] {
+			p, err := parsePart(a)
+			if err != nil {
+				return "", err
+			}
+			ps = append(ps, p)
+		}
+		i.m.Standby(ps...)
+		return "", nil
+	case "standbys":
+		// The coordinator's standby partitions: "p1{open=true position=4 end=4 records=4}".
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		st := i.coord.Snapshot().Standbys
+		var ps []string
+		parts := make([]int32, 0, len(st))
+		for p := range st {
+			parts = append(parts, p)
+		}
+		sort.Slice(parts, func(a, b int) bool { return parts[a] < parts[b] })
+		for _, p := range parts {
+			ps = append(ps, fmt.Sprintf("p%d{%s}", p, st[p]))
+		}
+		return strings.Join(ps, " "), nil
+	case "positions":
+		// The instance's local shard positions (ShardPositions.Snapshot).
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		pos := i.pos.Snapshot()
+		var ps []string
+		for _, p := range sortedParts(keys(pos)) {
+			ps = append(ps, fmt.Sprintf("p%d=%d", p, pos[p]))
+		}
+		return strings.Join(ps, " "), nil
+	case "hold-changelog", "release-changelog":
+		if len(args) != 1 {
+			return "", fmt.Errorf("%s pN", cmd)
+		}
+		p, err := parsePart(args[0])
+		if err != nil {
+			return "", err
+		}
+		e.mu.Lock()
+		if cmd == "hold-changelog" && e.held[p] == nil {
+			e.held[p] = make(chan struct{})
+		} else if cmd == "release-changelog" && e.held[p] != nil {
+			close(e.held[p])
+			delete(e.held, p)
+		}
+		e.mu.Unlock()
+		if cmd == "release-changelog" {
+			e.settle()
+			return e.flush(), nil
 		}
 		return "", nil
 	case "evict", "rejoin", "fence", "crash", "cancel":
@@ -667,6 +775,9 @@ func (e *Env) start(args []string, old *Instance) error {
 	var maxBatch, shutdown time.Duration
 	traceWarn := false
 	topics := []string{Input}
+	var cleanup time.Duration
+	standbyTurn := 0
+	var home *Instance // process=<inst>: a pipeline of that instance's process
 	groupBy := false
 	for _, a := range args[1:] {
 		k, v, _ := strings.Cut(a, "=")
@@ -722,6 +833,26 @@ func (e *Env) start(args []string, old *Instance) error {
 			} else {
 				shutdown = d
 			}
+		case "cleanup":
+			// cleanup=<duration>: the standby cleanup delay.
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("start: %s=%q: %v", k, v, err)
+			}
+			cleanup = d
+		case "process":
+			// process=<inst>: another pipeline of inst's process: the
+			// same disks (state directory) and local shards.
+			if home = e.insts[v]; home == nil || home.home != home {
+				return fmt.Errorf("start: process=%q: no such first pipeline", v)
+			}
+		case "standby-turn":
+			// standby-turn=N: the records of one standby turn.
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("start: standby-turn=%q: want a positive count", v)
+			}
+			standbyTurn = n
 		case "logs":
 			if v != "warn" {
 				return fmt.Errorf("start: logs=%q: want logs=warn", v)
@@ -745,6 +876,46 @@ func (e *Env) start(args []string, old *Instance) error {
 		}
 	}
 	i.m = NewMember(e.B, name, e.traceLoop)
+	i.home = i
+	if home != nil {
+		i.home = home
+	}
+	h := i.home
+	pos := h.pos
+	if home == nil {
+		var err error
+		appDir := ""
+		if e.Dirs != "" {
+			appDir = filepath.Join(e.Dirs, name)
+		}
+		pos, err = engine.NewShardPositions(engine.ShardPositionsConfig{
+			Dir:          appDir,
+			CleanupDelay: cleanup,
+			Clock:        e.Clock,
+			Logger:       e.Log.With("instance", name),
+			Remove: func(p int32) error {
+				if appDir != "" {
+					if err := shard.RemoveShardDir(filepath.Join(appDir, strconv.Itoa(int(p)))); err != nil {
+						return err
+					}
+				}
+				h.mu.Lock()
+				delete(h.disks, p)
+				h.mu.Unlock()
+				e.traceBg("%s: shard p%d deleted", name, p)
+				return nil
+			},
+		})
+		if err != nil {
+			return err
+		}
+		for p, d := range i.disks {
+			if off, ok := diskOffset(d); ok {
+				pos.Seed(p, off)
+			}
+		}
+	}
+	i.pos = pos
 	log := e.Log.With("instance", name)
 	if traceWarn {
 		log = slog.New(&warnTracer{e: e, name: name, next: e.Log.Handler()}).With("instance", name)
@@ -817,15 +988,19 @@ func (e *Env) start(args []string, old *Instance) error {
 		Changelog:         tracedChangelog{Changelog{e.B}, e, name},
 		Clock:             e.Clock,
 		NewTask: func(p int32) (engine.TaskHandle, error) {
-			i.mu.Lock()
-			d := i.disks[p]
+			h.mu.Lock()
+			d := h.disks[p]
 			if d == nil {
 				d = &Disk{Store: kv.NewMemory()}
-				i.disks[p] = d
+				h.disks[p] = d
 			}
-			i.mu.Unlock()
+			h.mu.Unlock()
+			dir := ""
+			if e.Dirs != "" {
+				dir = filepath.Join(e.Dirs, h.name, strconv.Itoa(int(p)))
+			}
 			return engine.Open(engine.Config[string, string, string]{
-				ApplicationID: App, RunID: "run", Topic: Input, Topics: topics, Partition: p, Backend: d,
+				ApplicationID: App, RunID: "run", Topic: Input, Topics: topics, Partition: p, Backend: d, Dir: dir,
 				GroupKeys: groupKeys, RepartitionInput: repartitionInput,
 				TimeMode: mode, OutputMode: processor.Append,
 				KeySerde: serde.String(), ValueSerde: poisonSerde{}, OutputSerde: serde.String(),
@@ -840,9 +1015,21 @@ func (e *Env) start(args []string, old *Instance) error {
 				Sink:      e.sinkFor(sink, name),
 			})
 		},
-		KillHook: hook,
-		Logger:   log,
-		Observer: &i.obs,
+		KillHook:           hook,
+		Logger:             log,
+		Observer:           &i.obs,
+		Positions:          pos,
+		StandbyTurnRecords: standbyTurn,
+		// Standby turns run between loop iterations, like restores
+		// (see settle): one turn per settle.
+		StandbyGate: func(ctx context.Context) error {
+			select {
+			case <-e.gateCh():
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
 	})
 	if err != nil {
 		return err
@@ -1047,4 +1234,13 @@ func join(a, b string) string {
 		return b
 	}
 	return a + "\n" + b
+}
+
+// diskOffset reads a shard store's changelog offset (the shard's own key).
+func diskOffset(d *Disk) (int64, bool) {
+	v, ok, err := d.Store.Get([]byte("\xffoffset"))
+	if err != nil || !ok || len(v) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(v)), true
 }

@@ -61,7 +61,7 @@ type Member struct {
 }
 
 type event struct {
-	kind  string // assigned, revoked, lost
+	kind  string // assigned, revoked, lost, standby
 	parts []int32
 }
 
@@ -104,6 +104,14 @@ func (m *Member) Assign(leak bool, parts ...int32) {
 		}
 	}
 	m.mu.queued = append(m.mu.queued, event{"assigned", parts})
+}
+
+// Standby gives the member parts as its full set of standby partitions
+// (engine.StandbyEvents), delivered by the next Poll; none drops them all.
+func (m *Member) Standby(parts ...int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.queued = append(m.mu.queued, event{"standby", append([]int32{}, parts...)})
 }
 
 // Revoke takes parts away in a rebalance; Lose takes them away because the
@@ -235,6 +243,13 @@ func (m *Member) Poll(ctx context.Context, max int, ev engine.GroupEvents) ([]en
 	m.mu.Unlock()
 
 	for _, e := range events {
+		if e.kind == "standby" {
+			m.trace("%s: standby %v", m.name, e.parts)
+			if se, ok := ev.(engine.StandbyEvents); ok {
+				se.Standby(ctx, e.parts)
+			}
+			continue
+		}
 		m.mu.Lock()
 		for _, p := range e.parts {
 			if e.kind == "assigned" {
