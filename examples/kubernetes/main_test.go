@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,9 +86,8 @@ func TestParseBytes(t *testing.T) {
 // The pod as the manifests configure it, on the embedded Kafka: the
 // environment of pod pageviews-0 (the addresses and directory changed to
 // the test's), ready on the readiness probe's path, counting, answering
-// live queries at its query port with the token only, and stopping with
-// nil when cancelled (what SIGTERM does) within the ShutdownTimeout it
-// was given.
+// live queries at its query port with the token only, and exiting 0 on
+// SIGTERM within the bound terminationGracePeriodSeconds counts on.
 func TestPodRuns(t *testing.T) {
 	d := loadDeployment(t, deployDir)
 	c := d.sts.Spec.Template.Spec.Containers[0]
@@ -110,15 +113,36 @@ func TestPodRuns(t *testing.T) {
 	env["KSTATE_STATE_DIR"] = t.TempDir()
 	env["KSTATE_HTTP_ADDR"], env["KSTATE_QUERY_ADDR"] = addr, queryAddr
 	env["KSTATE_QUERY_TOKEN"] = "s3cret"
-	env["KSTATE_LOG_LEVEL"] = "warn"
+	env["KSTATE_LOG_LEVEL"] = "info" // its stop is logged at Info
 	s, err := settingsFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The program itself, in a process of its own with only the pod's
+	// environment: this test binary, which runs main (TestMain).
+	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = []string{runMainEnv + "=1"}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, func(k string) string { return env[k] }) }()
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		if t.Failed() {
+			t.Logf("the program's log:\n%s", stderr.String())
+		}
+	}()
 
 	get := func(addr, path, token string) (int, string) {
 		req, err := http.NewRequest("GET", "http://"+addr+path, nil)
@@ -175,14 +199,34 @@ func TestPodRuns(t *testing.T) {
 		t.Fatalf("/metrics: %d %.200s", code, body)
 	}
 
-	cancel()
+	// What the kubelet does to stop the pod.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
 	bound := s.opts.Timeouts.Shutdown + kstateHTTPShutdown + queryShutdownTimeout
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("run after cancel (SIGTERM): %v", err)
+			t.Fatalf("the program after SIGTERM: %v, want exit status 0", err)
 		}
+		if !strings.Contains(stderr.String(), `"msg":"stopped"`) {
+			t.Fatalf("the program exited without logging its stop")
+		}
+		t.Logf("stopped %v after SIGTERM", time.Since(start).Round(time.Millisecond))
 	case <-time.After(bound):
-		t.Fatalf("run did not return within %v of cancel (terminationGracePeriodSeconds counts on it)", bound)
+		t.Fatalf("the program did not exit within %v of SIGTERM (terminationGracePeriodSeconds counts on it)", bound)
 	}
+}
+
+// runMainEnv, set to 1, makes the test binary run the program's main
+// instead of the tests (TestPodRuns).
+const runMainEnv = "PAGEVIEWS_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main() // exits 1 on an error
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
 }
