@@ -112,6 +112,7 @@ func TestPodRuns(t *testing.T) {
 	env["KSTATE_BROKERS"] = strings.Join(e.Brokers(), ",")
 	env["KSTATE_STATE_DIR"] = t.TempDir()
 	env["KSTATE_HTTP_ADDR"], env["KSTATE_QUERY_ADDR"] = addr, queryAddr
+	env["KSTATE_ADVERTISED_URL"] = "http://" + queryAddr
 	env["KSTATE_QUERY_TOKEN"] = "s3cret"
 	env["KSTATE_LOG_LEVEL"] = "info" // its stop is logged at Info
 	s, err := settingsFromEnv(func(k string) string { return env[k] })

@@ -64,6 +64,7 @@ type kustomization struct {
 		Name    string `json:"name"`
 		NewName string `json:"newName,omitempty"`
 		NewTag  string `json:"newTag,omitempty"`
+		Digest  string `json:"digest,omitempty"`
 	} `json:"images"`
 }
 
