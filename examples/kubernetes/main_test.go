@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -91,101 +87,26 @@ func TestParseBytes(t *testing.T) {
 func TestPodRuns(t *testing.T) {
 	d := loadDeployment(t, deployDir)
 	c := d.sts.Spec.Template.Spec.Containers[0]
-	env, errs := podEnv(d, c, d.sts.Name+"-0", "default")
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	e, err := embedded.Start(embedded.Options{Topics: map[string]int{env["KSTATE_INPUT_TOPIC"]: 3, env["KSTATE_OUTPUT_TOPIC"]: 3}})
+	in, out := d.cm.Data["KSTATE_INPUT_TOPIC"], d.cm.Data["KSTATE_OUTPUT_TOPIC"]
+	e, err := embedded.Start(embedded.Options{Topics: map[string]int{in: 3, out: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
-	freeAddr := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().String()
-	}
-	addr, queryAddr := freeAddr(), freeAddr()
-	env["KSTATE_BROKERS"] = strings.Join(e.Brokers(), ",")
-	env["KSTATE_STATE_DIR"] = t.TempDir()
-	env["KSTATE_HTTP_ADDR"], env["KSTATE_QUERY_ADDR"] = addr, queryAddr
-	env["KSTATE_ADVERTISED_URL"] = "http://" + queryAddr
-	env["KSTATE_QUERY_TOKEN"] = "s3cret"
-	env["KSTATE_LOG_LEVEL"] = "info" // its stop is logged at Info
+	env := testPodEnv(t, d, d.sts.Name+"-0", e)
 	s, err := settingsFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The program itself, in a process of its own with only the pod's
-	// environment: this test binary, which runs main (TestMain).
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cmd := exec.CommandContext(ctx, exe)
-	cmd.Env = []string{runMainEnv + "=1"}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		if t.Failed() {
-			t.Logf("the program's log:\n%s", stderr.String())
-		}
-	}()
-
-	get := func(addr, path, token string) (int, string) {
-		req, err := http.NewRequest("GET", "http://"+addr+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	eventually := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("not within 60s: %s", what)
-			}
-		}
-	}
+	p := startPod(t, env)
+	addr, queryAddr := env["KSTATE_HTTP_ADDR"], env["KSTATE_QUERY_ADDR"]
 	ready, live := c.ReadinessProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path
-	eventually("GET "+live+" 200", func() bool { code, _ := get(addr, live, ""); return code == 200 })
-	eventually("GET "+ready+" 200", func() bool { code, _ := get(addr, ready, ""); return code == 200 })
+	eventually(t, "GET "+live+" 200", func() bool { code, _ := get(addr, live, ""); return code == 200 })
+	eventually(t, "GET "+ready+" 200", func() bool { code, _ := get(addr, ready, ""); return code == 200 })
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	for _, kv := range []string{"u1=home", "u2=home", "u1=cart"} {
-		k, v, _ := strings.Cut(kv, "=")
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: env["KSTATE_INPUT_TOPIC"], Key: []byte(k), Value: []byte(v)}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eventually("the live query of u1 answers its stats", func() bool {
-		code, body := get(queryAddr, "/state/stats/u1", "s3cret")
+	produce(t, e, in, "u1=home", "u2=home", "u1=cart")
+	eventually(t, "the live query of u1 answers its stats", func() bool {
+		code, body := get(queryAddr, "/state/stats/u1", queryToken)
 		var res struct{ Entries []struct{ Value Stats } }
 		return code == 200 && json.Unmarshal([]byte(body), &res) == nil && len(res.Entries) == 1 &&
 			res.Entries[0].Value == (Stats{2, "cart"})
@@ -193,41 +114,112 @@ func TestPodRuns(t *testing.T) {
 	if code, body := get(queryAddr, "/state/stats/u1", "guess"); code != 401 || strings.Contains(body, "cart") {
 		t.Fatalf("query with a wrong token: %d %s, want 401", code, body)
 	}
-	if code, _ := get(addr, "/state/stats/u1", "s3cret"); code != 404 {
+	if code, _ := get(addr, "/state/stats/u1", queryToken); code != 404 {
 		t.Fatalf("query on the probes' port: %d, want 404", code)
 	}
 	if code, body := get(addr, "/metrics", ""); code != 200 || !strings.Contains(body, "kstate_records_in_total") {
 		t.Fatalf("/metrics: %d %.200s", code, body)
 	}
+	took := p.terminate(s.opts.Timeouts.Shutdown + kstateHTTPShutdown + queryShutdownTimeout)
+	t.Logf("stopped %v after SIGTERM", took.Round(time.Millisecond))
+}
 
-	// What the kubelet does to stop the pod.
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+// A rolling restart as the StatefulSet does it (pageviews-1, then
+// pageviews-0; each stopped with SIGTERM and started again with the same
+// name, environment and volume): each pod is back within the session
+// timeout as the same static members, so no partition moves, the other
+// pod sees no revoke, and the pod's partitions process again well before
+// the session timeout; the counts are exact throughout.
+func TestRollingRestart(t *testing.T) {
+	d := loadDeployment(t, deployDir)
+	in, out := d.cm.Data["KSTATE_INPUT_TOPIC"], d.cm.Data["KSTATE_OUTPUT_TOPIC"]
+	e, err := embedded.Start(embedded.Options{Topics: map[string]int{in: 4, out: 4}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	bound := s.opts.Timeouts.Shutdown + kstateHTTPShutdown + queryShutdownTimeout
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("the program after SIGTERM: %v, want exit status 0", err)
+	t.Cleanup(e.Close)
+	pods := []*pod{startPod(t, testPodEnv(t, d, d.sts.Name+"-0", e)), startPod(t, testPodEnv(t, d, d.sts.Name+"-1", e))}
+	s, err := settingsFromEnv(func(k string) string { return pods[0].env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var assigned [2][]int32
+	eventually(t, "both pods Ready, the 4 partitions spread over them", func() bool {
+		var all []int32
+		for i, p := range pods {
+			parts, ready := p.partitions()
+			if !ready || len(parts) == 0 {
+				return false
+			}
+			assigned[i] = parts
+			all = append(all, parts...)
 		}
-		if !strings.Contains(stderr.String(), `"msg":"stopped"`) {
-			t.Fatalf("the program exited without logging its stop")
+		slices.Sort(all)
+		return slices.Equal(all, []int32{0, 1, 2, 3})
+	})
+	t.Logf("partitions: %s %v, %s %v", d.sts.Name+"-0", assigned[0], d.sts.Name+"-1", assigned[1])
+	keys := []string{"u0", "u1", "u2", "u3", "u4", "u5", "u6", "u7"}
+	round := func(n int64) {
+		t.Helper()
+		var recs []string
+		for _, k := range keys {
+			recs = append(recs, k+"=page"+strconv.FormatInt(n, 10))
 		}
-		t.Logf("stopped %v after SIGTERM", time.Since(start).Round(time.Millisecond))
-	case <-time.After(bound):
-		t.Fatalf("the program did not exit within %v of SIGTERM (terminationGracePeriodSeconds counts on it)", bound)
+		produce(t, e, in, recs...)
+		eventually(t, fmt.Sprintf("every key's views at %d", n), func() bool {
+			for _, k := range keys {
+				if v := views(pods, k); v != n {
+					if v > n {
+						t.Fatalf("%s: %d views after %d rounds: counted twice", k, v, n)
+					}
+					return false
+				}
+			}
+			return true
+		})
+	}
+	round(1)
+	for r, i := range []int{1, 0} { // the StatefulSet's order: the highest ordinal first
+		other := pods[1-i]
+		revoked, lost := other.rebalances("revoked"), other.rebalances("lost")
+		stopped := pods[i].terminate(s.opts.Timeouts.Shutdown + kstateHTTPShutdown + queryShutdownTimeout)
+		begin := time.Now()
+		pods[i] = startPod(t, pods[i].env)
+		eventually(t, pods[i].env["KSTATE_INSTANCE_ID"]+" Ready again", func() bool { _, ready := pods[i].partitions(); return ready })
+		back := time.Since(begin)
+		t.Logf("%s: stopped in %v after SIGTERM, Ready %v after its start", pods[i].env["KSTATE_INSTANCE_ID"],
+			stopped.Round(time.Millisecond), back.Round(time.Millisecond))
+		round(int64(r + 2))
+		// A member that does not come back as itself leaves its
+		// partitions unprocessed until its session expires.
+		if pause := stopped + time.Since(begin); pause >= s.opts.Kafka.SessionTimeout {
+			t.Fatalf("%v from SIGTERM to the next round's counts, not within the session timeout %v", pause, s.opts.Kafka.SessionTimeout)
+		}
+		for j, p := range pods {
+			if parts, _ := p.partitions(); !slices.Equal(parts, assigned[j]) {
+				t.Fatalf("after the restart of %s: %s holds %v, held %v: a partition moved", pods[i].env["KSTATE_INSTANCE_ID"],
+					p.env["KSTATE_INSTANCE_ID"], parts, assigned[j])
+			}
+		}
+		if r, l := other.rebalances("revoked"), other.rebalances("lost"); r != revoked || l != lost {
+			t.Fatalf("the restart of %s made %s's revokes %d → %d, losses %d → %d: a rebalance", pods[i].env["KSTATE_INSTANCE_ID"],
+				other.env["KSTATE_INSTANCE_ID"], revoked, r, lost, l)
+		}
 	}
 }
 
-// runMainEnv, set to 1, makes the test binary run the program's main
-// instead of the tests (TestPodRuns).
-const runMainEnv = "PAGEVIEWS_TEST_RUN_MAIN"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(runMainEnv) == "1" {
-		main() // exits 1 on an error
-		os.Exit(0)
+// produce writes "key=value" records to topic.
+func produce(t *testing.T, e *embedded.Cluster, topic string, kvs ...string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers()...))
+	if err != nil {
+		t.Fatal(err)
 	}
-	os.Exit(m.Run())
+	defer cl.Close()
+	for _, kv := range kvs {
+		k, v, _ := strings.Cut(kv, "=")
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Key: []byte(k), Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
