@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -222,4 +223,103 @@ func produce(t *testing.T, e *embedded.Cluster, topic string, kvs ...string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// The kubelet's SIGKILL (a grace period run out, an OOM kill) in the
+// middle of the input, then the pod started again with the same name and
+// volume: the killed pod's open transaction is fenced and its batch
+// redone, so every key's count is exact and the committed outputs
+// (read_committed) count each key up by its records, never repeating a
+// value.
+func TestPodKilled(t *testing.T) {
+	d := loadDeployment(t, deployDir)
+	in, out := d.cm.Data["KSTATE_INPUT_TOPIC"], d.cm.Data["KSTATE_OUTPUT_TOPIC"]
+	e, err := embedded.Start(embedded.Options{Topics: map[string]int{in: 3, out: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	env := testPodEnv(t, d, d.sts.Name+"-0", e)
+	p := startPod(t, env)
+	eventually(t, "Ready", func() bool { _, ready := p.partitions(); return ready })
+
+	const keys, perKey = 20, 100
+	var recs []string
+	for i := range perKey {
+		for k := range keys {
+			recs = append(recs, fmt.Sprintf("u%d=page%d", k, i))
+		}
+	}
+	produced := make(chan error, 1)
+	var rounds atomic.Int64
+	go func() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers()...))
+		if err != nil {
+			produced <- err
+			return
+		}
+		defer cl.Close()
+		for i := 0; i < len(recs) && err == nil; i += keys {
+			for _, kv := range recs[i : i+keys] {
+				k, v, _ := strings.Cut(kv, "=")
+				cl.Produce(context.Background(), &kgo.Record{Topic: in, Key: []byte(k), Value: []byte(v)}, nil)
+			}
+			err = cl.Flush(context.Background())
+			rounds.Add(1)
+			time.Sleep(20 * time.Millisecond) // input keeps coming while the pod is killed
+		}
+		produced <- err
+	}()
+	eventually(t, "the first counts", func() bool { return views([]*pod{p}, "u0") > 0 })
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	t.Logf("SIGKILL after %d of %d rounds of input were written", rounds.Load(), perKey)
+	p = startPod(t, env)
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, fmt.Sprintf("every key at %d views", perKey), func() bool {
+		for k := range keys {
+			if v := views([]*pod{p}, fmt.Sprintf("u%d", k)); v != perKey {
+				if v > perKey {
+					t.Fatalf("u%d: %d views of %d records", k, v, perKey)
+				}
+				return false
+			}
+		}
+		return true
+	})
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Brokers()...), kgo.ConsumeTopics(out),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	last := map[string]int64{}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for done := 0; done < keys; {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("reading %s: %v; last views per key %v", out, err, last)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			var s Stats
+			if err := json.Unmarshal(r.Value, &s); err != nil {
+				t.Fatalf("output %s: %v", r.Value, err)
+			}
+			k := string(r.Key)
+			if s.Views <= last[k] {
+				t.Fatalf("%s: committed output %d views after %d: a batch committed twice", k, s.Views, last[k])
+			}
+			last[k] = s.Views
+			if s.Views == perKey {
+				done++
+			}
+		})
+	}
+	t.Logf("outputs exact for %d keys × %d records across a SIGKILL", keys, perKey)
 }
