@@ -98,8 +98,9 @@ test-static: vet-shared lint test-k8s-example
 
 # The Kubernetes example is a module of its own, so that k8s.io/api stays
 # out of kstate's go.mod: its manifests decoded strictly and checked
-# against what the program reads, and the program on the embedded Kafka
-# (examples/kubernetes/README.md). A few seconds once compiled.
+# against what the program reads, and the program run as its pods on the
+# embedded Kafka: probes, SIGTERM, a rolling restart, a SIGKILL
+# (examples/kubernetes/README.md). ~15 s with -race once compiled.
 test-k8s-example:
 	cd examples/kubernetes && $(RUN) $(GO) vet ./... && $(RUN) $(GOBIN)/staticcheck ./... && \
 		$(RUN) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
