@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +22,8 @@ import (
 	"time"
 
 	"github.com/kstate/kstate/kafka/embedded"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // runMainEnv, set to 1, makes the test binary run the program's main
@@ -35,10 +41,59 @@ func TestMain(m *testing.M) {
 // queryToken is the test pods' KSTATE_QUERY_TOKEN.
 const queryToken = "s3cret"
 
+// testKafka is the Kafka of the pod tests: the embedded one, or with
+// KSTATE_KAFKA_BROKERS set a real broker's (`make kafka-up`), on which
+// the topics and the application id get names of their own.
+type testKafka struct {
+	brokers []string
+	real    bool
+	// names are the KSTATE_INPUT_TOPIC, KSTATE_OUTPUT_TOPIC and
+	// KSTATE_APPLICATION_ID to use.
+	names map[string]string
+}
+
+// startKafka returns the test's Kafka with the input and output topics of
+// the ConfigMap, of partitions partitions each.
+func startKafka(t *testing.T, d deployment, partitions int) testKafka {
+	t.Helper()
+	k := testKafka{names: map[string]string{}}
+	for _, v := range []string{"KSTATE_INPUT_TOPIC", "KSTATE_OUTPUT_TOPIC", "KSTATE_APPLICATION_ID"} {
+		k.names[v] = d.cm.Data[v]
+	}
+	if real := strings.TrimSpace(os.Getenv("KSTATE_KAFKA_BROKERS")); real != "" {
+		k.brokers, k.real = strings.Split(real, ","), true
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		for v, n := range k.names {
+			k.names[v] = n + "-" + hex.EncodeToString(b[:])
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(k.brokers...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := kadm.NewClient(cl).CreateTopics(ctx, int32(partitions), -1, nil, k.names["KSTATE_INPUT_TOPIC"], k.names["KSTATE_OUTPUT_TOPIC"]); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("on the real broker at %s, application %s", real, k.names["KSTATE_APPLICATION_ID"])
+		return k
+	}
+	e, err := embedded.Start(embedded.Options{Topics: map[string]int{k.names["KSTATE_INPUT_TOPIC"]: partitions, k.names["KSTATE_OUTPUT_TOPIC"]: partitions}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	k.brokers = e.Brokers()
+	return k
+}
+
 // testPodEnv is the environment the manifests give pod name, with what
-// differs in a test: the embedded Kafka's address, a state directory of
-// its own, free local ports (advertised as its query URL), the token.
-func testPodEnv(t *testing.T, d deployment, name string, e *embedded.Cluster) map[string]string {
+// differs in a test: the test Kafka's address and names, a state
+// directory of its own, free local ports (advertised as its query URL),
+// the token.
+func testPodEnv(t *testing.T, d deployment, name string, k testKafka) map[string]string {
 	t.Helper()
 	env, errs := podEnv(d, d.sts.Spec.Template.Spec.Containers[0], name, "default")
 	if len(errs) > 0 {
@@ -52,7 +107,10 @@ func testPodEnv(t *testing.T, d deployment, name string, e *embedded.Cluster) ma
 		defer ln.Close()
 		return ln.Addr().String()
 	}
-	env["KSTATE_BROKERS"] = strings.Join(e.Brokers(), ",")
+	env["KSTATE_BROKERS"] = strings.Join(k.brokers, ",")
+	for v, n := range k.names {
+		env[v] = n
+	}
 	env["KSTATE_STATE_DIR"] = t.TempDir()
 	env["KSTATE_HTTP_ADDR"], env["KSTATE_QUERY_ADDR"] = freeAddr(), freeAddr()
 	env["KSTATE_ADVERTISED_URL"] = "http://" + env["KSTATE_QUERY_ADDR"]
@@ -172,21 +230,22 @@ type status struct {
 	Ready      bool `json:"ready"`
 	Partitions []struct {
 		Partition int32 `json:"partition"`
-		Restoring bool  `json:"restoring"`
+		Pipeline  int   `json:"pipeline"`
 	} `json:"partitions"`
 }
 
-// partitions are the partitions the pod holds, sorted, and whether it is
-// Ready; nil when /status does not answer.
-func (p *pod) partitions() (parts []int32, ready bool) {
+// partitions are the partitions the pod holds, sorted, each as
+// "<partition>@p<pipeline>" (the pipeline is the group member that holds
+// it), and whether the pod is Ready; nil when /status does not answer.
+func (p *pod) partitions() (parts []string, ready bool) {
 	code, body := get(p.env["KSTATE_HTTP_ADDR"], "/status", "")
 	var s status
 	if code != 200 || json.Unmarshal([]byte(body), &s) != nil {
 		return nil, false
 	}
-	parts = []int32{}
+	parts = []string{}
 	for _, ps := range s.Partitions {
-		parts = append(parts, ps.Partition)
+		parts = append(parts, fmt.Sprintf("%d@p%d", ps.Partition, ps.Pipeline))
 	}
 	slices.Sort(parts)
 	return parts, s.Ready
