@@ -25,6 +25,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -89,6 +90,7 @@ func benchMain(ctx context.Context, mode string, args []string, stdout, stderr i
 		fs.IntVar(&po.Members, "members", 3, "members after a join (before a leave)")
 		fs.IntVar(&po.Partitions, "partitions", 6, "partitions of the topic")
 		fs.IntVar(&po.Repeats, "repeats", 3, "repetitions of join and leave per protocol (interleaved)")
+		fs.DurationVar(&po.Heartbeat, "classic-heartbeat", classicHeartbeat, "heartbeat interval of the classic protocol's members (kstate's: a third of the session timeout, at most 3s)")
 		fs.BoolVar(&po.Static, "static", true, "also stop a static member once per protocol (waits for the session timeout)")
 	}
 	if err := fs.Parse(args); err != nil {
@@ -188,8 +190,8 @@ func printFailover(w io.Writer, o failoverOptions, label string, rs []eventResul
 }
 
 func printProtocol(w io.Writer, o protocolOptions, label string, rs []protocolResult) {
-	fmt.Fprintf(w, "protocol: %s; plain franz-go group, %d members after a join, %d partitions, %d repeat(s)\n",
-		label, o.Members, o.Partitions, o.Repeats)
+	fmt.Fprintf(w, "protocol: %s; plain franz-go group, %d members after a join, %d partitions, %d repeat(s); classic: session %v, heartbeat %v; consumer: the broker's\n",
+		label, o.Members, o.Partitions, o.Repeats, classicSession, cmp.Or(o.Heartbeat, classicHeartbeat))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "protocol\trebalance\tevent → every member holds and consumes its partitions")
 	for _, proto := range o.Protocols {

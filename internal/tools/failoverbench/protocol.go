@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,7 +42,10 @@ type protocolOptions struct {
 	Partitions int
 	Repeats    int
 	Static     bool // also measure rbStaticStop once per protocol
-	Log        io.Writer
+	// Heartbeat is the classic protocol's heartbeat interval (0:
+	// classicHeartbeat, kstate's).
+	Heartbeat time.Duration
+	Log       io.Writer
 }
 
 type protocolResult struct {
@@ -87,7 +91,7 @@ func newMember(o protocolOptions, proto, group, topic, instanceID string) (*memb
 	switch proto {
 	case protoClassic:
 		opts = append(opts, kgo.Balancers(kgo.CooperativeStickyBalancer()),
-			kgo.SessionTimeout(classicSession), kgo.HeartbeatInterval(classicHeartbeat))
+			kgo.SessionTimeout(classicSession), kgo.HeartbeatInterval(cmp.Or(o.Heartbeat, classicHeartbeat)))
 	case protoConsumer:
 		// The broker owns the session timeout and heartbeat interval
 		// (group.consumer.session.timeout.ms, .heartbeat.interval.ms).
