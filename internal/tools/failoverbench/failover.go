@@ -26,9 +26,12 @@ const (
 	evStop    = "stop"    // SIGTERM, LeaveGroupOnShutdown=false (the default)
 	evLeave   = "leave"   // SIGTERM, LeaveGroupOnShutdown=true
 	evRestart = "restart" // SIGTERM (no leave) and start again at once, same instance id
+	// SIGTERM (no leave) and start again after the session timeout and 3 s
+	// more: the partitions move to a, then back to b.
+	evLateRestart = "late-restart"
 )
 
-var allEvents = []string{evRestart, evStop, evKill, evLeave}
+var allEvents = []string{evRestart, evStop, evKill, evLeave, evLateRestart}
 
 // failoverOptions are the flags of the failover mode.
 type failoverOptions struct {
@@ -323,9 +326,9 @@ func failoverSession(ctx context.Context, o failoverOptions, session time.Durati
 			if err != nil {
 				return results, fmt.Errorf("%s (repeat %d): %w", ev, rep+1, err)
 			}
-			logf("session %v %-7s b's partitions %v: longest gap %v, event → last one's first output %v; a's partitions: longest gap %v",
+			logf("session %v %-7s b's partitions %v: longest gap %v, event → last one's first output %v, paused in all %v; a's partitions: longest gap %v",
 				session, ev, res.Stopped, res.StoppedGap().Round(10*time.Millisecond), res.StoppedResume().Round(10*time.Millisecond),
-				res.OtherGap().Round(10*time.Millisecond))
+				res.StoppedPaused().Round(10*time.Millisecond), res.OtherGap().Round(10*time.Millisecond))
 			results = append(results, res)
 		}
 	}
@@ -450,7 +453,7 @@ func (r *failoverRun) stable(ctx context.Context) (bParts []int32, ok bool) {
 // event settles the group, does ev to instance b and measures every
 // partition's pause until all have resumed and flowed for 3 s.
 func (r *failoverRun) event(ctx context.Context, ev string) (eventResult, error) {
-	leave := ev == evLeave
+	leave := ev == evLeave // restart, stop and late-restart: false
 	if ev == evKill && r.b != nil && r.b.running() {
 		leave = r.b.args.Leave // either: a kill does not leave
 	}
@@ -467,17 +470,26 @@ func (r *failoverRun) event(ctx context.Context, ev string) (eventResult, error)
 		err = r.b.stop(syscall.SIGKILL)
 	case evStop, evLeave:
 		err = r.b.stop(syscall.SIGTERM)
-	case evRestart:
+	case evRestart, evLateRestart:
 		if err = r.b.stop(syscall.SIGTERM); err == nil {
+			if ev == evLateRestart {
+				time.Sleep(time.Until(t0.Add(r.session + 3*time.Second)))
+			}
 			r.b, err = startInstance(r.b.args, filepath.Dir(r.b.args.State))
 		}
 	}
 	if err != nil {
 		return eventResult{}, err
 	}
-	// Resumed: 3 s past the event, every partition's output flowing for
-	// 3 s in a row.
+	// Resumed: 3 s past the event (and, for a late restart, past the
+	// group's being stable again with both instances), every partition's
+	// output flowing for 3 s in a row.
 	deadline := t0.Add(r.session + 2*time.Minute)
+	if ev == evLateRestart {
+		if _, err := r.settle(ctx); err != nil {
+			return eventResult{}, err
+		}
+	}
 	var since time.Time
 	for {
 		now := time.Now()

@@ -172,17 +172,18 @@ func printFailover(w io.Writer, o failoverOptions, label string, rs []eventResul
 	fmt.Fprintf(w, "failover: %s; 2 instances x 1 pipeline, %d partitions, %d keys, %d records/s, TransactionTimeout %s, %d repeat(s)\n",
 		label, o.Partitions, o.Keys, o.Rate, txn, o.Repeats)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "session timeout\tevent (to b)\tb's partitions: longest output gap\tevent → b's partitions' first output\ta's partitions: longest gap")
+	fmt.Fprintln(tw, "session timeout\tevent (to b)\tb's partitions: longest output gap\tevent → b's partitions' first output\tb's partitions: paused in all\ta's partitions: longest gap")
 	for _, s := range o.Sessions {
 		for _, ev := range o.Events {
-			var gaps, resumes, others []time.Duration
+			var gaps, resumes, paused, others []time.Duration
 			for _, r := range rs {
 				if r.Session == s && r.Event == ev {
-					gaps, resumes, others = append(gaps, r.StoppedGap()), append(resumes, r.StoppedResume()), append(others, r.OtherGap())
+					gaps, resumes = append(gaps, r.StoppedGap()), append(resumes, r.StoppedResume())
+					paused, others = append(paused, r.StoppedPaused()), append(others, r.OtherGap())
 				}
 			}
 			if len(gaps) > 0 {
-				fmt.Fprintf(tw, "%v\t%s\t%v\t%v\t%v\n", s, ev, statsOf(gaps), statsOf(resumes), statsOf(others))
+				fmt.Fprintf(tw, "%v\t%s\t%v\t%v\t%v\t%v\n", s, ev, statsOf(gaps), statsOf(resumes), statsOf(paused), statsOf(others))
 			}
 		}
 	}

@@ -15,6 +15,9 @@ import (
 type pause struct {
 	Gap    time.Duration // longest gap ending after the event
 	Resume time.Duration // event → the output that ended that gap
+	// Paused sums the gaps longer than movedGap ending after the event:
+	// a partition that moves away and back pauses twice.
+	Paused time.Duration
 }
 
 // pauseOf measures one partition's pause around event from the arrival
@@ -28,8 +31,12 @@ func pauseOf(arrivals []time.Time, event, end time.Time) (p pause, ok bool) {
 		if i == 0 {
 			continue // no earlier output: the partition's first ever
 		}
-		if gap := arrivals[i].Sub(arrivals[i-1]); gap > p.Gap {
-			p = pause{Gap: gap, Resume: arrivals[i].Sub(event)}
+		gap := arrivals[i].Sub(arrivals[i-1])
+		if gap > movedGap {
+			p.Paused += gap
+		}
+		if gap > p.Gap {
+			p.Gap, p.Resume = gap, arrivals[i].Sub(event)
 		}
 	}
 	return p, ok
@@ -67,6 +74,16 @@ func (r eventResult) StoppedResume() time.Duration {
 	return m
 }
 
+// StoppedPaused is the longest time one of the stopped instance's
+// partitions spent in gaps longer than movedGap.
+func (r eventResult) StoppedPaused() time.Duration {
+	var m time.Duration
+	for _, p := range r.Stopped {
+		m = max(m, r.Pauses[p].Paused)
+	}
+	return m
+}
+
 // OtherGap is the longest output gap of the surviving instance's
 // partitions: what the rebalance cost the partitions that did not move.
 func (r eventResult) OtherGap() time.Duration {
@@ -78,6 +95,11 @@ func (r eventResult) OtherGap() time.Duration {
 	}
 	return m
 }
+
+// movedGap is the gap above which StoppedPaused counts a partition as
+// paused: steady input gives every partition an output at least every few
+// hundred milliseconds (a batch), so a longer gap is an event's.
+const movedGap = time.Second
 
 // stats is the median and range of some durations.
 type stats struct{ Median, Min, Max time.Duration }

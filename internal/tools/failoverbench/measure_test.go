@@ -28,14 +28,17 @@ func TestPauseOf(t *testing.T) {
 		// Outputs every 100 ms until 1000, the event at 1050, nothing
 		// until 7000, then every 100 ms again: the gap spanning the
 		// event.
-		{"spans the event", at(800, 900, 1000, 7000, 7100, 7200), 1050, 8000, pause{Gap: 6000 * time.Millisecond, Resume: 5950 * time.Millisecond}, true},
+		{"spans the event", at(800, 900, 1000, 7000, 7100, 7200), 1050, 8000, pause{Gap: 6000 * time.Millisecond, Resume: 5950 * time.Millisecond, Paused: 6000 * time.Millisecond}, true},
 		// The gap that spans the event is short; a later one (a second
 		// rebalance) is the longest.
-		{"a later gap", at(900, 1000, 1100, 1200, 4200, 4300), 1050, 5000, pause{Gap: 3000 * time.Millisecond, Resume: 3150 * time.Millisecond}, true},
+		{"a later gap", at(900, 1000, 1100, 1200, 4200, 4300), 1050, 5000, pause{Gap: 3000 * time.Millisecond, Resume: 3150 * time.Millisecond, Paused: 3000 * time.Millisecond}, true},
 		// A gap that ended before the event does not count.
 		{"earlier gap ignored", at(0, 900, 1000, 1100, 1200), 1050, 5000, pause{Gap: 100 * time.Millisecond, Resume: 50 * time.Millisecond}, true},
 		// Nothing after the event yet: not resumed.
 		{"not resumed", at(900, 1000), 1050, 5000, pause{}, false},
+		// A partition that moves away and back pauses twice: both
+		// count in Paused.
+		{"twice", at(900, 1000, 7000, 7100, 9100, 9200), 1050, 10000, pause{Gap: 6000 * time.Millisecond, Resume: 5950 * time.Millisecond, Paused: 8000 * time.Millisecond}, true},
 		// Outputs after end are not looked at.
 		{"after end", at(1000, 9000), 1050, 5000, pause{}, false},
 		// The partition's first output ever comes after the event.
@@ -52,13 +55,16 @@ func TestPauseOf(t *testing.T) {
 
 func TestEventResult(t *testing.T) {
 	s := time.Second
-	r := eventResult{Pauses: []pause{{Gap: s / 10, Resume: s / 20}, {Gap: 7 * s, Resume: 6 * s}, {Gap: 2 * s, Resume: 9 * s}, {Gap: s / 2, Resume: s}},
+	r := eventResult{Pauses: []pause{{Gap: s / 10, Resume: s / 20}, {Gap: 7 * s, Resume: 6 * s, Paused: 7 * s}, {Gap: 2 * s, Resume: 9 * s, Paused: 9 * s}, {Gap: s / 2, Resume: s}},
 		Stopped: []int32{1, 2}}
 	if g, w := r.StoppedGap(), 7*s; g != w {
 		t.Errorf("StoppedGap = %v, want %v", g, w)
 	}
 	if g, w := r.StoppedResume(), 9*s; g != w {
 		t.Errorf("StoppedResume = %v, want %v (the last stopped partition to resume)", g, w)
+	}
+	if g, w := r.StoppedPaused(), 9*s; g != w {
+		t.Errorf("StoppedPaused = %v, want %v", g, w)
 	}
 	if g, w := r.OtherGap(), s/2; g != w {
 		t.Errorf("OtherGap = %v, want %v", g, w)
