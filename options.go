@@ -96,7 +96,8 @@ type KafkaOptions struct {
 	// Default 10s, against Kafka's 45s: a crash pauses the instance's
 	// partitions for about 10 s instead of 45 s; raise it when your
 	// instances take longer than that to restart (docs/OPERATIONS.md,
-	// "What bounds failover"; measured in docs/BENCHMARKS.md, "Failover").
+	// "What bounds failover"; measured in docs/BENCHMARKS.md, "Failover
+	// and the group protocol").
 	SessionTimeout time.Duration
 	// TransactionTimeout is how long the broker lets a transaction of a
 	// dead instance stay open: 1s to 15m (Kafka's minimum, and the

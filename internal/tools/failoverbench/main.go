@@ -1,5 +1,6 @@
 // Command failoverbench measures what bounds failover on a real Kafka
-// broker (issue #27, item 4; docs/BENCHMARKS.md, "Failover"):
+// broker (issue #27, item 4; docs/BENCHMARKS.md, "Failover and the group
+// protocol"):
 //
 //   - failover: two kstate instances ("a" and "b", child processes of this
 //     program, one pipeline each) count steady keyed input; for each
