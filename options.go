@@ -81,8 +81,23 @@ type KafkaOptions struct {
 	// (ConsumerGroup, ConsumeTopics, TransactionalID...), since they would
 	// apply to every client. Default none.
 	ClientOptions []kgo.Opt
-	// SessionTimeout is how long the group waits for a silent member.
-	// Default 10s.
+	// SessionTimeout is how long the group waits for a silent member
+	// before it moves the member's partitions to the others. It bounds
+	// failover after a crash (SIGKILL, a lost node) and after a graceful
+	// stop that does not leave the group (LeaveGroupOnShutdown false), and
+	// it is how long a restarted instance may take to come back and keep
+	// its partitions without a rebalance (static membership, InstanceID).
+	// Heartbeats go out every third of it, at most every 3s. It must lie
+	// within the broker's group.min.session.timeout.ms and
+	// group.max.session.timeout.ms (6s and 30m by default). Keep
+	// TransactionTimeout at or below it: a crashed instance's open
+	// transaction holds back the committed output of its partitions until
+	// the broker aborts it, so a crash costs the longer of the two.
+	// Default 10s, against Kafka's 45s: a crash pauses the instance's
+	// partitions for about 10 s instead of 45 s; raise it when your
+	// instances take longer than that to restart (docs/OPERATIONS.md,
+	// "What bounds failover"; measured in docs/BENCHMARKS.md, "Failover
+	// and the group protocol").
 	SessionTimeout time.Duration
 	// TransactionTimeout is how long the broker lets a transaction of a
 	// dead instance stay open: 1s to 15m (Kafka's minimum, and the
@@ -117,7 +132,16 @@ type KafkaOptions struct {
 	// partitions move to the other instances at once, and once the last
 	// instance has stopped the group can be deleted at once. A leave that
 	// fails is logged at Warn; the member then stays until SessionTimeout.
-	// Run stopping with an error never leaves the group.
+	// Run stopping with an error never leaves the group. An instance
+	// cannot tell a restart from a final stop, so choose per deployment:
+	// keep it false where a stopped instance comes back with the same
+	// InstanceID (a Kubernetes StatefulSet, a VM or systemd service: a
+	// restart then pauses only its own partitions, for as long as it takes,
+	// and moves nothing); set it where it never does (a Kubernetes
+	// Deployment, whose new pods have new host names and so, by default,
+	// new InstanceIDs: staying would pause each replaced pod's partitions
+	// for SessionTimeout at every rollout) and for a scale-in
+	// (docs/OPERATIONS.md, "What bounds failover").
 	LeaveGroupOnShutdown bool
 }
 
