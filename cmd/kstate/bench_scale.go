@@ -168,6 +168,8 @@ type scaleEvent struct {
 	Standbys int    `json:"standbys"`
 	Kind     string `json:"kind"` // join, stop, kill
 	Subject  string `json:"subject"`
+	// Load1 is the machine's 1-minute load average at the event.
+	Load1 float64 `json:"load1"`
 	// Window is the time from the event to the end of its window, Settled
 	// whether it ended settled (not at --max-window).
 	Window  time.Duration `json:"window_ns"`
@@ -452,7 +454,7 @@ func (r *scaleRun) failed() error {
 
 // event runs one event and measures it.
 func (r *scaleRun) event(ctx context.Context, round, sb int, kind string) (*scaleEvent, error) {
-	ev := &scaleEvent{Round: round, Standbys: sb, Kind: kind}
+	ev := &scaleEvent{Round: round, Standbys: sb, Kind: kind, Load1: load1()}
 	before := r.owners()
 	restored0 := map[string]int64{}
 	for _, in := range r.live {
@@ -967,7 +969,7 @@ func printScaleTable(w io.Writer, rep *scaleReport) {
 		o.Keys, o.StateBytes, float64(rep.Preload.ChangelogBytes)/1e9, o.Partitions, o.Rate, o.BrokerLabel, rep.Machine.NumCPU, rep.Machine.Load1)
 	fmt.Fprintf(w, "preload: %d rows processed in %v; exactly-once: %s\n\n", rep.Preload.Records, rep.Preload.Took.Round(time.Millisecond), orDash(rep.ExactlyOnce))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "standbys\tevent\tmoved\tlongest gap, moved\tlongest gap, all\tfirst output, moved\tsteady gap before\trestored records\tlongest restore\twindow\t")
+	fmt.Fprintln(tw, "standbys\tevent\tmoved\tlongest gap, moved\tlongest gap, all\tfirst output, moved\tsteady gap before\trestored records\tlongest restore\twindow\tload\t")
 	sec := func(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 	for _, ev := range rep.Events {
 		open := ""
@@ -978,8 +980,8 @@ func printScaleTable(w io.Writer, rep *scaleReport) {
 		if !ev.Settled {
 			settled = " (not settled)"
 		}
-		fmt.Fprintf(tw, "%d\t%s %s\t%d/%d\t%s\t%s%s\t%s\t%s\t%d\t%s\t%s%s\t\n", ev.Standbys, ev.Kind, ev.Subject, ev.Moved, len(ev.Gaps),
-			sec(ev.MaxGapMoved), sec(ev.MaxGapAll), open, sec(ev.FirstMoved), sec(ev.BeforeGap), ev.RestoreRecords, sec(ev.RestoreTime), sec(ev.Window), settled)
+		fmt.Fprintf(tw, "%d\t%s %s\t%d/%d\t%s\t%s%s\t%s\t%s\t%d\t%s\t%s%s\t%.0f\t\n", ev.Standbys, ev.Kind, ev.Subject, ev.Moved, len(ev.Gaps),
+			sec(ev.MaxGapMoved), sec(ev.MaxGapAll), open, sec(ev.FirstMoved), sec(ev.BeforeGap), ev.RestoreRecords, sec(ev.RestoreTime), sec(ev.Window), settled, ev.Load1)
 	}
 	_ = tw.Flush()
 }
