@@ -133,13 +133,16 @@ func TestScaleVerifier(t *testing.T) {
 			t.Errorf("count %d lost: check: %v", lost, err)
 		}
 	}
-	// The right number of outputs but one count twice and one missing.
-	v := newVerifier(1)
-	for _, c := range []int64{1, 2, 2} {
-		v.add(key(0), c)
-	}
-	if err := v.check([]int32{3}); err == nil {
-		t.Error("counts 1, 2, 2 for 3 inputs: check passed")
+	// The right number of outputs, no count twice, but the counts are
+	// not 1..n (below and above 64); or one count twice and one missing.
+	for _, counts := range [][]int64{{1, 2, 4}, {1, 2, 2}, append(seq(69), 71)} {
+		v := newVerifier(1)
+		for _, c := range counts {
+			v.add(key(0), c)
+		}
+		if err := v.check([]int32{int32(len(counts))}); err == nil {
+			t.Errorf("counts %v for %d inputs: check passed", counts, len(counts))
+		}
 	}
 }
 
@@ -268,3 +271,12 @@ func TestBenchScaleSmoke(t *testing.T) {
 }
 
 func newTestRand() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
+
+// seq returns 1..n.
+func seq(n int) []int64 {
+	s := make([]int64, n)
+	for i := range s {
+		s[i] = int64(i + 1)
+	}
+	return s
+}
