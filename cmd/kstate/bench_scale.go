@@ -88,8 +88,9 @@ directory and InstanceID), and, for every value of --standbys
          Kafka.SessionTimeout).
 
 Each event's window lasts at least --min-window, until every partition is
-owned, none restores, each has output again since the event and the owners
-have not changed for --settle (at most --max-window). A read_committed consumer of the output records when
+owned, none restores, each has output again since the event, no warm-up
+copy waits to take a partition over (Status.Group.Moves, once reported) and
+the owners have not changed for --settle (at most --max-window). A read_committed consumer of the output records when
 each partition's outputs arrive: per partition the longest gap between
 consecutive arrivals (from the last output before the event), the time
 from the event to its first output, and which partitions moved; the
@@ -543,8 +544,9 @@ var errNotSettled = errors.New("bench scale: the group did not settle")
 // waitSettled waits until the window of an event at at can end: at least
 // --min-window after it, every partition owned by one live instance, none
 // restoring, each with an output since the event and since its owner got
-// it (and the joined instance, if any, owning a partition), the owners
-// unchanged for --settle. It returns errNotSettled at --max-window.
+// it, no warm-up waiting to move (and the joined instance, if any, owning
+// a partition), the owners unchanged for --settle. It returns
+// errNotSettled at --max-window.
 func (r *scaleRun) waitSettled(ctx context.Context, at time.Time, joined *instance) error {
 	var stable map[int32]string
 	var since time.Time
@@ -557,7 +559,7 @@ func (r *scaleRun) waitSettled(ctx context.Context, at time.Time, joined *instan
 		if ok && joined != nil && !slices.Contains(mapValues(owners), joined.name) {
 			ok = false
 		}
-		ok = ok && r.resumed(owners, at, now)
+		ok = ok && r.resumed(owners, at, now) && !r.moving()
 		switch {
 		case !ok:
 			stable = nil
@@ -596,6 +598,23 @@ func (r *scaleRun) resumed(owners map[int32]string, at, now time.Time) bool {
 		}
 	}
 	return true
+}
+
+// moving reports whether a live instance's status lists partitions that
+// move once their warm-up copies catch up (Status.Group.Moves, where a
+// release reports it): the event's window goes on until they moved.
+func (r *scaleRun) moving() bool {
+	for _, in := range r.live {
+		var st struct {
+			Group *struct {
+				Moves []json.RawMessage `json:"moves"`
+			} `json:"group"`
+		}
+		if raw := in.rawStatus(); raw != nil && json.Unmarshal(raw, &st) == nil && st.Group != nil && len(st.Group.Moves) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // settledOwners returns the owner of every partition, and whether each is

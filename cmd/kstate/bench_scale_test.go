@@ -280,3 +280,52 @@ func seq(n int) []int64 {
 	}
 	return s
 }
+
+// TestScaleSettled: an event's window may end only when every partition
+// is owned once, none restores, each has output since its owner got it and
+// no warm-up waits to move.
+func TestScaleSettled(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ev, now := t0.Add(10*time.Second), t0.Add(30*time.Second)
+	inst := func(name, raw string, assigned map[int32]time.Time) *instance {
+		in := &instance{name: name}
+		if err := json.Unmarshal([]byte(raw), &in.mu.status); err != nil {
+			t.Fatal(err)
+		}
+		in.mu.raw, in.mu.assignedAt = json.RawMessage(raw), assigned
+		return in
+	}
+	col := &gapCollector{}
+	col.mu.arrivals = map[int32][]time.Time{
+		0: {t0.Add(9 * time.Second), t0.Add(12 * time.Second)},
+		1: {t0.Add(9 * time.Second), t0.Add(11 * time.Second), t0.Add(25 * time.Second)},
+	}
+	const (
+		a = `{"state":"Running","partitions":[{"partition":0}]}`
+		b = `{"state":"Running","partitions":[{"partition":1}]}`
+	)
+	early, late := map[int32]time.Time{0: t0, 1: t0}, map[int32]time.Time{1: t0.Add(20 * time.Second)}
+	for _, c := range []struct {
+		name string
+		live []*instance
+		want bool
+	}{
+		{"settled", []*instance{inst("i1", a, early), inst("i2", b, late)}, true},
+		// Partition 1's new owner got it at 20 s: its output at 11 s was
+		// its old owner's; the one at 25 s is its own.
+		{"no output since the owner got it", []*instance{inst("i1", a, early), inst("i2", b, map[int32]time.Time{1: t0.Add(26 * time.Second)})}, false},
+		{"unowned partition", []*instance{inst("i1", a, early)}, false},
+		{"owned twice", []*instance{inst("i1", a, early), inst("i2", b, late), inst("i3", a, early)}, false},
+		{"restoring", []*instance{inst("i1", a, early), inst("i2", `{"state":"Running","partitions":[{"partition":1,"restoring":true}]}`, late)}, false},
+		{"not running", []*instance{inst("i1", a, early), inst("i2", `{"state":"Restoring","partitions":[{"partition":1}]}`, late)}, false},
+		{"a warm-up to move", []*instance{inst("i1", a, early), inst("i2", `{"state":"Running","partitions":[{"partition":1}],"group":{"moves":[{"partition":0,"from":"i1","to":"i2"}]}}`, late)}, false},
+		{"no moves reported", []*instance{inst("i1", a, early), inst("i2", `{"state":"Running","partitions":[{"partition":1}],"group":{"moves":[]}}`, late)}, true},
+	} {
+		r := &scaleRun{o: scaleOptions{Partitions: 2}, col: col, live: c.live}
+		owners, ok := r.settledOwners()
+		got := ok && r.resumed(owners, ev, now) && !r.moving()
+		if got != c.want {
+			t.Errorf("%s: settled %v, want %v (owners %v)", c.name, got, c.want, owners)
+		}
+	}
+}
