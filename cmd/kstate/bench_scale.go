@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -103,7 +104,10 @@ Options of the instances are set by path, as kstate-count's -set:
 --set Group.ProbingInterval=10s.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), o.Timeout)
+			// Interrupted, it stops its instances and the broker.
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 			defer cancel()
 			return runScaleCmd(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
 		},
@@ -709,6 +713,7 @@ func (r *scaleRun) restart(ctx context.Context, in *instance, standbys int) (*in
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, r.o.WorkerExe, args...)
+	dieWithParent(cmd) // bench_scale_linux.go
 	cmd.Stderr = logf
 	if r.o.Verbose {
 		cmd.Stderr = io.MultiWriter(logf, prefixWriter(os.Stderr, in.name+": "))
