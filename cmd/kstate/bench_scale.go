@@ -192,6 +192,11 @@ type scaleEvent struct {
 	// FirstMoved is the longest time from the event to a moved
 	// partition's first output.
 	FirstMoved time.Duration `json:"first_output_moved_ns"`
+	// Goal is issue #27's bound on MaxGapMoved: 2 s for a join and a
+	// graceful stop, the instances' Kafka.SessionTimeout + 1 s for a kill;
+	// Met whether the event kept within it.
+	Goal time.Duration `json:"goal_ns"`
+	Met  bool          `json:"met"`
 	// BeforeGap is the longest steady-state gap before the event.
 	BeforeGap time.Duration `json:"before_gap_ns"`
 	// RestoreRecords sums the changelog records the live instances
@@ -532,7 +537,26 @@ func (r *scaleRun) event(ctx context.Context, round, sb int, kind string) (*scal
 	}
 	ev.MaxGapMoved, _ = maxGap(ev.Gaps, true)
 	ev.MaxGapAll, ev.Open = maxGap(ev.Gaps, false)
+	ev.Goal = r.o.goal(kind)
+	ev.Met = ev.Settled && !ev.Open && ev.MaxGapAll <= ev.Goal
 	return ev, nil
+}
+
+// goal is issue #27's bound on an event's longest gap: 2 s for a join or a
+// graceful stop, Kafka.SessionTimeout + 1 s for a kill.
+func (o scaleOptions) goal(kind string) time.Duration {
+	if kind != "kill" {
+		return 2 * time.Second
+	}
+	var opts kstate.Options
+	for _, s := range o.Sets {
+		_ = setOption(&opts, s) // validated
+	}
+	st := opts.Kafka.SessionTimeout
+	if st <= 0 {
+		st = kafka.DefaultSessionTimeout
+	}
+	return st + time.Second
 }
 
 func (ev *scaleEvent) summary() string {
@@ -993,7 +1017,7 @@ func printScaleTable(w io.Writer, rep *scaleReport) {
 		o.Keys, o.StateBytes, float64(rep.Preload.ChangelogBytes)/1e9, o.Partitions, o.Rate, o.BrokerLabel, rep.Machine.NumCPU, rep.Machine.Load1)
 	fmt.Fprintf(w, "preload: %d rows processed in %v; exactly-once: %s\n\n", rep.Preload.Records, rep.Preload.Took.Round(time.Millisecond), orDash(rep.ExactlyOnce))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "standbys\tevent\tmoved\tlongest gap, moved\tlongest gap, all\tfirst output, moved\tsteady gap before\trestored records\tlongest restore\twindow\tload\t")
+	fmt.Fprintln(tw, "standbys\tevent\tmoved\tlongest gap, moved\tlongest gap, all\tgoal (#27)\tfirst output, moved\tsteady gap before\trestored records\tlongest restore\twindow\tload\t")
 	sec := func(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 	for _, ev := range rep.Events {
 		open := ""
@@ -1004,8 +1028,9 @@ func printScaleTable(w io.Writer, rep *scaleReport) {
 		if !ev.Settled {
 			settled = " (not settled)"
 		}
-		fmt.Fprintf(tw, "%d\t%s %s\t%d/%d\t%s\t%s%s\t%s\t%s\t%d\t%s\t%s%s\t%.0f\t\n", ev.Standbys, ev.Kind, ev.Subject, ev.Moved, len(ev.Gaps),
-			sec(ev.MaxGapMoved), sec(ev.MaxGapAll), open, sec(ev.FirstMoved), sec(ev.BeforeGap), ev.RestoreRecords, sec(ev.RestoreTime), sec(ev.Window), settled, ev.Load1)
+		met := map[bool]string{true: "met", false: "missed"}[ev.Met]
+		fmt.Fprintf(tw, "%d\t%s %s\t%d/%d\t%s\t%s%s\t≤ %s: %s\t%s\t%s\t%d\t%s\t%s%s\t%.0f\t\n", ev.Standbys, ev.Kind, ev.Subject, ev.Moved, len(ev.Gaps),
+			sec(ev.MaxGapMoved), sec(ev.MaxGapAll), open, sec(ev.Goal), met, sec(ev.FirstMoved), sec(ev.BeforeGap), ev.RestoreRecords, sec(ev.RestoreTime), sec(ev.Window), settled, ev.Load1)
 	}
 	_ = tw.Flush()
 }

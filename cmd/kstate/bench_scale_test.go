@@ -171,6 +171,20 @@ func TestScaleSetOption(t *testing.T) {
 	}
 }
 
+func TestScaleGoal(t *testing.T) {
+	o := defaultScaleOptions()
+	if g := o.goal("join"); g != 2*time.Second {
+		t.Errorf("join: %v", g)
+	}
+	if g := o.goal("kill"); g != 11*time.Second {
+		t.Errorf("kill, default session timeout: %v", g)
+	}
+	o.Sets = []string{"Kafka.SessionTimeout=6s"}
+	if g := o.goal("kill"); g != 7*time.Second {
+		t.Errorf("kill, session timeout 6s: %v", g)
+	}
+}
+
 func TestScaleOptionsValidate(t *testing.T) {
 	if o := defaultScaleOptions(); o.validate() != nil {
 		t.Fatalf("defaults: %v", o.validate())
