@@ -257,6 +257,7 @@ type scaleRun struct {
 	rep    *scaleReport
 	live   []*instance // running instances, oldest first
 	nextID int
+	steady *steadyProducer // nil before the events
 }
 
 func runScale(ctx context.Context, progress io.Writer, o scaleOptions) (*scaleReport, error) {
@@ -364,6 +365,7 @@ func (r *scaleRun) run(ctx context.Context) error {
 
 	// 2. Steady input, and the events.
 	steady := newSteadyProducer(o.Brokers, r.in, o.Rate, o.Keys, o.ValueBytes, o.Seed)
+	r.steady = steady
 	go steady.run(ctx)
 	stopSteady := sync.OnceValues(steady.stop)
 	defer stopSteady()
@@ -450,8 +452,17 @@ func (r *scaleRun) waitOutputs(ctx context.Context, n int, limit time.Duration) 
 }
 
 // failed returns an error when an instance the benchmark did not stop
-// exited.
+// exited, or the steady input stopped on an error.
 func (r *scaleRun) failed() error {
+	if r.steady != nil {
+		select {
+		case <-r.steady.done:
+			if r.steady.err != nil {
+				return r.steady.err
+			}
+		default:
+		}
+	}
 	for _, in := range r.live {
 		select {
 		case <-in.exited:
