@@ -8,7 +8,7 @@ APT_PACKAGES  := librocksdb-dev kcat g++ chromium-headless-shell postgresql
 TEST_TIMEOUT  ?= 20m
 PKGS          := ./...
 
-.PHONY: test-integration test-static test-units test-k8s-example vet-all vet-shared test-long bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-micro crash kafka-up kafka-down kafka-topic clean help
+.PHONY: test-integration test-static test-units test-k8s-example vet-all vet-shared test-long bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-scale bench-micro crash kafka-up kafka-down kafka-topic clean help
 
 all: build
 
@@ -18,6 +18,9 @@ help:
 	@echo "                 staticcheck and go test -race of every other package; ~6 min on 2 cores"
 	@echo "make test-long  make test's tests and the long ones (KSTATE_LONG=1: broker outages, long faults, variants)"
 	@echo "make bench      end-to-end benchmark on a real Kafka broker (BENCH_FLAGS=... for kstate bench flags)"
+	@echo "make bench-scale  pause benchmark: the longest gap in committed output per partition when an instance joins,"
+	@echo "                 is SIGKILLed or stops, Group.Standbys 0 and 1 (~25 min at 2M keys, 1 GB of changelog;"
+	@echo "                 SCALE_FLAGS=... for kstate bench scale flags, e.g. --keys 200000 for ~5 min)"
 	@echo "make bench-peers  kstate vs Kafka Streams, Flink and a raw franz-go pipe on the shared peer harness (~9 min;"
 	@echo "                 PEERS=, REPEATS=, N=, KSTATE_ARGS=; prints the table and the commit; before/after in one run:"
 	@echo "                 PEERS=\"kstate kstate-before kstreams-eos\" KSTATE_REV_before=<commit>; docs/BENCHMARKS.md)"
@@ -152,6 +155,13 @@ demo: deps
 # local state; see docs/BENCHMARKS.md.
 bench: deps
 	$(GO) run ./cmd/kstate bench $(BENCH_FLAGS)
+
+# The pause benchmark of issue #27 (cmd/kstate/bench_scale.go): one real
+# broker, 2M keys x 512-byte state preloaded, 5,000 rows/s, instances as
+# separate processes joining, SIGKILLed and stopped; see docs/BENCHMARKS.md,
+# "Scaling out and failing over".
+bench-scale: deps
+	$(GO) run ./cmd/kstate bench scale $(SCALE_FLAGS)
 
 # kstate against its peers on ../shared/bench-peers (copied and cached in
 # ~/.cache/kstate/bench-peers; Kafka Streams and Flink jars built there by

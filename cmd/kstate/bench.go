@@ -127,6 +127,7 @@ the within-run ratio of each processor to the first one.`,
 	fl.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole benchmark process (go tool pprof)")
 	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "show the applications' logs")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "give up after this long")
+	cmd.AddCommand(newBenchScaleCmd()) // bench_scale.go
 	return cmd
 }
 
