@@ -391,7 +391,24 @@ func freezeRound(t *testing.T, rng *rand.Rand, in *eosInput, args eosChildArgs, 
 	args.killPoint = fmt.Sprintf("%s@%d/stop", engine.AfterProduce, 1+rng.IntN(2))
 	v := startEOSChild(t, args)
 	in.produce(t, rng, 60+rng.IntN(120))
-	waitFor(t, time.Minute, args.instance+" reaches its stop point", func() bool { return v.find(stopPointRe) != nil }, v, sv)
+	// The stop point needs batches on the victim's partitions, and the
+	// wave may have none left for it: under load the survivor can process
+	// it all while the victim starts, or the victim's partitions get too
+	// few records for a second batch. A row on every partition every
+	// second keeps the point reachable (their keys from an rng of their
+	// own: the seed's draws stay the same whatever the timing).
+	more := rand.New(rand.NewPCG(rng.Uint64(), 3))
+	lastMore := time.Now()
+	waitFor(t, time.Minute, args.instance+" reaches its stop point", func() bool {
+		if v.find(stopPointRe) != nil {
+			return true
+		}
+		if time.Since(lastMore) > time.Second {
+			in.produceEveryPartition(t, more, 0)
+			lastMore = time.Now()
+		}
+		return false
+	}, v, sv)
 	t0 := time.Now()
 	waitFor(t, time.Minute, sv.name+" owns every partition", func() bool {
 		m := sv.metrics()

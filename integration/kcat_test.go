@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
@@ -115,8 +116,18 @@ func TestKcatKeysAndLiveQuery(t *testing.T) {
 	}
 	for _, k := range crcKeys {
 		var res kstate.QueryResult
-		testprocs.Eventually(t, 10*time.Second, "count of "+k, func() bool {
-			if res, err = app.Query(ctx, "count", k); err != nil {
+		testprocs.Eventually(t, waitOut, "count of "+k, func() bool {
+			res, err = app.Query(ctx, "count", k)
+			// Not yet: the outputs are visible before the committed store
+			// has the batch (ErrUnknownVariable on a partition's first
+			// batch), and a partition can still move to the other
+			// pipeline in the first seconds (the test broker has no
+			// initial rebalance delay) and restore there (ErrNotOwner,
+			// "key not owned", seen under make test's load).
+			if errors.Is(err, kstate.ErrNotOwner) || errors.Is(err, kstate.ErrUnknownVariable) {
+				return false
+			}
+			if err != nil {
 				t.Fatalf("Query(count, %q): %v", k, err)
 			}
 			return len(res.Entries) == 1 && string(res.Entries[0].Value) == "1"

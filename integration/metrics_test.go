@@ -19,12 +19,6 @@ import (
 // /readyz is 503 and the restore series show it in progress while the
 // restore is held, and once restored the progress reaches the total.
 func TestMetricsRealBroker(t *testing.T) {
-	// make test-long only: in make test, under its load, kstate_state_keys
-	// read 0 after every output had arrived twice (not explained yet: the
-	// keys may still be in the write-behind layer rather than the store
-	// whose estimate the gauge reads; alone it has not failed).
-	// TestMetricsEmbedded keeps the metrics' proof in make test.
-	longTest(t)
 	start := time.Now()
 	e := newSpecEnv(t, 2)
 	cfg := e.config(t, testprocs.NewCounter)

@@ -32,6 +32,12 @@ var (
 	// session and start a new one (nothing of the transaction committed).
 	ErrTxnLostInOutage = errors.New("the broker was unreachable during the transaction and aborted it for its timeout")
 
+	// ErrCommitNotMade is wrapped by WriteTransaction and
+	// WriteTransactionSeq when franz-go aborted the transaction it was
+	// asked to commit while reporting success (emptyabort.go): nothing of
+	// it committed; write it again.
+	ErrCommitNotMade = errors.New("kafka: the transaction was aborted instead of committed (the Kafka client found none of its produced partitions registered in it); nothing was committed: try again")
+
 	// ErrOffsetOutOfRange is returned when a reader's start offset is not in
 	// the partition: below its log start (records were deleted) or above its
 	// high watermark (the topic was recreated or truncated). A state shard

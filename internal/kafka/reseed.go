@@ -28,11 +28,13 @@ func (c ClientConfig) WriteTransaction(ctx context.Context, txnID string, timeou
 	if timeout <= 0 {
 		timeout = DefaultTransactionTimeout
 	}
+	watch := &emptyAbortWatch{txnID: txnID}
 	cl, err := kgo.NewClient(append(c.Opts(),
 		kgo.TransactionalID(txnID),
 		kgo.TransactionTimeout(timeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MetadataMinAge(clientMetadataMinAge),
+		kgo.WithLogger(watch),
 	)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: new transactional producer %q: %w", txnID, err)
@@ -66,6 +68,9 @@ func (c ClientConfig) WriteTransaction(ctx context.Context, txnID string, timeou
 	}
 	if perr != nil {
 		return nil, perr
+	}
+	if watch.seen.Load() {
+		return nil, fmt.Errorf("kafka: transaction %q: %w", txnID, ErrCommitNotMade)
 	}
 	return offs, nil
 }

@@ -203,6 +203,10 @@ type Session struct {
 	// failed); the next End aborts, rewinding past them, so they are never
 	// committed unprocessed.
 	mustAbort atomic.Bool
+	// abortWatch is the client's logger, which sees franz-go turn End's
+	// commit into an abort without saying so but in its log
+	// (emptyabort.go).
+	abortWatch *emptyAbortWatch
 
 	inTxn  atomic.Bool
 	closed atomic.Bool
@@ -340,6 +344,8 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 
+	s.abortWatch = &emptyAbortWatch{log: s.log, txnID: cfg.TransactionalID}
+
 	cctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	opts := append(cfg.clientConfig().Opts(),
@@ -381,7 +387,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evRevoked, m) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { s.enqueue(evLost, m) }),
 		kgo.OnOffsetsFetched(s.fence.onFetched),
-		kgo.WithLogger(kgoLogger{s.log}),
+		kgo.WithLogger(s.abortWatch),
 		kgo.WithHooks(connHook{s}),
 	)
 	if cfg.InstanceID != "" {
@@ -795,14 +801,20 @@ func (s *Session) End(ctx context.Context, commit bool) (committed bool, err err
 	if commit {
 		ctx = kgo.PreTxnCommitFnContext(ctx, s.fence.preCommit)
 	}
+	s.abortWatch.seen.Store(false)
 	committed, err = s.gts.End(ctx, kgo.TransactionEndTry(commit))
+	emptyAbort := committed && s.abortWatch.seen.Load()
+	if emptyAbort {
+		s.log.Warn("transaction aborted instead of committed: franz-go found none of its produced partitions registered and aborted it; consumption rewound", "group", s.cfg.GroupID)
+		committed = false
+	}
 	s.ended.Store(int64(max(time.Since(s.created), 1)))
 	s.fence.ended(committed && err == nil)
 	s.inTxn.Store(false)
 	if err != nil {
 		return false, s.wrapTxnErr("end transaction", "", err)
 	}
-	if commit && !committed {
+	if commit && !committed && !emptyAbort {
 		s.log.Warn("transaction aborted instead of committed (rebalance); consumption rewound", "group", s.cfg.GroupID)
 	}
 	return committed, nil

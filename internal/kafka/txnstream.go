@@ -24,12 +24,14 @@ func (c ClientConfig) WriteTransactionSeq(ctx context.Context, txnID string, tim
 	if timeout <= 0 {
 		timeout = DefaultTransactionTimeout
 	}
+	watch := &emptyAbortWatch{txnID: txnID}
 	cl, err := kgo.NewClient(append(c.Opts(),
 		kgo.TransactionalID(txnID),
 		kgo.TransactionTimeout(timeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MetadataMinAge(clientMetadataMinAge),
 		kgo.MaxBufferedRecords(maxBuffered),
+		kgo.WithLogger(watch),
 	)...)
 	if err != nil {
 		return 0, fmt.Errorf("kafka: new transactional producer %q: %w", txnID, err)
@@ -84,6 +86,9 @@ func (c ClientConfig) WriteTransactionSeq(ctx context.Context, txnID string, tim
 	}
 	if err != nil {
 		return 0, err
+	}
+	if watch.seen.Load() {
+		return 0, fmt.Errorf("kafka: transaction %q: %w", txnID, ErrCommitNotMade)
 	}
 	return n, nil
 }

@@ -339,18 +339,26 @@ func (s *Shard) ChangelogOffset() int64 { return s.offset }
 // Estimate returns the store's estimated size (kv.Store.Estimate); safe
 // to call concurrently with the shard's goroutine, like Stats.
 func (s *Shard) Estimate() (kv.Estimate, error) {
+	if s.wb == nil {
+		return s.store.Estimate()
+	}
+	// The store and the write-behind layer under wbMu, as a flush writes
+	// the layer to the store and empties it under wbMu: read apart, a
+	// flush in between moved the layer's entries into the store after
+	// the store was read, and the estimate missed them all (0 after the
+	// first flush).
+	s.wbMu.Lock()
+	defer s.wbMu.Unlock()
 	e, err := s.store.Estimate()
-	if err != nil || s.wb == nil {
+	if err != nil {
 		return e, err
 	}
 	// Entries committed but still in the write-behind layer: some may be
 	// in the store too (counted twice), as estimates go.
-	s.wbMu.Lock()
 	if e.Entries >= 0 {
 		e.Entries += int64(len(s.wb.items))
 	}
 	e.Bytes += s.wb.used
-	s.wbMu.Unlock()
 	return e, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -75,6 +76,12 @@ func ReaderTails(t *testing.T, brokers []string) {
 					committedOffs = append(committedOffs, offs...)
 				}
 			}
+			// The tail's transaction complete first: a real broker
+			// answers EndTxn once the transaction is prepared and writes
+			// its markers after, so a reader opened at once can find the
+			// LSO still at the transaction's start (position 0 end 0 for
+			// "only aborted", once) and the tail under test not there.
+			waitStable(t, adm, topic)
 			from := int64(0)
 			if tc.from >= 0 {
 				from = committedOffs[tc.from]
@@ -95,6 +102,35 @@ func ReaderTails(t *testing.T, brokers []string) {
 				t.Fatalf("re-reading from the final position returned %v", again)
 			}
 		})
+	}
+}
+
+// waitStable waits until no transaction is open or completing on topic:
+// every partition's last stable offset is its high watermark.
+func waitStable(t *testing.T, adm *kafka.Admin, topic string) {
+	t.Helper()
+	ctx := Ctx(t, time.Minute)
+	start := time.Now()
+	for waited := false; ; waited = true {
+		stable, err := adm.StableOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		high, err := adm.EndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if maps.Equal(stable, high) {
+			if waited {
+				t.Logf("waited %v for the markers: last stable offsets reached the high watermarks %v", time.Since(start).Round(time.Millisecond), high)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("topic %q: last stable offsets %v still below the high watermarks %v", topic, stable, high)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 

@@ -1,0 +1,67 @@
+package kafka
+
+import (
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// A commit franz-go reports but did not make.
+//
+// franz-go v1.22.3's EndTransaction(TryCommit) sends an abort instead of
+// the commit when it finds no partition of the transaction marked added
+// client-side and no offsets added, but records were produced (its
+// KIP-890 path: "no produce succeeded in this transaction but produces
+// were attempted"), and returns no error; GroupTransactSession.End then
+// reports committed. A produce acknowledged by the broker can still find
+// its partition unmarked: seen on kfake under load for a transaction's
+// first produce to a topic new to the client, whose record the broker
+// had appended (kafkatest's ReadAllCommitted then missed it). The records
+// are aborted, and a caller that trusts the report loses them — for the
+// engine, a batch without consumed offsets (first batch, timers only)
+// whose changelog records it would then apply locally.
+//
+// franz-go says so only in that Info line, so the transactional clients'
+// logger (emptyAbortWatch) takes franz-go's Info level, watches for the
+// line of its own transactional id and drops every other Info line (Warn
+// and above go on as kgoLogger's). Session.End then reports such a
+// transaction as aborted (committed=false, no error: redo it; no offsets
+// were in it, so there is nothing to rewind), and WriteTransaction and
+// WriteTransactionSeq fail with ErrCommitNotMade. (A redo on the same
+// client met OUT_OF_ORDER_SEQUENCE_NUMBER on that partition once, in a
+// test: the client's state for it is off, and the produce error stops
+// the run, which a restart clears; nothing is lost either way.)
+
+// emptyAbortMsg is franz-go's Info line for a commit turned abort.
+const emptyAbortMsg = "no produce succeeded in this transaction but produces were attempted; issuing an abort to clear any server-side partition registrations"
+
+// emptyAbortWatch is a transactional client's franz-go logger: kgoLogger
+// (when log is set), plus the watch for emptyAbortMsg. Reset seen before
+// ending a transaction, read it after.
+type emptyAbortWatch struct {
+	log   *slog.Logger // nil: franz-go's warnings are dropped
+	txnID string
+	seen  atomic.Bool
+}
+
+func (w *emptyAbortWatch) Level() kgo.LogLevel { return kgo.LogLevelInfo }
+
+func (w *emptyAbortWatch) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	if level <= kgo.LogLevelWarn {
+		if w.log != nil {
+			kgoLogger{w.log}.Log(level, msg, keyvals...)
+		}
+		return
+	}
+	if msg != emptyAbortMsg {
+		return
+	}
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		if k, _ := keyvals[i].(string); k == "transactional_id" {
+			if id, _ := keyvals[i+1].(string); id == w.txnID {
+				w.seen.Store(true)
+			}
+		}
+	}
+}
