@@ -12,12 +12,14 @@ import (
 	"github.com/kstate/kstate/serde"
 )
 
-// Two rebalances without a transaction in between, over two input topics
-// (range balancer: every rebalance revokes every partition): an idle
-// instance with two pipelines ("i1" and "i1-p1") sees instance "i2" join,
-// then instance "i0". The range balancer orders members by instance id,
-// so the second join moves partition 1 from pipeline 1 to its sibling
-// pipeline 0 (and partition 0 to "i0"). franz-go reports only the first
+// Two rebalances without a transaction in between, over two input topics:
+// an idle instance with two pipelines ("i1" and "i1-p1") sees instance
+// "i2" join, then instance "i0"; each join revokes partitions of i1's
+// pipelines (written for the range balancer, which revoked every
+// partition at every rebalance and moved partition 1 from pipeline 1 to
+// its sibling; kstate's balancer, cooperative and sticky, moves fewer and
+// places them by its own rules, so the owners are no longer pinned here:
+// internal/balancer's tests pin its decisions). franz-go reports only the first
 // revoke to a member until its next transaction ends; before the fix the
 // second was lost: pipeline 1 kept partition 1's task and its shard's
 // lock, and pipeline 0, the new owner, waited for the lock until its
@@ -63,7 +65,7 @@ func TestEmbeddedPipelinesIdleRebalanceReleasesShards(t *testing.T) {
 	}
 	// settle waits until every partition is owned by exactly one ready
 	// pipeline, members pipelines own some, and (want not nil) the owners
-	// are want's: the range balancer's, by instance id.
+	// are want's.
 	settle := func(what string, members int, want map[int32]string) {
 		t.Helper()
 		begin := time.Now()
@@ -103,10 +105,10 @@ func TestEmbeddedPipelinesIdleRebalanceReleasesShards(t *testing.T) {
 	// No input from here on until both joins are done: i1's pipelines
 	// end no transaction between the two rebalances.
 	start("i2", 1)
-	settle("i2 joined", 3, map[int32]string{0: "i1/p0", 1: "i1/p1", 2: "i2/p0"})
+	settle("i2 joined", 3, nil)
 	start("i0", 1)
-	// Four members, three partitions: i2 owns none.
-	settle("i0 joined", 3, map[int32]string{0: "i0/p0", 1: "i1/p0", 2: "i1/p1"})
+	// Four members, three partitions: one owns none.
+	settle("i0 joined", 3, nil)
 	round()
 	round()
 	checkExact(t, testprocs.WaitOutputs(t, brokers, "out", sent, 30*time.Second), sent, keys)
