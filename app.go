@@ -37,7 +37,7 @@ type App[K, I, O any] struct {
 		// positions are the Run's local shards, read by its sessions'
 		// join metadata (joinGroup); nil before runOn created them.
 		positions *engine.ShardPositions
-		err   error        // Run's error, once it returned
+		err       error // Run's error, once it returned
 	}
 }
 
