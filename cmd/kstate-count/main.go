@@ -30,11 +30,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"reflect"
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -42,6 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/optpath"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
 	"github.com/kstate/kstate/state"
@@ -151,65 +150,11 @@ func config(o options, logger *slog.Logger) (kstate.Topology[string, int64, coun
 	return top, opts, nil
 }
 
-// setField sets one field of *opts (a struct) from "Path=value", the path
-// naming a field of a nested struct with dots (Batching.MaxWait). Only
-// fields of basic kinds can be set, so that tuning knobs added to
-// kstate.Options later need no change here.
+// setField sets one field of *opts from -set's "Path=value"
+// (internal/optpath).
 func setField(opts any, assignment string) error {
-	name, value, ok := strings.Cut(assignment, "=")
-	if !ok {
-		return fmt.Errorf("-set %q: want Field=value", assignment)
-	}
-	f := reflect.ValueOf(opts).Elem()
-	for part := range strings.SplitSeq(name, ".") {
-		if f.Kind() != reflect.Struct {
-			f = reflect.Value{}
-			break
-		}
-		f = f.FieldByName(part)
-		if !f.IsValid() {
-			break
-		}
-	}
-	if !f.IsValid() || !f.CanSet() || f.Kind() == reflect.Struct {
-		return fmt.Errorf("-set %q: kstate.Options has no settable field %s (name it by its path, e.g. Batching.MaxWait)", assignment, name)
-	}
-	bad := func(err error) error { return fmt.Errorf("-set %q: %w", assignment, err) }
-	switch {
-	case f.Type() == reflect.TypeFor[time.Duration]():
-		d, err := time.ParseDuration(value)
-		if err != nil {
-			return bad(err)
-		}
-		f.SetInt(int64(d))
-	case f.Kind() == reflect.String:
-		f.SetString(value)
-	case f.Kind() == reflect.Bool:
-		b, err := strconv.ParseBool(value)
-		if err != nil {
-			return bad(err)
-		}
-		f.SetBool(b)
-	case f.CanInt():
-		n, err := strconv.ParseInt(value, 0, f.Type().Bits())
-		if err != nil {
-			return bad(err)
-		}
-		f.SetInt(n)
-	case f.CanUint():
-		n, err := strconv.ParseUint(value, 0, f.Type().Bits())
-		if err != nil {
-			return bad(err)
-		}
-		f.SetUint(n)
-	case f.CanFloat():
-		x, err := strconv.ParseFloat(value, f.Type().Bits())
-		if err != nil {
-			return bad(err)
-		}
-		f.SetFloat(x)
-	default:
-		return fmt.Errorf("-set %q: field %s has type %s, which -set cannot set", assignment, name, f.Type())
+	if err := optpath.Set(opts, assignment); err != nil {
+		return fmt.Errorf("-set %w", err)
 	}
 	return nil
 }
