@@ -72,7 +72,7 @@ func TestCrashStandbyTwoInstances(t *testing.T) {
 	t.Parallel()
 	longTest(t)
 	kinds := append(slices.Clone(killKinds), killFreeze, string(engine.DuringStandby))
-	crashStandbyTwoInstances(t, 7, kinds, true)
+	crashStandbyTwoInstances(t, 8, kinds, true) // the first delay, then every kind once
 }
 
 // TestCrashStandbyTwoInstancesShort is TestCrashStandbyTwoInstances with
@@ -345,8 +345,8 @@ func TestCrashStandbyWarmupProbing(t *testing.T) {
 			}
 			running[victim].kill()
 			st.reached[kind]++
-			t.Logf("round %d (%s): a probing rebalance moved partition %d to c (previous owner %q); killed %s",
-				i, kind, moved, prevOwner[moved], victim)
+			t.Logf("round %d (%s): a probing rebalance moved partition %d to c (previous owner %q); killed %s; c's restores so far %+v",
+				i, kind, moved, prevOwner[moved], victim, c.restores())
 			if victim != "c" {
 				running[victim] = startEOSChild(t, argsOf[victim])
 			}
