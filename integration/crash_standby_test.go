@@ -127,6 +127,12 @@ func crashStandbyTwoInstances(t *testing.T, defaultKills int, kinds []string, fa
 			victim, survivor = survivor, victim
 		}
 		sv := running[survivor]
+		// The survivor's own restores (of its start) are not the
+		// failover's: wait for them.
+		waitFor(t, time.Minute, survivor+" has restored its partitions", func() bool {
+			m := sv.metrics()
+			return m.ok && len(m.assigned) > 0 && len(m.restoring) == 0
+		}, sv)
 		restoresBefore := len(sv.restores())
 		running[victim].failIfErrored(t)
 		running[victim].kill()
