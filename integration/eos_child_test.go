@@ -62,6 +62,10 @@ type eosChildArgs struct {
 	sinkDB         string        // -sink-db: rows to a SQLite foreachBatch sink; "": none
 	pipelines      int           // -pipelines: Options.Batching.Pipelines; 0: default
 	slow           time.Duration // -slow: eos sleeps this long for about one row in seven; 0: never
+	standbys       int           // -standbys: Options.Group.Standbys; 0: none
+	probing        time.Duration // -probing-interval: Options.Group.ProbingInterval; 0: default
+	acceptableLag  int64         // -acceptable-lag: Options.Group.AcceptableLag; 0: default
+	leaveGroup     bool          // -leave-group: Options.Kafka.LeaveGroupOnShutdown
 }
 
 // startEOSChild starts an instance of the eos application. The child dies
@@ -104,6 +108,18 @@ func startEOSChild(t *testing.T, a eosChildArgs) *eosChild {
 	}
 	if a.slow > 0 {
 		args = append(args, "-slow", a.slow.String())
+	}
+	if a.standbys > 0 {
+		args = append(args, "-standbys", strconv.Itoa(a.standbys))
+	}
+	if a.probing > 0 {
+		args = append(args, "-probing-interval", a.probing.String())
+	}
+	if a.acceptableLag > 0 {
+		args = append(args, "-acceptable-lag", strconv.FormatInt(a.acceptableLag, 10))
+	}
+	if a.leaveGroup {
+		args = append(args, "-leave-group")
 	}
 	c := &eosChild{name: a.instance, cmd: exec.Command(exe, args...), done: make(chan struct{})}
 	var env []string

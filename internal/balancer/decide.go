@@ -182,7 +182,13 @@ func (d *decision) stateAware() bool { return d.in.EndOffsets != nil }
 
 // lag is how many changelog records member i's process is behind on
 // partition p: from its copy's position, or from the start without one.
-// 0 when the end offsets are unknown.
+// 0 when the end offsets are unknown, and 0 for the process of p's current
+// owner: it writes p's changelog, so its copy is current whatever position
+// it reported as it joined (under input the end offsets the leader reads
+// later are past it, by more than AcceptableLag at a high rate: the owner
+// would count as behind, and a member without a copy would get p with a
+// restore from scratch; Kafka Streams too counts a running active task as
+// caught up).
 func (d *decision) lag(i int, p int32) int64 {
 	if !d.stateAware() {
 		return 0
@@ -192,6 +198,9 @@ func (d *decision) lag(i int, p int32) int64 {
 		for j := range d.n {
 			d.lags[j] = make([]int64, len(d.owner))
 			for q := range int32(len(d.owner)) {
+				if o := d.owner[q]; o != noOwner && d.proc[o] == d.proc[j] {
+					continue // the owner's process: current
+				}
 				pos := d.shards[d.proc[j]][q] // 0 without a copy: from the start
 				d.lags[j][q] = max(0, d.in.EndOffsets[q]-pos)
 			}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,7 +36,8 @@ import (
 // KillPointEnv makes the program SIGKILL itself: "<point>@<n>" kills it
 // the n-th time (from 1) the engine reaches the kill point, one of
 // internal/engine's KillPoints ("after-produce", "before-local-commit",
-// "during-restore", "after-task-produce", "after-local-commit").
+// "during-restore", "during-standby", "after-task-produce",
+// "after-local-commit").
 // "<point>@<n>/stop" SIGSTOPs it instead, so that a test can let the group
 // move on and then SIGCONT a zombie. A "/dlq"
 // suffix (with -proc eos -dead-letter) counts only the occurrences in
@@ -72,6 +74,10 @@ func Main(args []string) int {
 		sinkDB   = fs.String("sink-db", "", "SQLite file: the rows go to a foreachBatch sink (examples/foreachbatch/sqlsink, calls recorded) instead of -out")
 		pipes    = fs.Int("pipelines", 0, "Options.Batching.Pipelines (0: default)")
 		slow     = fs.Duration("slow", 0, "eos: sleep this long for about one row in seven (tasks of a batch finish at different times)")
+		standbys = fs.Int("standbys", 0, "Options.Group.Standbys (0: none)")
+		probing  = fs.Duration("probing-interval", 0, "Options.Group.ProbingInterval (0: default)")
+		accLag   = fs.Int64("acceptable-lag", 0, "Options.Group.AcceptableLag (0: default)")
+		leave    = fs.Bool("leave-group", false, "Options.Kafka.LeaveGroupOnShutdown")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -156,6 +162,8 @@ func Main(args []string) int {
 		cfg.Output.Sinks = []kstate.Sink[string, string]{sink}
 	}
 	opts.Batching.Pipelines = *pipes
+	opts.Group.Standbys, opts.Group.ProbingInterval, opts.Group.AcceptableLag = *standbys, *probing, *accLag
+	opts.Kafka.LeaveGroupOnShutdown = *leave
 	a, err := kstate.New(cfg, opts)
 	if err != nil {
 		logger.Printf("testapp: %v", err)
@@ -188,9 +196,10 @@ func run(ctx context.Context, a *kstate.App[string, string, string], kill engine
 					return
 				case <-t.C:
 					m := a.Metrics()
-					fmt.Fprintf(stdout, "metrics assigned=%v restoring=%v rows_in=%d rows_out=%d commits=%d aborts=%d restored=%d late=%d first_commit=%v\n",
+					standby, warmup, gen := groupOf(a.Status().Group)
+					fmt.Fprintf(stdout, "metrics assigned=%v restoring=%v rows_in=%d rows_out=%d commits=%d aborts=%d restored=%d late=%d first_commit=%v standby=%v warmup=%v generation=%d\n",
 						m.Assigned, m.Restoring, m.Total.RowsIn, m.Total.RowsOut, m.Total.Commits, m.Total.Aborts,
-						m.Total.RestoreRecords, m.Total.LateRowsDropped, m.FirstCommit)
+						m.Total.RestoreRecords, m.Total.LateRowsDropped, m.FirstCommit, standby, warmup, gen)
 				}
 			}
 		})
@@ -211,6 +220,24 @@ func run(ctx context.Context, a *kstate.App[string, string, string], kill engine
 	fmt.Fprintf(stdout, "stopped rows_in=%d rows_out=%d commits=%d aborts=%d restored=%d late=%d first_commit=%v\n",
 		m.Total.RowsIn, m.Total.RowsOut, m.Total.Commits, m.Total.Aborts, m.Total.RestoreRecords, m.Total.LateRowsDropped, m.FirstCommit)
 	return 0
+}
+
+// groupOf returns this instance's standby and warm-up partitions (over its
+// pipelines, sorted) and the generation of the group view g (-1: no view
+// yet), for the metrics line.
+func groupOf(g *kstate.GroupStatus) (standby, warmup []int32, generation int32) {
+	if g == nil {
+		return nil, nil, -1
+	}
+	for _, m := range g.Members {
+		if m.Local {
+			standby = append(standby, m.Standby...)
+			warmup = append(warmup, m.Warmup...)
+		}
+	}
+	slices.Sort(standby)
+	slices.Sort(warmup)
+	return standby, warmup, g.Generation
 }
 
 // killHook returns the engine.KillHook for spec "<point>@<n>[/stop][/dlq]"
@@ -236,10 +263,10 @@ func killHook(spec string, bad *atomic.Int64, logger *log.Logger) (engine.KillHo
 	case !ok || err != nil || n < 1:
 		return nil, fmt.Errorf("%s=%q: want <point>@<n>[/stop][/dlq], n >= 1", KillPointEnv, spec)
 	case point != engine.AfterProduce && point != engine.BeforeLocalCommit && point != engine.DuringRestore &&
-		point != engine.AfterPlan && point != engine.AfterSink &&
+		point != engine.DuringStandby && point != engine.AfterPlan && point != engine.AfterSink &&
 		point != engine.AfterTaskProduce && point != engine.AfterLocalCommit:
 		return nil, fmt.Errorf("%s=%q: unknown kill point %q", KillPointEnv, spec, name)
-	case onlyDLQ && (bad == nil || point == engine.DuringRestore):
+	case onlyDLQ && (bad == nil || point == engine.DuringRestore || point == engine.DuringStandby):
 		return nil, fmt.Errorf("%s=%q: /dlq needs -proc eos -dead-letter and a batch kill point", KillPointEnv, spec)
 	}
 	var seen atomic.Int64
@@ -253,7 +280,7 @@ func killHook(spec string, bad *atomic.Int64, logger *log.Logger) (engine.KillHo
 			return
 		}
 		dl := int64(-1)
-		if p != engine.DuringRestore {
+		if p != engine.DuringRestore && p != engine.DuringStandby {
 			dl = batchBad.Load()
 		}
 		if onlyDLQ && dl <= 0 || seen.Add(1) != n {
