@@ -641,7 +641,10 @@ func (r *scaleRun) waitSettled(ctx context.Context, at time.Time, joined *instan
 		if ok && joined != nil && !slices.Contains(mapValues(owners), joined.name) {
 			ok = false
 		}
-		ok = ok && r.resumed(owners, at, now) && !r.moving()
+		// moving first: it also collects the event's warm-ups, listed
+		// while the joined instance owns nothing yet.
+		moving := r.moving()
+		ok = ok && r.resumed(owners, at, now) && !moving
 		switch {
 		case !ok:
 			stable = nil

@@ -157,6 +157,9 @@ type tputRun struct {
 	// first held an active partition.
 	BalancedAfter time.Duration `json:"balanced_after_ns"`
 	ExactlyOnce   string        `json:"exactly_once"`
+	// CPUPerM is the instances' CPU time (user and system) from start to
+	// exit, per million records.
+	CPUPerM time.Duration `json:"cpu_per_million_ns"`
 }
 
 type tputReport struct {
@@ -277,8 +280,8 @@ func runTput(ctx context.Context, progress io.Writer, o tputOptions) (*tputRepor
 			if err != nil {
 				return rep, err
 			}
-			logf("repeat %d, standbys %d: %.0f records/s (start → last output %v), %.0f records/s (first → last output), standby partitions %d, warm-ups %d, active %v, load %.1f",
-				rpt, sb, run.PerSec, run.Took.Round(time.Millisecond), run.SpanPerSec, run.StandbyParts, run.WarmupParts, run.Active, run.Load1)
+			logf("repeat %d, standbys %d: %.0f records/s (start → last output %v), %.0f records/s (first → last output), standby partitions %d, warm-ups %d, active %v, CPU %.1f s per 1M records, load %.1f",
+				rpt, sb, run.PerSec, run.Took.Round(time.Millisecond), run.SpanPerSec, run.StandbyParts, run.WarmupParts, run.Active, run.CPUPerM.Seconds(), run.Load1)
 		}
 	}
 	for _, sb := range o.Standbys {
@@ -397,11 +400,16 @@ func tputOnce(ctx context.Context, logf func(string, ...any), o tputOptions, adm
 		return run, errors.New("bench scale throughput: exactly-once check: " + run.ExactlyOnce)
 	}
 	run.ExactlyOnce = "ok"
+	var cpu time.Duration
 	for _, in := range slices.Clone(r.live) {
 		if _, err := r.stop(ctx, in); err != nil {
 			return run, err
 		}
+		if ps := in.cmd.ProcessState; ps != nil {
+			cpu += ps.UserTime() + ps.SystemTime()
+		}
 	}
+	run.CPUPerM = time.Duration(float64(cpu) * 1e6 / float64(o.Records))
 	return run, nil
 }
 
@@ -463,10 +471,10 @@ func printTputTable(w io.Writer, rep *tputReport) {
 	fmt.Fprintf(w, "\nkstate bench scale throughput: %d rows over %d keys x %d-byte state, %d partitions, %d instances, broker %s, %d CPUs (load %.1f at start)\n\n",
 		o.Records, o.Keys, o.StateBytes, o.Partitions, o.Instances, o.BrokerLabel, rep.Machine.NumCPU, rep.Machine.Load1)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "repeat\tstandbys\trecords/s (start → last)\tstart → last\trecords/s (first → last)\tbalanced after\tstandby parts\twarm-ups\tgeneration\texactly-once\tload\t")
+	fmt.Fprintln(tw, "repeat\tstandbys\trecords/s (start → last)\tstart → last\trecords/s (first → last)\tbalanced after\tstandby parts\twarm-ups\tgeneration\tCPU s per 1M\texactly-once\tload\t")
 	for _, r := range rep.Runs {
-		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.1f s\t%.0f\t%.1f s\t%d\t%d\t%d\t%s\t%.1f\t\n", r.Repeat, r.Standbys, r.PerSec, r.Took.Seconds(),
-			r.SpanPerSec, r.BalancedAfter.Seconds(), r.StandbyParts, r.WarmupParts, r.Generation, orDash(r.ExactlyOnce), r.Load1)
+		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.1f s\t%.0f\t%.1f s\t%d\t%d\t%d\t%.1f\t%s\t%.1f\t\n", r.Repeat, r.Standbys, r.PerSec, r.Took.Seconds(),
+			r.SpanPerSec, r.BalancedAfter.Seconds(), r.StandbyParts, r.WarmupParts, r.Generation, r.CPUPerM.Seconds(), orDash(r.ExactlyOnce), r.Load1)
 	}
 	_ = tw.Flush()
 	if len(rep.Median) == 0 {
