@@ -132,7 +132,7 @@ Options of the instances are set by path, as kstate-count's -set:
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "give up after this long")
 	fl.StringVar(&o.WorkerExe, "worker-exe", "", "the kstate binary the instances run (default: this one)")
 	_ = fl.MarkHidden("worker-exe")
-	cmd.AddCommand(newScaleWorkerCmd())
+	cmd.AddCommand(newScaleWorkerCmd(), newScaleThroughputCmd()) // bench_scale_worker.go, bench_scale_throughput.go
 	return cmd
 }
 
@@ -204,6 +204,14 @@ type scaleEvent struct {
 	// RestoreTime is the longest restore of a moved partition.
 	RestoreRecords int64         `json:"restore_records"`
 	RestoreTime    time.Duration `json:"restore_time_ns"`
+	// Warmed are the partitions a live instance's status listed as moving
+	// once caught up (Status.Group.Moves) during the window: the warm-ups
+	// of the event. Standby sums the standby partitions of the members in
+	// the group view at the end of the window, Rebalances counts the
+	// generations that started in the window (as the instances saw them).
+	Warmed     []int32 `json:"warmed"`
+	Standby    int     `json:"standby_partitions"`
+	Rebalances int     `json:"rebalances"`
 	// Status is every live instance's last Status of the window (its
 	// group view, standbys, once reported).
 	Status map[string]json.RawMessage `json:"status,omitempty"`
@@ -258,6 +266,9 @@ type scaleRun struct {
 	live   []*instance // running instances, oldest first
 	nextID int
 	steady *steadyProducer // nil before the events
+	// warmed collects the partitions seen in Status.Group.Moves during an
+	// event's window (nil: not collecting).
+	warmed map[int32]bool
 }
 
 func runScale(ctx context.Context, progress io.Writer, o scaleOptions) (*scaleReport, error) {
@@ -483,6 +494,8 @@ func (r *scaleRun) event(ctx context.Context, round, sb int, kind string) (*scal
 	}
 	var at time.Time
 	var joined *instance
+	r.warmed = map[int32]bool{}
+	defer func() { r.warmed = nil }()
 	switch kind {
 	case "join":
 		at = time.Now()
@@ -516,9 +529,24 @@ func (r *scaleRun) event(ctx context.Context, round, sb int, kind string) (*scal
 	ev.Gaps = r.col.gaps(r.o.Partitions, at, end)
 	ev.Status = map[string]json.RawMessage{}
 	byName := map[string]*instance{}
+	gens := map[int32]bool{}
+	var viewGen int32
 	for _, in := range r.live {
 		byName[in.name] = in
 		st := in.status()
+		if g := st.Group; g != nil {
+			for _, rb := range g.Rebalances {
+				if rb.Start.After(at) {
+					gens[rb.Generation] = true
+				}
+			}
+			if g.Generation > viewGen {
+				viewGen, ev.Standby = g.Generation, 0
+				for _, m := range g.Members {
+					ev.Standby += len(m.Standby)
+				}
+			}
+		}
 		ev.RestoreRecords += st.Total.RestoreRecords - restored0[in.name]
 		ev.Status[in.name] = in.rawStatus()
 		for _, ps := range st.Partitions {
@@ -546,6 +574,14 @@ func (r *scaleRun) event(ctx context.Context, round, sb int, kind string) (*scal
 		}
 		ev.BeforeGap = max(ev.BeforeGap, g.Before)
 	}
+	for p := range r.warmed {
+		ev.Warmed = append(ev.Warmed, p)
+		if int(p) < len(ev.Gaps) {
+			ev.Gaps[p].Warmed = true
+		}
+	}
+	slices.Sort(ev.Warmed)
+	ev.Rebalances = len(gens)
 	ev.MaxGapMoved, _ = maxGap(ev.Gaps, true)
 	ev.MaxGapAll, ev.Open = maxGap(ev.Gaps, false)
 	ev.Goal = r.o.goal(kind)
@@ -571,10 +607,17 @@ func (o scaleOptions) goal(kind string) time.Duration {
 }
 
 func (ev *scaleEvent) summary() string {
-	return fmt.Sprintf("round %d (standbys %d) %s %s: %d partitions moved, longest gap %v (moved) %v (all%s), first output of a moved partition after %v, restored %d records (longest %v), window %v%s",
+	s := fmt.Sprintf("round %d (standbys %d) %s %s: %d partitions moved, longest gap %v (moved) %v (all%s), first output of a moved partition after %v, restored %d records (longest %v), warmed up %v, %d standby partitions, %d rebalances, window %v%s",
 		ev.Round, ev.Standbys, ev.Kind, ev.Subject, ev.Moved, ev.MaxGapMoved.Round(time.Millisecond), ev.MaxGapAll.Round(time.Millisecond),
 		map[bool]string{true: ", still open"}[ev.Open], ev.FirstMoved.Round(time.Millisecond), ev.RestoreRecords, ev.RestoreTime.Round(time.Millisecond),
-		ev.Window.Round(time.Second), map[bool]string{false: " (not settled)"}[ev.Settled])
+		ev.Warmed, ev.Standby, ev.Rebalances, ev.Window.Round(time.Second), map[bool]string{false: " (not settled)"}[ev.Settled])
+	for _, g := range ev.Gaps {
+		if g.Moved {
+			s += fmt.Sprintf("\n  p%d %s→%s gap %v first %v restored %d in %v%s", g.Partition, g.From, g.To, g.MaxGap.Round(time.Millisecond),
+				g.First.Round(time.Millisecond), g.RestoreRecords, g.RestoreTime.Round(time.Millisecond), map[bool]string{true: " (warmed up)"}[g.Warmed])
+		}
+	}
+	return s
 }
 
 // errNotSettled: the window reached --max-window before the group settled.
@@ -598,7 +641,10 @@ func (r *scaleRun) waitSettled(ctx context.Context, at time.Time, joined *instan
 		if ok && joined != nil && !slices.Contains(mapValues(owners), joined.name) {
 			ok = false
 		}
-		ok = ok && r.resumed(owners, at, now) && !r.moving()
+		// moving first: it also collects the event's warm-ups, listed
+		// while the joined instance owns nothing yet.
+		moving := r.moving()
+		ok = ok && r.resumed(owners, at, now) && !moving
 		switch {
 		case !ok:
 			stable = nil
@@ -643,6 +689,7 @@ func (r *scaleRun) resumed(owners map[int32]string, at, now time.Time) bool {
 // move once their warm-up copies catch up (Status.Group.Moves, where a
 // release reports it): the event's window goes on until they moved.
 func (r *scaleRun) moving() bool {
+	moving := false
 	for _, in := range r.live {
 		var st struct {
 			Group *struct {
@@ -650,10 +697,20 @@ func (r *scaleRun) moving() bool {
 			} `json:"group"`
 		}
 		if raw := in.rawStatus(); raw != nil && json.Unmarshal(raw, &st) == nil && st.Group != nil && len(st.Group.Moves) > 0 {
-			return true
+			moving = true
+			if r.warmed != nil {
+				for _, m := range st.Group.Moves {
+					var mv struct {
+						Partition int32 `json:"partition"`
+					}
+					if json.Unmarshal(m, &mv) == nil {
+						r.warmed[mv.Partition] = true
+					}
+				}
+			}
 		}
 	}
-	return false
+	return moving
 }
 
 // settledOwners returns the owner of every partition, and whether each is
@@ -1028,7 +1085,7 @@ func printScaleTable(w io.Writer, rep *scaleReport) {
 		o.Keys, o.StateBytes, float64(rep.Preload.ChangelogBytes)/1e9, o.Partitions, o.Rate, o.BrokerLabel, rep.Machine.NumCPU, rep.Machine.Load1)
 	fmt.Fprintf(w, "preload: %d rows processed in %v; exactly-once: %s\n\n", rep.Preload.Records, rep.Preload.Took.Round(time.Millisecond), orDash(rep.ExactlyOnce))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "standbys\tevent\tmoved\tlongest gap, moved\tlongest gap, all\tgoal (#27)\tfirst output, moved\tsteady gap before\trestored records\tlongest restore\twindow\tload\t")
+	fmt.Fprintln(tw, "standbys\tevent\tmoved\twarmed up\tlongest gap, moved\tlongest gap, all\tgoal (#27)\tfirst output, moved\tsteady gap before\trestored records\tlongest restore\tstandby parts\trebalances\twindow\tload\t")
 	sec := func(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 	for _, ev := range rep.Events {
 		open := ""
@@ -1040,8 +1097,8 @@ func printScaleTable(w io.Writer, rep *scaleReport) {
 			settled = " (not settled)"
 		}
 		met := map[bool]string{true: "met", false: "missed"}[ev.Met]
-		fmt.Fprintf(tw, "%d\t%s %s\t%d/%d\t%s\t%s%s\t≤ %s: %s\t%s\t%s\t%d\t%s\t%s%s\t%.0f\t\n", ev.Standbys, ev.Kind, ev.Subject, ev.Moved, len(ev.Gaps),
-			sec(ev.MaxGapMoved), sec(ev.MaxGapAll), open, sec(ev.Goal), met, sec(ev.FirstMoved), sec(ev.BeforeGap), ev.RestoreRecords, sec(ev.RestoreTime), sec(ev.Window), settled, ev.Load1)
+		fmt.Fprintf(tw, "%d\t%s %s\t%d/%d\t%d\t%s\t%s%s\t≤ %s: %s\t%s\t%s\t%d\t%s\t%d\t%d\t%s%s\t%.0f\t\n", ev.Standbys, ev.Kind, ev.Subject, ev.Moved, len(ev.Gaps), len(ev.Warmed),
+			sec(ev.MaxGapMoved), sec(ev.MaxGapAll), open, sec(ev.Goal), met, sec(ev.FirstMoved), sec(ev.BeforeGap), ev.RestoreRecords, sec(ev.RestoreTime), ev.Standby, ev.Rebalances, sec(ev.Window), settled, ev.Load1)
 	}
 	_ = tw.Flush()
 }

@@ -169,6 +169,9 @@ type partGap struct {
 	Moved          bool          `json:"moved,omitempty"`
 	RestoreRecords int64         `json:"restore_records,omitempty"` // reported by To for the partition
 	RestoreTime    time.Duration `json:"restore_time_ns,omitempty"`
+	// Warmed: a warm-up copy of it was listed as moving once caught up
+	// (Status.Group.Moves) during the window.
+	Warmed bool `json:"warmed,omitempty"`
 }
 
 // beforeSpan is how far before an event partGap.Before looks.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -341,5 +342,31 @@ func TestScaleSettled(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s: settled %v, want %v (owners %v)", c.name, got, c.want, owners)
 		}
+	}
+}
+
+// TestScaleWarmedWhileJoining: the warm-ups an event's window sees are
+// collected also while the joined instance owns nothing yet (the window
+// cannot end then): they are the warm-ups of the join.
+func TestScaleWarmedWhileJoining(t *testing.T) {
+	st := func(raw string) *instance {
+		in := &instance{name: "i1"}
+		if err := json.Unmarshal([]byte(raw), &in.mu.status); err != nil {
+			t.Fatal(err)
+		}
+		in.mu.raw = json.RawMessage(raw)
+		return in
+	}
+	owner := st(`{"state":"Running","partitions":[{"partition":0},{"partition":1}],"group":{"moves":[{"partition":1,"from":"i1","to":"i2"}]}}`)
+	joined := st(`{"state":"Running","partitions":[]}`)
+	joined.name = "i2"
+	r := &scaleRun{o: scaleOptions{Partitions: 2, MinWindow: time.Millisecond, Settle: time.Millisecond, MaxWindow: time.Millisecond},
+		col: &gapCollector{}, live: []*instance{owner, joined}, warmed: map[int32]bool{}}
+	r.col.mu.arrivals = map[int32][]time.Time{}
+	if err := r.waitSettled(context.Background(), time.Now().Add(-time.Minute), joined); !errors.Is(err, errNotSettled) {
+		t.Fatalf("waitSettled = %v, want errNotSettled (the joined instance owns nothing)", err)
+	}
+	if !r.warmed[1] || len(r.warmed) != 1 {
+		t.Errorf("warmed %v, want partition 1 (listed in Status.Group.Moves)", r.warmed)
 	}
 }
