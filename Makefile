@@ -19,7 +19,7 @@ help:
 	@echo "make test-long  make test's tests and the long ones (KSTATE_LONG=1: broker outages, long faults, variants)"
 	@echo "make bench      end-to-end benchmark on a real Kafka broker (BENCH_FLAGS=... for kstate bench flags)"
 	@echo "make bench-scale  pause benchmark: the longest gap in committed output per partition when an instance joins,"
-	@echo "                 is SIGKILLed or stops, Group.Standbys 0 and 1 (~25 min at 2M keys, 1 GB of changelog;"
+	@echo "                 is SIGKILLed or stops, Group.Standbys 0 and 1 (~5 min at 2M keys, 1 GB of changelog;"
 	@echo "                 SCALE_FLAGS=... for kstate bench scale flags, e.g. --keys 200000 for ~5 min)"
 	@echo "make bench-peers  kstate vs Kafka Streams, Flink and a raw franz-go pipe on the shared peer harness (~9 min;"
 	@echo "                 PEERS=, REPEATS=, N=, KSTATE_ARGS=; prints the table and the commit; before/after in one run:"

@@ -163,7 +163,7 @@ func TestScaleSetOption(t *testing.T) {
 		"Group=1":              "no settable field Group",
 		"Group.Standbys.X=1":   "no settable field",
 		"Group.Standbys=one":   "invalid syntax",
-		"Kafka.Brokers=a":      "cannot set",
+		"Kafka.Brokers=a":      "cannot be set",
 		"Kafka.SessionTimeout": "want Path=value",
 	} {
 		if err := setOption(&o, s); err == nil || !strings.Contains(err.Error(), want) {

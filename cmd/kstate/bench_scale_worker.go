@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -12,15 +11,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"reflect"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/optpath"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
 	"github.com/kstate/kstate/state"
@@ -207,63 +204,11 @@ func (c *fatCount) HandleExpiredTimer(string, processor.TimerValues, processor.E
 
 func (c *fatCount) Close() error { return nil }
 
-// setOption sets one field of *opts (a struct) from "Path=value", the path
-// naming a field of nested structs with dots (Group.Standbys): the syntax
-// of kstate-count's -set, so that an Options field added later (the
-// group's standbys, a timeout) is set without a change here. Only fields
-// of basic kinds and time.Duration can be set.
+// setOption sets one field of *opts from --set's "Path=value"
+// (internal/optpath: the syntax of kstate-count's -set).
 func setOption(opts any, assignment string) error {
-	name, value, ok := strings.Cut(assignment, "=")
-	if !ok {
-		return fmt.Errorf("--set %q: want Path=value", assignment)
-	}
-	f := reflect.ValueOf(opts).Elem()
-	for part := range strings.SplitSeq(name, ".") {
-		if f.Kind() != reflect.Struct {
-			f = reflect.Value{}
-			break
-		}
-		if f = f.FieldByName(part); !f.IsValid() {
-			break
-		}
-	}
-	if !f.IsValid() || !f.CanSet() || f.Kind() == reflect.Struct {
-		return fmt.Errorf("--set %q: kstate.Options has no settable field %s (name it by its path, e.g. Group.Standbys)", assignment, name)
-	}
-	var err error
-	switch {
-	case f.Type() == reflect.TypeFor[time.Duration]():
-		var d time.Duration
-		if d, err = time.ParseDuration(value); err == nil {
-			f.SetInt(int64(d))
-		}
-	case f.Kind() == reflect.String:
-		f.SetString(value)
-	case f.Kind() == reflect.Bool:
-		var b bool
-		if b, err = strconv.ParseBool(value); err == nil {
-			f.SetBool(b)
-		}
-	case f.CanInt():
-		var n int64
-		if n, err = strconv.ParseInt(value, 0, f.Type().Bits()); err == nil {
-			f.SetInt(n)
-		}
-	case f.CanUint():
-		var n uint64
-		if n, err = strconv.ParseUint(value, 0, f.Type().Bits()); err == nil {
-			f.SetUint(n)
-		}
-	case f.CanFloat():
-		var x float64
-		if x, err = strconv.ParseFloat(value, f.Type().Bits()); err == nil {
-			f.SetFloat(x)
-		}
-	default:
-		err = errors.New("field " + name + " has type " + f.Type().String() + ", which --set cannot set")
-	}
-	if err != nil {
-		return fmt.Errorf("--set %q: %w", assignment, err)
+	if err := optpath.Set(opts, assignment); err != nil {
+		return fmt.Errorf("--set %w", err)
 	}
 	return nil
 }
