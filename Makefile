@@ -20,7 +20,7 @@ help:
 	@echo "make bench      end-to-end benchmark on a real Kafka broker (BENCH_FLAGS=... for kstate bench flags)"
 	@echo "make bench-scale  pause benchmark: the longest gap in committed output per partition when an instance joins,"
 	@echo "                 is SIGKILLed or stops, Group.Standbys 0 and 1 (~5 min at 2M keys, 1 GB of changelog;"
-	@echo "                 SCALE_FLAGS=... for kstate bench scale flags, e.g. --keys 200000 for ~5 min)"
+	@echo "                 SCALE_FLAGS=... for kstate bench scale flags, e.g. --keys 200000 for a quick run)"
 	@echo "make bench-peers  kstate vs Kafka Streams, Flink and a raw franz-go pipe on the shared peer harness (~9 min;"
 	@echo "                 PEERS=, REPEATS=, N=, KSTATE_ARGS=; prints the table and the commit; before/after in one run:"
 	@echo "                 PEERS=\"kstate kstate-before kstreams-eos\" KSTATE_REV_before=<commit>; docs/BENCHMARKS.md)"
