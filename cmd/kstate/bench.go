@@ -331,30 +331,12 @@ func runBench(ctx context.Context, progress io.Writer, o benchOptions) (*benchRe
 	rep.Machine.NumCPU, rep.Machine.GOMAXPROCS = runtime.NumCPU(), runtime.GOMAXPROCS(0)
 	rep.Machine.GoVersion, rep.Machine.Started = runtime.Version(), time.Now().UTC().Format(time.RFC3339)
 
-	if len(o.Brokers) == 0 {
-		quiet := func(string, ...any) {}
-		if o.Verbose {
-			quiet = logf
-		}
-		libs, err := kafkabroker.ResolveJars(ctx, logf)
-		if err != nil {
-			return nil, fmt.Errorf("bench: no --brokers and no real broker: %w", err)
-		}
-		t0 := time.Now()
-		// A broker with the JIT of production: the tests' default (C1
-		// only) spends CPU this 2-core benchmark takes from the
-		// application.
-		b, err := kafkabroker.StartBroker(ctx, libs, kafkabroker.StartOptions{FullJIT: true}, quiet)
-		if err != nil {
-			return nil, fmt.Errorf("bench: start a real broker: %w", err)
-		}
-		defer b.Stop()
-		logf("started Apache Kafka %s at %s in %v", kafkabroker.KafkaVersion, b.Addr, time.Since(t0).Round(time.Millisecond))
-		o.Brokers = []string{b.Addr}
-		o.BrokerLabel = "Apache Kafka " + kafkabroker.KafkaVersion + " (harness, 1 node, KRaft, full JIT)"
-	} else if o.BrokerLabel == "" {
-		o.BrokerLabel = strings.Join(o.Brokers, ",")
+	brokers, label, stopBroker, err := benchBroker(ctx, "bench", o.Brokers, o.BrokerLabel, o.Verbose, logf)
+	if err != nil {
+		return nil, err
 	}
+	defer stopBroker()
+	o.Brokers, o.BrokerLabel = brokers, label
 	rep.Options = o
 	rep.Options.Brokers = nil
 
@@ -827,4 +809,34 @@ func latencies(ss []commitSample, phase string) []time.Duration {
 		}
 	}
 	return out
+}
+
+// benchBroker gives a benchmark its cluster: brokers as given (labelled
+// label, or by the addresses), or, without brokers, a real broker started
+// from the harness's Kafka jars with the JIT of production (the tests'
+// default, C1 only, spends CPU these 2-core benchmarks take from the
+// application). stop stops the broker it started (a no-op otherwise).
+// what names the benchmark in errors.
+func benchBroker(ctx context.Context, what string, brokers []string, label string, verbose bool, logf func(string, ...any)) (addrs []string, brokerLabel string, stop func(), err error) {
+	if len(brokers) > 0 {
+		if label == "" {
+			label = strings.Join(brokers, ",")
+		}
+		return brokers, label, func() {}, nil
+	}
+	quiet := func(string, ...any) {}
+	if verbose {
+		quiet = logf
+	}
+	libs, err := kafkabroker.ResolveJars(ctx, logf)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("%s: no --brokers and no real broker: %w", what, err)
+	}
+	t0 := time.Now()
+	b, err := kafkabroker.StartBroker(ctx, libs, kafkabroker.StartOptions{FullJIT: true}, quiet)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("%s: start a real broker: %w", what, err)
+	}
+	logf("started Apache Kafka %s at %s in %v", kafkabroker.KafkaVersion, b.Addr, time.Since(t0).Round(time.Millisecond))
+	return []string{b.Addr}, "Apache Kafka " + kafkabroker.KafkaVersion + " (harness, 1 node, KRaft, full JIT)", b.Stop, nil
 }

@@ -27,7 +27,6 @@ import (
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/kafka"
-	"github.com/kstate/kstate/internal/kafkabroker"
 )
 
 // scaleOptions are the flags of `kstate bench scale`.
@@ -289,25 +288,12 @@ func runScale(ctx context.Context, progress io.Writer, o scaleOptions) (*scaleRe
 	rep.Machine.NumCPU, rep.Machine.GoVersion = runtime.NumCPU(), runtime.Version()
 	rep.Machine.Started, rep.Machine.Load1 = time.Now().UTC().Format(time.RFC3339), load1()
 
-	if len(o.Brokers) == 0 {
-		quiet := func(string, ...any) {}
-		if o.Verbose {
-			quiet = logf
-		}
-		libs, err := kafkabroker.ResolveJars(ctx, logf)
-		if err != nil {
-			return nil, fmt.Errorf("bench scale: no --brokers and no real broker: %w", err)
-		}
-		b, err := kafkabroker.StartBroker(ctx, libs, kafkabroker.StartOptions{FullJIT: true}, quiet)
-		if err != nil {
-			return nil, fmt.Errorf("bench scale: start a real broker: %w", err)
-		}
-		defer b.Stop()
-		o.Brokers = []string{b.Addr}
-		o.BrokerLabel = "Apache Kafka " + kafkabroker.KafkaVersion + " (harness, 1 node, KRaft, full JIT)"
-	} else if o.BrokerLabel == "" {
-		o.BrokerLabel = strings.Join(o.Brokers, ",")
+	brokers, label, stopBroker, err := benchBroker(ctx, "bench scale", o.Brokers, o.BrokerLabel, o.Verbose, logf)
+	if err != nil {
+		return nil, err
 	}
+	defer stopBroker()
+	o.Brokers, o.BrokerLabel = brokers, label
 	rep.Options = o
 	rep.Options.Brokers = nil
 

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/kafka"
-	"github.com/kstate/kstate/internal/kafkabroker"
 )
 
 // `kstate bench scale throughput`: does keeping standby replicas slow the
@@ -211,25 +209,12 @@ func runTput(ctx context.Context, progress io.Writer, o tputOptions) (*tputRepor
 	rep := &tputReport{Median: map[int]float64{}, SpanMedian: map[int]float64{}}
 	rep.Machine.NumCPU, rep.Machine.GoVersion = runtime.NumCPU(), runtime.Version()
 	rep.Machine.Started, rep.Machine.Load1 = time.Now().UTC().Format(time.RFC3339), load1()
-	if len(o.Brokers) == 0 {
-		quiet := func(string, ...any) {}
-		if o.Verbose {
-			quiet = logf
-		}
-		libs, err := kafkabroker.ResolveJars(ctx, logf)
-		if err != nil {
-			return nil, fmt.Errorf("bench scale throughput: no --brokers and no real broker: %w", err)
-		}
-		b, err := kafkabroker.StartBroker(ctx, libs, kafkabroker.StartOptions{FullJIT: true}, quiet)
-		if err != nil {
-			return nil, fmt.Errorf("bench scale throughput: start a real broker: %w", err)
-		}
-		defer b.Stop()
-		o.Brokers = []string{b.Addr}
-		o.BrokerLabel = "Apache Kafka " + kafkabroker.KafkaVersion + " (harness, 1 node, KRaft, full JIT)"
-	} else if o.BrokerLabel == "" {
-		o.BrokerLabel = strings.Join(o.Brokers, ",")
+	brokers, label, stopBroker, err := benchBroker(ctx, "bench scale throughput", o.Brokers, o.BrokerLabel, o.Verbose, logf)
+	if err != nil {
+		return nil, err
 	}
+	defer stopBroker()
+	o.Brokers, o.BrokerLabel = brokers, label
 	rep.Options = o
 	rep.Options.Brokers = nil
 
