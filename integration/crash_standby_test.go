@@ -153,18 +153,7 @@ func crashStandbyTwoInstances(t *testing.T, defaultKills int, kinds []string, fa
 		killRound(t, rng, in, args, parts, kind, killPlan{maxNth: 2, wipeAll: true}, st)
 		if failover && (i%2 == 0 || i == kills-1) {
 			failovers++
-			t0 := time.Now()
-			waitFor(t, time.Minute, survivor+" owns every partition", func() bool {
-				m := sv.metrics()
-				return len(m.assigned) == parts && len(m.restoring) == 0
-			}, sv)
-			var n int64
-			for _, r := range sv.restores()[restoresBefore:] {
-				n += r.records
-			}
-			failoverRestored += n
-			t.Logf("kill %d (%s of %s): %s took over every partition in %v, restoring %d changelog records",
-				i, kind, victim, survivor, time.Since(t0).Round(time.Millisecond), n)
+			failoverRestored += awaitFailover(t, sv, survivor, parts, restoresBefore, fmt.Sprintf("kill %d (%s of %s)", i, kind, victim))
 		}
 		running[victim] = startEOSChild(t, argsOf[victim]) // back, without a kill point
 		in.produce(t, rng, 60+rng.IntN(120))

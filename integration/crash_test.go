@@ -345,18 +345,7 @@ func crashTwoInstancesFailover(t *testing.T, secondInput bool) {
 		killRound(t, rng, in, argsOf[victim], parts, kind, killPlan{maxNth: 2, wipeAll: true}, st)
 		if i%2 == 0 || i == kills-1 { // fail over at least every other kill
 			failovers++
-			t0 := time.Now()
-			waitFor(t, time.Minute, survivor+" owns every partition", func() bool {
-				m := sv.metrics()
-				return len(m.assigned) == parts && len(m.restoring) == 0
-			}, sv)
-			var n int64
-			for _, r := range sv.restores()[restoresBefore:] {
-				n += r.records
-			}
-			failoverRestored += n
-			t.Logf("kill %d (%s of %s): %s took over every partition in %v, restoring %d changelog records",
-				i, kind, victim, survivor, time.Since(t0).Round(time.Millisecond), n)
+			failoverRestored += awaitFailover(t, sv, survivor, parts, restoresBefore, fmt.Sprintf("kill %d (%s of %s)", i, kind, victim))
 		}
 		running[victim] = startEOSChild(t, argsOf[victim]) // back, without a kill point
 		in.produce(t, rng, 60+rng.IntN(120))
@@ -432,4 +421,23 @@ func freezeRound(t *testing.T, rng *rand.Rand, in *eosInput, args eosChildArgs, 
 	t.Logf("freeze of %s: %s took over every partition in %v; the zombie aborted its transaction", args.instance, sv.name, took.Round(time.Millisecond))
 	st.reached[killFreeze+" (aborted)"]++
 	return v
+}
+
+// awaitFailover waits until survivor sv owns every partition, restored,
+// and returns the changelog records its restores since restoresBefore
+// applied; what names the kill in the log line.
+func awaitFailover(t *testing.T, sv *eosChild, survivor string, parts, restoresBefore int, what string) int64 {
+	t.Helper()
+	t0 := time.Now()
+	waitFor(t, time.Minute, survivor+" owns every partition", func() bool {
+		m := sv.metrics()
+		return len(m.assigned) == parts && len(m.restoring) == 0
+	}, sv)
+	var n int64
+	for _, r := range sv.restores()[restoresBefore:] {
+		n += r.records
+	}
+	t.Logf("%s: %s took over every partition in %v, restoring %d changelog records",
+		what, survivor, time.Since(t0).Round(time.Millisecond), n)
+	return n
 }
