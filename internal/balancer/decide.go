@@ -65,10 +65,14 @@ type Input struct {
 // same output.
 //
 // The rules, in order (docs/ARCHITECTURE.md, "Group balancing"):
-//   - sticky: an owner keeps its partitions up to its quota (the balanced
-//     count: P/n, the P%n extra places going to the members owning most);
-//     an owner above quota gives away first the partitions another member
-//     has a caught-up copy of;
+//   - balanced by process, then by member: each process's quota is its
+//     share of the partitions weighted by its members (pipelines), within
+//     one; its members split it evenly (quotas);
+//   - sticky: an owner keeps its partitions up to its quota; an owner
+//     above quota gives away first the partitions another member has a
+//     caught-up copy of (a sibling pipeline's: the pipelines of a process
+//     share its shard directory, so a move between them restores
+//     nothing);
 //   - state-aware: a partition to place goes to a member with room and a
 //     caught-up copy (least lag, least load, member order); without one,
 //     to the member with room that has the least lag (a copy restoring the
@@ -112,8 +116,8 @@ type decision struct {
 	warmup [][]int32
 	standb [][]int32
 	nWarm  int
-	// nCaught counts the members with a caught-up copy of each partition
-	// (built at first use).
+	// nCaught counts the processes with a caught-up copy of each
+	// partition (built at first use).
 	nCaught []int
 	// lags is lag's table (built at first use).
 	lags [][]int64
@@ -155,26 +159,101 @@ func newDecision(in Input, cfg Config) *decision {
 	if n == 0 {
 		return d
 	}
-	// Quotas: P/n each, the P%n extra places to the members owning most
-	// now (fewest moves), member order on a tie.
+	// Quotas (balanced counts), by process first, then among the process's
+	// members (its pipelines): see quotas.
 	owns := make([]int, n)
 	for _, o := range d.owner {
 		if o != noOwner {
 			owns[o]++
 		}
 	}
-	rank := make([]int, n)
-	for i := range rank {
-		rank[i] = i
+	d.quota = quotas(P, d.proc, owns)
+	return d
+}
+
+// quotas returns each member's balanced count of the P partitions, given
+// its process and how many partitions it owns now. Each process gets its
+// share of P weighted by its number of members (its pipelines: one per
+// core by default, so a process's members are its capacity, as Kafka
+// Streams weighs a client by its stream threads), rounded down or up: the
+// P - Σ floor extra places go to processes with a fractional share:
+// first those owning more than their floor now (fewest moves), then those
+// with the largest fractional part, then owning most, then in member
+// order. Each process then splits its count evenly among its
+// members, the extra places to its members owning most (member order on a
+// tie). So every process is within one of its weighted share, and every
+// member within one of P/n (⌊P/n⌋ ≤ ⌊⌊Pk/n⌋/k⌋ and ⌈⌈Pk/n⌉/k⌉ ≤ ⌈P/n⌉):
+// two processes of two pipelines split 6 partitions 3/3, not 4/2.
+func quotas(P int, proc []string, owns []int) []int {
+	n := len(proc)
+	quota := make([]int, n)
+	if n == 0 {
+		return quota
 	}
-	slices.SortStableFunc(rank, func(a, b int) int { return owns[b] - owns[a] })
-	for k, i := range rank {
-		d.quota[i] = P / n
-		if k < P%n {
-			d.quota[i]++
+	type process struct {
+		members []int // indexes, in member order
+		owns    int
+		floor   int
+		rem     int // P*k mod n: the fractional part of P*k/n, times n
+		frac    bool
+		quota   int
+	}
+	var procs []*process
+	byName := map[string]*process{}
+	for i, name := range proc {
+		pr := byName[name]
+		if pr == nil {
+			pr = &process{}
+			byName[name] = pr
+			procs = append(procs, pr)
+		}
+		pr.members = append(pr.members, i)
+		pr.owns += owns[i]
+	}
+	extra := P
+	for _, pr := range procs {
+		k := len(pr.members)
+		pr.floor, pr.rem = P*k/n, P*k%n
+		pr.frac = pr.rem != 0
+		pr.quota = pr.floor
+		extra -= pr.floor
+	}
+	// The fractional parts sum to extra, each below 1: at least extra
+	// processes have one.
+	rank := slices.Clone(procs)
+	slices.SortStableFunc(rank, func(a, b *process) int {
+		switch {
+		case a.frac != b.frac:
+			return boolFirst(a.frac)
+		case a.owns > a.floor != (b.owns > b.floor):
+			return boolFirst(a.owns > a.floor)
+		}
+		return cmp.Or(cmp.Compare(b.rem, a.rem), cmp.Compare(b.owns, a.owns))
+	})
+	for _, pr := range rank[:extra] {
+		pr.quota++
+	}
+	for _, pr := range procs {
+		ms := slices.Clone(pr.members)
+		slices.SortStableFunc(ms, func(a, b int) int { return owns[b] - owns[a] })
+		k := len(ms)
+		for r, i := range ms {
+			quota[i] = pr.quota / k
+			if r < pr.quota%k {
+				quota[i]++
+			}
 		}
 	}
-	return d
+	return quota
+}
+
+// boolFirst orders true before false (b is the first's, the second's is
+// its negation).
+func boolFirst(b bool) int {
+	if b {
+		return -1
+	}
+	return 1
 }
 
 // stateAware is whether the end offsets are known.
@@ -211,14 +290,17 @@ func (d *decision) lag(i int, p int32) int64 {
 
 func (d *decision) caught(i int, p int32) bool { return d.lag(i, p) <= d.cfg.AcceptableLag }
 
-// caughtElsewhere is whether a member other than i has a caught-up copy of
-// p.
+// caughtElsewhere is whether a member of another process than i's has a
+// caught-up copy of p (i's siblings always have i's copy: a process's
+// pipelines share its shard directory).
 func (d *decision) caughtElsewhere(i int, p int32) bool {
 	if d.nCaught == nil {
 		d.nCaught = make([]int, len(d.owner))
 		for q := range int32(len(d.owner)) {
+			seen := map[string]bool{}
 			for j := range d.n {
-				if d.caught(j, q) {
+				if !seen[d.proc[j]] && d.caught(j, q) {
+					seen[d.proc[j]] = true
 					d.nCaught[q]++
 				}
 			}
@@ -226,7 +308,7 @@ func (d *decision) caughtElsewhere(i int, p int32) bool {
 	}
 	n := d.nCaught[p]
 	if d.caught(i, p) {
-		n--
+		n-- // i's process (a copy's lag is its process's)
 	}
 	return n > 0
 }
