@@ -74,9 +74,11 @@ type GroupStatus struct {
 	Partitions int32               `json:"partitions"`
 	Members    []GroupMemberStatus `json:"members"`
 	// Unowned are the partitions no member holds active: nothing processes
-	// them (a member stopped without leaving the group keeps its
-	// partitions until its session times out; the rebalance then gives
-	// them to the others, or leaves them here when none can take them).
+	// them. A partition changing owner is here for a moment: the rebalance
+	// is cooperative, so it is only revoked from its old owner in one
+	// generation and given to its new owner at the next, once every member
+	// has rejoined (up to a heartbeat interval). A member stopped without
+	// leaving the group keeps its partitions until its session times out.
 	Unowned []int32 `json:"unowned"`
 	// Moves are the partitions that move when caught up: a member warms up
 	// a copy of the partition's state, and a later (probing) rebalance
