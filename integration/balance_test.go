@@ -46,7 +46,13 @@ type statusGroup struct {
 			InstanceID string  `json:"instance_id"`
 			Process    string  `json:"process"`
 			Active     []int32 `json:"active"`
+			Warmup     []int32 `json:"warmup"`
 		} `json:"members"`
+		Moves []struct {
+			Partition int32  `json:"partition"`
+			From      string `json:"from"`
+			To        string `json:"to"`
+		} `json:"moves"`
 		Rebalances []struct {
 			Generation int32   `json:"generation"`
 			Assigned   []int32 `json:"assigned"`
@@ -90,17 +96,47 @@ type unownedSeen struct {
 
 func TestBalanceByProcessRealBroker(t *testing.T) {
 	t.Parallel()
-	const parts, keys = 6, 30
+	testBalanceByProcess(t, false)
+}
+
+// TestBalanceByProcessWarmupsRealBroker: the same join, the newcomer's
+// copies behind by more than AcceptableLag: it warms up (2 at a time), and
+// the probing rebalances move its half over once caught up; a probing
+// move leaves its partitions unowned for a moment too.
+//
+// make test-long: 9-13 s here, more under make test's load; the fast
+// variant above and the balancer's TestDecideProcessJoinWarmups stay in
+// make test.
+func TestBalanceByProcessWarmupsRealBroker(t *testing.T) {
+	longTest(t)
+	t.Parallel()
+	testBalanceByProcess(t, true)
+}
+
+func testBalanceByProcess(t *testing.T, warmups bool) {
+	const parts = 6
+	keys, initial, trickle := 30, 120, 6
+	if warmups {
+		// At least 50 keys per partition: ≥ 50 changelog records each, so
+		// a copy from scratch is not within AcceptableLag; no input while
+		// the group settles, so the copies' positions stay comparable with
+		// the end offsets the leader reads.
+		keys, initial, trickle = 300, 600, 0
+	}
 	e := newSpecEnv(t, parts)
 	cfg1 := e.config(t, testprocs.NewCounter)
 	cfg1.Kafka.SessionTimeout = 6 * time.Second // the broker's minimum
 	cfg1.Batching.Pipelines = 2
+	if warmups {
+		cfg1.Group.AcceptableLag = 20
+		cfg1.Group.ProbingInterval = time.Second
+	}
 	cfg2 := cfg1
 	cfg2.InstanceID, cfg2.State.Dir = "i2", t.TempDir()
 	app1 := newSpecApp(t, cfg1)
 	stop1 := testprocs.Start(t, app1)
 	in := &testprocs.KeyCycler{T: t, Brokers: e.brokers, Topic: e.in, Keys: keys}
-	in.Produce(120) // 4 records a key: a changelog far within AcceptableLag, so every copy counts as caught up
+	in.Produce(initial) // without warmups: 4 records a key, a changelog far within AcceptableLag, so every copy counts as caught up
 	checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut), in.Sent, keys)
 	h1 := app1.Handler()
 	if st, _ := getStatus(t, h1); perProcessActive(st)["i1"] != parts || len(st.Group.Unowned) != 0 {
@@ -113,6 +149,7 @@ func TestBalanceByProcessRealBroker(t *testing.T) {
 	var (
 		mu   sync.Mutex
 		seen *unownedSeen
+		warm int // the most moves (warm-ups) a view listed
 	)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -130,14 +167,17 @@ func TestBalanceByProcessRealBroker(t *testing.T) {
 				case <-time.After(5 * time.Millisecond):
 				}
 				st, body := getStatus(t, w.h)
-				if st.Group == nil || len(st.Group.Unowned) == 0 {
+				if st.Group == nil {
 					continue
 				}
 				mu.Lock()
-				if seen == nil {
-					seen = &unownedSeen{instance: w.id, st: st, body: body, first: time.Now()}
+				warm = max(warm, len(st.Group.Moves))
+				if len(st.Group.Unowned) > 0 {
+					if seen == nil {
+						seen = &unownedSeen{instance: w.id, st: st, body: body, first: time.Now()}
+					}
+					seen.last = time.Now()
 				}
-				seen.last = time.Now()
 				mu.Unlock()
 			}
 		}()
@@ -153,7 +193,9 @@ func TestBalanceByProcessRealBroker(t *testing.T) {
 		}
 	}()
 	testprocs.Eventually(t, waitOut, "each instance owns 3 partitions, 1 or 2 per pipeline, in both views", func() bool {
-		in.Produce(6)
+		if trickle > 0 {
+			in.Produce(trickle)
+		}
 		time.Sleep(100 * time.Millisecond)
 		st1, _ = getStatus(t, h1)
 		st2, _ = getStatus(t, h2)
@@ -177,6 +219,17 @@ func TestBalanceByProcessRealBroker(t *testing.T) {
 	checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut), in.Sent, keys)
 	stopWatch()
 	t.Logf("settled at generation %d: i1 %v, i2 %v", st1.Group.Generation, byPipeline(app1.Status()), byPipeline(app2.Status()))
+
+	r2 := app2.Metrics().Total.RestoreRecords
+	t.Logf("most warm-ups in a view: %d; i2 restored %d changelog records", warm, r2)
+	if warmups != (warm > 0) || warm > 2 {
+		t.Fatalf("%d warm-ups in a view (moves when caught up), want %s", warm, map[bool]string{true: "1 or 2", false: "none (every copy caught up)"}[warmups])
+	}
+	// Warmed up, a moved partition restores at most the tail its warm-up
+	// was behind (from scratch: 50 keys or more each).
+	if lag := cfg1.Group.AcceptableLag; warmups && r2 > 3*lag {
+		t.Fatalf("i2 restored %d changelog records for its 3 warmed-up partitions, want at most %d", r2, 3*lag)
+	}
 
 	// The unowned partitions seen during the join.
 	if seen == nil {
