@@ -69,10 +69,10 @@ type Input struct {
 //     share of the partitions weighted by its members (pipelines), within
 //     one; its members split it evenly (quotas);
 //   - sticky: an owner keeps its partitions up to its quota; an owner
-//     above quota gives away first the partitions another member has a
-//     caught-up copy of (a sibling pipeline's: the pipelines of a process
-//     share its shard directory, so a move between them restores
-//     nothing);
+//     above quota gives away first the partitions another process has a
+//     caught-up copy of (a sibling pipeline always has the process's
+//     copy: the pipelines of a process share its shard directory, so a
+//     move between them restores nothing);
 //   - state-aware: a partition to place goes to a member with room and a
 //     caught-up copy (least lag, least load, member order); without one,
 //     to the member with room that has the least lag (a copy restoring the
@@ -247,8 +247,8 @@ func quotas(P int, proc []string, owns []int) []int {
 	return quota
 }
 
-// boolFirst orders true before false (b is the first's, the second's is
-// its negation).
+// boolFirst is a comparison result ordering true before false, for two
+// values that differ: b is the first one.
 func boolFirst(b bool) int {
 	if b {
 		return -1

@@ -300,3 +300,35 @@ func TestDecideProcessProperties(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideGiveAwayWhatAnotherProcessHolds: a process above its quota
+// gives away first the partitions another process has a caught-up copy of
+// (its own sibling pipelines always share its copies, so they do not
+// count): the joining process y holds standbys of 0 and 3 and takes them at
+// once; only 5 needs a warm-up. (Before: every partition of a process of
+// two pipelines counted as caught up elsewhere, x gave away 2, 4 and 5, and
+// all three needed warm-ups.)
+func TestDecideGiveAwayWhatAnotherProcessHolds(t *testing.T) {
+	const end = 10_000
+	cfg := Config{AcceptableLag: 100}
+	in := Input{Partitions: 6, EndOffsets: ends(6, end), Members: []Member{
+		procMem("x", 0, 3, []int32{0, 1, 2}, caughtShards(span(0, 6), end)),
+		procMem("x", 1, 3, []int32{3, 4, 5}, caughtShards(span(0, 6), end)),
+		procMem("y", 0, 3, nil, caughtShards([]int32{0, 3}, end)),
+		procMem("y", 1, 3, nil, caughtShards([]int32{0, 3}, end)),
+	}}
+	first := Decide(in, cfg)
+	got := byID(first)
+	if !slices.Equal(got["x"].Active, []int32{1, 2}) || !slices.Equal(got["x-p1"].Active, []int32{4, 5}) {
+		t.Fatalf("first step: x %v x-p1 %v, want [1 2] [4 5]: 0 and 3 revoked for y's caught-up copies", got["x"].Active, got["x-p1"].Active)
+	}
+	out := Decide(next(in, first, 4), cfg)
+	got = byID(out)
+	yActive := append(slices.Clone(got["y"].Active), got["y-p1"].Active...)
+	slices.Sort(yActive)
+	yWarm := append(slices.Clone(got["y"].Warmup), got["y-p1"].Warmup...)
+	if !slices.Equal(yActive, []int32{0, 3}) || len(yWarm) != 1 {
+		t.Fatalf("second step: y active %v warm-ups %v, want [0 3] and one warm-up", yActive, yWarm)
+	}
+	checkActiveOnce(t, out, 6)
+}
