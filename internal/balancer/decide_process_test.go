@@ -306,8 +306,8 @@ func TestDecideProcessProperties(t *testing.T) {
 // (its own sibling pipelines always share its copies, so they do not
 // count): the joining process y holds standbys of 0 and 3 and takes them at
 // once; only 5 needs a warm-up. (Before: every partition of a process of
-// two pipelines counted as caught up elsewhere, x gave away 2, 4 and 5, and
-// all three needed warm-ups.)
+// two pipelines counted as caught up elsewhere, so x picked 2, 4 and 5 by
+// number, none of which y holds: x kept all 6 and y only warmed up.)
 func TestDecideGiveAwayWhatAnotherProcessHolds(t *testing.T) {
 	const end = 10_000
 	cfg := Config{AcceptableLag: 100}
