@@ -147,8 +147,33 @@ func (p *Proxy) set(m Mode, d time.Duration) {
 	}
 }
 
-// Close stops listening and closes every connection. A closed proxy
-// cannot be reused.
+// Down closes the listener and every connection: clients meet
+// "connection refused", as when the target's process is gone (the
+// cluster harness takes a node's proxy down with the node: a proxy that
+// accepted and closed at once would look like a broker that answers and
+// then hangs up, which clients may take for a fatal mismatch). Up
+// listens again.
+func (p *Proxy) Down() { p.Close() }
+
+// Up listens again on the proxy's address after Down, in the mode it had.
+func (p *Proxy) Up() error {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		return fmt.Errorf("netproxy: listen again on %s: %w", p.addr, err)
+	}
+	p.mu.Lock()
+	if p.ln != nil {
+		p.mu.Unlock()
+		ln.Close()
+		return fmt.Errorf("netproxy: Up on %s: the proxy is up", p.addr)
+	}
+	p.ln = ln
+	p.mu.Unlock()
+	go p.serve(ln)
+	return nil
+}
+
+// Close stops listening and closes every connection (Up listens again).
 func (p *Proxy) Close() {
 	p.mu.Lock()
 	ln := p.ln

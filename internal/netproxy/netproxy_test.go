@@ -205,3 +205,25 @@ func TestTargetDown(t *testing.T) {
 }
 
 func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
+
+// Down refuses connections (as a dead target's host does) until Up.
+func TestDownUp(t *testing.T) {
+	p := newProxy(t)
+	c := dial(t, p)
+	c.mustEcho(t, "x")
+	p.Down()
+	if _, err := c.roundTrip("y", 10*time.Second); err == nil || isTimeout(err) {
+		t.Fatalf("connection after Down: %v, want it closed", err)
+	}
+	if c, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
+		c.Close()
+		t.Fatalf("dial after Down succeeded, want refused")
+	}
+	if err := p.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Up(); err == nil {
+		t.Fatalf("second Up: no error")
+	}
+	dial(t, p).mustEcho(t, "z")
+}
