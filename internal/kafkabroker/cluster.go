@@ -440,3 +440,42 @@ func (c *Cluster) ElectPreferredLeaders(ctx context.Context, topic string) error
 	}
 	return nil
 }
+
+// WaitFullyReplicated waits until every partition of every topic has all
+// its replicas in sync and a leader (what an operator checks before the
+// next broker of a rolling restart), or ctx ends.
+func (c *Cluster) WaitFullyReplicated(ctx context.Context) error {
+	adm, done, err := c.admin()
+	if err != nil {
+		return err
+	}
+	defer done()
+	var last string
+	for {
+		md, err := adm.Metadata(ctx)
+		if err == nil {
+			last = ""
+			for _, td := range md.Topics {
+				for _, pd := range td.Partitions {
+					if pd.Leader < 0 || len(pd.ISR) != len(pd.Replicas) {
+						last = fmt.Sprintf("%s/%d: leader %d, replicas %v, in sync %v", td.Topic, pd.Partition, pd.Leader, pd.Replicas, pd.ISR)
+						break
+					}
+				}
+				if last != "" {
+					break
+				}
+			}
+			if last == "" {
+				return nil
+			}
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafkabroker: cluster not fully replicated: %s: %w", last, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
