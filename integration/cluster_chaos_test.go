@@ -89,6 +89,16 @@ func newChaosApp(t *testing.T, c *kafkabroker.Cluster, name string) *chaosApp {
 	a.direct.brokers = c.DirectBootstrap()
 	for _, topic := range []string{a.e.in, a.e.out} {
 		createReplicated(t, a.direct.brokers, topic, a.parts)
+		// Every broker knows the topics before the instances start:
+		// kstate's start-up check of the output topic fails at once
+		// when the broker it asks has not heard of it yet (see
+		// docs/RELIABILITY.md, "Findings").
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := c.WaitTopic(ctx, topic, a.parts)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	a.in = newEOSInput(t, a.direct, a.parts, 60)
 	for _, inst := range []string{"i1", "i2"} {
@@ -283,7 +293,9 @@ func (a *chaosApp) roles(t *testing.T, id int32) string {
 	if g, err := a.c.GroupCoordinator(ctx, a.e.app); err == nil && g == id {
 		r = append(r, "group coordinator")
 	}
-	for _, inst := range []string{"i1", "i2"} {
+	// The instances run two pipelines each: transactional ids
+	// <app>-<instance> and <app>-<instance>-p1.
+	for _, inst := range []string{"i1", "i1-p1", "i2", "i2-p1"} {
 		if c, err := a.c.TxnCoordinator(ctx, a.e.app+"-"+inst); err == nil && c == id {
 			r = append(r, "transaction coordinator of "+inst)
 		}
@@ -386,5 +398,59 @@ func TestClusterChaos(t *testing.T) {
 			time.Sleep(30 * time.Second)
 			n.Proxy.Pass()
 		}, 30*time.Second)
+	})
+
+	// (d) SIGKILL of the broker that is the application's group
+	// coordinator, started again 20 s later.
+	t.Run("KillGroupCoordinator", func(t *testing.T) {
+		a := newChaosApp(t, c, "chaos-groupcoord")
+		a.run(t, "SIGKILL of the group coordinator's broker, back after 20 s", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			id, err := c.GroupCoordinator(ctx, a.e.app)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := c.Node(id)
+			t.Logf("SIGKILL of node %d (%s)", id, a.roles(t, id))
+			n.Kill()
+			time.Sleep(20 * time.Second)
+			if err := n.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitReplicated(t, c)
+		}, 15*time.Second)
+	})
+
+	// (e) Leader moves by preferred-leader election under load: the
+	// broker leading most of the application's partitions is stopped
+	// gracefully and started again (its leaderships move away), then a
+	// preferred-leader election of every topic moves them back to it.
+	t.Run("PreferredLeaderElection", func(t *testing.T) {
+		a := newChaosApp(t, c, "chaos-preferred")
+		a.run(t, "leaders moved away by a controlled shutdown, back by a preferred-leader election", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			best, most := c.Nodes[0], -1
+			for _, n := range c.Nodes {
+				if k := strings.Count(a.roles(t, n.ID), ","); k > most {
+					best, most = n, k
+				}
+			}
+			t.Logf("stopping node %d (%s)", best.ID, a.roles(t, best.ID))
+			best.Stop()
+			if err := best.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitReplicated(t, c)
+			time.Sleep(5 * time.Second)
+			t.Logf("node %d after its restart: %s; electing the preferred leaders", best.ID, a.roles(t, best.ID))
+			for _, topic := range []string{a.e.in, a.e.out, a.e.app + "-changelog", "__consumer_offsets", "__transaction_state"} {
+				if err := c.ElectPreferredLeaders(ctx, topic); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Logf("node %d after the election: %s", best.ID, a.roles(t, best.ID))
+		}, 20*time.Second)
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kstate/kstate/internal/netproxy"
 )
@@ -287,15 +288,16 @@ func (n *Node) Stop() {
 }
 
 // Start starts a stopped or killed node again on its data and ports and
-// returns once it has started (its proxy up again first).
+// returns once it has started, its proxy up again (once the node listens:
+// until then clients are refused, as without a proxy).
 func (n *Node) Start(ctx context.Context) error {
+	if err := n.b.Restart(ctx); err != nil {
+		return fmt.Errorf("node %d: %w", n.ID, err)
+	}
 	if n.Proxy != nil {
 		if err := n.Proxy.Up(); err != nil {
 			return fmt.Errorf("node %d: %w", n.ID, err)
 		}
-	}
-	if err := n.b.Restart(ctx); err != nil {
-		return fmt.Errorf("node %d: %w", n.ID, err)
 	}
 	return nil
 }
@@ -332,8 +334,8 @@ func (c *Cluster) Discard() {
 	}
 }
 
-// admin is a kadm client on the direct listeners of the running nodes.
-func (c *Cluster) admin() (*kadm.Client, func(), error) {
+// client is a client on the direct listeners of the running nodes.
+func (c *Cluster) client() (*kgo.Client, func(), error) {
 	var seeds []string
 	for _, n := range c.Nodes {
 		if n.Running() {
@@ -347,7 +349,16 @@ func (c *Cluster) admin() (*kadm.Client, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return kadm.NewClient(cl), cl.Close, nil
+	return cl, cl.Close, nil
+}
+
+// admin is a kadm client on the direct listeners of the running nodes.
+func (c *Cluster) admin() (*kadm.Client, func(), error) {
+	cl, done, err := c.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	return kadm.NewClient(cl), done, nil
 }
 
 // Leader returns the broker id leading partition p of topic.
@@ -478,4 +489,53 @@ func (c *Cluster) WaitFullyReplicated(ctx context.Context) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// WaitTopic waits until every running node's metadata has topic with
+// partitions partitions, each with a leader: a topic just created is
+// known to the controller first and to each broker a little later, and a
+// client that asks a broker that has not heard yet is told
+// UNKNOWN_TOPIC_OR_PARTITION.
+func (c *Cluster) WaitTopic(ctx context.Context, topic string, partitions int) error {
+	cl, closeCl, err := c.client()
+	if err != nil {
+		return err
+	}
+	defer closeCl()
+	for _, n := range c.Nodes {
+		if !n.Running() {
+			continue
+		}
+		var last string
+		for {
+			req := kmsg.NewPtrMetadataRequest()
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, cl.Broker(int(n.ID)))
+			if err == nil {
+				last = fmt.Sprintf("node %d does not know %s yet", n.ID, topic)
+				if len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == 0 && len(resp.Topics[0].Partitions) == partitions {
+					led := 0
+					for _, p := range resp.Topics[0].Partitions {
+						if p.ErrorCode == 0 && p.Leader >= 0 {
+							led++
+						}
+					}
+					if led == partitions {
+						break
+					}
+					last = fmt.Sprintf("node %d: %d of %d partitions of %s have a leader", n.ID, led, partitions, topic)
+				}
+			} else {
+				last = err.Error()
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("kafkabroker: topic %s not known everywhere: %s: %w", topic, last, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }

@@ -246,6 +246,14 @@ func (p *Proxy) handle(client net.Conn) {
 	}
 	up, err := net.DialTimeout("tcp", p.target, 10*time.Second)
 	if err != nil {
+		// The target refused: reset the client's connection (RST, not
+		// FIN), the nearest a proxy that already accepted can come to
+		// "connection refused". A plain close reads as a server that
+		// answered and hung up at once, which a Kafka client takes for a
+		// TLS/SASL mismatch rather than a broker that is down.
+		if tc, ok := client.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
 		p.untrack(c)
 		return
 	}
