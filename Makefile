@@ -8,7 +8,7 @@ APT_PACKAGES  := librocksdb-dev kcat g++ chromium-headless-shell postgresql
 TEST_TIMEOUT  ?= 20m
 PKGS          := ./...
 
-.PHONY: test-integration test-static test-units test-k8s-example vet-all vet-shared test-long bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-scale bench-micro crash kafka-up kafka-down kafka-topic clean help
+.PHONY: test-integration test-static test-units test-k8s-example vet-all vet-shared test-long test-cluster bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-scale bench-micro crash kafka-up kafka-down kafka-topic clean help
 
 all: build
 
@@ -32,7 +32,10 @@ help:
 	@echo "make build-nocgo  build and vet everything with CGO_ENABLED=0 (Pebble only, no RocksDB)"
 	@echo "make crash      crash tests with 200 SIGKILLs (CRASH_KILLS=n, KSTATE_CRASH_SEED=s)"
 	@echo "make api        regenerate docs/API.md (the public API; a test fails when it drifts)"
-	@echo "make kafka-up   start a real Kafka broker on 127.0.0.1:9092 (make kafka-down stops it)"
+	@echo "make test-cluster  the chaos cases on a three-broker KRaft cluster (KSTATE_CLUSTER=1): broker bounces,"
+	@echo "                 coordinator kills, a blackholed broker, under load, exact results (~15 min; docs/RELIABILITY.md)"
+	@echo "make kafka-up   start a real Kafka broker on 127.0.0.1:9092 (make kafka-down stops it);"
+	@echo "                 CLUSTER=3: three brokers of one cluster on 9092-9094 (replication 3, min ISR 2)"
 	@echo "make kafka-topic TOPIC=name [PARTITIONS=n] [COMPACT=1]   create a topic on it"
 
 # deps is idempotent: it installs only what is missing.
@@ -140,6 +143,13 @@ broker-proof:
 test-long: deps
 	KSTATE_LONG=1 $(GO) test -count=1 -parallel $(INTEGRATION_PARALLEL) -timeout 60m $(PKGS)
 
+# The chaos cases on a three-broker KRaft cluster (internal/kafkabroker's
+# StartCluster, a proxy in front of each broker): the cluster harness's own
+# test and integration/cluster_*_test.go, one after the other (each starts
+# its own cluster: three JVMs). See docs/RELIABILITY.md.
+test-cluster: deps
+	KSTATE_CLUSTER=1 CI=true $(GO) test -count=1 -p 1 -v -timeout 60m -run '^TestCluster' ./internal/kafkabroker/ ./integration/
+
 test-short: deps
 	$(GO) test -short $(PKGS)
 
@@ -207,7 +217,7 @@ bench-micro: deps
 	$(GO) test -run '^$$' -bench . ./state/... ./changelog/
 
 kafka-up: deps
-	$(GO) run ./integration/cmd/kafkabroker up
+	$(GO) run ./integration/cmd/kafkabroker $(if $(CLUSTER),-cluster $(CLUSTER)) up
 
 kafka-down:
 	$(GO) run ./integration/cmd/kafkabroker down

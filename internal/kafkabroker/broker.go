@@ -256,15 +256,7 @@ func StartBroker(ctx context.Context, libs string, o StartOptions, logf func(str
 		return nil, err
 	}
 	cp := filepath.Join(libs, "*")
-	jvm := []string{"-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
-		"-Dlog4j2.configurationFile=" + logCfg}
-	if o.FullJIT {
-		// Kafka's own kafka-server-start.sh settings (KAFKA_HEAP_OPTS and
-		// KAFKA_JVM_PERFORMANCE_OPTS).
-		jvm = []string{"-Xms1g", "-Xmx1g", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-			"-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15",
-			"-Djava.awt.headless=true", "-Dlog4j2.configurationFile=" + logCfg}
-	}
+	jvm := jvmArgs(o.FullJIT, logCfg)
 
 	format := exec.CommandContext(ctx, java, append(append(jvm, "-cp", cp, "kafka.tools.StorageTool",
 		"format", "--cluster-id="+clusterID(), "-c", props), scram...)...)
@@ -293,6 +285,20 @@ func StartBroker(ctx context.Context, libs string, o StartOptions, logf func(str
 	logf("kafkabroker: started Apache Kafka %s (KRaft, pid %d) at %s in %s; logs in %s",
 		KafkaVersion, b.cmd.Process.Pid, b.Addr, time.Since(start).Round(time.Millisecond), dir)
 	return b, nil
+}
+
+// jvmArgs are the JVM's options: C1 only and a 256 MiB initial heap
+// (starts fast), or with fullJIT what a production broker runs.
+func jvmArgs(fullJIT bool, logCfg string) []string {
+	if fullJIT {
+		// Kafka's own kafka-server-start.sh settings (KAFKA_HEAP_OPTS and
+		// KAFKA_JVM_PERFORMANCE_OPTS).
+		return []string{"-Xms1g", "-Xmx1g", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+			"-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15",
+			"-Djava.awt.headless=true", "-Dlog4j2.configurationFile=" + logCfg}
+	}
+	return []string{"-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
+		"-Dlog4j2.configurationFile=" + logCfg}
 }
 
 // launch starts the broker process (argv), its output appended to
@@ -386,6 +392,34 @@ func (b *Broker) logTail(n int) string {
 		f.Close()
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Shutdown stops the broker as an operator does (SIGTERM: a controlled
+// shutdown that moves its leaderships away first; SIGKILL after 60 s) and
+// keeps its directory: Restart starts it again on the same data and ports.
+func (b *Broker) Shutdown() {
+	select {
+	case <-b.exited:
+		return
+	default:
+	}
+	_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-b.exited:
+	case <-time.After(60 * time.Second):
+		_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+		<-b.exited
+	}
+}
+
+// Running reports whether the broker process runs.
+func (b *Broker) Running() bool {
+	select {
+	case <-b.exited:
+		return false
+	default:
+		return true
+	}
 }
 
 // Pid is the broker's process id.

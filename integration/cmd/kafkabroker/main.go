@@ -2,14 +2,17 @@
 // kafka/kafkatest starts for tests, and creates topics on it:
 //
 //	go run ./integration/cmd/kafkabroker [-port N] up      # make kafka-up
+//	go run ./integration/cmd/kafkabroker -cluster 3 up    # make kafka-up CLUSTER=3
 //	go run ./integration/cmd/kafkabroker [-port N] down    # make kafka-down
 //	go run ./integration/cmd/kafkabroker [-port N] topic create NAME [-partitions N] [-compact]
 //	go run ./integration/cmd/kafkabroker [-port N] topic list
 //	go run ./integration/cmd/kafkabroker [-port N] topic delete NAME
 //
 // up starts one broker in the background on 127.0.0.1:9092 (-port picks
-// another client port), with transactions enabled for one broker; down stops
-// it and deletes its data. topic talks to 127.0.0.1:<port>, or to the
+// another client port), with transactions enabled for one broker; with
+// -cluster 3, three brokers of one KRaft cluster on 9092, 9093 and 9094
+// (replication factor 3, min.insync.replicas 2); down stops them and
+// deletes their data. topic talks to 127.0.0.1:<port>, or to the
 // brokers of -brokers (comma-separated). Use the broker with
 // KSTATE_KAFKA_BROKERS=127.0.0.1:9092 to run the integration tests against a
 // long-lived broker.
@@ -36,18 +39,23 @@ import (
 	"github.com/kstate/kstate/internal/kafkabroker"
 )
 
-const usage = `usage: kafkabroker [-port N] [-brokers host:port,...] COMMAND
+const usage = `usage: kafkabroker [-port N] [-cluster N] [-brokers host:port,...] COMMAND
 
 Runs the real Apache Kafka broker of kstate's tests (jars from Maven Central,
 cached in ~/.cache/kstate or $KSTATE_CACHE_DIR) and creates topics on it.
 
 Commands:
   up                      start a broker in the background on 127.0.0.1:PORT
-                          (make kafka-up); transactions work on one broker
-  down                    stop it and delete its data (make kafka-down)
+                          (make kafka-up); transactions work on one broker;
+                          with -cluster N, N brokers of one KRaft cluster on
+                          PORT, PORT+1, ... (make kafka-up CLUSTER=3):
+                          replication factor 3 and min.insync.replicas 2 for
+                          new and internal topics
+  down                    stop it (or them) and delete the data (make kafka-down)
   topic create NAME [-partitions N] [-compact] [-config key=value ...]
-                          create a topic (replication factor 1; -compact sets
-                          cleanup.policy=compact) (make kafka-topic)
+                          create a topic (the brokers' default replication
+                          factor: 1 on one broker, 3 on a cluster; -compact
+                          sets cleanup.policy=compact) (make kafka-topic)
   topic list              list the topics with their partition counts
   topic delete NAME       delete a topic
 
@@ -58,6 +66,7 @@ func main() {
 	fs := flag.NewFlagSet("kafkabroker", flag.ExitOnError)
 	port := fs.Int("port", 9092, "client port on 127.0.0.1 (up starts the broker there; topic connects there)")
 	brokers := fs.String("brokers", "", "topic: comma-separated brokers to talk to instead of 127.0.0.1:PORT")
+	clusterN := fs.Int("cluster", 1, "up: the number of brokers (1, or 3 for a cluster: KRaft, each broker a controller too)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -71,9 +80,13 @@ func main() {
 	pidFile := filepath.Join(runDir, "broker.pid")
 	switch fs.Arg(0) {
 	case "up":
-		if pid, dir, ok := running(pidFile); ok {
-			fmt.Printf("kafka already running (pid %d, dir %s)\n", pid, dir)
+		if procs, ok := running(pidFile); ok {
+			fmt.Printf("kafka already running (%s)\n", procs)
 			return
+		}
+		if *clusterN < 1 {
+			fmt.Fprintf(os.Stderr, "kafkabroker: -cluster %d: want 1 or more brokers\n", *clusterN)
+			os.Exit(2)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
@@ -81,31 +94,55 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		b, err := kafkabroker.StartBroker(ctx, libs, kafkabroker.StartOptions{Port: *port, Detached: true}, log.Printf)
-		if err != nil {
-			log.Fatal(err)
+		var procs pidList
+		var addrs []string
+		if *clusterN == 1 {
+			b, err := kafkabroker.StartBroker(ctx, libs, kafkabroker.StartOptions{Port: *port, Detached: true}, log.Printf)
+			if err != nil {
+				log.Fatal(err)
+			}
+			procs, addrs = pidList{{b.Pid(), b.Dir}}, []string{b.Addr}
+		} else {
+			var ports []int
+			for i := range *clusterN {
+				ports = append(ports, *port+i)
+			}
+			c, err := kafkabroker.StartCluster(ctx, libs, kafkabroker.ClusterOptions{Nodes: *clusterN, Ports: ports, Detached: true}, log.Printf)
+			if err != nil {
+				log.Fatal(err)
+			}
+			for _, n := range c.Nodes {
+				procs = append(procs, proc{n.Pid(), c.Dir})
+			}
+			addrs = c.Bootstrap()
 		}
 		if err := os.MkdirAll(runDir, 0o755); err != nil {
 			log.Fatal(err)
 		}
-		if err := os.WriteFile(pidFile, []byte(fmt.Sprintf("%d %s\n", b.Pid(), b.Dir)), 0o644); err != nil {
+		if err := os.WriteFile(pidFile, []byte(procs.encode()), 0o644); err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("kafka up: export KSTATE_KAFKA_BROKERS=%s\n", b.Addr)
+		fmt.Printf("kafka up: export KSTATE_KAFKA_BROKERS=%s\n", strings.Join(addrs, ","))
 	case "down":
-		pid, dir, ok := running(pidFile)
+		procs, ok := running(pidFile)
 		if !ok {
 			fmt.Println("kafka not running")
 			return
 		}
-		_ = syscall.Kill(-pid, syscall.SIGTERM)
-		for i := 0; i < 150 && syscall.Kill(pid, 0) == nil; i++ {
-			time.Sleep(100 * time.Millisecond)
+		for _, p := range procs {
+			_ = syscall.Kill(-p.pid, syscall.SIGTERM)
 		}
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		_ = os.RemoveAll(dir)
+		for _, p := range procs {
+			for i := 0; i < 300 && syscall.Kill(p.pid, 0) == nil; i++ {
+				time.Sleep(100 * time.Millisecond)
+			}
+			_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		}
+		for _, p := range procs {
+			_ = os.RemoveAll(p.dir)
+		}
 		_ = os.Remove(pidFile)
-		fmt.Printf("kafka down (pid %d)\n", pid)
+		fmt.Printf("kafka down (%s)\n", procs)
 	case "topic":
 		addrs := []string{"127.0.0.1:" + strconv.Itoa(*port)}
 		if *brokers != "" {
@@ -185,7 +222,7 @@ func topicCmd(ctx context.Context, brokers []string, args []string, out io.Write
 			c := "compact"
 			configs["cleanup.policy"] = &c
 		}
-		res, err := adm.CreateTopic(ctx, int32(*partitions), 1, configs, names[0])
+		res, err := adm.CreateTopic(ctx, int32(*partitions), -1, configs, names[0])
 		if err == nil {
 			err = res.Err
 		}
@@ -224,18 +261,50 @@ func topicCmd(ctx context.Context, brokers []string, args []string, out io.Write
 	return nil
 }
 
-func running(pidFile string) (int, string, bool) {
+// proc is one broker process started by up, and the directory to delete.
+type proc struct {
+	pid int
+	dir string
+}
+
+// pidList is the pid file's content: one "pid dir" line per broker.
+type pidList []proc
+
+func (l pidList) encode() string {
+	var b strings.Builder
+	for _, p := range l {
+		fmt.Fprintf(&b, "%d %s\n", p.pid, p.dir)
+	}
+	return b.String()
+}
+
+func (l pidList) String() string {
+	var s []string
+	for _, p := range l {
+		s = append(s, fmt.Sprintf("pid %d", p.pid))
+	}
+	return strings.Join(s, ", ") + ", dir " + l[0].dir
+}
+
+// running reads the pid file; ok if any of its brokers still runs.
+func running(pidFile string) (pidList, bool) {
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
-		return 0, "", false
+		return nil, false
 	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return 0, "", false
+	var l pidList
+	alive := false
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		pid, err := strconv.Atoi(f[0])
+		if err != nil {
+			continue
+		}
+		l = append(l, proc{pid, f[1]})
+		alive = alive || syscall.Kill(pid, 0) == nil
 	}
-	pid, err := strconv.Atoi(f[0])
-	if err != nil || syscall.Kill(pid, 0) != nil {
-		return 0, f[1], false
-	}
-	return pid, f[1], true
+	return l, alive && len(l) > 0
 }
