@@ -143,17 +143,24 @@ func (k *kafkaSession) Leave(ctx context.Context) error {
 	return k.s.Leave(ctx)
 }
 
-// sessionErr marks fencing with engine.ErrFenced and an unreachable
-// cluster (connection refused, reset or broken, EOF, I/O timeouts) with
-// engine.ErrUnavailable, which the coordinator rides out by rejoining
-// with a new session (keeping the kafka error).
+// isRetriable is kafka.IsRetriable; a test breaks it to show that a case
+// then fails (export_test.go).
+var isRetriable = kafka.IsRetriable
+
+// sessionErr marks fencing with engine.ErrFenced, and an unreachable
+// cluster (connection refused, reset or broken, EOF, I/O timeouts) or a
+// retriable Kafka error franz-go gave up on (kafka.IsRetriable:
+// NOT_ENOUGH_REPLICAS, NOT_COORDINATOR, REQUEST_TIMED_OUT...) with
+// engine.ErrUnavailable, which the coordinator rides out by giving the
+// batch up and rejoining with a new session, with backoff (keeping the
+// kafka error).
 func sessionErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, kafka.ErrFenced):
 		return &markedError{err: err, mark: engine.ErrFenced}
-	case kafka.IsConnectionError(err):
+	case kafka.IsConnectionError(err), isRetriable(err):
 		return &markedError{err: err, mark: engine.ErrUnavailable}
 	}
 	return err
