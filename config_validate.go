@@ -235,8 +235,8 @@ func (c *config[K, I, O]) checkNumbers() string {
 		return fmt.Sprintf("Options.Kafka.MinInsyncReplicas %d is negative: want at least 1, or 0 for the broker's min.insync.replicas (2 for production, with ReplicationFactor 3)",
 			c.MinInsyncReplicas)
 	case c.ReplicationFactor > 0 && c.MinInsyncReplicas > c.ReplicationFactor:
-		return fmt.Sprintf("Options.Kafka.MinInsyncReplicas %d is above Options.Kafka.ReplicationFactor %d: no write could ever succeed "+
-			"(want at most ReplicationFactor, and below it so that a broker may be down: 2 with 3)", c.MinInsyncReplicas, c.ReplicationFactor)
+		return fmt.Sprintf("Options.Kafka.MinInsyncReplicas %d is above Options.Kafka.ReplicationFactor %d: every replica would have to be in sync "+
+			"(want below ReplicationFactor, so that a broker may be down: 2 with 3)", c.MinInsyncReplicas, c.ReplicationFactor)
 	case c.MaxBatchRecords < 0:
 		return fmt.Sprintf("Options.Batching.MaxRecords %d is negative: 0 means the default (adaptive)", c.MaxBatchRecords)
 	case c.MaxRecordBytes < 0:

@@ -257,9 +257,8 @@ func (k kafkaAdmin) ensure(ctx context.Context, spec kafka.TopicSpec) error {
 }
 
 // checkReplication checks an internal topic's replication factor and
-// min.insync.replicas (kafka.ReplicationIssues): a topic no write can ever
-// succeed on is a *TopicMismatchError; the rest is logged at Warn, once per
-// topic and problem, with the command that fixes it.
+// min.insync.replicas (kafka.ReplicationIssues) and logs each problem at
+// Warn, once per topic and problem, with the command that fixes it.
 func (k kafkaAdmin) checkReplication(ctx context.Context, topic string) error {
 	r, err := k.a.Replication(ctx, topic)
 	if err != nil && !kafka.IsAuthError(err) {
@@ -272,10 +271,6 @@ func (k kafkaAdmin) checkReplication(ctx context.Context, topic string) error {
 			"topic", topic, "err", err)
 	}
 	for _, is := range kafka.ReplicationIssues(r, k.rf, k.minISR) {
-		if is.Fatal {
-			return &kafka.TopicMismatchError{Topic: topic, What: "min.insync.replicas", Got: strconv.Itoa(r.MinInsyncReplicas),
-				Want: fmt.Sprintf("at most its replication factor %d (%s; fix: %s)", r.ReplicationFactor, is.What, is.Fix)}
-		}
 		k.warnOnce(topic, is.What, "internal topic not replicated for production",
 			"topic", topic, "problem", is.What, "replication_factor", r.ReplicationFactor,
 			"min_insync_replicas", r.MinInsyncReplicas, "brokers", r.Brokers, "fix", is.Fix)

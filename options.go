@@ -162,11 +162,12 @@ type KafkaOptions struct {
 	// writes with acks=all). Default 0: the broker's min.insync.replicas
 	// (1 unless configured). Give 2 with ReplicationFactor 3: a write is
 	// then on two brokers, and one broker may be down. At most
-	// ReplicationFactor when both are set. Run checks each internal topic
-	// at start: min.insync.replicas above its replication factor (no write
-	// can ever succeed) fails Run; one below this option, or equal to a
-	// replication factor above 1 (one broker down stops every write), is
-	// logged at Warn with the kafka-configs command that fixes it.
+	// ReplicationFactor when both are set. It is never applied to an
+	// existing topic: Run checks each internal topic at start and logs at
+	// Warn, once, with the kafka-configs command that fixes it, a
+	// min.insync.replicas below this option, or at or above a replication
+	// factor above 1 (every replica must then be in sync: one broker down
+	// stops every write).
 	MinInsyncReplicas int
 }
 

@@ -173,25 +173,34 @@ func TestReplicationFactorOverBrokersFailsStart(t *testing.T) {
 	}
 }
 
-// TestMinInsyncAboveReplicationFailsStart (issue #28 item 2): an existing
-// changelog whose min.insync.replicas is above its replication factor
-// (no write can ever succeed) fails Run at start with a
-// *TopicMismatchError saying so and how to fix it, instead of batches
-// that retry NOT_ENOUGH_REPLICAS forever.
-func TestMinInsyncAboveReplicationFailsStart(t *testing.T) {
+// TestMinInsyncAtReplicationWarns (issue #28 item 2): an existing
+// changelog whose min.insync.replicas equals its replication factor (one
+// replica down would stop every write) is logged at Warn with the
+// kafka-configs command that fixes it; the application runs.
+func TestMinInsyncAtReplicationWarns(t *testing.T) {
 	brokers := startBrokers(t, 3, 2)
 	adm := testAdmin(t, brokers)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact"),
+	if _, err := adm.CreateTopic(ctx, 2, 2, map[string]*string{"cleanup.policy": kadm.StringPtr("compact"),
 		"min.insync.replicas": kadm.StringPtr("2")}, "app-changelog"); err != nil {
 		t.Fatal(err)
 	}
-	app := newApp(t, config(brokers, t.TempDir(), testprocs.NewCounter))
-	err := app.Run(ctx)
-	var tm *kstate.TopicMismatchError
-	if !errors.As(err, &tm) || tm.Topic != "app-changelog" || tm.What != "min.insync.replicas" || tm.Got != "2" ||
-		!strings.Contains(err.Error(), "kafka-configs") {
-		t.Fatalf("Run: %v; want a TopicMismatchError on the changelog's min.insync.replicas 2 with the fix", err)
+	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
+	logs := logTo(&cfg)
+	app, err := kstate.New(cfg.Topology, cfg.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := testprocs.Start(t, app)
+	testprocs.Produce(t, brokers, "in", "a=1")
+	want(t, testprocs.WaitOutputs(t, brokers, "out", 1, 30*time.Second), "a=[1]")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	l := logs.String()
+	if strings.Count(l, replicationWarning) != 1 || !strings.Contains(l, "min.insync.replicas 2 with replication factor 2") ||
+		!strings.Contains(l, "--entity-name app-changelog --add-config min.insync.replicas=1") {
+		t.Fatalf("want one warning about min.insync.replicas 2 of 2 replicas with the fix; log:\n%s", l)
 	}
 }

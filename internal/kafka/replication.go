@@ -71,9 +71,6 @@ func (a *Admin) liveBrokers(ctx context.Context) (int, error) {
 // ReplicationIssue is one way an internal topic's replication falls short
 // of what production needs (ReplicationIssues).
 type ReplicationIssue struct {
-	// Fatal: writes to the topic can never succeed
-	// (min.insync.replicas above the replication factor).
-	Fatal bool
 	// What is the problem, with the actual and the wanted value.
 	What string
 	// Fix is what to do, as the command that does it.
@@ -84,14 +81,14 @@ type ReplicationIssue struct {
 // are the configured replication factor and min.insync.replicas (0: the
 // broker's defaults, then only what no production cluster wants is
 // reported). It reports
-//   - min.insync.replicas above the replication factor (Fatal: every
-//     acks=all write fails with NOT_ENOUGH_REPLICAS);
 //   - a replication factor of 1 on a cluster of 3 or more brokers, unless
 //     1 is what was asked for (one broker's loss stops, or loses, the
 //     topic);
 //   - a replication factor below wantRF;
-//   - min.insync.replicas equal to a replication factor above 1 (one
-//     replica down stops every write);
+//   - min.insync.replicas at or above a replication factor above 1 (the
+//     broker counts one above it as the replication factor: every
+//     replica must then be in sync, and one replica down, a broker
+//     restart, stops every write);
 //   - min.insync.replicas below wantMinISR.
 func ReplicationIssues(r Replication, wantRF, wantMinISR int) []ReplicationIssue {
 	var out []ReplicationIssue
@@ -106,11 +103,6 @@ func ReplicationIssues(r Replication, wantRF, wantMinISR int) []ReplicationIssue
 	if rf <= 0 {
 		return nil
 	}
-	if isr > rf {
-		out = append(out, ReplicationIssue{Fatal: true,
-			What: fmt.Sprintf("min.insync.replicas %d is above the replication factor %d: every write fails with NOT_ENOUGH_REPLICAS", isr, rf),
-			Fix:  configs(max(1, rf-1)) + ", or raise the replication factor: " + reassign})
-	}
 	switch {
 	case wantRF > 0 && rf < wantRF:
 		out = append(out, ReplicationIssue{
@@ -121,17 +113,15 @@ func ReplicationIssues(r Replication, wantRF, wantMinISR int) []ReplicationIssue
 			What: fmt.Sprintf("replication factor 1 on a cluster of %d brokers: losing one broker stops the application (and its disk loses the topic); 3 wanted", r.Brokers),
 			Fix:  reassign + "; set Options.Kafka.ReplicationFactor 3 for the topics kstate creates"})
 	}
-	if isr > 0 && isr <= rf {
-		switch {
-		case wantMinISR > 0 && isr < wantMinISR && wantMinISR <= rf:
-			out = append(out, ReplicationIssue{
-				What: fmt.Sprintf("min.insync.replicas %d, below the %d wanted (Options.Kafka.MinInsyncReplicas)", isr, wantMinISR),
-				Fix:  configs(wantMinISR)})
-		case rf > 1 && isr == rf:
-			out = append(out, ReplicationIssue{
-				What: fmt.Sprintf("min.insync.replicas %d equals the replication factor %d: one replica down (a broker restart) stops every write", isr, rf),
-				Fix:  configs(rf - 1)})
-		}
+	switch {
+	case rf > 1 && isr >= rf:
+		out = append(out, ReplicationIssue{
+			What: fmt.Sprintf("min.insync.replicas %d with replication factor %d: every replica must be in sync, so one replica down (a broker restart) stops every write", isr, rf),
+			Fix:  configs(rf - 1)})
+	case isr > 0 && wantMinISR > 0 && isr < wantMinISR && wantMinISR <= rf:
+		out = append(out, ReplicationIssue{
+			What: fmt.Sprintf("min.insync.replicas %d, below the %d wanted (Options.Kafka.MinInsyncReplicas)", isr, wantMinISR),
+			Fix:  configs(wantMinISR)})
 	}
 	return out
 }
