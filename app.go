@@ -363,7 +363,8 @@ func (a *App[K, I, O]) run(ctx context.Context, bounded bool, started time.Time,
 		// task closed when its call returns) keeps the cache alive.
 		defer mem.Close()
 	}
-	kadm := kafkaAdmin{a: adm, maxRecordBytes: cfg.MaxRecordBytes, log: cfg.Logger.With("app", cfg.ApplicationID)}
+	kadm := kafkaAdmin{a: adm, maxRecordBytes: cfg.MaxRecordBytes, rf: cfg.ReplicationFactor, minISR: cfg.MinInsyncReplicas,
+		warned: new(sync.Map), log: cfg.Logger.With("app", cfg.ApplicationID)}
 	return a.runOn(ctx, bounded, runtime.Ports{
 		Admin:       kadm,
 		Changelog:   kafkaChangelog{client: cfg.clientConfig(), admin: adm, app: cfg.ApplicationID, timeout: cfg.TransactionTimeout},

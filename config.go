@@ -80,6 +80,8 @@ type config[K, I, O any] struct {
 	MaxRecordBytes       int                  // Options.Kafka.MaxRecordBytes
 	ShutdownTimeout      time.Duration        // Options.Timeouts.Shutdown
 	LeaveGroupOnShutdown bool                 // Options.Kafka.LeaveGroupOnShutdown
+	ReplicationFactor    int                  // Options.Kafka.ReplicationFactor
+	MinInsyncReplicas    int                  // Options.Kafka.MinInsyncReplicas
 	MaxBatchDuration     time.Duration        // Options.Batching.MaxDuration
 	MetadataRefresh      time.Duration        // Options.Kafka.MetadataRefresh
 	OnStateChange        func(old, new State) // Options.Observability.OnStateChange

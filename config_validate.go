@@ -2,6 +2,7 @@ package kstate
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"strconv"
@@ -227,6 +228,15 @@ func (c *config[K, I, O]) checkNumbers() string {
 	case c.TransactionTimeout > maxTransactionTimeout:
 		return fmt.Sprintf("Options.Kafka.TransactionTimeout %v is over %v, the broker's default transaction.max.timeout.ms: want 1s to 15m (0 means the default 10s)",
 			c.TransactionTimeout, maxTransactionTimeout)
+	case c.ReplicationFactor < 0 || c.ReplicationFactor > math.MaxInt16:
+		return fmt.Sprintf("Options.Kafka.ReplicationFactor %d: want 1 to %d replicas, or 0 for the broker's default.replication.factor (3 for production)",
+			c.ReplicationFactor, math.MaxInt16)
+	case c.MinInsyncReplicas < 0:
+		return fmt.Sprintf("Options.Kafka.MinInsyncReplicas %d is negative: want at least 1, or 0 for the broker's min.insync.replicas (2 for production, with ReplicationFactor 3)",
+			c.MinInsyncReplicas)
+	case c.ReplicationFactor > 0 && c.MinInsyncReplicas > c.ReplicationFactor:
+		return fmt.Sprintf("Options.Kafka.MinInsyncReplicas %d is above Options.Kafka.ReplicationFactor %d: every replica would have to be in sync "+
+			"(want below ReplicationFactor, so that a broker may be down: 2 with 3)", c.MinInsyncReplicas, c.ReplicationFactor)
 	case c.MaxBatchRecords < 0:
 		return fmt.Sprintf("Options.Batching.MaxRecords %d is negative: 0 means the default (adaptive)", c.MaxBatchRecords)
 	case c.MaxRecordBytes < 0:

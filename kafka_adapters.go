@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/kstate/kstate/changelog"
@@ -142,17 +143,24 @@ func (k *kafkaSession) Leave(ctx context.Context) error {
 	return k.s.Leave(ctx)
 }
 
-// sessionErr marks fencing with engine.ErrFenced and an unreachable
-// cluster (connection refused, reset or broken, EOF, I/O timeouts) with
-// engine.ErrUnavailable, which the coordinator rides out by rejoining
-// with a new session (keeping the kafka error).
+// isRetriable is kafka.IsRetriable; a test breaks it to show that a case
+// then fails (export_test.go).
+var isRetriable = kafka.IsRetriable
+
+// sessionErr marks fencing with engine.ErrFenced, and an unreachable
+// cluster (connection refused, reset or broken, EOF, I/O timeouts) or a
+// retriable Kafka error franz-go gave up on (kafka.IsRetriable:
+// NOT_ENOUGH_REPLICAS, NOT_COORDINATOR, REQUEST_TIMED_OUT...) with
+// engine.ErrUnavailable, which the coordinator rides out by giving the
+// batch up and rejoining with a new session, with backoff (keeping the
+// kafka error).
 func sessionErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, kafka.ErrFenced):
 		return &markedError{err: err, mark: engine.ErrFenced}
-	case kafka.IsConnectionError(err):
+	case kafka.IsConnectionError(err), isRetriable(err):
 		return &markedError{err: err, mark: engine.ErrUnavailable}
 	}
 	return err
@@ -182,10 +190,15 @@ func fromParts(ps []engine.Partition) []kafka.Partition {
 
 // kafkaAdmin is an engine.Admin over a kafka.Admin. maxRecordBytes is
 // Options.Kafka.MaxRecordBytes: a changelog topic created here accepts records of
-// that size.
+// that size. rf and minISR are Options.Kafka.ReplicationFactor and
+// MinInsyncReplicas, given to the internal topics created here and checked
+// against existing ones (checkReplication); warned holds the warnings
+// logged already (once per process, for every pipeline and rejoin).
 type kafkaAdmin struct {
 	a              *kafka.Admin
 	maxRecordBytes int
+	rf, minISR     int
+	warned         *sync.Map // "topic\x00what" → struct{}
 	log            *slog.Logger
 }
 
@@ -197,23 +210,83 @@ func (k kafkaAdmin) Partitions(ctx context.Context, topic string) (int, error) {
 	return n, adminErr(err)
 }
 
+// spec is the TopicSpec of an internal topic of n partitions.
+func (k kafkaAdmin) spec(topic string, n int) kafka.TopicSpec {
+	return kafka.TopicSpec{Name: topic, Partitions: n, ReplicationFactor: int16(k.rf), MinInsyncReplicas: k.minISR}
+}
+
 func (k kafkaAdmin) EnsureChangelog(ctx context.Context, topic string, n int) error {
-	spec := kafka.TopicSpec{Name: topic, Partitions: n, ReplicationFactor: -1, Compacted: true}
+	spec := k.spec(topic, n)
+	spec.Compacted = true
 	if k.maxRecordBytes > kafka.DefaultMaxRecordBytes {
 		spec.Configs = map[string]string{"max.message.bytes": strconv.Itoa(k.maxRecordBytes)}
 	}
-	return adminErr(k.a.EnsureTopic(ctx, spec))
+	if err := k.ensure(ctx, spec); err != nil {
+		return err
+	}
+	return k.checkReplication(ctx, topic)
 }
 
 func (k kafkaAdmin) EnsureDeadLetter(ctx context.Context, topic string, n int) (int, error) {
 	have, err := k.a.Partitions(ctx, topic)
 	if errors.Is(err, kafka.ErrTopicNotFound) {
-		if err := k.a.EnsureTopic(ctx, kafka.TopicSpec{Name: topic, Partitions: n, ReplicationFactor: -1}); err != nil {
+		if err := k.ensure(ctx, k.spec(topic, n)); err != nil {
 			return 0, err
 		}
-		return k.a.Partitions(ctx, topic)
+		have, err = k.a.Partitions(ctx, topic)
 	}
-	return have, err
+	if err != nil {
+		return 0, adminErr(err)
+	}
+	return have, k.checkReplication(ctx, topic)
+}
+
+// ensure is EnsureTopic, with a replication factor the cluster cannot
+// give a configuration error naming the option.
+func (k kafkaAdmin) ensure(ctx context.Context, spec kafka.TopicSpec) error {
+	err := k.a.EnsureTopic(ctx, spec)
+	if errors.Is(err, kafka.ErrReplicationFactor) {
+		opt := fmt.Sprintf("Options.Kafka.ReplicationFactor %d", k.rf)
+		if k.rf <= 0 {
+			opt = "Options.Kafka.ReplicationFactor 0 (the broker's default.replication.factor)"
+		}
+		return fmt.Errorf("%w: %s: %w: give at most the number of brokers (3 for production), "+
+			"or start the brokers that are down", ErrConfig, opt, err)
+	}
+	return adminErr(err)
+}
+
+// checkReplication checks an internal topic's replication factor and
+// min.insync.replicas (kafka.ReplicationIssues) and logs each problem at
+// Warn, once per topic and problem, with the command that fixes it.
+func (k kafkaAdmin) checkReplication(ctx context.Context, topic string) error {
+	r, err := k.a.Replication(ctx, topic)
+	if err != nil && !kafka.IsAuthError(err) {
+		return fmt.Errorf("kstate: topic %q: %w", topic, adminErr(err))
+	}
+	if err != nil {
+		// Running needs no DescribeConfigs ACL; do not demand one just
+		// for this check.
+		k.warnOnce(topic, "unchecked", "cannot check the internal topic's min.insync.replicas (not authorized to describe its configs)",
+			"topic", topic, "err", err)
+	}
+	for _, is := range kafka.ReplicationIssues(r, k.rf, k.minISR) {
+		k.warnOnce(topic, is.What, "internal topic not replicated for production",
+			"topic", topic, "problem", is.What, "replication_factor", r.ReplicationFactor,
+			"min_insync_replicas", r.MinInsyncReplicas, "brokers", r.Brokers, "fix", is.Fix)
+	}
+	return nil
+}
+
+// warnOnce logs msg at Warn the first time it is called with topic and
+// key.
+func (k kafkaAdmin) warnOnce(topic, key, msg string, attrs ...any) {
+	if k.warned != nil {
+		if _, dup := k.warned.LoadOrStore(topic+"\x00"+key, struct{}{}); dup {
+			return
+		}
+	}
+	k.log.Warn(msg, attrs...)
 }
 
 // EndOffsets implements engine.EndOffsetter (consumer lag).

@@ -143,6 +143,32 @@ type KafkaOptions struct {
 	// for SessionTimeout at every rollout) and for a scale-in
 	// (docs/OPERATIONS.md, "What bounds failover").
 	LeaveGroupOnShutdown bool
+	// ReplicationFactor is the replication factor of the topics kstate
+	// creates: the changelog, the repartition topic and the dead-letter
+	// topic. Default 0: the broker's default.replication.factor. Give 3 for
+	// a production cluster (with MinInsyncReplicas 2): a topic of one
+	// replica stops the application when its broker goes down, and loses
+	// its records with the broker's disk. Run fails at start, naming this
+	// option, when a topic to create needs more replicas than the cluster
+	// has live brokers. It is never applied to an existing topic: Run checks
+	// each internal topic at start and logs at Warn, once, with the command
+	// that fixes it, a replication factor below this one, or of 1 on a
+	// cluster of three or more brokers (docs/OPERATIONS.md, "Internal
+	// topics").
+	ReplicationFactor int
+	// MinInsyncReplicas is the min.insync.replicas of the topics kstate
+	// creates (see ReplicationFactor): how many replicas must have a
+	// write before the broker acknowledges it (kstate's producer always
+	// writes with acks=all). Default 0: the broker's min.insync.replicas
+	// (1 unless configured). Give 2 with ReplicationFactor 3: a write is
+	// then on two brokers, and one broker may be down. At most
+	// ReplicationFactor when both are set. It is never applied to an
+	// existing topic: Run checks each internal topic at start and logs at
+	// Warn, once, with the kafka-configs command that fixes it, a
+	// min.insync.replicas below this option, or at or above a replication
+	// factor above 1 (every replica must then be in sync: one broker down
+	// stops every write).
+	MinInsyncReplicas int
 }
 
 // StateOptions is the local state store and its memory, Options.State.
@@ -337,6 +363,8 @@ func newConfig[K, I, O any](t Topology[K, I, O], o Options) config[K, I, O] {
 		MaxRecordBytes:       o.Kafka.MaxRecordBytes,
 		MetadataRefresh:      o.Kafka.MetadataRefresh,
 		LeaveGroupOnShutdown: o.Kafka.LeaveGroupOnShutdown,
+		ReplicationFactor:    o.Kafka.ReplicationFactor,
+		MinInsyncReplicas:    o.Kafka.MinInsyncReplicas,
 
 		StateDir:                    o.State.Dir,
 		StateBackend:                o.State.Backend,

@@ -141,3 +141,39 @@ func TestKafkaOptionsChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestProducerGuaranteesAsserted (issue #28 item 2): a client option that
+// weakens the producer's guarantees (acks other than all, idempotence off
+// or cancellable) is refused by New with an ErrConfig saying what kstate
+// needs, instead of a franz-go message or a weaker producer.
+func TestProducerGuaranteesAsserted(t *testing.T) {
+	base := Topology[string, string, string]{
+		Inputs:       Topics(serde.String(), "in"),
+		KeySerde:     serde.String(),
+		NewProcessor: func() processor.StatefulProcessor[string, string, string] { return nil },
+		Output:       Output[string, string]{Topic: "out", Serde: serde.String()},
+	}
+	o := Options{ApplicationID: "a", Kafka: KafkaOptions{Brokers: []string{"127.0.0.1:1"}}, State: StateOptions{Dir: t.TempDir()}}
+	for _, tc := range []struct {
+		name string
+		opts []kgo.Opt
+		want string // in the message; "" for ok
+	}{
+		{"acks all", []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks())}, ""},
+		{"leader ack", []kgo.Opt{kgo.RequiredAcks(kgo.LeaderAck())}, "need acks=all"},
+		{"no ack", []kgo.Opt{kgo.RequiredAcks(kgo.NoAck())}, "need acks=all"},
+		{"leader ack, idempotence off", []kgo.Opt{kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()}, "need acks=all"},
+		{"idempotence off", []kgo.Opt{kgo.DisableIdempotentWrite()}, "need idempotence"},
+		{"cancellable", []kgo.Opt{kgo.AllowIdempotentProduceCancellation()}, "need idempotence"},
+	} {
+		o.Kafka.ClientOptions = tc.opts
+		_, err := New(base, o)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: New: %v", tc.name, err)
+		case tc.want != "" && (!errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) ||
+			!strings.Contains(err.Error(), "Options.Kafka.ClientOptions")):
+			t.Errorf("%s: New = %v; want an ErrConfig naming Options.Kafka.ClientOptions with %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -26,7 +26,12 @@ type TopicSpec struct {
 	Partitions int
 	// ReplicationFactor; <= 0 (conventionally -1) means the broker's
 	// default.replication.factor, which is what a one-broker cluster needs.
+	// Creating a topic with more replicas than the cluster has live brokers
+	// fails with an error wrapping ErrReplicationFactor.
 	ReplicationFactor int16
+	// MinInsyncReplicas, when positive, sets min.insync.replicas when
+	// creating; <= 0 means the broker's default.
+	MinInsyncReplicas int
 	// Compacted sets cleanup.policy=compact and requires it of an existing
 	// topic (exactly "compact": "compact,delete" would let retention
 	// delete state).
@@ -135,6 +140,9 @@ func (a *Admin) create(ctx context.Context, spec TopicSpec) error {
 		}
 		configs["cleanup.policy"] = kadm.StringPtr("compact")
 	}
+	if spec.MinInsyncReplicas > 0 {
+		configs["min.insync.replicas"] = kadm.StringPtr(strconv.Itoa(spec.MinInsyncReplicas))
+	}
 	partitions := int32(spec.Partitions)
 	if partitions <= 0 {
 		partitions = -1
@@ -142,8 +150,22 @@ func (a *Admin) create(ctx context.Context, spec TopicSpec) error {
 	rf := spec.ReplicationFactor
 	if rf <= 0 {
 		rf = -1
+	} else {
+		n, err := a.liveBrokers(ctx)
+		if err != nil {
+			return err
+		}
+		if int(rf) > n {
+			return fmt.Errorf("%w: creating topic %q with replication factor %d needs %d brokers, the cluster has %d live",
+				ErrReplicationFactor, spec.Name, rf, rf, n)
+		}
 	}
 	if _, err := a.adm.CreateTopic(ctx, partitions, rf, configs, spec.Name); err != nil {
+		if errors.Is(err, kerr.InvalidReplicationFactor) {
+			// More replicas than brokers (one stopped since we counted,
+			// or the broker's default.replication.factor).
+			err = fmt.Errorf("%w: %w", ErrReplicationFactor, err)
+		}
 		err = access{topicOp: "Create", topic: spec.Name, clusterOp: "Create"}.classify(err)
 		return fmt.Errorf("kafka: create topic %q (partitions %d, replication %d, configs %v): %w",
 			spec.Name, partitions, rf, spec.Configs, err)

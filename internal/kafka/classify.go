@@ -76,6 +76,32 @@ func (h connHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.C
 	}
 }
 
+// IsRetriable reports whether err, of a transaction's produce or end, is a
+// Kafka error a later attempt can pass, once franz-go's own retries of it
+// have run out: a replica or leader not available (NOT_ENOUGH_REPLICAS,
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER,
+// KAFKA_STORAGE_ERROR), a transaction coordinator moving, loading or
+// busy (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+// COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS), a request that
+// timed out (REQUEST_TIMED_OUT), and TRANSACTION_ABORTABLE. The
+// transaction's outcome may be unknown (an EndTxn that timed out may have
+// committed), so the caller gives the batch up and redoes it from what
+// Kafka committed. Not retriable: fencing, authorization, and
+// UNKNOWN_TOPIC_OR_PARTITION, which franz-go retries on fresh metadata for
+// a topic just created and which, when it still comes back, means the
+// topic is gone.
+func IsRetriable(err error) bool {
+	var ke *kerr.Error
+	switch {
+	case err == nil, isFenced(err), isAuthErr(err), errors.Is(err, ErrFenced),
+		errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
+		return false
+	case errors.Is(err, kerr.ConcurrentTransactions), errors.Is(err, kerr.TransactionAbortable):
+		return true
+	}
+	return errors.As(err, &ke) && ke.Retriable
+}
+
 // IsConnectionError reports whether err is a connection-level failure
 // (IsUnreachable without the retriable Kafka error codes, which franz-go
 // retries by itself and which, when they come back, persist: a deleted
@@ -90,13 +116,21 @@ func IsConnectionError(err error) bool {
 // id, and an authorization failure classified as an *AuthError naming the
 // refused permission (Write on topic, when topic is set).
 func (s *Session) wrapTxnErr(what, topic string, err error) error {
-	if began := s.began.Load(); isFenced(err) && began > 0 && s.connFailed.Load() >= began {
-		// The broker could not be reached during this transaction: it
-		// aborted the transaction for its timeout and bumped the
-		// producer's epoch, which reads as fencing. Not a zombie: the
-		// coordinator rejoins (the kerr error is kept out of the chain,
-		// so that this does not match ErrFenced).
-		return fmt.Errorf("kafka: %s (transactional id %q): %w: %v", what, s.cfg.TransactionalID, ErrTxnLostInOutage, err)
+	began := s.began.Load()
+	if isFenced(err) && began > 0 && (s.connFailed.Load() >= began || (s.cfg.TransactionTimeout > 0 && time.Since(time.Unix(0, began)) >= s.cfg.TransactionTimeout)) {
+		// The broker could not be reached during this transaction, or
+		// the transaction has been open for its whole timeout (a produce
+		// retrying NOT_ENOUGH_REPLICAS while a topic's in-sync replicas
+		// are fewer than its min.insync.replicas; a coordinator that did
+		// not answer): the broker aborted the transaction for its timeout
+		// and bumped the producer's epoch, which reads as fencing. Not a
+		// zombie: the coordinator rejoins (the kerr error is kept out of
+		// the chain, so that this does not match ErrFenced). A real
+		// zombie whose transaction was that old rejoins too, and fences
+		// the newer instance, which then stops with ErrFenced: fencing
+		// keeps either way exactly one writer.
+		return fmt.Errorf("kafka: %s (transactional id %q, transaction open %v, TransactionTimeout %v): %w: %v", what, s.cfg.TransactionalID,
+			time.Since(time.Unix(0, began)).Round(time.Millisecond), s.cfg.TransactionTimeout, ErrTxnLostInOutage, err)
 	}
 	err = access{topicOp: "Write", topic: topic, groupOp: "Read", group: s.cfg.GroupID, txnID: s.cfg.TransactionalID}.classify(err)
 	return wrapTxnErr(what, s.cfg.TransactionalID, err)

@@ -50,9 +50,21 @@ func (c SessionConfig) clientConfig() ClientConfig {
 func (c ClientConfig) Check() error {
 	cl, err := kgo.NewClient(c.Opts()...)
 	if err != nil {
+		// franz-go refuses acks other than all with idempotence on: say
+		// what kstate needs instead of "idempotency requires acks=all".
+		if probe, perr := kgo.NewClient(append(c.Opts(), kgo.DisableIdempotentWrite())...); perr == nil {
+			acks, _ := probe.OptValue(kgo.RequiredAcks).(kgo.Acks)
+			probe.Close()
+			if acks != kgo.AllISRAcks() {
+				return errNotAllAcks
+			}
+		}
 		return err
 	}
 	defer cl.Close()
+	if err := checkGuarantees(cl); err != nil {
+		return err
+	}
 	topics, _ := cl.OptValue(kgo.ConsumeTopics).([]string)
 	parts, _ := cl.OptValue(kgo.ConsumePartitions).(map[string]map[int32]kgo.Offset)
 	regex, _ := cl.OptValue(kgo.ConsumeRegex).(bool)
@@ -64,6 +76,32 @@ func (c ClientConfig) Check() error {
 	// would be tried before c.SASL.
 	if mechs, _ := cl.OptValue(kgo.SASL).([]sasl.Mechanism); c.SASL != nil && len(mechs) > 1 {
 		return errors.New("SASL is set both as an extra option and in the config: set it once")
+	}
+	return nil
+}
+
+// errNotAllAcks and errNoIdempotence are a client option that weakens the
+// producer's guarantees (Check, checkGuarantees).
+var (
+	errNotAllAcks = errors.New("an extra option sets RequiredAcks to other than AllISRAcks: " +
+		"kstate's writes (outputs, changelog, dead letters) need acks=all, each acknowledged by every in-sync replica, " +
+		"so that a broker's loss cannot lose a committed batch: remove the option")
+	errNoIdempotence = errors.New("an extra option turns idempotent writes off (DisableIdempotentWrite) or lets them be cancelled " +
+		"(AllowIdempotentProduceCancellation): kstate's transactional writes need idempotence, " +
+		"so that a retried write is never duplicated: remove the option")
+)
+
+// checkGuarantees asserts what exactly-once needs of a producing client,
+// rather than assuming franz-go's defaults: acks=all and idempotent writes
+// that cannot be cancelled.
+func checkGuarantees(cl *kgo.Client) error {
+	if acks, _ := cl.OptValue(kgo.RequiredAcks).(kgo.Acks); acks != kgo.AllISRAcks() {
+		return errNotAllAcks
+	}
+	off, _ := cl.OptValue(kgo.DisableIdempotentWrite).(bool)
+	cancel, _ := cl.OptValue(kgo.AllowIdempotentProduceCancellation).(bool)
+	if off || cancel {
+		return errNoIdempotence
 	}
 	return nil
 }

@@ -36,6 +36,11 @@ func (c ClientConfig) WriteTransaction(ctx context.Context, txnID string, timeou
 		kgo.MetadataMinAge(clientMetadataMinAge),
 		kgo.WithLogger(watch),
 	)...)
+	if err == nil {
+		if err = checkGuarantees(cl); err != nil {
+			cl.Close()
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kafka: new transactional producer %q: %w", txnID, err)
 	}

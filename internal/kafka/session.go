@@ -397,6 +397,13 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		opts = append(opts, kgo.RebalanceTimeout(cfg.RebalanceTimeout))
 	}
 	gts, err := kgo.NewGroupTransactSession(opts...)
+	if err == nil {
+		// Exactly-once rests on acks=all and idempotence: franz-go
+		// forces both for a transactional client today; assert it.
+		if err = checkGuarantees(gts.Client()); err != nil {
+			gts.Close()
+		}
+	}
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("kafka: new session for group %q: %w", cfg.GroupID, err)

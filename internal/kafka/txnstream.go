@@ -33,6 +33,11 @@ func (c ClientConfig) WriteTransactionSeq(ctx context.Context, txnID string, tim
 		kgo.MaxBufferedRecords(maxBuffered),
 		kgo.WithLogger(watch),
 	)...)
+	if err == nil {
+		if err = checkGuarantees(cl); err != nil {
+			cl.Close()
+		}
+	}
 	if err != nil {
 		return 0, fmt.Errorf("kafka: new transactional producer %q: %w", txnID, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -125,6 +126,42 @@ func TestWrapTxnErrAfterOutage(t *testing.T) {
 	s.began.Store(time.Now().UnixNano() + 1) // the next transaction: the outage was before it
 	if err := s.wrapTxnErr("produce", "out", kerr.ProducerFenced); !errors.Is(err, ErrFenced) {
 		t.Fatalf("%v: want ErrFenced for a later transaction", err)
+	}
+}
+
+// A fence met by a transaction open for its whole timeout is the broker
+// aborting it for that timeout (writes refused meanwhile: min ISR lost),
+// not a zombie (issue #28); a younger transaction's fence is fencing.
+func TestWrapTxnErrAfterTimeout(t *testing.T) {
+	s := &Session{cfg: SessionConfig{GroupID: "g", TransactionalID: "g-i1", TransactionTimeout: time.Second}}
+	s.began.Store(time.Now().UnixNano())
+	if err := s.wrapTxnErr("produce", "out", kerr.InvalidProducerEpoch); !errors.Is(err, ErrFenced) {
+		t.Fatalf("%v: want ErrFenced for a young transaction", err)
+	}
+	s.began.Store(time.Now().Add(-1100 * time.Millisecond).UnixNano())
+	err := s.wrapTxnErr("end transaction", "", kerr.ProducerFenced)
+	if errors.Is(err, ErrFenced) || !IsConnectionError(err) || !errors.Is(err, ErrTxnLostInOutage) ||
+		!strings.Contains(err.Error(), "TransactionTimeout 1s") {
+		t.Fatalf("%v: want ErrTxnLostInOutage naming the timeout, not ErrFenced", err)
+	}
+}
+
+// TestIsRetriable: the errors issue #28 lists are retriable (the batch is
+// redone), fencing, authorization, a gone topic and plain failures are not.
+func TestIsRetriable(t *testing.T) {
+	for _, err := range []error{kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.NotLeaderForPartition,
+		kerr.CoordinatorNotAvailable, kerr.NotCoordinator, kerr.CoordinatorLoadInProgress, kerr.ConcurrentTransactions,
+		kerr.RequestTimedOut, kerr.TransactionAbortable, kerr.KafkaStorageError,
+		fmt.Errorf("kafka: end transaction: %w", kerr.NotCoordinator)} {
+		if !IsRetriable(err) {
+			t.Errorf("%v: not retriable", err)
+		}
+	}
+	for _, err := range []error{nil, kerr.UnknownTopicOrPartition, kerr.UnknownTopicID, kerr.ProducerFenced, kerr.InvalidProducerEpoch,
+		kerr.TopicAuthorizationFailed, kerr.MessageTooLarge, kerr.InvalidTxnState, ErrFenced, errors.New("x")} {
+		if IsRetriable(err) {
+			t.Errorf("%v: retriable", err)
+		}
 	}
 }
 
