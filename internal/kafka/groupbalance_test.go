@@ -521,3 +521,53 @@ func TestProbingRebalanceAllAtOnce(t *testing.T) {
 		t.Errorf("b joined the follow-up rebalance %v after its assignment: it waited for a heartbeat", rejoin)
 	}
 }
+
+// TestWarmupKeptThroughMove: the probing rebalance that moves a warm-up to
+// this member takes the partition from its owner and gives it to no one;
+// the member keeps it in its standby set (the copy stays open and current)
+// until the follow-up rebalance makes it active here. A partition still
+// unowned after that is no move any more: it is dropped.
+func TestWarmupKeptThroughMove(t *testing.T) {
+	s := &Session{cfg: SessionConfig{ProbingInterval: time.Hour}, log: testlog.New(t)}
+	defer s.stopGroup()
+	view := func(gen int32, a, b group.Member) group.View {
+		a.MemberID, a.InstanceID, b.MemberID, b.InstanceID = "ma", "a", "mb", "b"
+		return group.View{Generation: gen, Partitions: 4, Members: []group.Member{a, b}}
+	}
+	standby := func() []int32 {
+		s.grp.mu.Lock()
+		defer s.grp.mu.Unlock()
+		return s.grp.standby
+	}
+	in := func(ps ...int32) map[string][]int32 {
+		if len(ps) == 0 {
+			return nil
+		}
+		return map[string][]int32{"in": ps}
+	}
+	// b warms up 2 and 3.
+	s.onAssignment(in(), group.Assignment{Warmup: []int32{2, 3}, Probing: time.Hour,
+		View: view(1, group.Member{Active: []int32{0, 1, 2, 3}}, group.Member{Warmup: []int32{2, 3}})}, true)
+	if got := standby(); !slices.Equal(got, []int32{2, 3}) {
+		t.Fatalf("warming up: standby %v", got)
+	}
+	// The probing rebalance: a revokes 2 and 3, no one gets them yet.
+	s.onAssignment(in(), group.Assignment{View: view(2, group.Member{Active: []int32{0, 1}}, group.Member{})}, true)
+	if got := standby(); !slices.Equal(got, []int32{2, 3}) {
+		t.Fatalf("during the move: standby %v, want the warm-ups kept", got)
+	}
+	// The follow-up gives them to b: active, no standby left.
+	s.onAssignment(in(2, 3), group.Assignment{View: view(3, group.Member{Active: []int32{0, 1}}, group.Member{Active: []int32{2, 3}})}, true)
+	if got := standby(); len(got) != 0 {
+		t.Fatalf("after the move: standby %v", got)
+	}
+
+	// A follow-up that leaves them unowned ends the move: dropped.
+	s.onAssignment(in(), group.Assignment{Warmup: []int32{2, 3}, Probing: time.Hour,
+		View: view(4, group.Member{Active: []int32{0, 1, 2, 3}}, group.Member{Warmup: []int32{2, 3}})}, true)
+	s.onAssignment(in(), group.Assignment{View: view(5, group.Member{Active: []int32{0, 1}}, group.Member{})}, true)
+	s.onAssignment(in(), group.Assignment{View: view(6, group.Member{Active: []int32{0, 1}}, group.Member{})}, true)
+	if got := standby(); len(got) != 0 {
+		t.Fatalf("no move any more: standby %v", got)
+	}
+}

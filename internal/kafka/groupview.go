@@ -44,6 +44,9 @@ type groupState struct {
 	// its standby and warm-up partitions (sorted).
 	active  []int32
 	standby []int32
+	// warmup are the warm-ups among standby (kept through a move to this
+	// member: onAssignment).
+	warmup []int32
 	// probe is the probing timer (leader with warm-ups in the group);
 	// probeSeq invalidates a timer that fired after a newer assignment.
 	probe    *time.Timer
@@ -124,10 +127,6 @@ func (s *Session) onAssignment(active map[string][]int32, a group.Assignment, ok
 		}
 	}
 	slices.Sort(parts)
-	var standby []int32
-	if ok {
-		standby = slices.Sorted(maps.Keys(setOf(append(slices.Clone(a.Standby), a.Warmup...))))
-	}
 	gen := a.View.Generation
 	if !ok {
 		if cl := s.client.Load(); cl != nil {
@@ -139,6 +138,24 @@ func (s *Session) onAssignment(active map[string][]int32, a group.Assignment, ok
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	prev := g.view
+	var moving, standby, warmup []int32
+	if ok {
+		moving = movesInProgress(prev, a.View)
+		// A warm-up of this member that moves here: the probing rebalance
+		// takes it from its owner and gives it to no one, and the
+		// follow-up one gives it to this member. It stays a warm-up
+		// meanwhile, so that its copy stays open and current for the
+		// assignment to take over (internal/engine's handover) instead
+		// of being closed and opened again.
+		warmup = slices.Clone(a.Warmup)
+		for _, p := range moving {
+			if slices.Contains(g.warmup, p) && !slices.Contains(warmup, p) {
+				warmup = append(warmup, p)
+			}
+		}
+		standby = slices.Sorted(maps.Keys(setOf(append(slices.Clone(a.Standby), warmup...))))
+	}
+	g.warmup = warmup
 	r := group.Rebalance{Generation: gen, Start: g.joinAt, Leader: g.leader,
 		Assigned: minus(parts, g.active), Revoked: minus(g.active, parts)}
 	if !g.joinAt.IsZero() {
@@ -177,7 +194,7 @@ func (s *Session) onAssignment(active map[string][]int32, a group.Assignment, ok
 	// The other members would only hear of that rebalance at their next
 	// heartbeat (half a second after an assignment with franz-go): they
 	// rejoin now. (The revoking member itself is rejoined by franz-go.)
-	if moving := movesInProgress(prev, a.View); len(moving) > 0 && len(r.Revoked) == 0 {
+	if len(moving) > 0 && len(r.Revoked) == 0 {
 		s.log.Info("rejoining for the follow-up rebalance of a move", "group", s.cfg.GroupID,
 			"generation", a.View.Generation, "partitions", moving)
 		go func() {
