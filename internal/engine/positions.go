@@ -90,6 +90,11 @@ type localShard struct {
 	// closed when it gives the shard up.
 	standby  *standbys
 	released chan struct{}
+	// handed is the standby's task a reader handed over open for the
+	// active task that made it give the shard up (handOver), until that
+	// task takes it (takeHanded); handedBy is the reader's coordinator.
+	handed   TaskHandle
+	handedBy *Coordinator
 	// idleSince is when the shard stopped being used (Clock.Elapsed).
 	idleSince time.Duration
 	// deleting is non-nil (closed when done) while the cleanup deletes it.
@@ -215,12 +220,32 @@ func (s *ShardPositions) set(p int32, pos int64, now bool) {
 // waits for a cleanup deleting it. Every acquireActive is matched by a
 // releaseActive (also when it fails).
 func (s *ShardPositions) acquireActive(ctx context.Context, p int32) error {
+	s.reserveActive(p)
+	return s.awaitActive(ctx, p)
+}
+
+// reserveActive is acquireActive's first half, which does not wait: from
+// now on no standby takes p and no cleanup starts, and a standby reader
+// holding it hands it over (handOver) rather than closing it when its
+// standby set drops it. The coordinator reserves a partition as it is
+// assigned, before the standby set of the same poll can drop it.
+func (s *ShardPositions) reserveActive(p int32) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.get(p).active++
+	s.mu.Unlock()
+}
+
+// awaitActive is acquireActive's second half, after reserveActive: it
+// waits until no standby reader holds p and no cleanup deletes it.
+func (s *ShardPositions) awaitActive(ctx context.Context, p int32) error {
 	if s == nil {
 		return nil
 	}
 	s.mu.Lock()
 	ls := s.get(p)
-	ls.active++ // from now on no standby takes it and no cleanup starts
 	for {
 		var wait chan struct{}
 		var w *standbys
@@ -260,6 +285,15 @@ func (s *ShardPositions) releaseActive(p int32, pos int64) {
 	if ls.active--; ls.active < 0 {
 		ls.active = 0
 	}
+	var unclaimed TaskHandle // handed over, and no active task left to take it
+	if ls.active == 0 && ls.handed != nil {
+		unclaimed, ls.handed, ls.handedBy = ls.handed, nil, nil
+	}
+	s.mu.Unlock()
+	if unclaimed != nil {
+		s.closeHanded(p, unclaimed)
+	}
+	s.mu.Lock()
 	idle := ls.idle()
 	if idle {
 		ls.idleSince = s.cfg.Clock.Elapsed()
@@ -305,6 +339,65 @@ func (s *ShardPositions) tryStandby(p int32, w *standbys) bool {
 	}
 	ls.standby, ls.released = w, make(chan struct{})
 	return true
+}
+
+// handOver ends w's tryStandby of p for an active task of the process
+// waiting for the shard (acquireActive), leaving t, the standby's task
+// with its shard open (its reader closed), to that task: takeHanded. The
+// new owner then restores the changelog's tail from where the standby
+// left off without closing and reopening the shard, which at a large
+// state costs seconds (the store flushes its memtables, which the
+// standby's writes without a write-ahead log keep only there, and opens
+// its files again). False, and nothing done: no active task waits (the
+// caller closes t).
+func (s *ShardPositions) handOver(p int32, w *standbys, t TaskHandle, pos int64) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	ls := s.get(p)
+	if ls.standby != w || ls.active == 0 || ls.handed != nil {
+		s.mu.Unlock()
+		return false
+	}
+	ls.handed, ls.handedBy = t, w.c
+	ls.pos, ls.known = pos, true
+	ls.standby = nil
+	close(ls.released)
+	ls.released = nil
+	s.mu.Unlock()
+	return true
+}
+
+// takeHanded returns the task a standby reader handed over open for p
+// (handOver), for c's active task, which acquired p: nil when none was.
+// A task handed over by another coordinator's reader (a sibling
+// pipeline's: its task is built for that pipeline) is closed here, and
+// nil returned: c opens the shard itself.
+func (s *ShardPositions) takeHanded(p int32, c *Coordinator) TaskHandle {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	ls := s.get(p)
+	t, by := ls.handed, ls.handedBy
+	ls.handed, ls.handedBy = nil, nil
+	s.mu.Unlock()
+	if t != nil && by != c {
+		s.closeHanded(p, t)
+		return nil
+	}
+	return t
+}
+
+// closeHanded closes a handed-over task no active task of its coordinator
+// took (not under mu: closing a shard takes time).
+func (s *ShardPositions) closeHanded(p int32, t TaskHandle) {
+	off := t.Shard().ChangelogOffset()
+	if err := t.Close(); err != nil {
+		s.log.Warn("standby partition: closing the shard it handed over failed", "partition", p, "err", err)
+	}
+	s.set(p, off, true)
 }
 
 // releaseStandby ends w's tryStandby of p; pos >= 0 is the shard's

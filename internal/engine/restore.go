@@ -49,15 +49,20 @@ func (c *Coordinator) openTask(ctx context.Context, s *slot) (_ TaskHandle, err 
 	c.mu.Lock()
 	s.restore.start, s.restore.lastLog = start, start
 	c.mu.Unlock()
-	// The shard is taken in the process first: a standby reader holding
-	// it (this pipeline's or a sibling's) closes it now, and a cleanup
-	// deleting it is waited for (positions.go). closeSlot gives it back.
-	s.acquired = true
-	if err := c.cfg.Positions.acquireActive(ctx, p); err != nil {
+	// The shard is taken in the process first (reserved by Assigned): a
+	// standby reader holding it (this pipeline's or a sibling's) gives it
+	// up now, and a cleanup deleting it is waited for (positions.go).
+	// closeSlot gives it back.
+	if err := c.cfg.Positions.awaitActive(ctx, p); err != nil {
 		return nil, err
 	}
-	t, err := c.newTask(ctx, p) // handover.go
-	if err != nil {
+	// This pipeline's standby reader hands its shard over open: the
+	// restore below goes on from where the standby left off.
+	t := c.cfg.Positions.takeHanded(p, c)
+	if t != nil {
+		c.log.Info("partition's shard taken over open from the standby", "partition", p,
+			"changelog_offset", t.Shard().ChangelogOffset())
+	} else if t, err = c.newTask(ctx, p); err != nil { // handover.go
 		return nil, fmt.Errorf("kstate: %w", err)
 	}
 	orphaned := false // Init given up: its goroutine closes t

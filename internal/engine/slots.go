@@ -64,9 +64,9 @@ type slot struct {
 	warnedIncomplete bool // loop-only: the incomplete assignment was logged
 	// Under mu: the restore's progress (observe.go).
 	restore restoreProgress
-	// acquired: the restore goroutine took the shard in the process's
-	// ShardPositions (before opening it); closeSlot gives it back.
-	// Written before done is closed.
+	// acquired: Assigned reserved the shard in the process's
+	// ShardPositions (the restore goroutine waits for it before opening
+	// it); closeSlot gives it back. Written before the goroutine starts.
 	acquired bool
 }
 
@@ -115,6 +115,12 @@ func (g groupEvents) Assigned(_ context.Context, parts []Partition) {
 			// happen): keep the new one; close the old first (shard lock).
 			c.closeSlot(old, "reassigned")
 		}
+		// Reserved now, on the loop goroutine: the standby set delivered
+		// after this assignment in the same poll may drop p, and the
+		// standby reader must then hand its open shard over to the
+		// restore rather than close it (standbys.reconcile).
+		s.acquired = true
+		c.cfg.Positions.reserveActive(p.Partition)
 		c.log.Info("partition assigned: restoring", "partition", p.Partition)
 		c.wg.Go(func() { c.restoreTask(ctx, s) })
 	}

@@ -250,10 +250,10 @@ func (w *standbys) reconcile() {
 	w.mu.Unlock()
 	for _, p := range sortedKeys(w.open) {
 		switch {
+		case w.pos.wantedActive(p): // first: an assignment drops p from want too
+			w.handOver(w.open[p])
 		case !want[p]:
 			w.close(w.open[p], "standby partition unassigned: shard closed (kept on disk)")
-		case w.pos.wantedActive(p):
-			w.close(w.open[p], "standby partition active in this process: standby shard handed over")
 		}
 	}
 	now := w.c.clock.Elapsed()
@@ -319,6 +319,24 @@ func (w *standbys) close(sb *standby, why string) {
 	w.pos.releaseStandby(sb.p, w, off)
 	w.noteStatus(sb.p, func(st *StandbyStatus) { st.Open = false })
 	w.c.log.Info(why, "partition", sb.p, "changelog_offset", off)
+}
+
+// handOver gives sb's shard, open, to the active task of the process
+// that waits for it (ShardPositions.handOver), or closes it when none
+// waits any more.
+func (w *standbys) handOver(sb *standby) {
+	if sb.rd != nil {
+		sb.rd.Close()
+		sb.rd = nil
+	}
+	off := sb.task.Shard().ChangelogOffset()
+	if !w.pos.handOver(sb.p, w, sb.task, off) {
+		w.close(sb, "standby partition active in this process: standby shard handed over")
+		return
+	}
+	delete(w.open, sb.p)
+	w.noteStatus(sb.p, func(st *StandbyStatus) { st.Open = false })
+	w.c.log.Info("standby partition active in this process: standby shard handed over open", "partition", sb.p, "changelog_offset", off)
 }
 
 func (w *standbys) closeAll() {

@@ -412,3 +412,162 @@ func TestBalanceWithoutEndOffsets(t *testing.T) {
 		}
 	}
 }
+
+// TestProbingRebalanceAllAtOnce: every member rejoins when the probing
+// interval ends, not only the leader, so a probing rebalance waits for no
+// member's next heartbeat; and a member that sees a cooperative move in
+// progress rejoins for its follow-up rebalance at once. Heartbeats every
+// 3 s (a 30 s session), probing every second: before, the leader's probe
+// waited about 2 s for the other member's heartbeat, and the move's
+// follow-up another half second.
+func TestProbingRebalanceAllAtOnce(t *testing.T) {
+	h := newGroupHarness(t, []string{"in"}, 4, 50)
+	slow := func(c *SessionConfig) { c.SessionTimeout = 30 * time.Second }
+	a := h.join("a", slow)
+	a.setShards(map[int32]int64{0: 50, 1: 50, 2: 50, 3: 50})
+	h.waitFor("a alone", h.settled)
+	b := h.join("b", slow)
+	b.setShards(map[int32]int64{2: 10, 3: 10}) // lagging warm-ups: probes, no move
+	h.waitFor("b warms up", func() (bool, string) {
+		if ok, why := h.settled(); !ok {
+			return false, why
+		}
+		if got := b.standbys(); !slices.Equal(got, []int32{2, 3}) {
+			return false, fmt.Sprintf("b's warm-ups %v", got)
+		}
+		return true, ""
+	})
+	// span is how long generation gen took, from the first member's join
+	// to the last one's assignment (false: not every member saw it yet).
+	span := func(gen int32) (time.Duration, bool) {
+		var first, last time.Time
+		seen := 0
+		for _, m := range h.members {
+			_, hist := m.s.View()
+			for _, r := range hist {
+				if r.Generation != gen {
+					continue
+				}
+				seen++
+				if first.IsZero() || r.Start.Before(first) {
+					first = r.Start
+				}
+				if end := r.Start.Add(r.Duration); end.After(last) {
+					last = end
+				}
+			}
+		}
+		return last.Sub(first), seen == len(h.members)
+	}
+	v, _ := a.s.View()
+	start := v.Generation
+	var probes []time.Duration
+	for end := time.Now().Add(60 * time.Second); len(probes) < 3; {
+		if time.Now().After(end) {
+			t.Fatalf("%d probing rebalances in 60 s with a 1 s probing interval", len(probes))
+		}
+		h.poll()
+		if got := b.activeNumbers(); len(got) != 0 {
+			t.Fatalf("lagging warm-ups moved: b %v", got)
+		}
+		if d, ok := span(start + int32(len(probes)) + 1); ok {
+			probes = append(probes, d)
+		}
+	}
+	slices.Sort(probes)
+	t.Logf("probing rebalances took %v", probes)
+	// Generous for a loaded machine: waiting for a heartbeat took 2 s.
+	if probes[1] > 1200*time.Millisecond {
+		t.Errorf("probing rebalances took %v (median over 1.2 s): the members do not rejoin together", probes)
+	}
+
+	// b catches up: the next probe takes 2 and 3 from a, the follow-up
+	// rebalance gives them to b.
+	b.setShards(map[int32]int64{2: 50, 3: 50})
+	h.waitFor("the probing move", func() (bool, string) {
+		if ok, why := h.settled(); !ok {
+			return false, why
+		}
+		if got := b.activeNumbers(); !slices.Equal(got, []int32{2, 3}) {
+			return false, fmt.Sprintf("b owns %v", got)
+		}
+		return true, ""
+	})
+	_, ha := a.s.View()
+	_, hb := b.s.View()
+	var revoked, assigned, before group.Rebalance
+	for _, r := range ha {
+		if slices.Equal(r.Revoked, []int32{2, 3}) {
+			revoked = r
+		}
+	}
+	for i, r := range hb {
+		if slices.Equal(r.Assigned, []int32{2, 3}) && i > 0 {
+			assigned, before = r, hb[i-1]
+		}
+	}
+	if revoked.Generation == 0 || assigned.Generation != revoked.Generation+1 || before.Generation != revoked.Generation {
+		t.Fatalf("the move: a revoked at %+v, b assigned at %+v after %+v", revoked, assigned, before)
+	}
+	probe, _ := span(revoked.Generation)
+	followUp, _ := span(assigned.Generation)
+	// b, which revoked nothing, joined the follow-up rebalance this long
+	// after it received the probing rebalance's assignment: franz-go's
+	// first heartbeat after an assignment, which would tell it, comes
+	// 500 ms after it.
+	rejoin := assigned.Start.Sub(before.Start.Add(before.Duration))
+	t.Logf("the move: probing rebalance %v, follow-up %v, b rejoined %v after the probing assignment", probe, followUp, rejoin)
+	if rejoin >= 400*time.Millisecond {
+		t.Errorf("b joined the follow-up rebalance %v after its assignment: it waited for a heartbeat", rejoin)
+	}
+}
+
+// TestWarmupKeptThroughMove: the probing rebalance that moves a warm-up to
+// this member takes the partition from its owner and gives it to no one;
+// the member keeps it in its standby set (the copy stays open and current)
+// until the follow-up rebalance makes it active here. A partition still
+// unowned after that is no move any more: it is dropped.
+func TestWarmupKeptThroughMove(t *testing.T) {
+	s := &Session{cfg: SessionConfig{ProbingInterval: time.Hour}, log: testlog.New(t)}
+	defer s.stopGroup()
+	view := func(gen int32, a, b group.Member) group.View {
+		a.MemberID, a.InstanceID, b.MemberID, b.InstanceID = "ma", "a", "mb", "b"
+		return group.View{Generation: gen, Partitions: 4, Members: []group.Member{a, b}}
+	}
+	standby := func() []int32 {
+		s.grp.mu.Lock()
+		defer s.grp.mu.Unlock()
+		return s.grp.standby
+	}
+	in := func(ps ...int32) map[string][]int32 {
+		if len(ps) == 0 {
+			return nil
+		}
+		return map[string][]int32{"in": ps}
+	}
+	// b warms up 2 and 3.
+	s.onAssignment(in(), group.Assignment{Warmup: []int32{2, 3}, Probing: time.Hour,
+		View: view(1, group.Member{Active: []int32{0, 1, 2, 3}}, group.Member{Warmup: []int32{2, 3}})}, true)
+	if got := standby(); !slices.Equal(got, []int32{2, 3}) {
+		t.Fatalf("warming up: standby %v", got)
+	}
+	// The probing rebalance: a revokes 2 and 3, no one gets them yet.
+	s.onAssignment(in(), group.Assignment{View: view(2, group.Member{Active: []int32{0, 1}}, group.Member{})}, true)
+	if got := standby(); !slices.Equal(got, []int32{2, 3}) {
+		t.Fatalf("during the move: standby %v, want the warm-ups kept", got)
+	}
+	// The follow-up gives them to b: active, no standby left.
+	s.onAssignment(in(2, 3), group.Assignment{View: view(3, group.Member{Active: []int32{0, 1}}, group.Member{Active: []int32{2, 3}})}, true)
+	if got := standby(); len(got) != 0 {
+		t.Fatalf("after the move: standby %v", got)
+	}
+
+	// A follow-up that leaves them unowned ends the move: dropped.
+	s.onAssignment(in(), group.Assignment{Warmup: []int32{2, 3}, Probing: time.Hour,
+		View: view(4, group.Member{Active: []int32{0, 1, 2, 3}}, group.Member{Warmup: []int32{2, 3}})}, true)
+	s.onAssignment(in(), group.Assignment{View: view(5, group.Member{Active: []int32{0, 1}}, group.Member{})}, true)
+	s.onAssignment(in(), group.Assignment{View: view(6, group.Member{Active: []int32{0, 1}}, group.Member{})}, true)
+	if got := standby(); len(got) != 0 {
+		t.Fatalf("no move any more: standby %v", got)
+	}
+}

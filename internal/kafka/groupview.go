@@ -44,6 +44,9 @@ type groupState struct {
 	// its standby and warm-up partitions (sorted).
 	active  []int32
 	standby []int32
+	// warmup are the warm-ups among standby (kept through a move to this
+	// member: onAssignment).
+	warmup []int32
 	// probe is the probing timer (leader with warm-ups in the group);
 	// probeSeq invalidates a timer that fired after a newer assignment.
 	probe    *time.Timer
@@ -124,10 +127,6 @@ func (s *Session) onAssignment(active map[string][]int32, a group.Assignment, ok
 		}
 	}
 	slices.Sort(parts)
-	var standby []int32
-	if ok {
-		standby = slices.Sorted(maps.Keys(setOf(append(slices.Clone(a.Standby), a.Warmup...))))
-	}
 	gen := a.View.Generation
 	if !ok {
 		if cl := s.client.Load(); cl != nil {
@@ -138,6 +137,25 @@ func (s *Session) onAssignment(active map[string][]int32, a group.Assignment, ok
 	g := &s.grp
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	prev := g.view
+	var moving, standby, warmup []int32
+	if ok {
+		moving = movesInProgress(prev, a.View)
+		// A warm-up of this member that moves here: the probing rebalance
+		// takes it from its owner and gives it to no one, and the
+		// follow-up one gives it to this member. It stays a warm-up
+		// meanwhile, so that its copy stays open and current for the
+		// assignment to take over (internal/engine's handover) instead
+		// of being closed and opened again.
+		warmup = slices.Clone(a.Warmup)
+		for _, p := range moving {
+			if slices.Contains(g.warmup, p) && !slices.Contains(warmup, p) {
+				warmup = append(warmup, p)
+			}
+		}
+		standby = slices.Sorted(maps.Keys(setOf(append(slices.Clone(a.Standby), warmup...))))
+	}
+	g.warmup = warmup
 	r := group.Rebalance{Generation: gen, Start: g.joinAt, Leader: g.leader,
 		Assigned: minus(parts, g.active), Revoked: minus(g.active, parts)}
 	if !g.joinAt.IsZero() {
@@ -159,14 +177,65 @@ func (s *Session) onAssignment(active map[string][]int32, a group.Assignment, ok
 		g.probe.Stop()
 		g.probe = nil
 	}
-	if ok && g.leader && a.Probing > 0 && !g.closed {
+	if !ok || g.closed {
+		return
+	}
+	// Every member, not only the leader, probes: they all received
+	// Probing with this assignment, within moments of each other, so they
+	// all rejoin together when it ends. A member that only hears of the
+	// leader's rejoin at its next heartbeat (up to 3 s later) holds the
+	// rebalance up for that long, and with it the other members' commits
+	// (franz-go's End waits for the join).
+	if a.Probing > 0 {
 		s.armProbe(g.probeSeq)
+	}
+	// A cooperative move in progress: its owner revokes the partition and
+	// rejoins at once; the follow-up rebalance gives it to its new owner.
+	// The other members would only hear of that rebalance at their next
+	// heartbeat (half a second after an assignment with franz-go): they
+	// rejoin now. (The revoking member itself is rejoined by franz-go.)
+	if len(moving) > 0 && len(r.Revoked) == 0 {
+		s.log.Info("rejoining for the follow-up rebalance of a move", "group", s.cfg.GroupID,
+			"generation", a.View.Generation, "partitions", moving)
+		go func() {
+			// Not on the group goroutine: ForceRebalance takes franz-go's
+			// group lock. The signal waits in franz-go's rejoin channel
+			// until the heartbeat loop of this generation reads it.
+			if cl := s.client.Load(); cl != nil {
+				cl.ForceRebalance()
+			}
+		}()
 	}
 }
 
-// armProbe schedules a probing rebalance (g.mu held): the leader forces one
-// every ProbingInterval while the last assignment has warm-ups, so that a
-// warm-up within AcceptableLag becomes active.
+// movesInProgress returns the partitions next leaves unowned that prev gave
+// a member still in next: a cooperative rebalance took them from that
+// member, and the follow-up rebalance (the member rejoins after revoking)
+// gives them to their new owner. A partition unowned in prev too is not a
+// move of this rebalance (no follow-up is due for it).
+func movesInProgress(prev, next group.View) []int32 {
+	var out []int32
+	for _, p := range next.Unowned() {
+		was, ok := prev.Owner(p)
+		if !ok {
+			continue
+		}
+		for _, m := range next.Members {
+			if m.MemberID == was.MemberID || (m.InstanceID != "" && m.InstanceID == was.InstanceID) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// armProbe schedules a probing rebalance (g.mu held): every member forces
+// one ProbingInterval after an assignment with warm-ups in the group (and
+// again every ProbingInterval until the next assignment), so that a warm-up
+// within AcceptableLag becomes active. The members received the assignment
+// within moments of each other: they all rejoin at once, and the rebalance
+// waits for no heartbeat.
 func (s *Session) armProbe(seq int) {
 	s.grp.probe = time.AfterFunc(s.cfg.ProbingInterval, func() {
 		s.grp.mu.Lock()

@@ -139,7 +139,8 @@ type SessionConfig struct {
 	// a warm-up copy takes its partition over once within it.
 	AcceptableLag int64
 	// ProbingInterval, overriding DefaultProbingInterval, is how often the
-	// leader forces a rebalance while warm-ups exist in the group.
+	// members force a rebalance, all at once, while warm-ups exist in the
+	// group (groupview.go).
 	ProbingInterval time.Duration
 	// LocalShards returns the changelog position (the next offset to read)
 	// of every shard this member's process holds locally, active, standby

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,10 +76,13 @@ type Env struct {
 // Instance is one application instance: its coordinator, group member and
 // local disks (shard stores, kept across tasks and restarts).
 type Instance struct {
-	name   string
-	m      *Member
-	mu     sync.Mutex // guards disks: restores open tasks concurrently
-	disks  map[int32]*Disk
+	name  string
+	m     *Member
+	mu    sync.Mutex // guards disks and opens: restores open tasks concurrently
+	disks map[int32]*Disk
+	// opens counts the shard opens (NewTask) of each partition by this
+	// instance's coordinator ("opens" command).
+	opens  map[int32]int
 	coord  *engine.Coordinator
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -384,6 +389,22 @@ func (e *Env) Exec(line string) (string, error) {
 		var ps []string
 		for _, p := range sortedParts(keys(pos)) {
 			ps = append(ps, fmt.Sprintf("p%d=%d", p, pos[p]))
+		}
+		return strings.Join(ps, " "), nil
+	case "opens":
+		// How many times the instance's coordinator opened each
+		// partition's shard (NewTask: for a task or a standby), since it
+		// started: "p0=1 p1=2".
+		i, err := inst()
+		if err != nil {
+			return "", err
+		}
+		i.mu.Lock()
+		opens := maps.Clone(i.opens)
+		i.mu.Unlock()
+		var ps []string
+		for _, p := range slices.Sorted(maps.Keys(opens)) {
+			ps = append(ps, fmt.Sprintf("p%d=%d", p, opens[p]))
 		}
 		return strings.Join(ps, " "), nil
 	case "hold-changelog", "release-changelog":
@@ -995,6 +1016,12 @@ func (e *Env) start(args []string, old *Instance) error {
 				h.disks[p] = d
 			}
 			h.mu.Unlock()
+			i.mu.Lock()
+			if i.opens == nil {
+				i.opens = map[int32]int{}
+			}
+			i.opens[p]++
+			i.mu.Unlock()
 			dir := ""
 			if e.Dirs != "" {
 				dir = filepath.Join(e.Dirs, h.name, strconv.Itoa(int(p)))
