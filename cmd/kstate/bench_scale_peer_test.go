@@ -131,6 +131,10 @@ func TestScalePeerMoving(t *testing.T) {
 		// Alone, an instance can have no standby: any standby task would
 		// be one too many.
 		{"alone with standbys 1", 1, []string{`{"kstreams":{"standby":[]}}`}, false},
+		// Two instances hold at most one copy of a partition besides
+		// its active task, whatever num.standby.replicas asks.
+		{"standbys 2 on two instances", 2, []string{`{"kstreams":{"standby":[3,4,5]}}`, `{"kstreams":{"standby":[0,1,2]}}`}, false},
+		{"standbys 2 on two instances, a warm-up", 2, []string{`{"kstreams":{"standby":[3,4,5]}}`, `{"kstreams":{"standby":[0,1,2,3]}}`}, true},
 	} {
 		r := &scaleRun{o: scaleOptions{Partitions: 6}}
 		for i, raw := range c.raws {
