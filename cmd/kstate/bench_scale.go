@@ -112,7 +112,22 @@ exactly once.
 
 Options of the instances are set by path, as kstate-count's -set:
 --set Group.Standbys=1 (set by --standbys), --set Kafka.SessionTimeout=6s,
---set Group.ProbingInterval=10s.`,
+--set Group.ProbingInterval=10s.
+
+With --peer kstreams the instances are Kafka Streams 4.1.1 processes of the
+same workload (internal/tools/benchpeers/kstreams-scale, built with mvn into
+~/.cache/kstate/kstreams-scale once; java and mvn on PATH, run from the
+repository): a RocksDB store whose value is the count and the same padding,
+changelogged, exactly_once_v2, one stream thread, commit.interval.ms
+--peer-commit, num.standby.replicas from --standbys, and session.timeout.ms,
+acceptable.recovery.lag and probing.rebalance.interval.ms from the --set of
+Kafka.SessionTimeout, Group.AcceptableLag and Group.ProbingInterval (Kafka
+Streams' minimum probing interval is 1m; other --set paths are refused);
+with --leave it leaves the group on close. Its windows end by the output's
+flow: at least --min-window, every partition has output since the event and
+none paused longer than --flow-gap during the last --settle, the joined
+instance has an active task and no warm-up replica waits (at most
+--max-window).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Interrupted, it stops its instances and the broker.
