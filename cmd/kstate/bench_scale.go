@@ -403,7 +403,7 @@ func (r *scaleRun) run(ctx context.Context) error {
 		return fmt.Errorf("preload: %w", err)
 	}
 	r.rep.Preload.Records, r.rep.Preload.Took = o.Keys, time.Since(t1)
-	r.rep.Preload.ChangelogBytes = changelogBytes(ctx, o.Brokers, r.appID+"-changelog", o.Partitions)
+	r.rep.Preload.ChangelogBytes = changelogBytes(ctx, o.Brokers, r.changelogTopic(), o.Partitions)
 	r.logf("preload: %d keys processed by %s in %v; changelog %.2f GB",
 		o.Keys, first.name, r.rep.Preload.Took.Round(time.Millisecond), float64(r.rep.Preload.ChangelogBytes)/1e9)
 

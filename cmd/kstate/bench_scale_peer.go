@@ -112,6 +112,15 @@ func (r *scaleRun) peerCommand(in *instance, standbys int) (string, []string) {
 	return r.o.PeerJava, args
 }
 
+// changelogTopic is the instances' changelog topic: kstate's, or Kafka
+// Streams' of the peer's store "v" (<application.id>-<store>-changelog).
+func (r *scaleRun) changelogTopic() string {
+	if r.o.Peer == peerKStreams {
+		return r.appID + "-v-changelog"
+	}
+	return r.appID + "-changelog"
+}
+
 // preparePeer validates the peer's settings and builds (or finds) its jar.
 func (r *scaleRun) preparePeer(ctx context.Context) error {
 	ps, err := r.o.peerConfig()
