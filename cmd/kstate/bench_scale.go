@@ -120,8 +120,9 @@ same workload (internal/tools/benchpeers/kstreams-scale, built with mvn into
 repository): a RocksDB store whose value is the count and the same padding,
 changelogged, exactly_once_v2, one stream thread, commit.interval.ms
 --peer-commit, num.standby.replicas from --standbys, and session.timeout.ms,
-acceptable.recovery.lag and probing.rebalance.interval.ms from the --set of
-Kafka.SessionTimeout, Group.AcceptableLag and Group.ProbingInterval (Kafka
+transaction.timeout.ms, acceptable.recovery.lag and
+probing.rebalance.interval.ms from the --set of Kafka.SessionTimeout,
+Kafka.TransactionTimeout, Group.AcceptableLag and Group.ProbingInterval (Kafka
 Streams' minimum probing interval is 1m; other --set paths are refused);
 with --leave it leaves the group on close. Its windows end by the output's
 flow: at least --min-window, every partition has output since the event and
@@ -1128,8 +1129,8 @@ func printScaleTable(w io.Writer, rep *scaleReport) {
 	app := ""
 	if rep.Peer.Name != "" {
 		ps := rep.Peer.Settings
-		app = fmt.Sprintf(", peer %s (session %v, commit %v, probing %v, acceptable lag %d, leave %v; windows end by output flow, --flow-gap %v)",
-			rep.Peer.Name, ps.SessionTimeout, ps.Commit, ps.Probing, ps.AcceptableLag, ps.Leave, o.FlowGap)
+		app = fmt.Sprintf(", peer %s (session %v, transaction %v, commit %v, probing %v, acceptable lag %d, leave %v; windows end by output flow, --flow-gap %v)",
+			rep.Peer.Name, ps.SessionTimeout, ps.TxnTimeout, ps.Commit, ps.Probing, ps.AcceptableLag, ps.Leave, o.FlowGap)
 	}
 	fmt.Fprintf(w, "\nkstate bench scale%s: %d keys x %d-byte state (changelog %.2f GB), %d partitions, %d rows/s steady, broker %s, %d CPUs (load %.1f at start)\n",
 		app, o.Keys, o.StateBytes, float64(rep.Preload.ChangelogBytes)/1e9, o.Partitions, o.Rate, o.BrokerLabel, rep.Machine.NumCPU, rep.Machine.Load1)

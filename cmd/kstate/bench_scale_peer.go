@@ -41,7 +41,7 @@ const kstreamsMinProbing = time.Minute
 
 // kstate's defaults of the options the peer is matched to (config.go,
 // internal/kafka): Group.AcceptableLag, Group.ProbingInterval,
-// Kafka.SessionTimeout.
+// Kafka.SessionTimeout, Kafka.TransactionTimeout.
 const (
 	kstateDefaultAcceptableLag = 10_000
 	kstateDefaultProbing       = time.Minute
@@ -51,6 +51,7 @@ const (
 // matched to the kstate options of --set.
 type peerSettings struct {
 	SessionTimeout time.Duration `json:"session_timeout_ns"`
+	TxnTimeout     time.Duration `json:"transaction_timeout_ns"`
 	AcceptableLag  int64         `json:"acceptable_recovery_lag"`
 	Probing        time.Duration `json:"probing_rebalance_interval_ns"`
 	Commit         time.Duration `json:"commit_interval_ns"`
@@ -61,7 +62,7 @@ type peerSettings struct {
 
 // peerMappable are the --set paths the peer has a Kafka Streams setting
 // for (Group.Standbys is --standbys).
-var peerMappable = []string{"Group.Standbys", "Group.AcceptableLag", "Group.ProbingInterval", "Kafka.SessionTimeout", "Kafka.LeaveGroupOnShutdown"}
+var peerMappable = []string{"Group.Standbys", "Group.AcceptableLag", "Group.ProbingInterval", "Kafka.SessionTimeout", "Kafka.TransactionTimeout", "Kafka.LeaveGroupOnShutdown"}
 
 // peerConfig maps the instances' kstate options to Kafka Streams settings.
 // A --set it has no setting for is an error naming it.
@@ -77,10 +78,13 @@ func (o scaleOptions) peerConfig() (peerSettings, error) {
 			return peerSettings{}, fmt.Errorf("bench scale: %w", err)
 		}
 	}
-	ps := peerSettings{SessionTimeout: opts.Kafka.SessionTimeout, AcceptableLag: opts.Group.AcceptableLag,
+	ps := peerSettings{SessionTimeout: opts.Kafka.SessionTimeout, TxnTimeout: opts.Kafka.TransactionTimeout, AcceptableLag: opts.Group.AcceptableLag,
 		Probing: opts.Group.ProbingInterval, Commit: o.PeerCommit, Leave: o.Leave || opts.Kafka.LeaveGroupOnShutdown}
 	if ps.SessionTimeout <= 0 {
 		ps.SessionTimeout = kafka.DefaultSessionTimeout
+	}
+	if ps.TxnTimeout <= 0 {
+		ps.TxnTimeout = kafka.DefaultTransactionTimeout
 	}
 	if ps.AcceptableLag <= 0 {
 		ps.AcceptableLag = kstateDefaultAcceptableLag
@@ -108,7 +112,8 @@ func (r *scaleRun) peerCommand(in *instance, standbys int) (string, []string) {
 		"--acceptable-lag="+strconv.FormatInt(ps.AcceptableLag, 10),
 		"--probing-ms="+strconv.FormatInt(ps.Probing.Milliseconds(), 10),
 		"--commit-ms="+strconv.FormatInt(ps.Commit.Milliseconds(), 10),
-		"--leave="+strconv.FormatBool(ps.Leave))
+		"--leave="+strconv.FormatBool(ps.Leave),
+		"--X.producer.transaction.timeout.ms="+strconv.FormatInt(ps.TxnTimeout.Milliseconds(), 10))
 	return r.o.PeerJava, args
 }
 

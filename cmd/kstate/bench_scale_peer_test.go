@@ -78,15 +78,15 @@ func TestScalePeerConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ps.SessionTimeout != 10*time.Second || ps.AcceptableLag != 10_000 || ps.Probing != time.Minute ||
+	if ps.SessionTimeout != 10*time.Second || ps.TxnTimeout != 10*time.Second || ps.AcceptableLag != 10_000 || ps.Probing != time.Minute ||
 		ps.Commit != 200*time.Millisecond || !ps.Leave || len(ps.Notes) != 0 {
 		t.Errorf("defaults: %+v", ps)
 	}
-	o.Sets = []string{"Kafka.SessionTimeout=6s", "Group.AcceptableLag=5000", "Group.ProbingInterval=10s"}
+	o.Sets = []string{"Kafka.SessionTimeout=6s", "Kafka.TransactionTimeout=6s", "Group.AcceptableLag=5000", "Group.ProbingInterval=10s"}
 	if ps, err = o.peerConfig(); err != nil {
 		t.Fatal(err)
 	}
-	if ps.SessionTimeout != 6*time.Second || ps.AcceptableLag != 5000 || ps.Probing != time.Minute || len(ps.Notes) != 1 ||
+	if ps.SessionTimeout != 6*time.Second || ps.TxnTimeout != 6*time.Second || ps.AcceptableLag != 5000 || ps.Probing != time.Minute || len(ps.Notes) != 1 ||
 		!strings.Contains(ps.Notes[0], "Group.ProbingInterval 10s") {
 		t.Errorf("matched: %+v", ps)
 	}
