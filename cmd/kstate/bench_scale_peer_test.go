@@ -150,7 +150,7 @@ func TestScalePeerMoving(t *testing.T) {
 // (4,000 keys, 3 partitions, short windows, standbys 0 and 1) on the test
 // binary's broker: the Kafka Streams peer's jar is built (mvn, cached),
 // the four events run with its instances, every event moves partitions,
-// and the exactly-once check passes on its outputs. About 4 minutes
+// and the exactly-once check passes on its outputs. About 4-9 minutes
 // (the first build 1-2 more): KSTATE_LONG=1 only, and java and mvn on
 // PATH.
 func TestBenchScalePeerSmoke(t *testing.T) {
