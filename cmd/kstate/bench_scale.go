@@ -51,6 +51,17 @@ type scaleOptions struct {
 	WorkerExe    string        `json:"-"`
 	BrokerLabel  string        `json:"broker"`
 	preloadLimit time.Duration
+
+	// Peer runs the events with another framework's instances
+	// (bench_scale_peer.go): "" is kstate's workers, "kstreams" Kafka
+	// Streams. FlowGap ends a peer's windows; PeerCommit is its commit
+	// interval; PeerJar, PeerJava and PeerJavaOpts how it runs.
+	Peer         string        `json:"peer,omitempty"`
+	FlowGap      time.Duration `json:"flow_gap_ns,omitempty"`
+	PeerCommit   time.Duration `json:"peer_commit_ns,omitempty"`
+	PeerJar      string        `json:"-"`
+	PeerJava     string        `json:"-"`
+	PeerJavaOpts []string      `json:"peer_java_opts,omitempty"`
 }
 
 func defaultScaleOptions() scaleOptions {
@@ -58,6 +69,7 @@ func defaultScaleOptions() scaleOptions {
 		Keys: 2_000_000, StateBytes: 512, ValueBytes: 64, Partitions: 6, Rate: 5000, Standbys: []int{0, 1},
 		Leave: true, MinWindow: 20 * time.Second, Settle: 10 * time.Second, MaxWindow: 5 * time.Minute, Seed: 1,
 		Timeout: 2 * time.Hour, preloadLimit: time.Hour,
+		FlowGap: 2 * time.Second, PeerCommit: 200 * time.Millisecond, PeerJava: "java", PeerJavaOpts: []string{"-Xmx1g"},
 	}
 }
 
@@ -100,7 +112,23 @@ exactly once.
 
 Options of the instances are set by path, as kstate-count's -set:
 --set Group.Standbys=1 (set by --standbys), --set Kafka.SessionTimeout=6s,
---set Group.ProbingInterval=10s.`,
+--set Group.ProbingInterval=10s.
+
+With --peer kstreams the instances are Kafka Streams 4.1.1 processes of the
+same workload (internal/tools/benchpeers/kstreams-scale, built with mvn into
+~/.cache/kstate/kstreams-scale once; java and mvn on PATH, run from the
+repository): a RocksDB store whose value is the count and the same padding,
+changelogged, exactly_once_v2, one stream thread, commit.interval.ms
+--peer-commit, num.standby.replicas from --standbys, and session.timeout.ms,
+transaction.timeout.ms, acceptable.recovery.lag and
+probing.rebalance.interval.ms from the --set of Kafka.SessionTimeout,
+Kafka.TransactionTimeout, Group.AcceptableLag and Group.ProbingInterval (Kafka
+Streams' minimum probing interval is 1m; other --set paths are refused);
+with --leave it leaves the group on close. Its windows end by the output's
+flow: at least --min-window, every partition has output since the event and
+none paused longer than --flow-gap during the last --settle, the joined
+instance has an active task and no warm-up replica waits (at most
+--max-window).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Interrupted, it stops its instances and the broker.
@@ -129,6 +157,12 @@ Options of the instances are set by path, as kstate-count's -set:
 	fl.BoolVarP(&o.Verbose, "verbose", "v", false, "show the instances' logs (info) and the broker's start")
 	fl.BoolVar(&o.Keep, "keep", false, "keep the work directory (state directories, instance logs)")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "give up after this long")
+	fl.StringVar(&o.Peer, "peer", "", `run the instances as another framework's: "kstreams" (Kafka Streams 4.1.1, `+peerSource+`, built with mvn into the cache); windows then end by the output's flow (--flow-gap)`)
+	fl.DurationVar(&o.FlowGap, "flow-gap", o.FlowGap, "--peer: a partition whose outputs pause longer than this has not resumed (its window goes on)")
+	fl.DurationVar(&o.PeerCommit, "peer-commit", o.PeerCommit, "--peer kstreams: commit.interval.ms (default: kstate's Batching.MaxWait)")
+	fl.StringVar(&o.PeerJar, "peer-jar", "", "--peer kstreams: a built kstreams-scale.jar (default: build "+peerSource+")")
+	fl.StringVar(&o.PeerJava, "peer-java", o.PeerJava, "--peer kstreams: the java command")
+	fl.StringSliceVar(&o.PeerJavaOpts, "peer-java-opts", o.PeerJavaOpts, "--peer kstreams: JVM options of every instance")
 	fl.StringVar(&o.WorkerExe, "worker-exe", "", "the kstate binary the instances run (default: this one)")
 	_ = fl.MarkHidden("worker-exe")
 	cmd.AddCommand(newScaleWorkerCmd(), newScaleThroughputCmd()) // bench_scale_worker.go, bench_scale_throughput.go
@@ -163,7 +197,7 @@ func (o *scaleOptions) validate() error {
 			return fmt.Errorf("bench scale: %w", err)
 		}
 	}
-	return nil
+	return o.validatePeer() // bench_scale_peer.go
 }
 
 // scaleEvent is one event's measurements.
@@ -229,6 +263,12 @@ type scaleReport struct {
 		Took           time.Duration `json:"took_ns"` // first instance start → all outputs
 		ChangelogBytes int64         `json:"changelog_bytes"`
 	} `json:"preload"`
+	// Peer is the framework the instances ran when not kstate (--peer).
+	Peer struct {
+		Name     string       `json:"name,omitempty"`
+		Jar      string       `json:"jar,omitempty"`
+		Settings peerSettings `json:"settings"`
+	} `json:"peer"`
 	Events      []*scaleEvent `json:"events"`
 	SteadyRows  int           `json:"steady_rows"`
 	TotalRows   int           `json:"total_rows"`
@@ -268,6 +308,9 @@ type scaleRun struct {
 	// warmed collects the partitions seen in Status.Group.Moves during an
 	// event's window (nil: not collecting).
 	warmed map[int32]bool
+	// peerStandby collects, during an event's window, the standby tasks
+	// each peer instance reported (--peer).
+	peerStandby map[string]map[int32]bool
 }
 
 func runScale(ctx context.Context, progress io.Writer, o scaleOptions) (*scaleReport, error) {
@@ -314,6 +357,11 @@ func runScale(ctx context.Context, progress io.Writer, o scaleOptions) (*scaleRe
 
 func (r *scaleRun) run(ctx context.Context) error {
 	o := r.o
+	if o.Peer != "" {
+		if err := r.preparePeer(ctx); err != nil {
+			return err
+		}
+	}
 	adm, err := kafka.NewAdmin(o.Brokers)
 	if err != nil {
 		return err
@@ -356,7 +404,7 @@ func (r *scaleRun) run(ctx context.Context) error {
 		return fmt.Errorf("preload: %w", err)
 	}
 	r.rep.Preload.Records, r.rep.Preload.Took = o.Keys, time.Since(t1)
-	r.rep.Preload.ChangelogBytes = changelogBytes(ctx, o.Brokers, r.appID+"-changelog", o.Partitions)
+	r.rep.Preload.ChangelogBytes = changelogBytes(ctx, o.Brokers, r.changelogTopic(), o.Partitions)
 	r.logf("preload: %d keys processed by %s in %v; changelog %.2f GB",
 		o.Keys, first.name, r.rep.Preload.Took.Round(time.Millisecond), float64(r.rep.Preload.ChangelogBytes)/1e9)
 
@@ -474,14 +522,15 @@ func (r *scaleRun) failed() error {
 func (r *scaleRun) event(ctx context.Context, round, sb int, kind string) (*scaleEvent, error) {
 	ev := &scaleEvent{Round: round, Standbys: sb, Kind: kind, Load1: load1()}
 	before := r.owners()
+	peerRebal0 := r.peerRebalances()
 	restored0 := map[string]int64{}
 	for _, in := range r.live {
 		restored0[in.name] = in.status().Total.RestoreRecords
 	}
 	var at time.Time
 	var joined *instance
-	r.warmed = map[int32]bool{}
-	defer func() { r.warmed = nil }()
+	r.warmed, r.peerStandby = map[int32]bool{}, map[string]map[int32]bool{}
+	defer func() { r.warmed, r.peerStandby = nil, nil }()
 	switch kind {
 	case "join":
 		at = time.Now()
@@ -568,6 +617,9 @@ func (r *scaleRun) event(ctx context.Context, round, sb int, kind string) (*scal
 	}
 	slices.Sort(ev.Warmed)
 	ev.Rebalances = len(gens)
+	if r.o.Peer != "" {
+		r.peerEventStats(ev, peerRebal0) // bench_scale_peer.go
+	}
 	ev.MaxGapMoved, _ = maxGap(ev.Gaps, true)
 	ev.MaxGapAll, ev.Open = maxGap(ev.Gaps, false)
 	ev.Goal = r.o.goal(kind)
@@ -616,6 +668,9 @@ var errNotSettled = errors.New("bench scale: the group did not settle")
 // a partition), the owners unchanged for --settle. It returns
 // errNotSettled at --max-window.
 func (r *scaleRun) waitSettled(ctx context.Context, at time.Time, joined *instance) error {
+	if r.o.Peer != "" {
+		return r.waitFlow(ctx, at, joined) // bench_scale_peer.go
+	}
 	var stable map[int32]string
 	var since time.Time
 	for {
@@ -790,7 +845,11 @@ func (r *scaleRun) restart(ctx context.Context, in *instance, standbys int) (*in
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, r.o.WorkerExe, args...)
+	exe := r.o.WorkerExe
+	if r.o.Peer != "" {
+		exe, args = r.peerCommand(in, standbys) // bench_scale_peer.go
+	}
+	cmd := exec.CommandContext(ctx, exe, args...)
 	dieWithParent(cmd) // bench_scale_linux.go
 	cmd.Stderr = logf
 	if r.o.Verbose {
@@ -842,7 +901,7 @@ func (r *scaleRun) restart(ctx context.Context, in *instance, standbys int) (*in
 		close(in.exited)
 	}()
 	r.live = append(r.live, in)
-	r.logf("started %s (pid %d, Group.Standbys=%d)", in.name, cmd.Process.Pid, standbys)
+	r.logf("started %s%s (pid %d, Group.Standbys=%d)", in.name, map[bool]string{true: " (" + r.o.Peer + ")"}[r.o.Peer != ""], cmd.Process.Pid, standbys)
 	return in, nil
 }
 
@@ -1067,8 +1126,14 @@ func load1() float64 {
 // printScaleTable prints one row per event.
 func printScaleTable(w io.Writer, rep *scaleReport) {
 	o := rep.Options
-	fmt.Fprintf(w, "\nkstate bench scale: %d keys x %d-byte state (changelog %.2f GB), %d partitions, %d rows/s steady, broker %s, %d CPUs (load %.1f at start)\n",
-		o.Keys, o.StateBytes, float64(rep.Preload.ChangelogBytes)/1e9, o.Partitions, o.Rate, o.BrokerLabel, rep.Machine.NumCPU, rep.Machine.Load1)
+	app := ""
+	if rep.Peer.Name != "" {
+		ps := rep.Peer.Settings
+		app = fmt.Sprintf(", peer %s (session %v, transaction %v, commit %v, probing %v, acceptable lag %d, leave %v; windows end by output flow, --flow-gap %v)",
+			rep.Peer.Name, ps.SessionTimeout, ps.TxnTimeout, ps.Commit, ps.Probing, ps.AcceptableLag, ps.Leave, o.FlowGap)
+	}
+	fmt.Fprintf(w, "\nkstate bench scale%s: %d keys x %d-byte state (changelog %.2f GB), %d partitions, %d rows/s steady, broker %s, %d CPUs (load %.1f at start)\n",
+		app, o.Keys, o.StateBytes, float64(rep.Preload.ChangelogBytes)/1e9, o.Partitions, o.Rate, o.BrokerLabel, rep.Machine.NumCPU, rep.Machine.Load1)
 	fmt.Fprintf(w, "preload: %d rows processed in %v; exactly-once: %s\n\n", rep.Preload.Records, rep.Preload.Took.Round(time.Millisecond), orDash(rep.ExactlyOnce))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "standbys\tevent\tmoved\twarmed up\tlongest gap, moved\tlongest gap, all\tgoal (#27)\tfirst output, moved\tsteady gap before\trestored records\tlongest restore\tstandby parts\trebalances\twindow\tload\t")
