@@ -1,15 +1,20 @@
 // Command kstate-count is kstate's peer in the peer comparison harness
-// (the "stateful count" workload of ../shared/bench-peers, run by
-// `make bench-peers`; see docs/BENCHMARKS.md). It is a benchmark program,
-// not part of the product.
+// (the "stateful count" workload of ../shared/bench-peers, and the heavy
+// workload of internal/tools/benchpeers/heavy, run by `make bench-peers`;
+// see docs/BENCHMARKS.md). It is a benchmark program, not part of the
+// product.
 //
 // It counts the records of every key of the input topic, exactly-once, in a
 // ValueState[int64] with kstate's defaults (RocksDB unless -backend says
 // otherwise), and emits for every input record the same key with a 16-byte
 // value: the key's count after the record (int64, big-endian) followed by
-// the first 8 bytes of the input value (the producer's send time).
+// the first 8 bytes of the input value (the producer's send time). With
+// -processor heavy it keeps instead, per key, a ListState of the last 5
+// send times, a MapState of count, sum, min and max, and a processing-time
+// timer moved to now + 1 h on every call (heavy.go), and emits the same
+// output (the map's count).
 //
-//	kstate-count -brokers 127.0.0.1:9092 -group bench-x -state /tmp/st [-in bench-in] [-out bench-out]
+//	kstate-count -brokers 127.0.0.1:9092 -group bench-x -state /tmp/st [-in bench-in] [-out bench-out] [-processor heavy]
 //	             [-batch 20000] [-backend pebble] [-set Batching.MaxWait=50ms] [-set Field=value ...] [-compression none] [-cpuprofile f]
 //
 // A new application reads its input from the earliest offset. SIGTERM or
@@ -56,6 +61,7 @@ func main() {
 // options are the command's flags.
 type options struct {
 	brokers, group, state, in, out string
+	processor                      string
 	batch                          int
 	backend                        string
 	sets                           []string
@@ -73,6 +79,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.state, "state", os.Getenv("STATE_DIR"), "Options.State.Dir (default $STATE_DIR)")
 	fs.StringVar(&o.in, "in", envOr("TOPIC_IN", "bench-in"), "input topic ($TOPIC_IN if set)")
 	fs.StringVar(&o.out, "out", envOr("TOPIC_OUT", "bench-out"), "output topic ($TOPIC_OUT if set)")
+	fs.StringVar(&o.processor, "processor", "count", "the workload: count (a ValueState count per key) or heavy (a list of the last 5 values, a map of 4 aggregates and a processing-time timer per key)")
 	fs.IntVar(&o.batch, "batch", 0, "Options.Batching.MaxRecords (0: kstate's default)")
 	fs.StringVar(&o.backend, "backend", "", "Options.State.Backend: rocksdb or pebble (empty: kstate's default)")
 	fs.Func("set", "Field=value: set any kstate.Options field of kind string, bool, int, float or time.Duration, named by its path (repeatable), e.g. -set Batching.MaxWait=50ms", func(s string) error {
@@ -96,6 +103,8 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("-group (or $APP_ID) is required")
 	case o.state == "":
 		return o, errors.New("-state (or $STATE_DIR) is required")
+	case o.processor != "count" && o.processor != "heavy":
+		return o, fmt.Errorf("-processor %q: want count or heavy", o.processor)
 	}
 	return o, nil
 }
@@ -117,6 +126,10 @@ func config(o options, logger *slog.Logger) (kstate.Topology[string, int64, coun
 			Topic: o.out,
 			Serde: outCodec{},
 		},
+	}
+	if o.processor == "heavy" {
+		top.NewProcessor = func() processor.StatefulProcessor[string, int64, countOut] { return &heavy{} }
+		top.TimeMode = processor.ProcessingTime
 	}
 	opts := kstate.Options{
 		ApplicationID: o.group,

@@ -18,8 +18,13 @@ import (
 // The peer on the in-process Kafka: every input record gets one output
 // with the key's running count and the input's send time, each count
 // 1..n exactly once per key (what the harness's `load verify
-// -exactly-once` checks), and a cancelled Run stops cleanly.
-func TestCountPeerEmbedded(t *testing.T) {
+// -exactly-once` checks), and a cancelled Run stops cleanly. The heavy
+// workload's output is the same.
+func TestCountPeerEmbedded(t *testing.T) { testPeerEmbedded(t, "count") }
+
+func TestHeavyPeerEmbedded(t *testing.T) { testPeerEmbedded(t, "heavy") }
+
+func testPeerEmbedded(t *testing.T, proc string) {
 	e, err := embedded.Start(embedded.Options{Topics: map[string]int{"bench-in": 4, "bench-out": 4}})
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +55,7 @@ func TestCountPeerEmbedded(t *testing.T) {
 	}
 
 	o, err := parseFlags([]string{"-brokers", strings.Join(e.Brokers(), ","), "-group", "peer-test", "-state", t.TempDir(),
-		"-batch", "300", "-set", "Batching.MaxWait=20ms", "-set", "Timeouts.Shutdown=5s", "-compression", "none"})
+		"-batch", "300", "-set", "Batching.MaxWait=20ms", "-set", "Timeouts.Shutdown=5s", "-compression", "none", "-processor", proc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,18 @@
 #   PEERS="kstate kstate-before kstreams-eos" KSTATE_REV_before=0fa8b34 ...            # this tree against an older commit
 #   SUMMARY=results.tsv internal/tools/benchpeers/bench-peers.sh                      # only print the table of a past run
 #   RESTORE=1 internal/tools/benchpeers/bench-peers.sh   # restore.sh kstate and kstreams: N=1000000 processed, local state deleted, time to restored
+#   WORKLOAD=heavy internal/tools/benchpeers/bench-peers.sh   # the heavy workload: REPEATS=3 N=1000000, kstate-heavy-2 kstreams-heavy-2 flink-heavy-2
+#   WORKLOAD=heavy PEERS="kstate-heavy-1 kstreams-heavy-1 flink-heavy-1 kstate-heavy-2 kstreams-heavy-2 flink-heavy-2" ...
+#
+# The heavy workload (peers <x>-heavy-<threads>, in any run): per key a list
+# of the last 5 values, a map of count/sum/min/max and a processing-time
+# timer at now + 1 h moved on every record, with count's output, so the
+# harness verifies it like count. kstate-heavy-N is cmd/kstate-count
+# -processor heavy with Batching.Pipelines=N; kstreams-heavy-N (Kafka
+# Streams, N stream threads) and flink-heavy-N (Flink, parallelism N) are
+# the Maven projects in internal/tools/benchpeers/heavy, copied next to the
+# harness's own in CACHE and built there with mvn (~1 min once, again when
+# their sources change).
 #
 # The harness (HARNESS, default ../shared/bench-peers next to the repository)
 # is copied to CACHE (default ~/.cache/kstate/bench-peers/harness) and run
@@ -31,9 +43,14 @@ ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 HARNESS=${HARNESS:-$ROOT/../shared/bench-peers}
 CACHE=${CACHE:-${KSTATE_CACHE_DIR:-$HOME/.cache/kstate}/bench-peers}
 H=$CACHE/harness
-PEERS=${PEERS:-kstate kstreams-eos flink-eos rawpipe-eos}
+WORKLOAD=${WORKLOAD:-count}
+case $WORKLOAD in
+  count) PEERS=${PEERS:-kstate kstreams-eos flink-eos rawpipe-eos}; backlog_n=3000000 ;;
+  heavy) PEERS=${PEERS:-kstate-heavy-2 kstreams-heavy-2 flink-heavy-2}; backlog_n=1000000 ;;
+  *) echo "bench-peers: WORKLOAD=$WORKLOAD: want count or heavy" >&2; exit 1 ;;
+esac
 RATE=${RATE:-0}
-if [ "$RATE" != 0 ]; then N=${N:-150000}; REPEATS=${REPEATS:-2}; else N=${N:-3000000}; REPEATS=${REPEATS:-3}; fi
+if [ "$RATE" != 0 ]; then N=${N:-150000}; REPEATS=${REPEATS:-2}; else N=${N:-$backlog_n}; REPEATS=${REPEATS:-3}; fi
 KSTATE_ARGS=${KSTATE_ARGS:-}
 BENCH_PORT=${BENCH_PORT:-19092}
 GO=${GO:-go}
@@ -57,6 +74,22 @@ if [ "$(cat "$H/.source-sum" 2>/dev/null)" != "$src_sum" ]; then
   echo "$src_sum" >"$H/.source-sum"
 fi
 
+# The heavy workload's Kafka Streams and Flink peers: this tree's Maven
+# projects, copied beside the harness's own (again when their sources
+# change) and built there once.
+heavy_jar() {  # $1 = kstreams or flink; prints the jar's path
+  local m=$1 src=$ROOT/internal/tools/benchpeers/heavy/$1 dst=$H/$1-heavy sum
+  sum=$(cd "$src" && find . -type f -not -path '*/target/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+  if [ "$(cat "$dst/.source-sum" 2>/dev/null)" != "$sum" ]; then
+    rm -rf "$dst"; cp -r "$src" "$dst"; rm -rf "$dst/target"; echo "$sum" >"$dst/.source-sum"
+  fi
+  if [ ! -f "$dst/target/$m-heavy.jar" ]; then
+    log "building the heavy workload's $m peer (mvn package in $dst)"
+    (cd "$dst" && mvn -q -B package -DskipTests) >&2 || { log "mvn package in $dst failed"; exit 1; }
+  fi
+  echo "$dst/target/$m-heavy.jar"
+}
+
 # 2. kstate's peer, from this working tree.
 commit=$(cd "$ROOT" && git rev-parse --short HEAD)
 dirty=""
@@ -64,6 +97,12 @@ dirty=""
 log "building cmd/kstate-count at $commit$dirty"
 mkdir -p "$H/bin"
 (cd "$ROOT" && $GO build -o "$H/bin/kstate-count" ./cmd/kstate-count)
+for peer in $PEERS; do  # the heavy workload's jars, before a broker starts
+  case $peer in
+    kstreams-heavy-*) heavy_jar kstreams >/dev/null ;;
+    flink-heavy-*) heavy_jar flink >/dev/null ;;
+  esac
+done
 
 # build_at REV: kstate-count built against the library at commit REV (the
 # program's source is this tree's cmd/kstate-count, which uses only the public
@@ -121,7 +160,7 @@ stamp=$(date -u +%Y%m%d-%H%M%S)
 mode=backlog; [ "$RATE" != 0 ] && mode=live@$RATE
 results=$CACHE/results/$stamp-$commit$dirty-$mode.tsv
 {
-  echo "# commit $commit$dirty, $(date -u +%FT%TZ), PEERS=$PEERS REPEATS=$REPEATS N=$N RATE=$RATE KSTATE_ARGS=$KSTATE_ARGS"
+  echo "# commit $commit$dirty, $(date -u +%FT%TZ), WORKLOAD=$WORKLOAD PEERS=$PEERS REPEATS=$REPEATS N=$N RATE=$RATE KSTATE_ARGS=$KSTATE_ARGS"
   env | grep -E '^KSTATE_(ARGS|REV)_' | sed 's/^/# /' || true
   echo "# $(nproc) CPUs, $(uname -r), broker $BROKERS"
 } >"$results.meta"
@@ -137,7 +176,28 @@ trap cleanup EXIT
 # PEERS="kstate kstate-pebble kstreams-eos" KSTATE_ARGS_pebble="-backend pebble".
 rev=""
 for peer in $PEERS; do
+  v=${peer//-/_}; v=${v//./_}; rev=""
   case $peer in
+    kstreams-heavy-[0-9]*|flink-heavy-[0-9]*)
+      n=${peer##*-heavy-}
+      [[ $n =~ ^[0-9]+$ ]] || { log "peer $peer: want <x>-heavy-<threads>"; exit 1; }
+      if [[ $peer == kstreams-* ]]; then
+        jar=$(heavy_jar kstreams) || exit 1
+        c="java ${KSTREAMS_JAVA_OPTS:--Xmx1g} -jar $jar --brokers=\$BROKERS --app-id=\$APP_ID --guarantee=exactly_once_v2 --state-dir=\$STATE_DIR --threads=$n"
+        [ -z "${KSTREAMS_COMMIT_MS:-}" ] || c="$c --commit-ms=$KSTREAMS_COMMIT_MS"
+        c="$c ${KSTREAMS_ARGS:-}"
+      else
+        jar=$(heavy_jar flink) || exit 1
+        c="java ${FLINK_JAVA_OPTS:--Xmx1g} -jar $jar --brokers=\$BROKERS --app-id=\$APP_ID --guarantee=exactly_once --state-dir=\$STATE_DIR --parallelism=$n"
+        [ -z "${FLINK_CHECKPOINT_MS:-}" ] || c="$c --checkpoint-ms=$FLINK_CHECKPOINT_MS"
+        c="$c ${FLINK_ARGS:-}"
+      fi
+      export "PEER_CMD_$v=$c" "PEER_GUARANTEE_$v=eos"
+      continue ;;
+    kstate-heavy-[0-9]*)
+      n=${peer#kstate-heavy-}
+      [[ $n =~ ^[0-9]+$ ]] || { log "peer $peer: want kstate-heavy-<pipelines>"; exit 1; }
+      args="-processor heavy -set Batching.Pipelines=$n $KSTATE_ARGS" ;;
     kstate) args=$KSTATE_ARGS ;;
     kstate-*) v=${peer#kstate-}; v=${v//-/_}; v=${v//./_}; eval "args=\${KSTATE_ARGS_$v:-}"; eval "rev=\${KSTATE_REV_$v:-}"
       [ -n "$args$rev" ] || { log "peer $peer: set KSTATE_ARGS_$v (its kstate-count flags) and/or KSTATE_REV_$v (a commit)"; exit 1; } ;;

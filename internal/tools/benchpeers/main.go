@@ -5,6 +5,12 @@
 // million records, peak RSS and latencies, as a Markdown table for
 // docs/BENCHMARKS.md.
 //
+// The heavy workload's peers are named <x>-heavy-<threads>
+// (bench-peers.sh WORKLOAD=heavy): their references are the Kafka Streams
+// and Flink peers of the same workload and thread count,
+// kstreams-heavy-<threads> and flink-heavy-<threads>; the other peers'
+// are -kstreams and -flink.
+//
 //	go run ./internal/tools/benchpeers -results ~/.cache/kstate/bench-peers/results/<run>.tsv
 //
 // Next to the results it reads <results>.meta (the commit and the command)
@@ -26,7 +32,8 @@ import (
 
 func main() {
 	results := flag.String("results", "", "the harness's results.tsv")
-	kstreams := flag.String("kstreams", "kstreams-eos", "the peer of the \"× Kafka Streams\" column")
+	kstreams := flag.String("kstreams", "kstreams-eos", "the peer of the \"× Kafka Streams\" column (a heavy peer's: kstreams-heavy-<its threads>)")
+	flink := flag.String("flink", "flink-eos", "the peer of the \"× Flink\" comparisons (a heavy peer's: flink-heavy-<its threads>)")
 	raw := flag.String("raw", "rawpipe-eos", "the peer of the \"× raw pipe\" column")
 	flag.Parse()
 	if *results == "" {
@@ -54,7 +61,7 @@ func main() {
 		lf.Close()
 	}
 	fmt.Println()
-	fmt.Print(summarize(rows, *kstreams, *raw))
+	fmt.Print(summarize(rows, refs{kstreams: *kstreams, flink: *flink, raw: *raw}))
 }
 
 // result is one line of results.tsv (one peer, one repeat).
@@ -234,8 +241,22 @@ func withinRun(a, b *group) float64 {
 	return median(rs)
 }
 
+// refs are the reference peers of the comparisons.
+type refs struct{ kstreams, flink, raw string }
+
+// of returns the references of peer: for a heavy workload peer
+// <x>-heavy-<threads>, Kafka Streams and Flink on the heavy workload with
+// the same threads.
+func (r refs) of(peer string) refs {
+	_, n, ok := strings.Cut(peer, "-heavy-")
+	if !ok || n == "" || strings.Trim(n, "0123456789") != "" {
+		return r
+	}
+	return refs{kstreams: "kstreams-heavy-" + n, flink: "flink-heavy-" + n, raw: r.raw}
+}
+
 // summarize renders the table and the within-run ratios.
-func summarize(rows []result, kstreams, raw string) string {
+func summarize(rows []result, ref refs) string {
 	gs := groups(rows)
 	find := func(peer, mode string) *group {
 		for _, g := range gs {
@@ -252,6 +273,7 @@ func summarize(rows []result, kstreams, raw string) string {
 	for _, g := range gs {
 		m := median(field(g.ok, rate))
 		lo, hi := minMax(field(g.ok, rate))
+		r := ref.of(g.peer)
 		vs := func(peer string) string {
 			o := find(peer, g.mode)
 			if o == nil {
@@ -276,7 +298,7 @@ func summarize(rows []result, kstreams, raw string) string {
 			loads = append(loads, num(r.loadStart, 1))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %d/%d | %s [%s–%s] | %s | %s | %s | %s | %s | %s / %s | %s | %s |\n",
-			g.peer, g.guarantee, g.mode, len(g.ok), len(g.all), num(m, 0), num(lo, 0), num(hi, 0), vs(kstreams), vs(raw),
+			g.peer, g.guarantee, g.mode, len(g.ok), len(g.all), num(m, 0), num(lo, 0), num(hi, 0), vs(r.kstreams), vs(r.raw),
 			num(steady, 0), num(cpu, 1), num(median(field(g.ok, func(r result) float64 { return r.rss })), 0),
 			num(median(field(g.ok, func(r result) float64 { return r.visP50 })), 0),
 			num(median(field(g.ok, func(r result) float64 { return r.visP99 })), 0),
@@ -284,7 +306,8 @@ func summarize(rows []result, kstreams, raw string) string {
 	}
 	fmt.Fprintln(&b)
 	for _, g := range gs {
-		for _, ref := range []string{kstreams, raw} {
+		r := ref.of(g.peer)
+		for _, ref := range []string{r.kstreams, r.flink, r.raw} {
 			o := find(ref, g.mode)
 			if o == nil || o == g {
 				continue

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -20,7 +21,7 @@ func TestSummarize(t *testing.T) {
 	if len(rows) != 5 {
 		t.Fatalf("%d rows, want 5", len(rows))
 	}
-	out := summarize(rows, "kstreams-eos", "rawpipe-eos")
+	out := summarize(rows, refs{kstreams: "kstreams-eos", flink: "flink-eos", raw: "rawpipe-eos"})
 	t.Log("\n" + out)
 	for _, want := range []string{
 		// kstate: median of 80k and 100k; vs Kafka Streams' only verified run (100k), vs the raw pipe (800k).
@@ -64,11 +65,44 @@ func TestSummarizeLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// kstate's visible p50/p99: 4/18 and 5/9, medians 4.5/13.5; Kafka Streams' verified run 5/9.
-	out := summarize(rows, "kstreams-eos", "rawpipe-eos")
+	out := summarize(rows, refs{kstreams: "kstreams-eos", flink: "flink-eos", raw: "rawpipe-eos"})
 	if want := "- kstate / kstreams-eos (live@5000): visible latency p50 0.90×, p99 1.50× (ratio of the medians)"; !strings.Contains(out, want) {
 		t.Errorf("summary lacks %q:\n%s", want, out)
 	}
 	if strings.Contains(out, "within-repeat") {
 		t.Errorf("throughput ratios in a live-mode summary:\n%s", out)
+	}
+}
+
+// The heavy workload's peers are compared with Kafka Streams and Flink on
+// the heavy workload with the same threads, not with count's peers.
+func TestSummarizeHeavy(t *testing.T) {
+	line := func(peer string, rate, rep int) string {
+		return strings.Join([]string{peer, "exactly-once", "1000000", "100000", "4", "10", strconv.Itoa(rate), "1", "2", "0", "0", "300", "true",
+			"20.0", "9", "10", "5", "9", "10", "0", "1000000", "backlog", strconv.Itoa(rep), "a", "s", "0", "l", "1/1/1", "2/2/2", "90", "0"}, "\t") + "\n"
+	}
+	head := sample[:strings.Index(sample, "\n")+1]
+	in := head + line("kstate-heavy-2", 60000, 1) + line("kstreams-heavy-2", 20000, 1) + line("flink-heavy-2", 12000, 1) +
+		line("kstate-heavy-1", 40000, 1) + line("kstreams-heavy-1", 16000, 1) + line("flink-heavy-1", 10000, 1) + line("kstreams-eos", 50000, 1)
+	rows, err := readResults(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := summarize(rows, refs{kstreams: "kstreams-eos", flink: "flink-eos", raw: "rawpipe-eos"})
+	t.Log("\n" + out)
+	for _, want := range []string{
+		"| kstate-heavy-2 | exactly-once | backlog | 1/1 | 60,000 [60,000–60,000] | 3.00× | – |",
+		"| kstate-heavy-1 | exactly-once | backlog | 1/1 | 40,000 [40,000–40,000] | 2.50× | – |",
+		"| flink-heavy-1 | exactly-once | backlog | 1/1 | 10,000 [10,000–10,000] | 0.62× | – |",
+		"- kstate-heavy-2 / kstreams-heavy-2 (backlog): median of the within-repeat ratios 3.00×",
+		"- kstate-heavy-2 / flink-heavy-2 (backlog): median of the within-repeat ratios 5.00×",
+		"- kstate-heavy-1 / flink-heavy-1 (backlog): median of the within-repeat ratios 4.00×",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "kstate-heavy-2 / kstreams-eos") || strings.Contains(out, "kstate-heavy-2 / kstreams-heavy-1") {
+		t.Errorf("a heavy peer compared with another workload's or thread count's peer:\n%s", out)
 	}
 }
