@@ -182,3 +182,32 @@ func (r *slowReader) Next(ctx context.Context) ([]Message, error) {
 func (r *slowReader) Position() int64 { return r.pos }
 func (r *slowReader) End() int64      { return r.endAt }
 func (r *slowReader) Close()          {}
+
+// TestNoteBacklog: a batch had a backlog when more records wait than it
+// processed (not an empty batch, not an unknown lag); it counts for
+// backlogHold; a nil ShardPositions never has one.
+func TestNoteBacklog(t *testing.T) {
+	sp := &ShardPositions{}
+	for _, c := range []struct {
+		n   int
+		lag int64
+	}{{0, 1_000_000}, {500, -1}, {500, 0}, {500, 500}} {
+		sp.noteBacklog(c.n, c.lag, time.Second)
+		if sp.backlogged(time.Second) {
+			t.Errorf("batch of %d records, lag %d after it: a backlog", c.n, c.lag)
+		}
+	}
+	sp.noteBacklog(500, 501, time.Second)
+	if !sp.backlogged(time.Second) || !sp.backlogged(time.Second+backlogHold-1) || sp.backlogged(time.Second+backlogHold) {
+		t.Errorf("a backlog noted at 1s: backlogged at 1s %v, just before 1s+hold %v, at 1s+hold %v",
+			sp.backlogged(time.Second), sp.backlogged(time.Second+backlogHold-1), sp.backlogged(time.Second+backlogHold))
+	}
+	var none *ShardPositions
+	none.noteBacklog(500, 1_000_000, 0)
+	if none.backlogged(0) {
+		t.Error("a nil ShardPositions has a backlog")
+	}
+	if got := busyPause(time.Second, 100*time.Millisecond); got != 2*time.Second {
+		t.Errorf("busyPause after a turn of 100ms at 1s = %v, want 2s (10%% of the time)", got)
+	}
+}
