@@ -206,7 +206,12 @@ func runTput(ctx context.Context, progress io.Writer, o tputOptions) (*tputRepor
 		o.WorkerExe = exe
 	}
 	if o.ProfileDir != "" {
-		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
+		dir, err := filepath.Abs(o.ProfileDir)
+		if err == nil {
+			o.ProfileDir = dir
+			err = os.MkdirAll(dir, 0o755)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("bench scale throughput: --cpuprofile-dir: %w", err)
 		}
 		// The workers inherit the environment (bench_scale_worker.go).
