@@ -46,11 +46,11 @@ const (
 	defaultStandbyRefresh        = time.Second
 	defaultStandbyTurnRecords    = 100_000
 	defaultStandbyBytesPerSecond = 64 << 20
-	// standbyBatchBytes bounds one ApplyChangelog of a standby (and so its
-	// memory, with the reader's fetch: the records hold their fetch
-	// buffers): the keys and values read, the coalesced ones included. A
-	// turn is one batch when it fits, so that the records of a key within
-	// a turn are written once (restore.Options.Coalesce).
+	// standbyBatchBytes bounds one ApplyChangelog of a standby, and so its
+	// memory with the reader's fetch: the keys and values of the distinct
+	// records it holds (copies: restore.Options.Coalesce frees the fetch
+	// buffers). A turn is one batch when they fit, so that each key is
+	// written once per turn however often the changelog updated it.
 	standbyBatchBytes = 16 << 20
 	// standbyRetry is the pause after a standby failed to open or read.
 	standbyRetry = 10 * time.Second
