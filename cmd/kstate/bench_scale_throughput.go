@@ -47,6 +47,7 @@ type tputOptions struct {
 	Timeout     time.Duration `json:"-"`
 	RunLimit    time.Duration `json:"run_limit_ns"`
 	WorkerExe   string        `json:"-"`
+	ProfileDir  string        `json:"-"`
 	BrokerLabel string        `json:"broker"`
 }
 
@@ -97,6 +98,7 @@ partitions the group view of its instances listed.`,
 	fl.BoolVar(&o.Keep, "keep", false, "keep the work directory (state directories, instance logs)")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "give up after this long")
 	fl.DurationVar(&o.RunLimit, "run-limit", o.RunLimit, "give up on a run after this long")
+	fl.StringVar(&o.ProfileDir, "cpuprofile-dir", "", "write a CPU profile of every instance process to <dir>/<app id>-<instance>.pprof (go tool pprof)")
 	fl.StringVar(&o.WorkerExe, "worker-exe", "", "the kstate binary the instances run (default: this one)")
 	_ = fl.MarkHidden("worker-exe")
 	return cmd
@@ -202,6 +204,20 @@ func runTput(ctx context.Context, progress io.Writer, o tputOptions) (*tputRepor
 			return nil, fmt.Errorf("bench scale throughput: the workers run this binary: %w", err)
 		}
 		o.WorkerExe = exe
+	}
+	if o.ProfileDir != "" {
+		dir, err := filepath.Abs(o.ProfileDir)
+		if err == nil {
+			o.ProfileDir = dir
+			err = os.MkdirAll(dir, 0o755)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench scale throughput: --cpuprofile-dir: %w", err)
+		}
+		// The workers inherit the environment (bench_scale_worker.go).
+		if err := os.Setenv(workerProfileEnv, o.ProfileDir); err != nil {
+			return nil, err
+		}
 	}
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(progress, "bench scale throughput %s: "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)

@@ -11,6 +11,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -118,6 +120,13 @@ func runScaleWorker(ctx context.Context, stdout, stderr io.Writer, o workerOptio
 	if err != nil {
 		return err
 	}
+	if dir := os.Getenv(workerProfileEnv); dir != "" {
+		stopProfile, err := startWorkerProfile(dir, o)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
 	enc := json.NewEncoder(stdout)
 	done := make(chan struct{})
 	reported := make(chan struct{})
@@ -148,6 +157,24 @@ func runScaleWorker(ctx context.Context, stdout, stderr io.Writer, o workerOptio
 	}
 	_ = enc.Encode(last)
 	return err
+}
+
+// workerProfileEnv names a directory: a worker started with it set writes
+// a CPU profile of its whole run to <dir>/<app id>-<instance>.pprof (set by
+// `kstate bench scale throughput --cpuprofile-dir`; the environment reaches
+// the workers without a flag of their own).
+const workerProfileEnv = "KSTATE_BENCH_WORKER_CPUPROFILE_DIR"
+
+func startWorkerProfile(dir string, o workerOptions) (stop func(), err error) {
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s.pprof", o.AppID, o.Instance)))
+	if err != nil {
+		return nil, fmt.Errorf("bench scale worker: CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench scale worker: CPU profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // fatCount is the count of bench_procs.go with a large state: every key's

@@ -143,7 +143,7 @@ type CoordinatorConfig struct {
 	// default 1s.
 	StandbyRefresh time.Duration
 	// StandbyTurnRecords bounds the changelog records one standby applies
-	// before the next standby's turn. Optional; default 50,000.
+	// before the next standby's turn. Optional; default 100,000.
 	StandbyTurnRecords int
 	// StandbyBytesPerSecond bounds the changelog bytes (keys and values)
 	// the standbys read per second. Optional; default 64 MiB; negative:
@@ -461,7 +461,9 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 		}
 		took := c.clock.Elapsed() - polled
 		c.noteLag()
-		c.sizer.observe(batchObs{n: len(recs), took: took, txn: c.lastTxn, lag: c.totalLag()})
+		lag := c.totalLag()
+		c.cfg.Positions.noteBacklog(len(recs), lag, c.clock.Elapsed()) // the standby readers yield to it (standby.go)
+		c.sizer.observe(batchObs{n: len(recs), took: took, txn: c.lastTxn, lag: lag})
 		c.mu.Lock()
 		c.mu.batchLimit = c.sizer.next()
 		c.mu.Unlock()

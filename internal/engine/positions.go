@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kstate/kstate/internal/shard"
@@ -56,6 +57,10 @@ type ShardPositions struct {
 	cleanupDone chan struct{}
 	poked       bool
 	sleepCancel context.CancelFunc
+
+	// backlogUntil (a Clock.Elapsed in ns) is until when an active
+	// pipeline of the process last had a backlog (standby.go).
+	backlogUntil atomic.Int64
 }
 
 // ShardPositionsConfig configures NewShardPositions.

@@ -8,10 +8,15 @@ package engine
 // One goroutine per coordinator reads all its standbys, round robin, off
 // the loop goroutine: a turn applies at most StandbyTurnRecords records of
 // one partition (restore.Restore on the shard, the same replay as an
-// assignment's restore), within StandbyBytesPerSecond, so that the
-// standbys never hold the loop nor take the machine from the active
-// partitions. A caught-up standby closes its reader and opens a new one
-// (the changelog's end moves) every StandbyRefresh on the Clock.
+// assignment's restore, coalescing the records of a key within a batch),
+// within StandbyBytesPerSecond, so that the standbys never hold the loop.
+// Standby reading is background work: while an active pipeline of the
+// process has a backlog, the reader takes at most standbyBusyShare of the
+// time (a turn that took d is followed by a pause of d/share - d), so the
+// standbys take little CPU from the active partitions; with no backlog it
+// reads at full speed and catches up. A caught-up standby closes its
+// reader and opens a new one (the changelog's end moves) every
+// StandbyRefresh on the Clock.
 
 import (
 	"context"
@@ -39,15 +44,58 @@ type StandbyEvents interface {
 // Defaults of the standby reader.
 const (
 	defaultStandbyRefresh        = time.Second
-	defaultStandbyTurnRecords    = 50_000
+	defaultStandbyTurnRecords    = 100_000
 	defaultStandbyBytesPerSecond = 64 << 20
-	// standbyBatchRecords and standbyBatchBytes bound one ApplyChangelog of
-	// a standby (and so its memory, with the reader's fetch).
-	standbyBatchRecords = 10_000
-	standbyBatchBytes   = 4 << 20
+	// standbyBatchBytes bounds one ApplyChangelog of a standby, and so its
+	// memory with the reader's fetch: the keys and values of the distinct
+	// records it holds (copies: restore.Options.Coalesce frees the fetch
+	// buffers). A turn is one batch when they fit, so that each key is
+	// written once per turn however often the changelog updated it.
+	standbyBatchBytes = 16 << 20
 	// standbyRetry is the pause after a standby failed to open or read.
 	standbyRetry = 10 * time.Second
+	// standbyBusyShare is the share of the time the standby reader of a
+	// coordinator takes while an active pipeline of the process has a
+	// backlog: after a turn that took d, it waits until d/standbyBusyShare
+	// after the turn's start (or until the backlog is gone).
+	standbyBusyShare = 0.1
+	// backlogHold is how long a backlog seen after a batch counts
+	// (ShardPositions.noteBacklog), and so how often a yielding standby
+	// reader looks again.
+	backlogHold = time.Second
 )
+
+// standbyRestoreOptions are a standby turn's replay options: the whole
+// turn in one batch when it fits in standbyBatchBytes, each key's records
+// coalesced.
+func standbyRestoreOptions(turnRecords int, now func() time.Time) restore.Options {
+	return restore.Options{BatchSize: turnRecords, BatchBytes: standbyBatchBytes, Coalesce: true, Now: now}
+}
+
+// noteBacklog is called by every coordinator of the process after every
+// batch: n records processed, lag the consumer lag of its ready
+// partitions after it (-1 unknown). The batch had a backlog when more
+// records are waiting than it processed: the pipeline is behind its
+// input, not merely receiving it, and the standby readers yield to it
+// for backlogHold.
+func (s *ShardPositions) noteBacklog(n int, lag int64, now time.Duration) {
+	if s == nil || n == 0 || lag <= int64(n) {
+		return
+	}
+	s.backlogUntil.Store(int64(now + backlogHold))
+}
+
+// backlogged says whether an active pipeline of the process had a backlog
+// within backlogHold of now.
+func (s *ShardPositions) backlogged(now time.Duration) bool {
+	return s != nil && time.Duration(s.backlogUntil.Load()) > now
+}
+
+// busyPause returns until when a standby reader whose turn started at
+// start and took took yields while the process has a backlog.
+func busyPause(start, took time.Duration) time.Duration {
+	return start + time.Duration(float64(took)/standbyBusyShare)
+}
 
 // StandbyStatus is one standby partition as the coordinator's standby
 // reader last saw it.
@@ -87,6 +135,9 @@ type standbys struct {
 	retryAt map[int32]time.Duration // a failed open is retried then
 	last    int32                   // round robin: the partition of the last turn
 	limit   rateLimit
+	// resumeAt is when the next turn may start while the process has a
+	// backlog (busyPause).
+	resumeAt time.Duration
 }
 
 // standby is one open standby shard.
@@ -230,11 +281,18 @@ func (w *standbys) run(ctx context.Context) {
 	defer w.closeAll()
 	for ctx.Err() == nil {
 		w.reconcile()
-		if sb := w.pick(); sb != nil {
-			w.turn(ctx, sb)
+		sb := w.pick()
+		if sb == nil {
+			w.sleep(ctx, -1)
 			continue
 		}
-		w.sleep(ctx)
+		start := w.c.clock.Elapsed()
+		if start < w.resumeAt && w.pos.backlogged(start) {
+			w.sleep(ctx, min(w.resumeAt, start+backlogHold))
+			continue
+		}
+		w.turn(ctx, sb)
+		w.resumeAt = busyPause(start, w.c.clock.Elapsed()-start)
 	}
 }
 
@@ -364,17 +422,19 @@ func (w *standbys) pick() *standby {
 	return nil
 }
 
-// sleep waits until a standby is due, a retry is, or a wake.
-func (w *standbys) sleep(ctx context.Context) {
-	var next time.Duration
-	ok := false
+// sleep waits until a standby is due or a retry is, or, if until is not
+// negative, until then; or a wake.
+func (w *standbys) sleep(ctx context.Context, until time.Duration) {
+	// Yielding to a backlog (until set), the standbys with something to do
+	// wait too: a reader open has no due time.
+	next, ok := until, until >= 0
 	for _, sb := range w.open {
-		if !ok || sb.due < next {
+		if until < 0 && (!ok || sb.due < next) {
 			next, ok = sb.due, true
 		}
 	}
 	for _, at := range w.retryAt {
-		if !ok || at < next {
+		if until < 0 && (!ok || at < next) {
 			next, ok = at, true
 		}
 	}
@@ -433,11 +493,8 @@ func (w *standbys) turn(ctx context.Context, sb *standby) {
 		w.noteStatus(sb.p, func(st *StandbyStatus) { st.End = end })
 	}
 	src := &standbySource{rd: sb.rd, budget: c.cfg.StandbyTurnRecords, w: w}
-	st, err := restore.Restore(tctx, src, sh, restore.Options{
-		BatchSize:  min(c.cfg.StandbyTurnRecords, standbyBatchRecords),
-		BatchBytes: standbyBatchBytes,
-		Now:        func() time.Time { return time.Unix(0, 0).Add(c.clock.Elapsed()) },
-	})
+	st, err := restore.Restore(tctx, src, sh, standbyRestoreOptions(c.cfg.StandbyTurnRecords,
+		func() time.Time { return time.Unix(0, 0).Add(c.clock.Elapsed()) }))
 	off := sh.ChangelogOffset()
 	w.noteStatus(sb.p, func(s *StandbyStatus) { s.Position, s.Records = off, s.Records+st.Records })
 	w.pos.set(sb.p, off, false)

@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -73,6 +74,19 @@ type Options struct {
 	EndOffset int64
 	// Now is the clock, overriding the default of time.Now; tests inject one.
 	Now func() time.Time
+	// Coalesce keeps, of the records of one batch with the same key, only
+	// the newest, in a copy: every changelog record carries its key's full
+	// new value (or its deletion) and a batch is one atomic write with the
+	// offset after its last record, so the target ends as if every record
+	// had been written. The copy frees the source's buffers at once, so
+	// BatchBytes bounds the bytes of the distinct records kept (the
+	// memory), while BatchSize still counts every record read: when the
+	// source repeats keys (a standby catching up on a busy changelog: a
+	// key updated every second is written once per batch, not once per
+	// update), a batch spans many more records in the same memory, and the
+	// store writes each key once. Each record costs a map lookup, and a
+	// key's first record in a batch a copy.
+	Coalesce bool
 	// OnApplied is called after every applied batch with the records
 	// applied so far and the target's offset (live progress for metrics).
 	// It runs on Restore's goroutine and must be quick. Optional.
@@ -82,6 +96,7 @@ type Options struct {
 // Stats describe one Restore.
 type Stats struct {
 	Records    int64         // records applied (records below FromOffset are skipped, not counted)
+	Coalesced  int64         // of Records, those superseded in their batch by a newer record of their key (Options.Coalesce): not written
 	Duration   time.Duration // wall time of the restore
 	FromOffset int64         // the target's offset when Restore started
 	ToOffset   int64         // the target's offset when Restore returned
@@ -138,6 +153,9 @@ func Restore(ctx context.Context, src Source, dst Target, o Options) (Stats, err
 	r.next = r.st.FromOffset
 	r.lastLog = r.start
 	r.pending = make([]changelog.Record, 0, min(o.BatchSize, 64<<10))
+	if o.Coalesce {
+		r.index = map[string]int{}
+	}
 
 	for {
 		if err := ctx.Err(); err != nil {
@@ -219,8 +237,12 @@ type restorer struct {
 	lastLog time.Time
 	st      Stats
 	pending []changelog.Record
+	read    int   // records of the batch read (pending and, with Coalesce, the superseded ones)
 	bytes   int   // keys and values of pending
 	next    int64 // offset after the last pending record (or the applied offset when none)
+	// index is, with Options.Coalesce, the index in pending of each key
+	// of the batch; pending then holds copies.
+	index map[string]int
 }
 
 func (r *restorer) add(rec changelog.Record) error {
@@ -233,10 +255,32 @@ func (r *restorer) add(rec changelog.Record) error {
 	if _, err := changelog.DecodeKey(rec.Key); err != nil {
 		return fmt.Errorf("%w at offset %d: key %x: %w", ErrBadRecord, rec.Offset, rec.Key, err)
 	}
-	r.pending = append(r.pending, rec)
-	r.bytes += len(rec.Key) + len(rec.Value)
+	switch i, ok := r.index[string(rec.Key)]; {
+	case ok: // Coalesce: the newer value of the key, in the older one's place (and buffer)
+		p := &r.pending[i]
+		r.bytes -= len(p.Value)
+		switch {
+		case rec.Value == nil:
+			p.Value = nil
+		case p.Value == nil:
+			p.Value = bytes.Clone(rec.Value) // non-nil even when empty
+		default:
+			p.Value = append(p.Value[:0], rec.Value...)
+		}
+		p.Offset = rec.Offset
+		r.bytes += len(p.Value)
+	case r.index != nil:
+		rec.Key, rec.Value = bytes.Clone(rec.Key), bytes.Clone(rec.Value) // nil stays nil: a tombstone
+		r.index[string(rec.Key)] = len(r.pending)
+		r.pending = append(r.pending, rec)
+		r.bytes += len(rec.Key) + len(rec.Value)
+	default:
+		r.pending = append(r.pending, rec)
+		r.bytes += len(rec.Key) + len(rec.Value)
+	}
+	r.read++
 	r.next = rec.Offset + 1
-	if len(r.pending) >= r.o.BatchSize || r.bytes >= r.o.BatchBytes {
+	if r.read >= r.o.BatchSize || r.bytes >= r.o.BatchBytes {
 		return r.flush()
 	}
 	return nil
@@ -251,11 +295,13 @@ func (r *restorer) flush() error {
 	if err := r.dst.ApplyChangelog(r.pending, r.next); err != nil {
 		return fmt.Errorf("restore: apply %d records up to offset %d: %w", len(r.pending), r.next, err)
 	}
-	r.st.Records += int64(len(r.pending))
+	r.st.Records += int64(r.read)
+	r.st.Coalesced += int64(r.read - len(r.pending))
 	r.st.ToOffset = r.next
 	clear(r.pending) // drop references so applied records can be collected
 	r.pending = r.pending[:0]
-	r.bytes = 0
+	clear(r.index)
+	r.read, r.bytes = 0, 0
 	if r.o.OnApplied != nil {
 		r.o.OnApplied(r.st.Records, r.st.ToOffset)
 	}

@@ -408,3 +408,76 @@ func TestRestoreReadsAhead(t *testing.T) {
 		t.Fatalf("stats %+v, offset %d, %d keys, batches %v", st, dst.offset, len(dst.data), dst.batches)
 	}
 }
+
+// With Coalesce, a batch writes only the newest record of each key (a
+// tombstone included): the target ends exactly as without it, every
+// record counts as restored, the superseded ones as coalesced, and the
+// batch bounds still count every record read.
+func TestRestoreCoalesce(t *testing.T) {
+	recs := []changelog.Record{
+		rec(0, "a", "1"), rec(1, "b", "1"), rec(2, "a", "2"), rec(3, "c", "1"), // batch 1: a twice
+		rec(4, "b", ""), rec(5, "b", "3"), rec(6, "d", "1"), rec(7, "d", ""), // batch 2: b deleted then set, d set then deleted
+		rec(8, "a", "3"), rec(9, "a", "4"), // batch 3
+	}
+	want := newMapTarget()
+	want.data[string(skey("d"))] = val("old") // deleted by batch 2
+	if _, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 3)}, want, Options{BatchSize: 4}); err != nil {
+		t.Fatal(err)
+	}
+	dst := newMapTarget()
+	dst.data[string(skey("d"))] = val("old")
+	st, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 3)}, dst, Options{BatchSize: 4, Coalesce: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(dst.data, want.data) || dst.offset != 10 {
+		t.Errorf("coalesced: offset %d, state %q; want offset 10, %q", dst.offset, dst.data, want.data)
+	}
+	if !slices.Equal(dst.batches, []int{3, 2, 1}) || !slices.Equal(dst.nexts, []int64{4, 8, 10}) {
+		t.Errorf("coalesced batches %v (next offsets %v), want [3 2 1] ([4 8 10])", dst.batches, dst.nexts)
+	}
+	if st.Records != 10 || st.Coalesced != 4 || st.ToOffset != 10 {
+		t.Errorf("stats %+v, want 10 records, 4 coalesced, to offset 10", st)
+	}
+	if got := dst.data[string(skey("a"))]; got != val("4") {
+		t.Errorf("a = %q, want the newest value %q", got, val("4"))
+	}
+	if _, ok := dst.data[string(skey("d"))]; ok {
+		t.Error("d survived its newest record, a tombstone")
+	}
+}
+
+// With Coalesce, BatchBytes bounds the distinct records kept (copies, the
+// memory held), not the records read: one key updated 100 times is one
+// batch of one record under a bound of three records' bytes, where the
+// batches without Coalesce hold three records each. BatchSize still
+// counts every record read.
+func TestRestoreCoalesceBounds(t *testing.T) {
+	var recs []changelog.Record
+	for i := range 100 {
+		recs = append(recs, rec(int64(i), "k", fmt.Sprintf("v%02d", i)))
+	}
+	size := len(recs[0].Key) + len(recs[0].Value)
+	dst := newMapTarget()
+	st, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 7)}, dst, Options{BatchBytes: 3 * size, Coalesce: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(dst.batches, []int{1}) || st.Records != 100 || st.Coalesced != 99 || dst.data[string(skey("k"))] != val("v99") {
+		t.Errorf("coalesced: batches %v, stats %+v, k = %q", dst.batches, st, dst.data[string(skey("k"))])
+	}
+	plain := newMapTarget()
+	if _, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 7)}, plain, Options{BatchBytes: 3 * size}); err != nil {
+		t.Fatal(err)
+	}
+	if len(plain.batches) != 34 {
+		t.Errorf("without Coalesce: %d batches, want 34 of at most 3 records", len(plain.batches))
+	}
+	bySize := newMapTarget()
+	if _, err := Restore(context.Background(), &sliceSource{chunks: chunked(recs, 7)}, bySize, Options{BatchSize: 10, Coalesce: true}); err != nil {
+		t.Fatal(err)
+	}
+	if len(bySize.batches) != 10 || !slices.Equal(bySize.nexts[:2], []int64{10, 20}) {
+		t.Errorf("BatchSize 10 with Coalesce: batches %v up to %v, want 10 batches of 10 records read", bySize.batches, bySize.nexts)
+	}
+}
