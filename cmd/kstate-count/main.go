@@ -128,7 +128,7 @@ func config(o options, logger *slog.Logger) (kstate.Topology[string, int64, coun
 		},
 	}
 	if o.processor == "heavy" {
-		top.NewProcessor = func() processor.StatefulProcessor[string, int64, countOut] { return &heavy{} }
+		top.NewProcessor = func() processor.StatefulProcessor[string, int64, countOut] { return newHeavy() }
 		top.TimeMode = processor.ProcessingTime
 	}
 	opts := kstate.Options{

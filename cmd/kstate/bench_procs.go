@@ -4,9 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"iter"
-	"math"
-	"time"
 
+	"github.com/kstate/kstate/internal/benchwork"
 	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/state"
 )
@@ -86,7 +85,7 @@ func benchProcs(o benchOptions) map[string]benchProc {
 		},
 		"heavy": {
 			name: "heavy", timeMode: processor.ProcessingTime,
-			newProc: func() processor.StatefulProcessor[string, benchRow, benchOut] { return &heavyProc{history: history} },
+			newProc: func() processor.StatefulProcessor[string, benchRow, benchOut] { return newHeavyProc(history) },
 			about: fmt.Sprintf("per key: ListState of the last %d values, MapState of 4 aggregates, "+
 				"an idle timer moved on every call (ProcessingTime)", history),
 		},
@@ -132,96 +131,12 @@ func (c *countProc) HandleExpiredTimer(string, processor.TimerValues, processor.
 
 func (c *countProc) Close() error { return nil }
 
-// heavyProc is a state-heavy processor: on every call it reads and rewrites
-// a bounded history list, four map entries and the key's timer. It emits
-// the same rows as countProc (the map's count), so both produce identical
-// output volumes and the difference is the state work.
-type heavyProc struct {
-	history int
-	h       processor.Handle
-	recent  state.ListState[int64]
-	agg     state.MapState[string, int64]
+// newHeavyProc is benchwork's heavy processor on the benchmark's rows: a row
+// adds its V, and its output carries the row's produce time.
+func newHeavyProc(history int) *benchwork.Heavy[benchRow, benchOut] {
+	return &benchwork.Heavy[benchRow, benchOut]{
+		History: history,
+		Value:   func(r benchRow) int64 { return r.V },
+		Out:     func(n int64, r benchRow) benchOut { return benchOut{Count: n, ProducedNs: r.ProducedNs} },
+	}
 }
-
-// idleTimeout is far beyond any benchmark run: the timers are maintained
-// (deleted and registered on every call) but never fire.
-const idleTimeout = time.Hour
-
-var aggNames = [4]string{"count", "sum", "min", "max"}
-
-func (p *heavyProc) Init(h processor.Handle) (err error) {
-	p.h = h
-	if p.recent, err = processor.NewListState(h, "recent", state.Int64()); err != nil {
-		return err
-	}
-	p.agg, err = processor.NewMapState(h, "agg", state.String(), state.Int64())
-	return err
-}
-
-func (p *heavyProc) HandleInputRows(_ string, rows iter.Seq[benchRow], tv processor.TimerValues, out processor.Emitter[benchOut]) error {
-	var agg [4]int64
-	for i, name := range aggNames {
-		v, ok, err := p.agg.GetValue(name)
-		if err != nil {
-			return err
-		}
-		switch {
-		case ok:
-			agg[i] = v
-		case name == "min":
-			agg[i] = math.MaxInt64
-		case name == "max":
-			agg[i] = math.MinInt64
-		}
-	}
-	old, err := p.recent.Get()
-	if err != nil {
-		return err
-	}
-	var list []int64
-	for v := range old {
-		list = append(list, v)
-	}
-	kept := len(list)
-	for r := range rows {
-		agg[0]++
-		agg[1] += r.V
-		agg[2] = min(agg[2], r.V)
-		agg[3] = max(agg[3], r.V)
-		list = append(list, r.V)
-		if err := out.Emit(benchOut{Count: agg[0], ProducedNs: r.ProducedNs}); err != nil {
-			return err
-		}
-	}
-	if len(list) <= p.history {
-		if err := p.recent.AppendList(list[kept:]); err != nil {
-			return err
-		}
-	} else if err := p.recent.Put(list[len(list)-p.history:]); err != nil {
-		return err
-	}
-	for i, name := range aggNames {
-		if err := p.agg.UpdateValue(name, agg[i]); err != nil {
-			return err
-		}
-	}
-	timers, err := p.h.ListTimers()
-	if err != nil {
-		return err
-	}
-	for _, t := range timers {
-		if err := p.h.DeleteTimer(t); err != nil {
-			return err
-		}
-	}
-	return p.h.RegisterTimer(tv.ProcessingTimeMs() + idleTimeout.Milliseconds())
-}
-
-func (p *heavyProc) HandleExpiredTimer(string, processor.TimerValues, processor.ExpiredTimerInfo, processor.Emitter[benchOut]) error {
-	if err := p.recent.Clear(); err != nil {
-		return err
-	}
-	return p.agg.Clear()
-}
-
-func (p *heavyProc) Close() error { return nil }
