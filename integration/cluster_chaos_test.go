@@ -362,20 +362,7 @@ func TestClusterChaos(t *testing.T) {
 	t.Run("KillTxnCoordinator", func(t *testing.T) {
 		a := newChaosApp(t, c, "chaos-txncoord")
 		a.run(t, "SIGKILL of the transaction coordinator's broker, back after 20 s", func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			id, err := c.TxnCoordinator(ctx, a.e.app+"-i1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := c.Node(id)
-			t.Logf("SIGKILL of node %d (%s)", id, a.roles(t, id))
-			n.Kill()
-			time.Sleep(20 * time.Second)
-			if err := n.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			waitReplicated(t, c)
+			killAndRestart(t, c, a, func(ctx context.Context) (int32, error) { return c.TxnCoordinator(ctx, a.e.app+"-i1") })
 		}, 15*time.Second)
 	})
 
@@ -405,20 +392,7 @@ func TestClusterChaos(t *testing.T) {
 	t.Run("KillGroupCoordinator", func(t *testing.T) {
 		a := newChaosApp(t, c, "chaos-groupcoord")
 		a.run(t, "SIGKILL of the group coordinator's broker, back after 20 s", func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			id, err := c.GroupCoordinator(ctx, a.e.app)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := c.Node(id)
-			t.Logf("SIGKILL of node %d (%s)", id, a.roles(t, id))
-			n.Kill()
-			time.Sleep(20 * time.Second)
-			if err := n.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			waitReplicated(t, c)
+			killAndRestart(t, c, a, func(ctx context.Context) (int32, error) { return c.GroupCoordinator(ctx, a.e.app) })
 		}, 15*time.Second)
 	})
 
@@ -453,4 +427,24 @@ func TestClusterChaos(t *testing.T) {
 			t.Logf("node %d after the election: %s", best.ID, a.roles(t, best.ID))
 		}, 20*time.Second)
 	})
+}
+
+// killAndRestart SIGKILLs the node that pick names, starts it again 20 s
+// later and waits until every partition is fully replicated again.
+func killAndRestart(t *testing.T, c *kafkabroker.Cluster, a *chaosApp, pick func(context.Context) (int32, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	id, err := pick(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := c.Node(id)
+	t.Logf("SIGKILL of node %d (%s)", id, a.roles(t, id))
+	n.Kill()
+	time.Sleep(20 * time.Second)
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitReplicated(t, c)
 }
