@@ -366,11 +366,8 @@ func crashTwoInstancesFailover(t *testing.T, secondInput bool) {
 var (
 	stopPointRe = regexp.MustCompile(`testapp: stop point (\S+) #(\d+) reached`)
 	continuedRe = regexp.MustCompile(`testapp: stop point \S+ #\d+: continued`)
-	// A zombie whose transaction outlived TransactionTimeout while frozen
-	// finds it aborted by the broker (its epoch bumped): it gives the
-	// batch up and rejoins (issue #28; kafka.ErrTxnLostInOutage).
-	zombieRe = regexp.MustCompile(`aborted by a rebalance|transaction aborted instead of committed|did not complete within its timeout`)
-	fencedRe = regexp.MustCompile(`fenced`)
+	zombieRe    = regexp.MustCompile(`aborted by a rebalance|transaction aborted instead of committed`)
+	fencedRe    = regexp.MustCompile(`fenced`)
 )
 
 // freezeRound starts the victim with a stop point after its produce, waits

@@ -116,21 +116,20 @@ func IsConnectionError(err error) bool {
 // id, and an authorization failure classified as an *AuthError naming the
 // refused permission (Write on topic, when topic is set).
 func (s *Session) wrapTxnErr(what, topic string, err error) error {
-	began := s.began.Load()
-	if isFenced(err) && began > 0 && (s.connFailed.Load() >= began || (s.cfg.TransactionTimeout > 0 && time.Since(time.Unix(0, began)) >= s.cfg.TransactionTimeout)) {
-		// The broker could not be reached during this transaction, or
-		// the transaction has been open for its whole timeout (a produce
-		// retrying NOT_ENOUGH_REPLICAS while a topic's in-sync replicas
-		// are fewer than its min.insync.replicas; a coordinator that did
-		// not answer): the broker aborted the transaction for its timeout
-		// and bumped the producer's epoch, which reads as fencing. Not a
-		// zombie: the coordinator rejoins (the kerr error is kept out of
-		// the chain, so that this does not match ErrFenced). A real
-		// zombie whose transaction was that old rejoins too, and fences
-		// the newer instance, which then stops with ErrFenced: fencing
-		// keeps either way exactly one writer.
-		return fmt.Errorf("kafka: %s (transactional id %q, transaction open %v, TransactionTimeout %v): %w: %v", what, s.cfg.TransactionalID,
-			time.Since(time.Unix(0, began)).Round(time.Millisecond), s.cfg.TransactionTimeout, ErrTxnLostInOutage, err)
+	if began := s.began.Load(); isFenced(err) && began > 0 && s.connFailed.Load() >= began {
+		// The broker could not be reached during this transaction: it
+		// aborted the transaction for its timeout and bumped the
+		// producer's epoch, which reads as fencing. Not a zombie: the
+		// coordinator rejoins (the kerr error is kept out of the chain,
+		// so that this does not match ErrFenced).
+		//
+		// A transaction merely open for its whole timeout (writes refused
+		// with NOT_ENOUGH_REPLICAS while min.insync.replicas is lost) is
+		// NOT counted here: a process frozen past its session timeout
+		// (SIGSTOP, a long GC pause) looks the same from inside, and
+		// letting that zombie rejoin broke exactly-once once in the crash
+		// tests' freeze round (issue #28, left open).
+		return fmt.Errorf("kafka: %s (transactional id %q): %w: %v", what, s.cfg.TransactionalID, ErrTxnLostInOutage, err)
 	}
 	err = access{topicOp: "Write", topic: topic, groupOp: "Read", group: s.cfg.GroupID, txnID: s.cfg.TransactionalID}.classify(err)
 	return wrapTxnErr(what, s.cfg.TransactionalID, err)

@@ -27,14 +27,10 @@ var (
 
 	// ErrTxnLostInOutage is wrapped by a transaction call that met
 	// fencing (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED) after a broker
-	// could not be reached during the transaction, or once the
-	// transaction had been open for its whole timeout (writes refused
-	// meanwhile: NOT_ENOUGH_REPLICAS): the broker aborted the transaction
-	// for its timeout. IsUnreachable reports it: close the session and
+	// could not be reached during the transaction: the broker aborted the
+	// transaction for its timeout. IsUnreachable reports it: close the session and
 	// start a new one (nothing of the transaction committed).
-	ErrTxnLostInOutage = errors.New("the transaction did not complete within its timeout (a broker unreachable, " +
-		"or writes refused: NOT_ENOUGH_REPLICAS while a topic has fewer in-sync replicas than its min.insync.replicas) " +
-		"and the broker aborted it")
+	ErrTxnLostInOutage = errors.New("the broker was unreachable during the transaction and aborted it for its timeout")
 
 	// ErrCommitNotMade is wrapped by WriteTransaction and
 	// WriteTransactionSeq when franz-go aborted the transaction it was
