@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Admin manages topics and reads offsets.
@@ -82,40 +81,10 @@ func (a *Admin) Close() { a.cl.Close() }
 // ErrTopicNotFound.
 func (a *Admin) Partitions(ctx context.Context, topic string) (int, error) {
 	td, err := describeTopic(ctx, a.adm, topic)
-	if errors.Is(err, ErrTopicNotFound) {
-		if n, ok := a.partitionsOnAnyBroker(ctx, topic); ok {
-			return n, nil
-		}
-	}
 	if err != nil {
 		return 0, err
 	}
 	return len(td.Partitions), nil
-}
-
-// partitionsOnAnyBroker asks every broker in turn for topic's metadata. On a
-// cluster of several brokers, a topic created a moment ago (by a test, a
-// deployment script, another instance) is known to the controller and to some
-// brokers before the others: the one that answered may not have heard of it
-// yet, and UNKNOWN_TOPIC_OR_PARTITION from it does not mean the topic is
-// missing. A topic that is missing costs one metadata request per broker.
-func (a *Admin) partitionsOnAnyBroker(ctx context.Context, topic string) (int, bool) {
-	for _, b := range a.cl.DiscoveredBrokers() {
-		req := kmsg.NewPtrMetadataRequest()
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(topic)
-		req.Topics = append(req.Topics, rt)
-		resp, err := b.Request(ctx, req)
-		if err != nil {
-			continue
-		}
-		for _, t := range resp.(*kmsg.MetadataResponse).Topics {
-			if t.Topic != nil && *t.Topic == topic && t.ErrorCode == 0 && len(t.Partitions) > 0 {
-				return len(t.Partitions), true
-			}
-		}
-	}
-	return 0, false
 }
 
 // describeTopic returns topic's metadata or an error wrapping

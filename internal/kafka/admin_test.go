@@ -2,9 +2,6 @@ package kafka
 
 import (
 	"context"
-	"errors"
-	"net"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -94,59 +91,5 @@ func TestEnsureTopicDescribeConfigsGivesUp(t *testing.T) {
 	}
 	if took < describeConfigsPatience/2 || took > 2*describeConfigsPatience {
 		t.Fatalf("gave up after %v, want about %v", took, describeConfigsPatience)
-	}
-}
-
-// TestPartitionsOfATopicNotEveryBrokerKnows: right after a topic is created on
-// a cluster of several brokers, some brokers answer UNKNOWN_TOPIC_OR_PARTITION
-// for a moment (seen on the three-broker cluster: a start right after the
-// test created its output topic failed with "topic not found"). Partitions
-// asks the other brokers before calling the topic missing; a topic no broker
-// knows is still ErrTopicNotFound.
-func TestPartitionsOfATopicNotEveryBrokerKnows(t *testing.T) {
-	c, a := newFakeAdmin(t, kfake.NumBrokers(3))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := a.Kadm().CreateTopic(ctx, 4, 1, nil, "fresh"); err != nil {
-		t.Fatal(err)
-	}
-	// Brokers 0 and 1 have not heard of "fresh"; broker 2 has.
-	c.KeepControl()
-	c.ControlKey(kmsg.Metadata.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		req := kr.(*kmsg.MetadataRequest)
-		all := req.Topics == nil // every topic: the client's metadata refresh
-		asks := all
-		for _, rt := range req.Topics {
-			asks = asks || rt.Topic != nil && *rt.Topic == "fresh"
-		}
-		if c.CurrentNode() == 2 || !asks {
-			return nil, nil, false
-		}
-		resp := req.ResponseKind().(*kmsg.MetadataResponse)
-		for i, addr := range c.ListenAddrs() {
-			host, port, _ := net.SplitHostPort(addr)
-			p, _ := strconv.Atoi(port)
-			b := kmsg.NewMetadataResponseBroker()
-			b.NodeID, b.Host, b.Port = int32(i), host, int32(p)
-			resp.Brokers = append(resp.Brokers, b)
-		}
-		if !all { // "fresh" is the only topic: all topics are none
-			rt := kmsg.NewMetadataResponseTopic()
-			rt.Topic = kmsg.StringPtr("fresh")
-			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
-	})
-	// The admin's metadata request goes to any broker: ten in a row all
-	// reaching broker 2 would be (1/3)^10.
-	for i := range 10 {
-		n, err := a.Partitions(ctx, "fresh")
-		if err != nil || n != 4 {
-			t.Fatalf("Partitions #%d = %d, %v; want 4 (broker 2 knows the topic)", i, n, err)
-		}
-	}
-	if _, err := a.Partitions(ctx, "missing"); !errors.Is(err, ErrTopicNotFound) {
-		t.Errorf("Partitions of a missing topic: %v, want ErrTopicNotFound", err)
 	}
 }
