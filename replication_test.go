@@ -90,6 +90,11 @@ func TestInternalTopicsReplicated(t *testing.T) {
 	cfg.Kafka.ReplicationFactor, cfg.Kafka.MinInsyncReplicas = 3, 2
 	cfg.OnDecodeError = kstate.DecodeErrorDeadLetter
 	logs := logTo(&cfg)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the application's log:\n%s", logs.String())
+		}
+	})
 	app, err := kstate.New(cfg.Topology, cfg.Options)
 	if err != nil {
 		t.Fatal(err)
