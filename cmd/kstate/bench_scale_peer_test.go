@@ -1,9 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -169,21 +169,7 @@ func TestBenchScalePeerSmoke(t *testing.T) {
 	o.MinWindow, o.Settle, o.MaxWindow = 4*time.Second, 3*time.Second, 3*time.Minute
 	o.Sets = []string{"Kafka.SessionTimeout=6s"}
 	o.JSON = filepath.Join(t.TempDir(), "scale.json")
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	var out, progress bytes.Buffer
-	if err := runScaleCmd(ctx, &out, &progress, o); err != nil {
-		t.Fatalf("bench scale --peer kstreams: %v\n%s\n%s", err, progress.String(), out.String())
-	}
-	t.Logf("\n%s%s", progress.String(), out.String())
-	b, err := os.ReadFile(o.JSON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep scaleReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, table := runBenchReport[scaleReport](t, "bench scale --peer kstreams", 15*time.Minute, func(ctx context.Context, out, progress io.Writer) error { return runScaleCmd(ctx, out, progress, o) }, o.JSON)
 	if rep.ExactlyOnce != "ok" || rep.SteadyRows == 0 || rep.Peer.Name != peerKStreams || rep.Peer.Settings.SessionTimeout != 6*time.Second {
 		t.Errorf("exactly-once %q, %d steady rows, peer %+v", rep.ExactlyOnce, rep.SteadyRows, rep.Peer)
 	}
@@ -195,7 +181,7 @@ func TestBenchScalePeerSmoke(t *testing.T) {
 			t.Errorf("%s %s: %d partitions moved, gap %v, %d statuses", ev.Kind, ev.Subject, ev.Moved, ev.MaxGapMoved, len(ev.Status))
 		}
 	}
-	if !strings.Contains(out.String(), "peer kstreams") || !strings.Contains(out.String(), "exactly-once: ok") {
-		t.Errorf("table:\n%s", out.String())
+	if !strings.Contains(table, "peer kstreams") || !strings.Contains(table, "exactly-once: ok") {
+		t.Errorf("table:\n%s", table)
 	}
 }

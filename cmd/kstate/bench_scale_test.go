@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -242,21 +243,7 @@ func TestBenchScaleSmoke(t *testing.T) {
 	o.MinWindow, o.Settle, o.MaxWindow = 4*time.Second, 2*time.Second, time.Minute
 	o.Sets = []string{"Kafka.SessionTimeout=6s"}
 	o.JSON = filepath.Join(t.TempDir(), "scale.json")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var out, progress bytes.Buffer
-	if err := runScaleCmd(ctx, &out, &progress, o); err != nil {
-		t.Fatalf("bench scale: %v\n%s\n%s", err, progress.String(), out.String())
-	}
-	t.Logf("\n%s%s", progress.String(), out.String())
-	b, err := os.ReadFile(o.JSON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep scaleReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, table := runBenchReport[scaleReport](t, "bench scale", 5*time.Minute, func(ctx context.Context, out, progress io.Writer) error { return runScaleCmd(ctx, out, progress, o) }, o.JSON)
 	if rep.ExactlyOnce != "ok" || rep.SteadyRows == 0 || rep.Preload.ChangelogBytes < int64(o.Keys*o.StateBytes) {
 		t.Errorf("exactly-once %q, %d steady rows, changelog %d bytes", rep.ExactlyOnce, rep.SteadyRows, rep.Preload.ChangelogBytes)
 	}
@@ -279,7 +266,7 @@ func TestBenchScaleSmoke(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"longest gap, moved", "join i2", "stop i1", "kill i2", "exactly-once: ok"} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(table, want) {
 			t.Errorf("table has no %q", want)
 		}
 	}
@@ -369,4 +356,27 @@ func TestScaleWarmedWhileJoining(t *testing.T) {
 	if !r.warmed[1] || len(r.warmed) != 1 {
 		t.Errorf("warmed %v, want partition 1 (listed in Status.Group.Moves)", r.warmed)
 	}
+}
+
+// runBenchReport runs a bench command (run, with out and progress buffers)
+// within timeout, logs its output, and returns the JSON report it wrote to
+// path and its table (out); it fails t on an error (what names the command).
+func runBenchReport[R any](t *testing.T, what string, timeout time.Duration, run func(ctx context.Context, out, progress io.Writer) error, path string) (R, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var out, progress bytes.Buffer
+	if err := run(ctx, &out, &progress); err != nil {
+		t.Fatalf("%s: %v\n%s\n%s", what, err, progress.String(), out.String())
+	}
+	t.Logf("\n%s%s", progress.String(), out.String())
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep R
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep, out.String()
 }

@@ -1,9 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,21 +76,7 @@ func TestBenchScaleThroughputSmoke(t *testing.T) {
 	o.Brokers, o.WorkerExe = c.Brokers(), exe
 	o.Records, o.Keys, o.Partitions, o.StateBytes, o.Repeats = 20_000, 2_000, 4, 64, 1
 	o.JSON = filepath.Join(t.TempDir(), "tput.json")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var out, progress bytes.Buffer
-	if err := runTputCmd(ctx, &out, &progress, o); err != nil {
-		t.Fatalf("bench scale throughput: %v\n%s\n%s", err, progress.String(), out.String())
-	}
-	t.Logf("\n%s%s", progress.String(), out.String())
-	b, err := os.ReadFile(o.JSON)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep tputReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, table := runBenchReport[tputReport](t, "bench scale throughput", 5*time.Minute, func(ctx context.Context, out, progress io.Writer) error { return runTputCmd(ctx, out, progress, o) }, o.JSON)
 	if len(rep.Runs) != 2 {
 		t.Fatalf("%d runs, want one per standbys value", len(rep.Runs))
 	}
@@ -103,7 +88,7 @@ func TestBenchScaleThroughputSmoke(t *testing.T) {
 			t.Errorf("standbys 1: the group view lists no standby partition (active %v)", r.Active)
 		}
 	}
-	if !strings.Contains(out.String(), "median") {
-		t.Errorf("no medians in the table:\n%s", out.String())
+	if !strings.Contains(table, "median") {
+		t.Errorf("no medians in the table:\n%s", table)
 	}
 }
