@@ -576,7 +576,14 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 	if err := c.ensureRepartition(ctx, n); err != nil {
 		return err
 	}
-	if err := c.cfg.Admin.EnsureChangelog(ctx, c.cfg.ChangelogTopic, n); err != nil {
+	// The create is not abandoned when a sibling pipeline's failure
+	// cancels ctx: a create request cancelled in flight can reach the
+	// broker after DropCreatedChangelog's delete and leave the topic
+	// behind. Waiting for its answer (10 s at most) keeps them ordered.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	err = c.cfg.Admin.EnsureChangelog(cctx, c.cfg.ChangelogTopic, n)
+	cancel()
+	if err != nil {
 		return fmt.Errorf("kstate: changelog topic (must be compacted, with the %d partitions of input topic %q): %w", n, c.cfg.Topic, err)
 	}
 	if missing {
