@@ -313,17 +313,21 @@ func (d *decision) caughtElsewhere(i int, p int32) bool {
 	return n > 0
 }
 
-// best returns the member among ok ones with the least lag on p, then the
-// least load, then first in order; -1 if none.
+// best returns the member among ok ones with the least lag on p, then
+// the one holding p's standby or warm-up copy open (Meta.Standby: among a
+// process's pipelines, which have the same lag, the one whose standby
+// reader hands the open shard to its own task), then the least load, then
+// first in order; -1 if none.
 func (d *decision) best(p int32, ok func(j int) bool) int {
-	b, bl := -1, int64(math.MaxInt64)
+	b, bl, bs := -1, int64(math.MaxInt64), false
 	for j := range d.n {
 		if !ok(j) {
 			continue
 		}
 		l := d.lag(j, p)
-		if b == -1 || l < bl || (l == bl && d.load[j] < d.load[b]) {
-			b, bl = j, l
+		sb := slices.Contains(d.in.Members[j].Meta.Standby, p)
+		if b == -1 || l < bl || (l == bl && sb && !bs) || (l == bl && sb == bs && d.load[j] < d.load[b]) {
+			b, bl, bs = j, l, sb
 		}
 	}
 	return b

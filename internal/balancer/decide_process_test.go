@@ -332,3 +332,25 @@ func TestDecideGiveAwayWhatAnotherProcessHolds(t *testing.T) {
 	}
 	checkActiveOnce(t, out, 6)
 }
+
+// TestMovedPartitionGoesToPipelineWithStandby: a partition moving to a
+// process (its owner's process died) goes, among the process's pipelines
+// with room, to the one whose standby reader holds its copy open: that
+// reader hands the open shard to its own task, while a sibling pipeline
+// closes it and opens it again (seconds at a large state: the kill's
+// "restore of 0 records in 2.1–2.7 s" at 2M keys, issue #27).
+func TestMovedPartitionGoesToPipelineWithStandby(t *testing.T) {
+	all := ends(6, 100)
+	a := procMem("a", 0, 4, []int32{0}, all)
+	a.Meta.Standby = []int32{4, 5}
+	a1 := procMem("a", 1, 4, []int32{1, 2}, all)
+	a1.Meta.Standby = []int32{3}
+	// b, which owned 3, 4 and 5, was killed: a's pipelines take them.
+	out := Decide(Input{Members: []Member{a, a1}, Partitions: 6, EndOffsets: all}, Config{Standbys: 1, AcceptableLag: 10})
+	want := map[string][]int32{"a": {0, 4, 5}, "a-p1": {1, 2, 3}}
+	for _, m := range out {
+		if !slices.Equal(m.Active, want[m.InstanceID]) {
+			t.Errorf("%s active %v, want %v (each moved partition on the pipeline holding its standby)", m.InstanceID, m.Active, want[m.InstanceID])
+		}
+	}
+}

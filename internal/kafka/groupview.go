@@ -68,6 +68,9 @@ func (s *Session) newBalancer() *balancer.Balancer {
 			if s.cfg.LocalShards != nil {
 				m.Shards = s.cfg.LocalShards()
 			}
+			s.grp.mu.Lock()
+			m.Standby = slices.Clone(s.grp.standby)
+			s.grp.mu.Unlock()
 			return m
 		},
 		EndOffsets: s.changelogEnds,
