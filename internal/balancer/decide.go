@@ -84,7 +84,8 @@ type Input struct {
 //     owner in this generation; the new owner gets it at the follow-up
 //     rebalance (the owner rejoins after revoking);
 //   - standbys: Standbys copies on members of other processes, caught-up
-//     copies first, then the least loaded.
+//     copies first, then the fewest standbys, then the fewest actives (the
+//     pipeline with room for the partition when its process fails).
 func Decide(in Input, cfg Config) []group.Member {
 	if cfg.MaxWarmups <= 0 {
 		cfg.MaxWarmups = DefaultMaxWarmups
@@ -450,8 +451,10 @@ func (d *decision) placeStandbys() {
 }
 
 // standbyBetter is whether member i is a better place than j for a standby
-// of p: a caught-up copy first, then fewer standbys and warm-ups, then the
-// least lag (then member order: i is later).
+// of p: a caught-up copy first, then fewer standbys and warm-ups, then
+// fewer actives (among a process's pipelines: the one with room for p when
+// p's active process fails, so that it takes p over from its own open
+// standby copy: best), then the least lag (then member order: i is later).
 func (d *decision) standbyBetter(p int32, i, j int) bool {
 	if ci, cj := d.caught(i, p), d.caught(j, p); ci != cj {
 		return ci
@@ -459,6 +462,9 @@ func (d *decision) standbyBetter(p int32, i, j int) bool {
 	li, lj := len(d.standb[i])+len(d.warmup[i]), len(d.standb[j])+len(d.warmup[j])
 	if li != lj {
 		return li < lj
+	}
+	if d.load[i] != d.load[j] {
+		return d.load[i] < d.load[j]
 	}
 	return d.lag(i, p) < d.lag(j, p)
 }
