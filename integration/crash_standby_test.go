@@ -72,7 +72,18 @@ func TestCrashStandbyTwoInstances(t *testing.T) {
 	t.Parallel()
 	longTest(t)
 	kinds := append(slices.Clone(killKinds), killFreeze, string(engine.DuringStandby))
-	crashStandbyTwoInstances(t, 8, kinds, true) // the first delay, then every kind once
+	crashStandbyTwoInstances(t, 8, kinds, true, 1) // the first delay, then every kind once
+}
+
+// TestCrashStandbyTwoPipelines is TestCrashStandbyTwoInstances with two
+// pipelines per instance and four kills, each followed by a failover: the
+// balancer gives a partition moving to the survivor to the pipeline whose
+// standby reader holds its copy open, which hands the open shard to its
+// own task (issue #27; a sibling pipeline closed and reopened it). Long.
+func TestCrashStandbyTwoPipelines(t *testing.T) {
+	t.Parallel()
+	longTest(t)
+	crashStandbyTwoInstances(t, 4, []string{string(engine.AfterProduce), string(engine.BeforeLocalCommit), string(engine.DuringStandby)}, true, 2)
 }
 
 // TestCrashStandbyTwoInstancesShort is TestCrashStandbyTwoInstances with
@@ -82,10 +93,10 @@ func TestCrashStandbyTwoInstances(t *testing.T) {
 // test`.
 func TestCrashStandbyTwoInstancesShort(t *testing.T) {
 	t.Parallel()
-	crashStandbyTwoInstances(t, 2, []string{string(engine.DuringStandby), string(engine.AfterProduce)}, false)
+	crashStandbyTwoInstances(t, 2, []string{string(engine.DuringStandby), string(engine.AfterProduce)}, false, 1)
 }
 
-func crashStandbyTwoInstances(t *testing.T, defaultKills int, kinds []string, failover bool) {
+func crashStandbyTwoInstances(t *testing.T, defaultKills int, kinds []string, failover bool, pipelines int) {
 	seed, kills := crashParams(t, defaultKills)
 	if env := os.Getenv("KSTATE_CRASH_KILLS"); env != "" {
 		kills = max(2, kills/4)
@@ -102,6 +113,7 @@ func crashStandbyTwoInstances(t *testing.T, defaultKills int, kinds []string, fa
 		// within it), so its kill point is reached within killRound's
 		// wait; warm-ups are TestCrashStandbyWarmupProbing's.
 		a.acceptableLag = 0
+		a.pipelines = pipelines
 		argsOf[name] = a
 	}
 	running := map[string]*eosChild{"a": startEOSChild(t, argsOf["a"]), "b": startEOSChild(t, argsOf["b"])}

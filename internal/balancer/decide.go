@@ -84,7 +84,8 @@ type Input struct {
 //     owner in this generation; the new owner gets it at the follow-up
 //     rebalance (the owner rejoins after revoking);
 //   - standbys: Standbys copies on members of other processes, caught-up
-//     copies first, then the least loaded.
+//     copies first, then the fewest standbys, then the fewest actives (the
+//     pipeline with room for the partition when its process fails).
 func Decide(in Input, cfg Config) []group.Member {
 	if cfg.MaxWarmups <= 0 {
 		cfg.MaxWarmups = DefaultMaxWarmups
@@ -313,17 +314,21 @@ func (d *decision) caughtElsewhere(i int, p int32) bool {
 	return n > 0
 }
 
-// best returns the member among ok ones with the least lag on p, then the
-// least load, then first in order; -1 if none.
+// best returns the member among ok ones with the least lag on p, then
+// the one holding p's standby or warm-up copy open (Meta.Standby: among a
+// process's pipelines, which have the same lag, the one whose standby
+// reader hands the open shard to its own task), then the least load, then
+// first in order; -1 if none.
 func (d *decision) best(p int32, ok func(j int) bool) int {
-	b, bl := -1, int64(math.MaxInt64)
+	b, bl, bs := -1, int64(math.MaxInt64), false
 	for j := range d.n {
 		if !ok(j) {
 			continue
 		}
 		l := d.lag(j, p)
-		if b == -1 || l < bl || (l == bl && d.load[j] < d.load[b]) {
-			b, bl = j, l
+		sb := slices.Contains(d.in.Members[j].Meta.Standby, p)
+		if b == -1 || l < bl || (l == bl && sb && !bs) || (l == bl && sb == bs && d.load[j] < d.load[b]) {
+			b, bl, bs = j, l, sb
 		}
 	}
 	return b
@@ -446,8 +451,10 @@ func (d *decision) placeStandbys() {
 }
 
 // standbyBetter is whether member i is a better place than j for a standby
-// of p: a caught-up copy first, then fewer standbys and warm-ups, then the
-// least lag (then member order: i is later).
+// of p: a caught-up copy first, then fewer standbys and warm-ups, then
+// fewer actives (among a process's pipelines: the one with room for p when
+// p's active process fails, so that it takes p over from its own open
+// standby copy: best), then the least lag (then member order: i is later).
 func (d *decision) standbyBetter(p int32, i, j int) bool {
 	if ci, cj := d.caught(i, p), d.caught(j, p); ci != cj {
 		return ci
@@ -455,6 +462,9 @@ func (d *decision) standbyBetter(p int32, i, j int) bool {
 	li, lj := len(d.standb[i])+len(d.warmup[i]), len(d.standb[j])+len(d.warmup[j])
 	if li != lj {
 		return li < lj
+	}
+	if d.load[i] != d.load[j] {
+		return d.load[i] < d.load[j]
 	}
 	return d.lag(i, p) < d.lag(j, p)
 }

@@ -332,3 +332,60 @@ func TestDecideGiveAwayWhatAnotherProcessHolds(t *testing.T) {
 	}
 	checkActiveOnce(t, out, 6)
 }
+
+// TestMovedPartitionGoesToPipelineWithStandby: a partition moving to a
+// process (its owner's process died) goes, among the process's pipelines
+// with room, to the one whose standby reader holds its copy open: that
+// reader hands the open shard to its own task, while a sibling pipeline
+// closes it and opens it again (seconds at a large state: the kill's
+// "restore of 0 records in 2.1–2.7 s" at 2M keys, issue #27).
+func TestMovedPartitionGoesToPipelineWithStandby(t *testing.T) {
+	all := ends(6, 100)
+	a := procMem("a", 0, 4, []int32{0}, all)
+	a.Meta.Standby = []int32{4, 5}
+	a1 := procMem("a", 1, 4, []int32{1, 2}, all)
+	a1.Meta.Standby = []int32{3}
+	// b, which owned 3, 4 and 5, was killed: a's pipelines take them.
+	out := Decide(Input{Members: []Member{a, a1}, Partitions: 6, EndOffsets: all}, Config{Standbys: 1, AcceptableLag: 10})
+	want := map[string][]int32{"a": {0, 4, 5}, "a-p1": {1, 2, 3}}
+	for _, m := range out {
+		if !slices.Equal(m.Active, want[m.InstanceID]) {
+			t.Errorf("%s active %v, want %v (each moved partition on the pipeline holding its standby)", m.InstanceID, m.Active, want[m.InstanceID])
+		}
+	}
+}
+
+// TestStandbysWhereFailoverHasRoom: the standbys of a process's
+// partitions go to the pipelines of the other process that will have room
+// for them when that process dies, so that every moved partition is taken
+// over by the pipeline holding its standby copy open (two processes of two
+// pipelines over 6 partitions: a pipeline owning 2 gets 1 standby, one
+// owning 1 gets 2; before, member order gave the first pipeline 2 and one
+// moved partition went to its sibling, which reopened the shard).
+func TestStandbysWhereFailoverHasRoom(t *testing.T) {
+	all := ends(6, 100)
+	for _, owned := range [][][]int32{{{0, 1}, {2}, {3, 4}, {5}}, {{0}, {1, 2}, {3}, {4, 5}}} {
+		members := []Member{procMem("a", 0, 4, owned[0], all), procMem("a", 1, 4, owned[1], all),
+			procMem("b", 0, 4, owned[2], all), procMem("b", 1, 4, owned[3], all)}
+		cfg := Config{Standbys: 1, AcceptableLag: 10}
+		out := Decide(Input{Members: members, Partitions: 6, EndOffsets: all}, cfg)
+		// b dies: a's pipelines rejoin with the standbys they were given.
+		var survivors []Member
+		for i, m := range out {
+			if m.Process == "a" {
+				s := members[i]
+				s.Owned, s.Generation, s.Meta.Standby = m.Active, 5, m.Standby
+				survivors = append(survivors, s)
+			}
+		}
+		after := Decide(Input{Members: survivors, Partitions: 6, EndOffsets: all}, cfg)
+		for i, m := range after {
+			for _, p := range m.Active {
+				if !slices.Contains(survivors[i].Owned, p) && !slices.Contains(survivors[i].Meta.Standby, p) {
+					t.Errorf("owned %v: %s took %d over without its standby (standbys %v, %v)", owned, m.InstanceID, p,
+						survivors[0].Meta.Standby, survivors[1].Meta.Standby)
+				}
+			}
+		}
+	}
+}

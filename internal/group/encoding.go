@@ -47,6 +47,7 @@ func EncodeMeta(m Meta) []byte {
 	e.str(m.Process)
 	e.str(m.Addr)
 	e.offsets(m.Shards)
+	e.parts(m.Standby)
 	return e.b
 }
 
@@ -58,6 +59,9 @@ func DecodeMeta(b []byte) (Meta, error) {
 	m.Process = d.str()
 	m.Addr = d.str()
 	m.Shards = d.offsets()
+	if len(d.b) > 0 { // an older release's ends here
+		m.Standby = d.parts()
+	}
 	if d.err != nil {
 		return Meta{}, fmt.Errorf("%w: meta: %v", ErrEncoding, d.err)
 	}

@@ -9,7 +9,8 @@ import (
 )
 
 func TestMetaRoundTrip(t *testing.T) {
-	m := Meta{Version: Version, InstanceID: "i1-p1", Process: "i1", Addr: "http://10.0.0.1:8080", Shards: map[int32]int64{0: 12, 7: 0, 3: 1 << 40}}
+	m := Meta{Version: Version, InstanceID: "i1-p1", Process: "i1", Addr: "http://10.0.0.1:8080", Shards: map[int32]int64{0: 12, 7: 0, 3: 1 << 40},
+		Standby: []int32{2, 5}}
 	got, err := DecodeMeta(EncodeMeta(m))
 	if err != nil {
 		t.Fatal(err)
@@ -22,6 +23,24 @@ func TestMetaRoundTrip(t *testing.T) {
 	m2.Shards = map[int32]int64{3: 1 << 40, 7: 0, 0: 12}
 	if a, b := EncodeMeta(m), EncodeMeta(m2); string(a) != string(b) {
 		t.Fatalf("encoding not deterministic: %x, %x", a, b)
+	}
+}
+
+// TestMetaOfOlderRelease: a release before Meta.Standby ends its meta
+// after Shards; it decodes with no standby copies.
+func TestMetaOfOlderRelease(t *testing.T) {
+	var e encoder
+	e.uint(Version)
+	e.str("i1")
+	e.str("i1")
+	e.str("")
+	e.offsets(map[int32]int64{4: 7})
+	got, err := DecodeMeta(e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Meta{Version: Version, InstanceID: "i1", Process: "i1", Shards: map[int32]int64{4: 7}}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
 

@@ -37,6 +37,13 @@ type Meta struct {
 	// compares it with the changelog's end offset to know how far each copy
 	// is behind. Every pipeline of a process reports the process's shards.
 	Shards map[int32]int64
+	// Standby are the partitions whose standby or warm-up copy this
+	// member holds open (those of its last assignment). A partition
+	// moving to its process goes to this member among the process's
+	// pipelines when it has room: its standby reader hands the open shard
+	// to its own active task, where a sibling pipeline would close the
+	// shard and open it again (seconds at a large state).
+	Standby []int32
 }
 
 // Member is one member of the group as the leader assigned it.

@@ -571,3 +571,29 @@ func TestWarmupKeptThroughMove(t *testing.T) {
 		t.Fatalf("no move any more: standby %v", got)
 	}
 }
+
+// TestProbeDueNotWhileJoining: a probe that fires while its member joins a
+// rebalance does not force another one (franz-go would start it right
+// after the join's assignment: an extra rebalance), and a stale probe does
+// nothing; between joins the probe is due.
+func TestProbeDueNotWhileJoining(t *testing.T) {
+	var g groupState
+	t0 := time.Now()
+	g.probeSeq = 3
+	g.joinAt, g.assignedAt = t0, t0.Add(time.Second) // assigned after the last join
+	if due, current, _ := g.probeDue(3); !due || !current {
+		t.Errorf("between joins: due %v current %v, want both", due, current)
+	}
+	g.joinAt = t0.Add(2 * time.Second) // a join began after the assignment
+	if due, current, _ := g.probeDue(3); due || !current {
+		t.Errorf("mid-join: due %v current %v, want not due, current", due, current)
+	}
+	if due, current, _ := g.probeDue(2); due || current {
+		t.Errorf("stale probe: due %v current %v", due, current)
+	}
+	g.assignedAt = t0.Add(3 * time.Second) // the join's assignment came
+	g.closed = true
+	if due, current, _ := g.probeDue(3); due || current {
+		t.Errorf("closed: due %v current %v", due, current)
+	}
+}

@@ -34,12 +34,16 @@ const (
 // groupState is what the group goroutine tells the rest of the session;
 // under its own lock, taken by View from any goroutine.
 type groupState struct {
-	mu      sync.Mutex
-	closed  bool
-	joinAt  time.Time
-	leader  bool // this member balanced the join in progress
-	view    group.View
-	history []group.Rebalance
+	mu     sync.Mutex
+	closed bool
+	// joinAt is when the member last began to join, assignedAt when it
+	// last received an assignment: joinAt after assignedAt is a join in
+	// progress.
+	joinAt     time.Time
+	assignedAt time.Time
+	leader     bool // this member balanced the join in progress
+	view       group.View
+	history    []group.Rebalance
 	// active are the partition numbers of the last assignment; standby
 	// its standby and warm-up partitions (sorted).
 	active  []int32
@@ -64,6 +68,9 @@ func (s *Session) newBalancer() *balancer.Balancer {
 			if s.cfg.LocalShards != nil {
 				m.Shards = s.cfg.LocalShards()
 			}
+			s.grp.mu.Lock()
+			m.Standby = slices.Clone(s.grp.standby)
+			s.grp.mu.Unlock()
 			return m
 		},
 		EndOffsets: s.changelogEnds,
@@ -161,6 +168,7 @@ func (s *Session) onAssignment(active map[string][]int32, a group.Assignment, ok
 	if !g.joinAt.IsZero() {
 		r.Duration = now.Sub(g.joinAt)
 	}
+	g.assignedAt = now
 	g.history = append(g.history, r)
 	if len(g.history) > rebalanceHistory {
 		g.history = slices.Delete(g.history, 0, len(g.history)-rebalanceHistory)
@@ -238,16 +246,16 @@ func movesInProgress(prev, next group.View) []int32 {
 // waits for no heartbeat.
 func (s *Session) armProbe(seq int) {
 	s.grp.probe = time.AfterFunc(s.cfg.ProbingInterval, func() {
-		s.grp.mu.Lock()
-		current := !s.grp.closed && s.grp.probeSeq == seq
-		gen := s.grp.view.Generation
-		s.grp.mu.Unlock()
+		due, current, gen := s.grp.probeDue(seq)
 		if !current {
 			return
 		}
-		// Not under grp.mu: ForceRebalance takes franz-go's group lock,
-		// and the group goroutine calls onAssignment.
-		if cl := s.client.Load(); cl != nil {
+		switch cl := s.client.Load(); {
+		case !due:
+			s.log.Info("probing rebalance skipped: a join is in progress", "group", s.cfg.GroupID, "generation", gen)
+		case cl != nil:
+			// Not under grp.mu: ForceRebalance takes franz-go's group
+			// lock, and the group goroutine calls onAssignment.
 			s.log.Info("probing rebalance: warm-ups in the group", "group", s.cfg.GroupID, "generation", gen)
 			cl.ForceRebalance()
 		}
@@ -258,6 +266,20 @@ func (s *Session) armProbe(seq int) {
 			s.armProbe(seq)
 		}
 	})
+}
+
+// probeDue tells the probe of assignment seq whether to force a rebalance
+// now: current false, the probe is stale (a newer assignment, or closed);
+// due false, a join is in progress. That rebalance probes the warm-ups
+// already and its assignment arms the next probe, while a ForceRebalance
+// during it would wait in franz-go's rejoin channel and start one more
+// rebalance right after it (issue #27: 7 rebalances for a join instead of
+// 3–4).
+func (g *groupState) probeDue(seq int) (due, current bool, gen int32) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	current = !g.closed && g.probeSeq == seq
+	return current && !g.joinAt.After(g.assignedAt), current, g.view.Generation
 }
 
 // stopGroup stops the probing (Close).
