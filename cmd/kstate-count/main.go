@@ -137,7 +137,9 @@ func config(o options, logger *slog.Logger) (kstate.Topology[string, int64, coun
 		top.TimeMode = processor.ProcessingTime
 	}
 	if o.processor == "big" {
-		top.NewProcessor = func() processor.StatefulProcessor[string, int64, countOut] { return &bigCounter{valueBytes: o.valueBytes} }
+		top.NewProcessor = func() processor.StatefulProcessor[string, int64, countOut] {
+			return &bigCounter{valueBytes: o.valueBytes}
+		}
 	}
 	opts := kstate.Options{
 		ApplicationID: o.group,
