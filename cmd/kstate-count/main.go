@@ -12,9 +12,10 @@
 // -processor heavy it keeps instead, per key, a ListState of the last 5
 // send times, a MapState of count, sum, min and max, and a processing-time
 // timer moved to now + 1 h on every call (heavy.go), and emits the same
-// output (the map's count).
+// output (the map's count). With -processor big the count is kept in a
+// value of -value-bytes bytes (big.go), for state larger than memory.
 //
-//	kstate-count -brokers 127.0.0.1:9092 -group bench-x -state /tmp/st [-in bench-in] [-out bench-out] [-processor heavy]
+//	kstate-count -brokers 127.0.0.1:9092 -group bench-x -state /tmp/st [-in bench-in] [-out bench-out] [-processor heavy|big] [-value-bytes 200]
 //	             [-batch 20000] [-backend pebble] [-set Batching.MaxWait=50ms] [-set Field=value ...] [-compression none] [-cpuprofile f]
 //
 // A new application reads its input from the earliest offset. SIGTERM or
@@ -62,6 +63,7 @@ func main() {
 type options struct {
 	brokers, group, state, in, out string
 	processor                      string
+	valueBytes                     int
 	batch                          int
 	backend                        string
 	sets                           []string
@@ -79,7 +81,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.state, "state", os.Getenv("STATE_DIR"), "Options.State.Dir (default $STATE_DIR)")
 	fs.StringVar(&o.in, "in", envOr("TOPIC_IN", "bench-in"), "input topic ($TOPIC_IN if set)")
 	fs.StringVar(&o.out, "out", envOr("TOPIC_OUT", "bench-out"), "output topic ($TOPIC_OUT if set)")
-	fs.StringVar(&o.processor, "processor", "count", "the workload: count (a ValueState count per key) or heavy (a list of the last 5 values, a map of 4 aggregates and a processing-time timer per key)")
+	fs.StringVar(&o.processor, "processor", "count", "the workload: count (a ValueState count per key), heavy (a list of the last 5 values, a map of 4 aggregates and a processing-time timer per key) or big (count with a -value-bytes state value per key)")
+	fs.IntVar(&o.valueBytes, "value-bytes", defaultBigValueBytes, "-processor big: the size of every key's state value in bytes (at least 16)")
 	fs.IntVar(&o.batch, "batch", 0, "Options.Batching.MaxRecords (0: kstate's default)")
 	fs.StringVar(&o.backend, "backend", "", "Options.State.Backend: rocksdb or pebble (empty: kstate's default)")
 	fs.Func("set", "Field=value: set any kstate.Options field of kind string, bool, int, float or time.Duration, named by its path (repeatable), e.g. -set Batching.MaxWait=50ms", func(s string) error {
@@ -103,8 +106,10 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("-group (or $APP_ID) is required")
 	case o.state == "":
 		return o, errors.New("-state (or $STATE_DIR) is required")
-	case o.processor != "count" && o.processor != "heavy":
-		return o, fmt.Errorf("-processor %q: want count or heavy", o.processor)
+	case o.processor != "count" && o.processor != "heavy" && o.processor != "big":
+		return o, fmt.Errorf("-processor %q: want count, heavy or big", o.processor)
+	case o.valueBytes < 16:
+		return o, fmt.Errorf("-value-bytes %d: want at least 16 (the count and the send time)", o.valueBytes)
 	}
 	return o, nil
 }
@@ -130,6 +135,11 @@ func config(o options, logger *slog.Logger) (kstate.Topology[string, int64, coun
 	if o.processor == "heavy" {
 		top.NewProcessor = func() processor.StatefulProcessor[string, int64, countOut] { return newHeavy() }
 		top.TimeMode = processor.ProcessingTime
+	}
+	if o.processor == "big" {
+		top.NewProcessor = func() processor.StatefulProcessor[string, int64, countOut] {
+			return &bigCounter{valueBytes: o.valueBytes}
+		}
 	}
 	opts := kstate.Options{
 		ApplicationID: o.group,

@@ -14,6 +14,8 @@
 #   RESTORE=1 internal/tools/benchpeers/bench-peers.sh   # restore.sh kstate and kstreams: N=1000000 processed, local state deleted, time to restored
 #   WORKLOAD=heavy internal/tools/benchpeers/bench-peers.sh   # the heavy workload: REPEATS=3 N=1000000, kstate-heavy-2 kstreams-heavy-2 flink-heavy-2
 #   WORKLOAD=heavy PEERS="kstate-heavy-1 kstreams-heavy-1 flink-heavy-1 kstate-heavy-2 kstreams-heavy-2 flink-heavy-2" ...
+#   WORKLOAD=big internal/tools/benchpeers/bench-peers.sh   # state larger than memory: REPEATS=1 N=K=10000000, kstate-big kstate-big-pebble kstreams-big, + restore
+#   WORKLOAD=big PEERS="kstate-big kstate-big-before kstreams-big" KSTATE_REV_before=4e38e45 ...   # a default change, before/after
 #
 # The heavy workload (peers <x>-heavy-<threads>, in any run): per key a list
 # of the last 5 values, a map of count/sum/min/max and a processing-time
@@ -24,6 +26,18 @@
 # the Maven projects in internal/tools/benchpeers/heavy, copied next to the
 # harness's own in CACHE and built there with mvn (~1 min once, again when
 # their sources change).
+#
+# The big workload (WORKLOAD=big, state larger than memory; big_* below):
+# count over K keys (default 10,000,000) whose state is a VALUE_BYTES
+# (default 200) value per key that does not compress, so that the stores
+# and changelogs hold several GB, more than the block cache. Peers
+# kstate-big (cmd/kstate-count -processor big, RocksDB), kstate-big-<x>
+# (plus KSTATE_ARGS_<x> and/or KSTATE_REV_<x>; kstate-big-pebble defaults
+# to -backend pebble) and kstreams-big (the heavy Kafka Streams project's
+# --workload=big). Each run is followed by a restore of the same application
+# on an empty state directory, timed to its last restored partition
+# (<results>.restore.tsv). Disk: about 8 GB per run at the defaults; every
+# run refuses to start below BIG_MIN_FREE_GB (default 12) free.
 #
 # The harness (HARNESS, default ../shared/bench-peers next to the repository)
 # is copied to CACHE (default ~/.cache/kstate/bench-peers/harness) and run
@@ -47,7 +61,9 @@ WORKLOAD=${WORKLOAD:-count}
 case $WORKLOAD in
   count) PEERS=${PEERS:-kstate kstreams-eos flink-eos rawpipe-eos}; backlog_n=3000000 ;;
   heavy) PEERS=${PEERS:-kstate-heavy-2 kstreams-heavy-2 flink-heavy-2}; backlog_n=1000000 ;;
-  *) echo "bench-peers: WORKLOAD=$WORKLOAD: want count or heavy" >&2; exit 1 ;;
+  big) PEERS=${PEERS:-kstate-big kstate-big-pebble kstreams-big}; backlog_n=10000000; REPEATS=${REPEATS:-1}
+    export K=${K:-10000000} TIMEOUT=${TIMEOUT:-3600}; VALUE_BYTES=${VALUE_BYTES:-200} ;;
+  *) echo "bench-peers: WORKLOAD=$WORKLOAD: want count, heavy or big" >&2; exit 1 ;;
 esac
 RATE=${RATE:-0}
 if [ "$RATE" != 0 ]; then N=${N:-150000}; REPEATS=${REPEATS:-2}; else N=${N:-$backlog_n}; REPEATS=${REPEATS:-3}; fi
@@ -99,7 +115,7 @@ mkdir -p "$H/bin"
 (cd "$ROOT" && $GO build -o "$H/bin/kstate-count" ./cmd/kstate-count)
 for peer in $PEERS; do  # the heavy workload's jars, before a broker starts
   case $peer in
-    kstreams-heavy-*) heavy_jar kstreams >/dev/null ;;
+    kstreams-heavy-*|kstreams-big) heavy_jar kstreams >/dev/null ;;
     flink-heavy-*) heavy_jar flink >/dev/null ;;
   esac
 done
@@ -120,6 +136,110 @@ build_at() {
     rm -rf "$src"
   fi
   echo "$out"
+}
+
+# The big workload's peers (WORKLOAD=big). big_kstate_args PEER sets args
+# and rev for kstate-big[-<x>]: -processor big -value-bytes VALUE_BYTES, then
+# KSTATE_ARGS (all kstate-big peers) and KSTATE_ARGS_<x> (kstate-big-pebble:
+# -backend pebble unless set); rev is KSTATE_REV_<x>.
+big_kstate_args() {
+  local x="" xa xr
+  [ "$1" = kstate-big ] || { x=${1#kstate-big-}; x=${x//-/_}; x=${x//./_}; }
+  eval "xa=\${KSTATE_ARGS_$x:-}"; eval "xr=\${KSTATE_REV_$x:-}"
+  [ -n "$x" ] || { xa=""; xr=""; }
+  if [ "$x" = pebble ] && [ -z "$xa" ]; then xa="-backend pebble"; fi
+  if [ -n "$x" ] && [ -z "$xa$xr" ]; then
+    log "peer $1: set KSTATE_ARGS_$x (its kstate-count flags) and/or KSTATE_REV_$x (a commit)"; return 1
+  fi
+  args="-processor big -value-bytes ${VALUE_BYTES:-200} $KSTATE_ARGS $xa"; rev=$xr
+}
+
+# big_kstreams_cmd JAR exports kstreams-big's command: one stream thread
+# (KSTREAMS_THREADS), exactly_once_v2, RocksDB stores; it leaves the group on
+# close, so that the restore run after it measures the restore and not the
+# old member's session timeout.
+big_kstreams_cmd() {
+  local c="java ${KSTREAMS_JAVA_OPTS:--Xmx1g} -jar $1 --workload=big --value-bytes=${VALUE_BYTES:-200} --brokers=\$BROKERS --app-id=\$APP_ID"
+  c="$c --guarantee=exactly_once_v2 --state-dir=\$STATE_DIR --threads=${KSTREAMS_THREADS:-1} --X.internal.leave.group.on.close=true"
+  [ -z "${KSTREAMS_COMMIT_MS:-}" ] || c="$c --commit-ms=$KSTREAMS_COMMIT_MS"
+  export "PEER_CMD_kstreams_big=$c ${KSTREAMS_ARGS:-}" "PEER_GUARANTEE_kstreams_big=eos"
+}
+
+# big_restore PEER APP LOG appends one line to $results.restore.tsv: the peer
+# started again with application APP on an empty state directory, after the
+# measured run (same changelogs, nothing left to process), timed from its
+# start to its last restored partition (kstate: "partition P ready", Kafka
+# Streams: the restore listener's "restored ... partition"), with its peak
+# RSS and CPU meanwhile.
+big_restore() {
+  local peer=$1 app=$2 rlog=$3 v cmd pat want pid t0 t1 hwm=0 h cpu=NA c n=0 ok=false
+  v=${peer//-/_}; v=${v//./_}
+  eval "cmd=\${PEER_CMD_$v}"
+  case $peer in
+    kstreams-*) pat='kstreams-heavy: restored ' ;;
+    *) pat='kstate-count: partition [0-9]* ready in' ;;
+  esac
+  want=${P:-4}
+  local state=$CACHE/work/restore-$app
+  rm -rf "$state"; mkdir -p "$state"
+  t0=$(date +%s.%N)
+  APP_ID=$app STATE_DIR=$state TOPIC_IN=bench-in TOPIC_OUT=bench-out bash -c "exec $cmd" >"$rlog" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 $((${BIG_RESTORE_TIMEOUT:-1200} * 5))); do
+    kill -0 "$pid" 2>/dev/null || break
+    h=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null); [ -n "$h" ] && [ "$h" -gt "$hwm" ] && hwm=$h
+    c=$(awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f", ($12+$13)/hz }' "/proc/$pid/stat" 2>/dev/null); [ -n "$c" ] && cpu=$c
+    n=$(grep -c "$pat" "$rlog" || true)
+    if [ "$n" -ge "$want" ]; then ok=true; break; fi
+    sleep 0.2
+  done
+  t1=$(date +%s.%N)
+  local secs; secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+  local size; size=$(du -sm "$state" 2>/dev/null | cut -f1)
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+  rm -rf "$state"
+  [ -s "$results.restore.tsv" ] || printf 'peer\trep\tok\tpartitions\tseconds\tpeak_rss_mb\tcpu_s\tstate_mb\tload\tlog\n' >"$results.restore.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$peer" "$rep" "$ok" "$n/$want" "$secs" \
+    "$((hwm / 1024))" "$cpu" "${size:-NA}" "$(cut -d' ' -f1 /proc/loadavg)" "$(basename "$rlog")" >>"$results.restore.tsv"
+  log "restore of $peer: ok=$ok $n/$want partitions in $secs s, peak RSS $((hwm / 1024)) MB, state ${size:-NA} MB"
+}
+
+# big_runs: the big workload's interleaved runs, one run.sh call per peer
+# and repeat (its rep column rewritten to the repeat), each followed by
+# big_restore unless BIG_RESTORE=0; df -h / is logged before every run, and
+# a run below BIG_MIN_FREE_GB free stops the loop. run.sh deletes the
+# topics when it ends ("load reset -brokers B"); the restore needs them, so
+# run.sh gets BIN=$CACHE/big-bin, whose load skips that one call and runs
+# the harness's load for everything else (each run's own reset, with the
+# workload's flags, still deletes the previous run's topics first).
+big_runs() {
+  local rep peer one app free bin=$CACHE/big-bin
+  mkdir -p "$bin"
+  [ -x "$H/bin/load" ] || (cd "$H/load" && $GO build -o "$H/bin/load" .)
+  printf '#!/usr/bin/env bash\n# bench-peers.sh big_runs: the harness load, except run.sh'"'"'s final reset\n[ "$1 $2 $#" = "reset -brokers 3" ] && exit 0\nexec %q "$@"\n' "$H/bin/load" >"$bin/load"
+  chmod +x "$bin/load"
+  for rep in $(seq 1 "$REPEATS"); do
+    for peer in $PEERS; do
+      free=$(df -BG --output=avail / | tail -1 | tr -dc 0-9)
+      log "df -h /: $(df -h --output=size,used,avail,pcent / | tail -1)"
+      if [ "$free" -lt "${BIG_MIN_FREE_GB:-12}" ]; then
+        log "only ${free} GB free (< BIG_MIN_FREE_GB=${BIG_MIN_FREE_GB:-12}): stopping before $peer repeat $rep"; return 0
+      fi
+      one=$results.one.tsv; rm -f "$one"
+      BIN=$bin N=$N REPEATS=1 RATE=0 RESULTS=$one LOGDIR=$CACHE/results/logs "$H/run.sh" "$peer" || log "run.sh failed (rc $?)"
+      [ -s "$one" ] || continue
+      [ -s "$results" ] || head -1 "$one" >"$results"
+      tail -n +2 "$one" | awk -F'\t' -v OFS='\t' -v r="$rep" '{ $23 = r; print }' >>"$results"
+      app=$(tail -1 "$one" | cut -f24)
+      if [ "${BIG_RESTORE:-1}" != 0 ] && [ -n "$app" ]; then
+        big_restore "$peer" "$app" "$CACHE/results/logs/$(date -u +%Y%m%d-%H%M%S)-$peer-r$rep.restore.log"
+      fi
+    done
+  done
+  rm -f "$results.one.tsv"
+  "$H/bin/load" reset -brokers "$BROKERS" >/dev/null 2>&1 || true
 }
 
 # 3. A real broker, unless BROKERS names one.
@@ -194,6 +314,11 @@ for peer in $PEERS; do
       fi
       export "PEER_CMD_$v=$c" "PEER_GUARANTEE_$v=eos"
       continue ;;
+    kstreams-big)
+      big_kstreams_cmd "$(heavy_jar kstreams)" || exit 1
+      continue ;;
+    kstate-big|kstate-big-*)
+      big_kstate_args "$peer" || exit 1 ;;
     kstate-heavy-[0-9]*)
       n=${peer#kstate-heavy-}
       [[ $n =~ ^[0-9]+$ ]] || { log "peer $peer: want kstate-heavy-<pipelines>"; exit 1; }
@@ -224,6 +349,13 @@ if [ -n "$started_broker" ] && [ "$warmup_n" != 0 ]; then
     "$H/run.sh" "$first" >/dev/null 2>&1 || log "warm-up run failed (rc $?): going on"
 fi
 log "running: PEERS=\"$PEERS\" REPEATS=$REPEATS N=$N RATE=$RATE (results: $results)"
+if [ "$WORKLOAD" = big ]; then
+  big_runs
+  echo
+  (cd "$ROOT" && $GO run ./internal/tools/benchpeers -results "$results" -kstreams kstreams-big)
+  [ ! -s "$results.restore.tsv" ] || { echo; column -t -s $'\t' "$results.restore.tsv"; }
+  exit 0
+fi
 # shellcheck disable=SC2086
 N=$N REPEATS=$REPEATS RATE=$RATE RESULTS=$results LOGDIR=$CACHE/results/logs "$H/run.sh" $PEERS || log "run.sh failed (rc $?)"
 

@@ -20,7 +20,9 @@ import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.Topology;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
+import org.apache.kafka.streams.processor.StateRestoreListener;
 import org.apache.kafka.streams.processor.PunctuationType;
 import org.apache.kafka.streams.processor.api.Processor;
 import org.apache.kafka.streams.processor.api.ProcessorContext;
@@ -181,6 +183,8 @@ public final class KStreamsHeavy {
             "  --cache-bytes=B            statestore.cache.max.bytes; > 0 also enables caching on the stores (default 0: no cache)",
             "  --rf=N                     replication.factor of internal topics (default -1: broker default)",
             "  --compression=C            producer compression.type (default none)",
+            "  --workload=W               heavy (default) or big: count with a --value-bytes state value per key (BigCount)",
+            "  --value-bytes=B            --workload=big: the state value's size (default 200, at least 16)",
             "  --X.some.config=value      any other StreamsConfig/client property, passed through verbatim"));
     }
 
@@ -241,9 +245,23 @@ public final class KStreamsHeavy {
         final boolean cache = cacheBytes > 0;
         final Topology topology = new Topology();
         topology.addSource("source", Serdes.ByteArray().deserializer(), Serdes.ByteArray().deserializer(), in);
-        topology.addProcessor("heavy", HeavyProcessor::new, "source");
-        for (final String s : new String[] {RECENT, AGG, TIMERS, TIMER_OF}) {
-            topology.addStateStore(store(s, cache), "heavy");
+        final String workload = a.getOrDefault("workload", "heavy");
+        if (workload.equals("big")) {
+            final int valueBytes = Integer.parseInt(a.getOrDefault("value-bytes", "200"));
+            if (valueBytes < 16) {
+                System.err.println("--value-bytes must be at least 16");
+                System.exit(2);
+            }
+            topology.addProcessor("heavy", () -> new BigCount(valueBytes), "source");
+            topology.addStateStore(store(BigCount.STORE, cache), "heavy");
+        } else if (workload.equals("heavy")) {
+            topology.addProcessor("heavy", HeavyProcessor::new, "source");
+            for (final String s : new String[] {RECENT, AGG, TIMERS, TIMER_OF}) {
+                topology.addStateStore(store(s, cache), "heavy");
+            }
+        } else {
+            System.err.println("--workload must be heavy or big");
+            System.exit(2);
         }
         topology.addSink("sink", out, Serdes.ByteArray().serializer(), Serdes.ByteArray().serializer(), "heavy");
 
@@ -255,6 +273,20 @@ public final class KStreamsHeavy {
             if (newState == KafkaStreams.State.ERROR) {
                 exitCode.set(1);
                 done.countDown();
+            }
+        });
+        // One line per restored store partition: bench-peers.sh WORKLOAD=big times the restore of a
+        // deleted state directory by them.
+        streams.setGlobalStateRestoreListener(new StateRestoreListener() {
+            @Override
+            public void onRestoreStart(final TopicPartition tp, final String store, final long start, final long end) {}
+
+            @Override
+            public void onBatchRestored(final TopicPartition tp, final String store, final long end, final long n) {}
+
+            @Override
+            public void onRestoreEnd(final TopicPartition tp, final String store, final long n) {
+                System.err.println("kstreams-heavy: restored " + store + " partition " + tp.partition() + ": " + n + " records");
             }
         });
         streams.setUncaughtExceptionHandler(e -> {
@@ -284,7 +316,7 @@ public final class KStreamsHeavy {
         progress.setDaemon(true);
         progress.start();
 
-        System.err.println("kstreams-heavy: app-id=" + appId + " guarantee=" + guarantee + " threads="
+        System.err.println("kstreams-heavy: workload=" + workload + " app-id=" + appId + " guarantee=" + guarantee + " threads="
             + p.get(StreamsConfig.NUM_STREAM_THREADS_CONFIG) + " commit.interval.ms="
             + p.getOrDefault(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "(default)") + " cache-bytes=" + cacheBytes
             + " timer=now+" + IDLE_MS + "ms punctuate=" + PUNCTUATE_EVERY.toMillis() + "ms " + in + " -> " + out);

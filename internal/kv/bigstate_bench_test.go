@@ -1,0 +1,66 @@
+package kv_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kstate/kstate/internal/kv"
+)
+
+// BenchmarkStoreGetLarge is the point read of the big workload
+// (docs/BENCHMARKS.md, "State larger than memory") on one shard: 800k keys
+// of 200 random bytes (~170 MB, more than the 64 MiB default block cache),
+// read at random: keys present (hit) and absent (miss, a new grouping key,
+// where the bloom filter answers).
+func BenchmarkStoreGetLarge(b *testing.B) {
+	const keys, valueBytes = 800_000, 200
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%07d", i) }
+	forBackends(b, func(b *testing.B, be kv.Backend) {
+		s := benchStore(b, be)
+		rng := rand.New(rand.NewPCG(4, 0))
+		var batch kv.Batch
+		for i := range keys {
+			value := make([]byte, valueBytes) // the batch keeps it until the write
+			for j := range value {
+				value[j] = byte(rng.Uint32())
+			}
+			batch.Put(key(2*i), value) // even keys present, odd absent
+			if batch.Len() == 10_000 || i == keys-1 {
+				if err := s.Write(&batch, kv.WriteOptions{DisableWAL: true}); err != nil {
+					b.Fatal(err)
+				}
+				batch.Reset()
+			}
+		}
+		for _, tc := range []struct {
+			name string
+			odd  int
+		}{{"hit", 0}, {"miss", 1}} {
+			b.Run(tc.name, func(b *testing.B) {
+				cpu0 := cpuTime()
+				for range b.N {
+					_, ok, err := s.Get(key(2*rng.IntN(keys) + tc.odd))
+					if err != nil || ok != (tc.odd == 0) {
+						b.Fatalf("Get: ok=%v err=%v", ok, err)
+					}
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "gets/s")
+				b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			})
+		}
+	})
+}
+
+// cpuTime is the process's user and system CPU time, all threads (the
+// store's background threads too): on a loaded machine, the cost per
+// operation that wall time hides.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
