@@ -466,6 +466,9 @@ func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory, cache *sh
 	if ports.Test {
 		writeBehind = 0 // the driver reads the committed state from the store
 	}
+	// The shards' layers together stay near one budget however many
+	// partitions the process owns (issue #29, many partitions).
+	wbBudget := shard.NewWriteBehindBudget(shard.DefaultWriteBehindBudget)
 	var init *engine.InitialCache[K]
 	if cfg.InitialState != nil {
 		init = engine.NewInitialCache(func(ctx context.Context) ([]engine.InitialRow[K], error) {
@@ -494,6 +497,7 @@ func (a *App[K, I, O]) taskFactory(runID string, mem *kv.SharedMemory, cache *sh
 			Memory:            mem,
 			StateCache:        cache,
 			WriteBehindBytes:  writeBehind,
+			WriteBehindBudget: wbBudget,
 			MaxVarSets:        cfg.MaxStateVariableSetVersions,
 			StoreBackend:      kv.Backend(cfg.StateBackend),
 			TimeMode:          cfg.TimeMode,

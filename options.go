@@ -218,7 +218,11 @@ type StateOptions struct {
 	// replays the changelog from the last write (docs/OPERATIONS.md,
 	// "Memory"). Negative: write-through, every local commit writes the
 	// store. Default 4 MiB (when 0; measured in
-	// docs/benchmarks/history.md, "Write-behind local commits").
+	// docs/benchmarks/history.md, "Write-behind local commits"). The
+	// layers of all of Run's shards together are also held to 64 MiB
+	// (16 partitions at 4 MiB): with more open shards each gets an even
+	// share, at least 256 KiB, so that memory does not grow by 4 MiB per
+	// partition (docs/OPERATIONS.md, "Memory").
 	WriteBehindBytes int64
 	// MaxVariableSetVersions bounds how many times the set of state
 	// variables may change over the application's life, like Spark's

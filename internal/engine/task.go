@@ -71,6 +71,9 @@ type Config[K, I, O any] struct {
 	// WriteBehindBytes is the shard's write-behind budget
 	// (shard.ShardOptions.WriteBehindBytes); 0 = write-through.
 	WriteBehindBytes int64
+	// WriteBehindBudget bounds the write-behind layers of the Run's shards
+	// together (shard.WriteBehindBudget); nil = each its own bound.
+	WriteBehindBudget *shard.WriteBehindBudget
 	// MaxVarSets is shard.ShardOptions.MaxVariableSetVersions.
 	MaxVarSets int
 	// StoreBackend selects the store at Dir; "" = kv.DefaultBackend().
@@ -281,8 +284,9 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 		StoreBackend: cfg.StoreBackend,
 		// Write-behind local commits (shard/writebehind.go): the changelog
 		// has every committed batch, restore replays what the store lacks.
-		WriteBehindBytes: cfg.WriteBehindBytes,
-		AllowTTL:         cfg.TimeMode == processor.ProcessingTime,
+		WriteBehindBytes:  cfg.WriteBehindBytes,
+		WriteBehindBudget: cfg.WriteBehindBudget,
+		AllowTTL:          cfg.TimeMode == processor.ProcessingTime,
 		// Bound on changes of the set of variables (shard/registry.go).
 		MaxVariableSetVersions: cfg.MaxVarSets,
 		// A state value over the producer's limit fails its call, per key

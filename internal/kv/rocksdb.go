@@ -134,6 +134,7 @@ func openRocks(dir string, o RocksOptions, c Compression) (*rocksStore, error) {
 		s.opts.SetArenaBlockSize(sharedArenaBlock)
 	}
 	s.opts.SetMaxBackgroundJobs(o.MaxBackgroundJobs)
+	boundWALPreallocation(s.opts)
 	s.opts.SetKeepLogFileNum(uint(o.KeepLogFiles))
 	if !o.InfoLogFile {
 		discardInfoLog(s.opts)
@@ -367,4 +368,20 @@ func (s *rocksStore) Close() error {
 	s.db.Close()
 	s.free()
 	return err
+}
+
+// walPreallocBlock bounds the disk RocksDB reserves ahead of a store's
+// write-ahead log (boundWALPreallocation).
+const walPreallocBlock = 4 << 20
+
+// boundWALPreallocation: RocksDB reserves (fallocate) the WAL in blocks of
+// 1.1 × the memtable size, 70 MiB with the default 64 MiB memtables, at a
+// store's first logged write, and a shard is a store per partition: 256
+// partitions reserved 18 GB of disk for a few MB of logs (issue #29, many
+// partitions). max_total_wal_size caps that block; with one column family
+// per store it changes nothing else (it forces flushes of other column
+// families only). Kept apart from the memory options (issue #29: many
+// partitions; the memory defaults are tuned separately).
+func boundWALPreallocation(opts *grocksdb.Options) {
+	opts.SetMaxTotalWalSize(walPreallocBlock)
 }

@@ -53,6 +53,10 @@ type ShardOptions struct {
 	// restore. Overriding the default of 0: write-through, every Commit
 	// writes its batch to the store.
 	WriteBehindBytes int64
+	// WriteBehindBudget is shared with the process's other shards: it
+	// lowers WriteBehindBytes when many shards are open (see
+	// WriteBehindBudget), overriding the default of nil (no shared bound).
+	WriteBehindBudget *WriteBehindBudget
 	// MaxRecordBytes bounds a state write's changelog record as Kafka
 	// counts it (recordsize.Of): a larger write is refused with
 	// ErrValueTooLarge (see TakeOversize), overriding the default of 0:
@@ -216,6 +220,7 @@ func OpenShard(o ShardOptions) (*Shard, error) {
 	}
 	if o.WriteBehindBytes > 0 {
 		s.wb = newWBLayer()
+		o.WriteBehindBudget.join()
 	}
 	return s, nil
 }
@@ -315,6 +320,9 @@ func (s *Shard) Close() error {
 	// The committed batches still in memory go to the store (on error they
 	// are lost locally, as after a crash: a restart restores them).
 	ferr := s.flush()
+	if s.wb != nil {
+		s.opts.WriteBehindBudget.leave()
+	}
 	s.readers.Lock()
 	s.readClosed = true
 	s.readers.Unlock()

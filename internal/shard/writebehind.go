@@ -355,7 +355,7 @@ func (s *Shard) commitStore(next int64) error {
 		return nil
 	}
 	w := s.wb
-	if w.used >= s.opts.WriteBehindBytes || w.recs >= wbMaxRecords {
+	if w.used >= s.opts.WriteBehindBudget.bound(s.opts.WriteBehindBytes) || w.recs >= wbMaxRecords {
 		return s.flushWith(s.stage, next)
 	}
 	s.wbMu.Lock()

@@ -16,6 +16,15 @@
 #   WORKLOAD=heavy PEERS="kstate-heavy-1 kstreams-heavy-1 flink-heavy-1 kstate-heavy-2 kstreams-heavy-2 flink-heavy-2" ...
 #   WORKLOAD=big internal/tools/benchpeers/bench-peers.sh   # state larger than memory: REPEATS=1 N=K=10000000, kstate-big kstate-big-pebble kstreams-big, + restore
 #   WORKLOAD=big PEERS="kstate-big kstate-big-before kstreams-big" KSTATE_REV_before=4e38e45 ...   # a default change, before/after
+#   PARTITIONS=256 K=1000000 N=1000000 KSTREAMS_THREADS=2 PEERS="kstate kstreams-eos" ...  # many partitions (issue #29 item 3)
+#   RATES="5000 20000 50000" PEERS="kstate rawpipe-eos kstreams-eos flink-eos" ...   # one interleaved latency run per rate
+#
+# Many partitions: PARTITIONS (the harness's P, default 4) input partitions.
+# Every run also samples each peer's open files (/proc/PID/fd) and OS threads
+# once a second and prints, after the summary, a per-run table with peak RSS,
+# peak open files and threads, and start-up (peer start to first visible
+# output: seconds_visible - out_span). RATES runs the latency mode once per
+# rate (RATE=each), the peers interleaved within each rate.
 #
 # The heavy workload (peers <x>-heavy-<threads>, in any run): per key a list
 # of the last 5 values, a map of count/sum/min/max and a processing-time
@@ -66,6 +75,7 @@ case $WORKLOAD in
   *) echo "bench-peers: WORKLOAD=$WORKLOAD: want count, heavy or big" >&2; exit 1 ;;
 esac
 RATE=${RATE:-0}
+if [ -n "${PARTITIONS:-}" ]; then export P=$PARTITIONS; fi
 if [ "$RATE" != 0 ]; then N=${N:-150000}; REPEATS=${REPEATS:-2}; else N=${N:-$backlog_n}; REPEATS=${REPEATS:-3}; fi
 KSTATE_ARGS=${KSTATE_ARGS:-}
 BENCH_PORT=${BENCH_PORT:-19092}
@@ -77,7 +87,33 @@ summary() {  # $1 = results.tsv
   (cd "$ROOT" && $GO run ./internal/tools/benchpeers -results "$1")
 }
 
-if [ -n "${SUMMARY:-}" ]; then summary "$SUMMARY"; exit 0; fi
+# Many partitions (issue #29 item 3). fd_sampler: once a second, for every
+# process whose command line holds a harness app id (bench-<peer>-<epoch>-<n>),
+# the number of open files and of OS threads; fd_table: their peaks per run
+# with peak RSS and start-up from the results.
+fd_sampler() {  # $1 = output file: "app_id fds threads" lines
+  local pid app fds thr
+  while sleep 1; do
+    for pid in $(pgrep -f 'bench-[a-z0-9.-]+-[0-9]{10}-[0-9]+' 2>/dev/null); do
+      app=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -oE 'bench-[a-z0-9.-]+-[0-9]{10}-[0-9]+' | head -1) || continue
+      [ -n "$app" ] || continue
+      fds=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)
+      thr=$(awk '/^Threads:/ {print $2}' "/proc/$pid/status" 2>/dev/null)
+      echo "$app $fds ${thr:-0}"
+    done
+  done >>"$1"
+}
+fd_table() {  # $1 = results.tsv, $2 = fd samples
+  echo
+  echo "per run: partitions, peak RSS, peak open files (/proc/PID/fd) and OS threads, start-up (peer start to first visible output)"
+  awk -F'\t' 'FNR==NR { split($0, f, " "); if (f[2]+0 > fd[f[1]]) fd[f[1]] = f[2]+0; if (f[3]+0 > th[f[1]]) th[f[1]] = f[3]+0; next }
+    $1 == "peer" || $1 ~ /^#/ { next }
+    { startup = ($16 != "" && $15 != "") ? sprintf("%.2f", $16 - $15) : "NA"
+      printf "%-18s P=%-4s rep=%-2s ok=%-5s rec/s=%-8s rss_mb=%-6s fds=%-5s threads=%-4s startup_s=%s cpu_s=%s\n", $1, $5, $23, $13, $7, $12, ($24 in fd) ? fd[$24] : "NA", ($24 in th) ? th[$24] : "NA", startup, $14 }' \
+    "$2" "$1"
+}
+
+if [ -n "${SUMMARY:-}" ]; then summary "$SUMMARY"; [ ! -f "$SUMMARY.fds" ] || fd_table "$SUMMARY" "$SUMMARY.fds"; exit 0; fi
 
 # 1. The harness, copied (it is read-only where it is mounted) and cached.
 [ -f "$HARNESS/run.sh" ] || { log "no harness at $HARNESS (set HARNESS=/path/to/bench-peers)"; exit 1; }
@@ -258,6 +294,21 @@ if [ -z "${BROKERS:-}" ]; then
 fi
 export BROKERS
 
+# Higher rates (issue #29 item 4): RATES="5000 20000 50000" runs this script
+# once per rate against this broker (RATE=each; N defaults to 10 s of load,
+# at least 150000), the peers interleaved within each rate; the broker
+# warm-up runs before the first rate only.
+if [ -n "${RATES:-}" ]; then
+  warm=1
+  for r in $RATES; do
+    n=${N:-$((r * 10 > 150000 ? r * 10 : 150000))}
+    log "RATES: rate $r, N=$n"
+    RATES="" RATE=$r N=$n BROKER_WARMUP=$warm "$0" || log "rate $r failed (rc $?)"
+    warm=""
+  done
+  exit 0
+fi
+
 # Restore mode: the harness's restore.sh for kstate and Kafka Streams (whose
 # first run leaves the group on close, so that the restart measures the
 # restore and not the old member's session timeout).
@@ -286,8 +337,11 @@ results=$CACHE/results/$stamp-$commit$dirty-$mode.tsv
 } >"$results.meta"
 (while sleep 5; do echo "$(date -u +%s) $(cut -d' ' -f1 /proc/loadavg)"; done) >"$results.load" &
 sampler=$!
+: >"$results.fds"
+fd_sampler "$results.fds" &
+fdsampler=$!
 cleanup() {
-  kill "$sampler" 2>/dev/null || true
+  kill "$sampler" "$fdsampler" 2>/dev/null || true
   if [ -n "$started_broker" ]; then "$H/broker.sh" down >&2; fi
 }
 trap cleanup EXIT
@@ -342,7 +396,7 @@ done
 # The harness's own WARMUP warms the peer, not the broker. Its results go to
 # a .warmup.tsv beside the results, outside the summary.
 warmup_n=${WARMUP_N:-300000}; [ "$RATE" != 0 ] && warmup_n=${WARMUP_N:-100000}
-if [ -n "$started_broker" ] && [ "$warmup_n" != 0 ]; then
+if { [ -n "$started_broker" ] || [ -n "${BROKER_WARMUP:-}" ]; } && [ "$warmup_n" != 0 ]; then
   first=${PEERS%% *}
   log "warming the broker up: one $first run, N=$warmup_n RATE=$RATE, not reported"
   N=$warmup_n REPEATS=1 RATE=$RATE RESULTS=$results.warmup.tsv LOGDIR=$CACHE/results/logs \
@@ -361,5 +415,6 @@ N=$N REPEATS=$REPEATS RATE=$RATE RESULTS=$results LOGDIR=$CACHE/results/logs "$H
 
 echo
 summary "$results"
+fd_table "$results" "$results.fds"
 exit 0
 }
