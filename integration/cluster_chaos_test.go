@@ -587,6 +587,7 @@ func clusterChaosMore(t *testing.T, c *kafkabroker.Cluster, diskNode int32, logD
 				n.Stop()
 			} else {
 				t.Logf("node %d stopped %v after its disk filled up; log tail:\n%s", diskNode, time.Since(st).Round(time.Millisecond), n.LogTail(20))
+				n.Kill() // its proxy down too: its clients meet "connection refused", as with a dead broker's host
 			}
 			time.Sleep(10 * time.Second)
 			if err := os.Remove(filler); err != nil {

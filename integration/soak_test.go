@@ -128,8 +128,21 @@ func (s *soakRun) sleep(d time.Duration) {
 	}
 }
 
+// randomNode picks a node at random among those with a role for the
+// application (a leader of its partitions, a coordinator of it): a
+// broker that lost every leadership in an earlier fault and has not had
+// them back yet would make a fault without effect.
 func (s *soakRun) randomNode() *kafkabroker.Node {
-	return s.c.Nodes[s.rng.IntN(len(s.c.Nodes))]
+	var with []*kafkabroker.Node
+	for _, n := range s.c.Nodes {
+		if s.a.roles(s.t, n.ID) != "no role" {
+			with = append(with, n)
+		}
+	}
+	if len(with) == 0 {
+		with = s.c.Nodes
+	}
+	return with[s.rng.IntN(len(with))]
 }
 
 func (s *soakRun) ctx(d time.Duration) (context.Context, context.CancelFunc) {
