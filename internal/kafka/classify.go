@@ -151,6 +151,11 @@ func (s *Session) wrapTxnErr(what, topic string, err error) error {
 			return fmt.Errorf("kafka: %s (transactional id %q): %w: %s: %v", what, s.cfg.TransactionalID, ErrTxnLostInOutage, why, err)
 		}
 		if why != "" {
+			// The engine's fenced error does not repeat the chain: say
+			// what was seen here.
+			if s.log != nil {
+				s.log.Warn("transaction fenced after this process was frozen", "transactional_id", s.cfg.TransactionalID, "during", what, "why", why)
+			}
 			what += " (" + why + ")"
 		}
 	}
