@@ -82,7 +82,7 @@ func TestListPutSlidingWindow(t *testing.T) {
 						next = next[len(next)-5:]
 						noErr(t, lst.Put(next))
 					} else {
-						noErr(t, lst.AppendValue(100 + i))
+						noErr(t, lst.AppendValue(100+i))
 					}
 					want = next
 				})
