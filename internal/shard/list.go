@@ -13,9 +13,10 @@ import (
 )
 
 // ListState holds an ordered list of T per grouping key. Each element is
-// its own entry, keyed by a sequence number: Put writes 0..n-1, appends
-// continue after the greatest sequence present (expired or not), so key
-// order is insertion order and appending never rewrites existing elements.
+// its own entry, keyed by a sequence number: Put writes 0..n-1 (or keeps a
+// run of the old list and appends after it, below), appends continue after
+// the greatest sequence present (expired or not), so key order is insertion
+// order and appending never rewrites existing elements.
 //
 // Finding "the greatest sequence present" costs a store read, so the shard
 // remembers each list's next sequence for the rest of the batch once a Get,
