@@ -13,15 +13,27 @@ import (
 )
 
 // ListState holds an ordered list of T per grouping key. Each element is
-// its own entry, keyed by a sequence number: Put writes 0..n-1, appends
-// continue after the greatest sequence present (expired or not), so key
-// order is insertion order and appending never rewrites existing elements.
+// its own entry, keyed by a sequence number: Put writes 0..n-1 (or keeps a
+// run of the old list and appends after it, below), appends continue after
+// the greatest sequence present (expired or not), so key order is insertion
+// order and appending never rewrites existing elements.
 //
 // Finding "the greatest sequence present" costs a store read, so the shard
 // remembers each list's next sequence for the rest of the batch once a Get,
 // Put, append or Clear of that list has established it (Shard.listTail):
 // the common read-then-append reads the store once. The stored format is
 // unchanged; nothing of the tail is persisted.
+//
+// A Put reads the list's old entries to replace them. When a Get of the
+// same list ran earlier in the same read generation (the common
+// read-modify-Put), the entries it saw are reused (listMemo) instead of a
+// second scan. A Put whose new list keeps a run of the old one (a sliding
+// window: drop the first elements, append new ones) deletes the dropped
+// head and appends after the old tail instead of rewriting every position,
+// when that stages fewer writes; elements left in place are byte for byte
+// what the full rewrite would have written (same payload, schema version
+// and expiry), so the list read back is the same, only its sequence
+// numbers differ (they were never contiguous under a TTL either).
 type listState[T any] struct {
 	varBase
 	c       state.Codec[T]
@@ -34,6 +46,51 @@ type listState[T any] struct {
 	ebuf []byte
 	offs []int
 	eps  [][]byte
+	memo listMemo
+}
+
+// listMemo is every entry (expired ones included) of one list as the last
+// Get saw it, for one read generation of the shard (TimerGen: it changes at
+// every batch boundary, restore, re-seed and savepoint rollback). Only this
+// listState writes under its prefixes, and each of its writes drops the
+// memo, so while prefix and generation match it is the merged view.
+type listMemo struct {
+	valid  bool
+	gen    uint64
+	prefix []byte
+	buf    []byte   // keys and values back to back
+	offs   [][4]int // per entry: key start, key end, value start, value end
+	refs   []entryRef
+}
+
+// maxListMemo bounds the entries a Get remembers: a longer list is
+// rescanned by Put (the memo is for short lists read and rewritten whole).
+const maxListMemo = 64
+
+// add appends one entry; false once the list is too long to remember.
+func (m *listMemo) add(k, v []byte) bool {
+	if len(m.offs) >= maxListMemo {
+		return false
+	}
+	ks := len(m.buf)
+	m.buf = append(m.buf, k...)
+	vs := len(m.buf)
+	m.buf = append(m.buf, v...)
+	m.offs = append(m.offs, [4]int{ks, vs, vs, len(m.buf)})
+	return true
+}
+
+// entries returns the remembered entries of prefix in generation gen, or
+// ok=false. The refs alias the memo's buffer: valid until the next Get.
+func (m *listMemo) entries(prefix []byte, gen uint64) ([]entryRef, bool) {
+	if !m.valid || m.gen != gen || string(m.prefix) != string(prefix) {
+		return nil, false
+	}
+	m.refs = m.refs[:0]
+	for _, o := range m.offs {
+		m.refs = append(m.refs, entryRef{m.buf[o[0]:o[1]:o[1]], m.buf[o[2]:o[3]:o[3]]})
+	}
+	return m.refs, true
 }
 
 // NewListState declares a ListState (only during Init).
@@ -81,9 +138,13 @@ func (l *listState[T]) Get() (iter.Seq[T], error) {
 	prefix, end := l.scanBounds() // setListTail copies prefix
 	// The greatest element seen, expired or not (k is only valid during fn).
 	seen, lastSeq, lastValid := false, uint64(0), false
+	memo := &l.memo
+	memo.valid, memo.buf, memo.offs = false, memo.buf[:0], memo.offs[:0]
+	fits := true
 	err := l.s.scan(prefix, end, func(k, v []byte) bool {
 		seen = true
 		lastSeq, lastValid = listSeq(prefix, k)
+		fits = fits && memo.add(k, v)
 		h, p, err := changelog.DecodeValue(v)
 		if err != nil {
 			derr = fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, k, err)
@@ -113,6 +174,9 @@ func (l *listState[T]) Get() (iter.Seq[T], error) {
 		l.s.setListTail(prefix, 0)
 	case lastValid:
 		l.s.setListTail(prefix, lastSeq+1)
+	}
+	if fits && l.s.inBatch {
+		memo.valid, memo.gen, memo.prefix = true, l.s.TimerGen(), append(memo.prefix[:0], prefix...)
 	}
 	return slices.Values(out), nil
 }
@@ -159,9 +223,34 @@ func (l *listState[T]) Put(vs []T) error {
 	}
 	prefix := l.prefix()
 	l.s.dropListTail(prefix)
-	old, err := l.s.entries(prefix, keys.PrefixEnd(prefix))
-	if err != nil {
+	old, known := l.memo.entries(prefix, l.s.TimerGen())
+	if !known {
+		if old, err = l.s.entries(prefix, keys.PrefixEnd(prefix)); err != nil {
+			return l.err("Put", err)
+		}
+	}
+	// Any return below leaves the list written (or the batch failing): the
+	// memo no longer describes it. old stays readable (the buffer is only
+	// reused by the next Get).
+	l.memo.valid = false
+	h := changelog.Header{SchemaID: l.schemaID, Expiry: exp}
+	if k, next, ok, err := l.shift(prefix, old, ps, h); err != nil {
 		return l.err("Put", err)
+	} else if ok {
+		for _, e := range old[:k] {
+			if err := l.s.deleteEntry(e.key, e.val); err != nil {
+				return l.err("Put", err)
+			}
+		}
+		kept := len(old) - k
+		if err := l.write(prefix, next, ps[kept:], exp); err != nil {
+			return l.err("Put", err)
+		}
+		// Counted as the rewrite would count them: the list's rows.
+		l.s.batchStats.RowsUpdated += int64(kept)
+		l.s.batchStats.RowsRemoved += int64(max(0, len(old)-len(ps)))
+		l.s.setListTail(prefix, next+uint64(len(ps)-kept))
+		return nil
 	}
 	for _, e := range old {
 		if seq, ok := listSeq(prefix, e.key); ok && seq < uint64(len(ps)) {
@@ -187,6 +276,55 @@ func (l *listState[T]) Put(vs []T) error {
 	return nil
 }
 
+// shift decides whether Put can keep a run of the old list in place: the
+// old entries from index k on (k >= 1) are, byte for byte, what Put would
+// write as the first len(old)-k new elements (payload under header h), so
+// deleting old[:k] and writing the remaining new elements after the old
+// tail (seq next on) leaves the same list. It reports ok only when that
+// stages fewer writes than the rewrite at 0..n-1 (n writes plus a delete
+// per old element at or past n).
+func (l *listState[T]) shift(prefix []byte, old []entryRef, ps [][]byte, h changelog.Header) (k int, next uint64, ok bool, err error) {
+	if len(old) < 2 {
+		return 0, 0, false, nil
+	}
+	last, valid := listSeq(prefix, old[len(old)-1].key)
+	if !valid {
+		return 0, 0, false, nil
+	}
+	rewrite := len(ps)
+	for _, e := range old {
+		seq, valid := listSeq(prefix, e.key)
+		if !valid {
+			return 0, 0, false, nil
+		}
+		if seq >= uint64(len(ps)) {
+			rewrite++
+		}
+	}
+	// The smallest k whose run matches: it keeps the most elements.
+	for k = 1; k < len(old) && len(old)-k <= len(ps); k++ {
+		cost := k + len(ps) - (len(old) - k)
+		if cost >= rewrite {
+			continue
+		}
+		match := true
+		for i, e := range old[k:] {
+			eh, p, derr := changelog.DecodeValue(e.val)
+			if derr != nil {
+				return 0, 0, false, fmt.Errorf("%w: key %x: %w", state.ErrCorrupt, e.key, derr)
+			}
+			if eh != h || string(p) != string(ps[i]) {
+				match = false
+				break
+			}
+		}
+		if match {
+			return k, last + 1, true, nil
+		}
+	}
+	return 0, 0, false, nil
+}
+
 // AppendValue appends v to the current key's list.
 func (l *listState[T]) AppendValue(v T) error { return l.append("AppendValue", []T{v}) }
 
@@ -205,6 +343,7 @@ func (l *listState[T]) append(op string, vs []T) error {
 	if err != nil {
 		return l.err(op, err)
 	}
+	l.memo.valid = false
 	prefix, end := l.scanBounds() // write and setListTail copy prefix
 	next, known := l.s.listTail(prefix)
 	if !known {
@@ -253,6 +392,7 @@ func (l *listState[T]) Clear() error {
 	if err := l.check("Clear", true); err != nil {
 		return err
 	}
+	l.memo.valid = false
 	prefix := l.prefix()
 	l.s.dropListTail(prefix)
 	if err := l.s.deleteRange(prefix, keys.PrefixEnd(prefix)); err != nil {

@@ -39,6 +39,55 @@ type mapProbe struct {
 	missed  bool // a GetValue of this prefix and generation found nothing
 	scanned bool // the prefix was scanned (once per prefix and generation)
 	empty   bool // the scan found no live entry under prefix
+
+	// read is what GetValue found for entries of this prefix and
+	// generation (live entries only; see UpdateValue): read[i] is entry
+	// key buf[o[0]:o[1]] with header hs[i] and payload buf[o[1]:o[2]].
+	// Every write of an entry of this mapState updates or forgets its
+	// line, so a line is always the entry's value in the merged view.
+	read []readLine
+	buf  []byte
+}
+
+type readLine struct {
+	o [3]int
+	h changelog.Header
+}
+
+// maxMapRead bounds the entries of one key's map remembered per
+// generation (the aggregate-per-field pattern reads a few).
+const maxMapRead = 16
+
+// lookup returns the remembered header and payload of entry key.
+func (pr *mapProbe) lookup(key []byte) (changelog.Header, []byte, bool) {
+	for _, r := range pr.read {
+		if string(pr.buf[r.o[0]:r.o[1]]) == string(key) {
+			return r.h, pr.buf[r.o[1]:r.o[2]], true
+		}
+	}
+	return changelog.Header{}, nil, false
+}
+
+// remember records entry key's live value (replacing an earlier line).
+func (pr *mapProbe) remember(key []byte, h changelog.Header, p []byte) {
+	pr.forget(key)
+	if len(pr.read) >= maxMapRead {
+		return
+	}
+	start := len(pr.buf)
+	pr.buf = append(append(pr.buf, key...), p...)
+	pr.read = append(pr.read, readLine{o: [3]int{start, start + len(key), len(pr.buf)}, h: h})
+}
+
+// forget drops entry key's line (its buffer bytes stay until the next
+// generation or prefix).
+func (pr *mapProbe) forget(key []byte) {
+	for i, r := range pr.read {
+		if string(pr.buf[r.o[0]:r.o[1]]) == string(key) {
+			pr.read = append(pr.read[:i], pr.read[i+1:]...)
+			return
+		}
+	}
 }
 
 // NewMapState declares a MapState (only during Init).
@@ -114,6 +163,7 @@ func (m *mapState[K, V]) getLive(key []byte) (changelog.Header, []byte, bool, er
 	if !same {
 		pr.prefix = append(pr.prefix[:0], prefix...)
 		pr.gen, pr.missed, pr.scanned, pr.empty = gen, false, false, false
+		pr.read, pr.buf = pr.read[:0], pr.buf[:0]
 	}
 	if pr.empty {
 		return changelog.Header{}, nil, false, nil
@@ -134,6 +184,9 @@ func (m *mapState[K, V]) getLive(key []byte) (changelog.Header, []byte, bool, er
 	if err == nil && !ok {
 		pr.missed = true
 	}
+	if err == nil && ok && m.s.inBatch {
+		pr.remember(key, h, p)
+	}
 	return h, p, ok, err
 }
 
@@ -142,7 +195,37 @@ func (m *mapState[K, V]) getLive(key []byte) (changelog.Header, []byte, bool, er
 const stateKeyHeader = 9
 
 // dropProbe forgets what getLive learned: the map is about to be written.
-func (m *mapState[K, V]) dropProbe() { m.probe.prefix = m.probe.prefix[:0] }
+func (m *mapState[K, V]) dropProbe() {
+	m.probe.prefix = m.probe.prefix[:0]
+	m.probe.read, m.probe.buf = m.probe.read[:0], m.probe.buf[:0]
+}
+
+// unchanged reports whether entry key's value in the merged view is, byte
+// for byte, payload p under header h, as far as this generation's reads of
+// the current key's map know (false when they do not know).
+func (m *mapState[K, V]) unchanged(key []byte, h changelog.Header, p []byte) bool {
+	pr := &m.probe
+	if pr.gen != m.s.TimerGen() || len(pr.prefix) == 0 || len(key) < len(pr.prefix) ||
+		string(key[:len(pr.prefix)]) != string(pr.prefix) {
+		return false
+	}
+	oh, op, ok := pr.lookup(key)
+	return ok && oh == h && string(op) == string(p)
+}
+
+// wrote keeps the probe true after UpdateValue wrote entry key: the map
+// has an entry (no longer "empty", nor "missed"), and key's line holds the
+// new value.
+func (m *mapState[K, V]) wrote(key []byte, h changelog.Header, p []byte) {
+	pr := &m.probe
+	if pr.gen != m.s.TimerGen() || len(pr.prefix) == 0 || len(key) < len(pr.prefix) ||
+		string(key[:len(pr.prefix)]) != string(pr.prefix) {
+		m.dropProbe()
+		return
+	}
+	pr.missed, pr.scanned, pr.empty = false, false, false
+	pr.remember(key, h, p)
+}
 
 // ContainsKey reports whether k has a (non-expired) entry.
 func (m *mapState[K, V]) ContainsKey(k K) (bool, error) {
@@ -162,7 +245,6 @@ func (m *mapState[K, V]) UpdateValue(k K, v V) error {
 	if err := m.check("UpdateValue", true); err != nil {
 		return err
 	}
-	m.dropProbe()
 	key, err := m.entryKey(k)
 	if err != nil {
 		return m.err("UpdateValue", err)
@@ -178,7 +260,21 @@ func (m *mapState[K, V]) UpdateValue(k K, v V) error {
 	if err != nil {
 		return m.err("UpdateValue", err)
 	}
-	return m.err("UpdateValue", m.s.putEntry(key, p, m.schemaID, exp, m.ttl != 0))
+	h := changelog.Header{SchemaID: m.schemaID, Expiry: exp}
+	if m.unchanged(key, h, p) {
+		// The entry already holds exactly these bytes (same payload,
+		// schema version and expiry, so its TTL is already the fresh
+		// one): writing it again would change nothing in the shard but
+		// add a changelog record. Counted as the write it stands for.
+		m.s.batchStats.RowsUpdated++
+		return nil
+	}
+	if err := m.s.putEntry(key, p, m.schemaID, exp, m.ttl != 0); err != nil {
+		m.dropProbe()
+		return m.err("UpdateValue", err)
+	}
+	m.wrote(key, h, p)
+	return nil
 }
 
 // walk calls fn with the header, encoded user key and payload of every live entry.

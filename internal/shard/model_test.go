@@ -426,6 +426,20 @@ func (r *modelRun) randomOp(pointOnly bool) {
 		switch r.rng.IntN(6) {
 		case 0:
 			vs := newElems()
+			if r.rng.IntN(2) == 0 {
+				// The read-modify-Put of a sliding window: Get, then
+				// Put the list without its first elements plus new
+				// ones (Put may keep the run in place; the memo of the
+				// Get is what it reuses).
+				seq, err := r.vs.l[i].Get()
+				r.check(err)
+				cur := slices.Collect(seq)
+				drop := r.rng.IntN(len(cur) + 1)
+				vs = append(slices.Clone(cur[drop:]), vs[:r.rng.IntN(len(vs)+1)]...)
+				if len(vs) == 0 {
+					vs = newElems()
+				}
+			}
 			r.check(r.vs.l[i].Put(vs))
 			w.l[i][k] = items(vs)
 		case 1:

@@ -12,6 +12,7 @@
 //	count   ValueState[int64]          rows seen
 //	last    ListState[int64]           the last ListLen seqs (append; Put to trim)
 //	buckets MapState[string, int64]    "b<seq%3>" → rows in that bucket
+//	                                   (and the next bucket written back unchanged)
 //
 // and, for every seq divisible by TimerEvery, registers an event-time timer
 // at ev+TimerDelay. It emits one row per input row (keyed by the key):
@@ -293,6 +294,17 @@ func (p *Processor) HandleInputRows(key string, rows iter.Seq[string], _ process
 		bn++
 		if err := p.v.Buckets.UpdateValue(b, bn); err != nil {
 			return err
+		}
+		// The next seq's bucket written back unchanged (a processor that
+		// rewrites every field of an aggregate, changed or not): the
+		// shard stages nothing for it, and the state stays the model's.
+		nb := Bucket(seq + 1)
+		if nv, ok, err := p.v.Buckets.GetValue(nb); err != nil {
+			return err
+		} else if ok {
+			if err := p.v.Buckets.UpdateValue(nb, nv); err != nil {
+				return err
+			}
 		}
 		if p.pad > 0 {
 			if err := p.padVar.Update(Pad(key, seq, p.pad)); err != nil {
