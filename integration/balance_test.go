@@ -139,8 +139,17 @@ func testBalanceByProcess(t *testing.T, warmups bool) {
 	in.Produce(initial) // without warmups: 4 records a key, a changelog far within AcceptableLag, so every copy counts as caught up
 	checkCounts(t, testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut), in.Sent, keys)
 	h1 := app1.Handler()
-	if st, _ := getStatus(t, h1); perProcessActive(st)["i1"] != parts || len(st.Group.Unowned) != 0 {
-		t.Fatalf("i1 alone: %+v, want all %d partitions", st.Group, parts)
+	// i1's two pipelines join one after the other: the second's share may
+	// still be moving (cooperatively, so unowned for a moment) when the
+	// outputs are in. Wait for the group to settle.
+	for deadline := time.Now().Add(waitOut); ; time.Sleep(20 * time.Millisecond) {
+		st, _ := getStatus(t, h1)
+		if st.Group != nil && perProcessActive(st)["i1"] == parts && len(st.Group.Unowned) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("i1 alone: %+v, want all %d partitions", st.Group, parts)
+		}
 	}
 
 	app2 := newSpecApp(t, cfg2)
