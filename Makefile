@@ -8,7 +8,7 @@ APT_PACKAGES  := librocksdb-dev kcat g++ chromium-headless-shell postgresql
 TEST_TIMEOUT  ?= 20m
 PKGS          := ./...
 
-.PHONY: test-integration test-static test-units test-k8s-example vet-all vet-shared test-long test-cluster bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-scale bench-micro crash kafka-up kafka-down kafka-topic clean help
+.PHONY: test-integration test-static test-units test-k8s-example vet-all vet-shared test-long test-cluster soak bench-peers bench-peers-latency bench-peers-restore test-pebble build-nocgo nocgo-check bench-kv api broker-proof all deps deps-apt deps-go build vet fmt-check lint test test-short demo bench bench-scale bench-micro crash kafka-up kafka-down kafka-topic clean help
 
 all: build
 
@@ -32,6 +32,7 @@ help:
 	@echo "make build-nocgo  build and vet everything with CGO_ENABLED=0 (Pebble only, no RocksDB)"
 	@echo "make crash      crash tests with 200 SIGKILLs (CRASH_KILLS=n, KSTATE_CRASH_SEED=s)"
 	@echo "make api        regenerate docs/API.md (the public API; a test fails when it drifts)"
+	@echo "make soak DURATION=1h  random broker and instance faults on a three-broker cluster for DURATION, then the exact check"
 	@echo "make test-cluster  the chaos cases on a three-broker KRaft cluster (KSTATE_CLUSTER=1): broker bounces,"
 	@echo "                 coordinator kills, a blackholed broker, under load, exact results (~15 min; docs/RELIABILITY.md)"
 	@echo "make kafka-up   start a real Kafka broker on 127.0.0.1:9092 (make kafka-down stops it);"
@@ -149,6 +150,16 @@ test-long: deps
 # its own cluster: three JVMs). See docs/RELIABILITY.md.
 test-cluster: deps
 	KSTATE_CLUSTER=1 CI=true $(GO) test -count=1 -p 1 -v -timeout 60m -run '^TestCluster' ./internal/kafkabroker/ ./integration/
+
+# The soak (issue #28): one three-broker cluster, the eos application under
+# steady input and a random fault every minute or two for DURATION, then the
+# exact check and a summary table (SOAK lines). KSTATE_CRASH_SEED=<seed>
+# replays the input and the faults' choices. See docs/RELIABILITY.md "Soak".
+DURATION ?= 1h
+SOAK_TIMEOUT ?= 12h
+soak: deps
+	@echo "soak: DURATION=$(DURATION) at commit $$(git rev-parse --short HEAD)$$(git diff --quiet HEAD || echo ' (with local changes)')"
+	KSTATE_SOAK=$(DURATION) CI=true $(GO) test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestSoakCluster$$' ./integration/
 
 test-short: deps
 	$(GO) test -short $(PKGS)

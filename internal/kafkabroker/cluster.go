@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,6 +79,10 @@ type ClusterOptions struct {
 	Detached bool
 	// FullJIT runs the JVMs as production brokers (see StartOptions).
 	FullJIT bool
+	// LogDirs gives a node (by id) a log directory of its own instead of
+	// one inside its directory: a small filesystem mounted there lets a
+	// test fill that node's disk. The directory must exist.
+	LogDirs map[int32]string
 }
 
 // StartCluster formats and starts the nodes of a new cluster, all at
@@ -199,7 +204,11 @@ func (node *Node) start(ctx context.Context, java, libs, parent, clusterID strin
 		return err
 	}
 	props := filepath.Join(dir, "server.properties")
-	if err := os.WriteFile(props, []byte(nodeConfig(dir, node, cport, voters, rf, minISR)), 0o644); err != nil {
+	cfg := nodeConfig(dir, node, cport, voters, rf, minISR)
+	if ld := o.LogDirs[node.ID]; ld != "" {
+		cfg += "\nlog.dirs=" + ld // the last of a key wins
+	}
+	if err := os.WriteFile(props, []byte(cfg), 0o644); err != nil {
 		return err
 	}
 	logCfg := filepath.Join(dir, "log4j2.yaml")
@@ -538,4 +547,78 @@ func (c *Cluster) WaitTopic(ctx context.Context, topic string, partitions int) e
 		}
 	}
 	return nil
+}
+
+// Replicas returns the replicas of partition p of topic, the preferred
+// leader first.
+func (c *Cluster) Replicas(ctx context.Context, topic string, p int32) ([]int32, error) {
+	adm, done, err := c.admin()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("kafkabroker: metadata of %q: %w", topic, err)
+	}
+	pd, ok := md.Topics[topic].Partitions[p]
+	if !ok {
+		return nil, fmt.Errorf("kafkabroker: %q has no partition %d", topic, p)
+	}
+	return pd.Replicas, nil
+}
+
+// Reassign moves partition p of topic to replicas (an
+// AlterPartitionAssignments, as kafka-reassign-partitions.sh does) and
+// waits until the reassignment has completed: none in progress, the
+// partition's replicas are replicas and all in sync, or ctx ends.
+func (c *Cluster) Reassign(ctx context.Context, topic string, p int32, replicas []int32) error {
+	adm, done, err := c.admin()
+	if err != nil {
+		return err
+	}
+	defer done()
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(topic, p, replicas)
+	res, err := adm.AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		return fmt.Errorf("kafkabroker: reassign %s/%d to %v: %w", topic, p, replicas, err)
+	}
+	for _, r := range res.Sorted() {
+		if r.Err != nil {
+			return fmt.Errorf("kafkabroker: reassign %s/%d to %v: %w", topic, p, replicas, r.Err)
+		}
+	}
+	set := kadm.TopicsSet{}
+	set.Add(topic, p)
+	var last string
+	for {
+		last = ""
+		ls, err := adm.ListPartitionReassignments(ctx, set)
+		switch {
+		case err != nil:
+			last = err.Error()
+		case len(ls.Sorted()) > 0:
+			r := ls.Sorted()[0]
+			last = fmt.Sprintf("in progress: replicas %v, adding %v, removing %v", r.Replicas, r.AddingReplicas, r.RemovingReplicas)
+		default:
+			md, err := adm.Metadata(ctx, topic)
+			if err != nil {
+				last = err.Error()
+				break
+			}
+			pd := md.Topics[topic].Partitions[p]
+			if !slices.Equal(pd.Replicas, replicas) || len(pd.ISR) != len(replicas) || pd.Leader < 0 {
+				last = fmt.Sprintf("replicas %v, in sync %v, leader %d", pd.Replicas, pd.ISR, pd.Leader)
+			}
+		}
+		if last == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafkabroker: reassignment of %s/%d to %v not complete: %s: %w", topic, p, replicas, last, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
