@@ -505,6 +505,9 @@ func TestClusterChaos(t *testing.T) {
 			t.Logf("node %d after the election: %s", best.ID, a.roles(t, best.ID))
 		}, 20*time.Second)
 	})
+	// (f) min ISR lost for longer than TransactionTimeout
+	// (cluster_minisr_test.go).
+	t.Run("MinISRLost", func(t *testing.T) { clusterMinISRLost(t, c) })
 
 	clusterChaosMore(t, c, diskNode, logDir, mountErr)
 }

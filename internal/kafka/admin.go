@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -16,6 +17,11 @@ import (
 type Admin struct {
 	cl  *kgo.Client
 	adm *kadm.Client
+	// created holds the topics this Admin created (or found created by
+	// someone else while creating them: TOPIC_ALREADY_EXISTS), with when:
+	// Partitions waits for such a topic instead of calling it missing
+	// (propagationPatience).
+	created sync.Map // topic → time.Time
 }
 
 // TopicSpec describes a topic kstate needs.
@@ -72,6 +78,14 @@ const (
 	// describeConfigsPatience bounds how long topicConfig waits for a
 	// broker to learn of a topic another broker (the controller) created.
 	describeConfigsPatience = 5 * time.Second
+	// propagationPatience bounds how long after creating a topic Partitions
+	// retries UNKNOWN_TOPIC_OR_PARTITION for it: on a cluster of several
+	// brokers the controller acknowledges a creation before every broker
+	// has the topic in its metadata, and a metadata request goes to any
+	// broker (seen on the three-broker test cluster: "dead-letter topic …
+	// topic not found" right after creating it). The caller's ctx (the
+	// start-up's deadline) bounds it too.
+	propagationPatience = 30 * time.Second
 )
 
 // Close releases the client.
@@ -79,12 +93,33 @@ func (a *Admin) Close() { a.cl.Close() }
 
 // Partitions returns the partition count of topic, or an error wrapping
 // ErrTopicNotFound.
+//
+// A topic this Admin created a moment ago (EnsureTopic) that a broker does
+// not know yet is not missing: its UNKNOWN_TOPIC_OR_PARTITION is retried
+// with backoff for up to propagationPatience after the creation, within
+// ctx. A topic it did not create is reported missing at once.
 func (a *Admin) Partitions(ctx context.Context, topic string) (int, error) {
-	td, err := describeTopic(ctx, a.adm, topic)
-	if err != nil {
-		return 0, err
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
+		td, err := describeTopic(ctx, a.adm, topic)
+		if err == nil {
+			return len(td.Partitions), nil
+		}
+		if !errors.Is(err, ErrTopicNotFound) || !a.justCreated(topic, delay) {
+			return 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(delay):
+		}
 	}
-	return len(td.Partitions), nil
+}
+
+// justCreated reports whether this Admin created topic less than
+// propagationPatience ago, leaving at least delay.
+func (a *Admin) justCreated(topic string, delay time.Duration) bool {
+	at, ok := a.created.Load(topic)
+	return ok && time.Since(at.(time.Time))+delay < propagationPatience
 }
 
 // describeTopic returns topic's metadata or an error wrapping
@@ -115,6 +150,9 @@ func (a *Admin) EnsureTopic(ctx context.Context, spec TopicSpec) error {
 	_, err := describeTopic(ctx, a.adm, spec.Name)
 	if errors.Is(err, ErrTopicNotFound) {
 		err = a.create(ctx, spec)
+		if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
+			a.created.Store(spec.Name, time.Now())
+		}
 		if errors.Is(err, kerr.TopicAlreadyExists) {
 			err = nil // lost a race with another instance; validate theirs
 		} else if err != nil {
@@ -368,6 +406,7 @@ func (a *Admin) DropEmptyTopic(ctx context.Context, topic string) (bool, error) 
 			return false, nil
 		}
 	}
+	a.created.Delete(topic) // missing from now on, not propagating
 	resp, err := a.adm.DeleteTopic(ctx, topic)
 	if err == nil {
 		err = resp.Err

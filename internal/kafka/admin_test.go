@@ -2,6 +2,9 @@ package kafka
 
 import (
 	"context"
+	"errors"
+	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -91,5 +94,89 @@ func TestEnsureTopicDescribeConfigsGivesUp(t *testing.T) {
 	}
 	if took < describeConfigsPatience/2 || took > 2*describeConfigsPatience {
 		t.Fatalf("gave up after %v, want about %v", took, describeConfigsPatience)
+	}
+}
+
+// unknownMetadata makes c answer the next n metadata requests that name
+// topic with UNKNOWN_TOPIC_OR_PARTITION, as a broker of a cluster does that
+// has not yet learned of a topic the controller just created.
+func unknownMetadata(c *kfake.Cluster, topic string, n int) *atomic.Int32 {
+	var answered atomic.Int32
+	c.ControlKey(kmsg.Metadata.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.MetadataRequest)
+		names := false
+		for _, rt := range req.Topics {
+			names = names || rt.Topic != nil && *rt.Topic == topic
+		}
+		if !names || answered.Load() >= int32(n) {
+			return nil, nil, false
+		}
+		answered.Add(1)
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		for i, addr := range c.ListenAddrs() {
+			host, port, _ := net.SplitHostPort(addr)
+			p, _ := strconv.Atoi(port)
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = int32(i), host, int32(p)
+			resp.Brokers = append(resp.Brokers, b)
+		}
+		for _, rq := range req.Topics {
+			rt := kmsg.NewMetadataResponseTopic()
+			rt.Topic = rq.Topic
+			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	return &answered
+}
+
+// TestPartitionsOfATopicJustCreated: on a cluster of several brokers, a
+// topic this process created a moment ago is unknown to some brokers for a
+// while (the three-broker cluster: "dead-letter topic … topic not found"
+// right after creating it). Partitions retries UNKNOWN_TOPIC_OR_PARTITION
+// for a topic its Admin created; a topic it did not create is missing at
+// once, and so is one it created and then dropped.
+func TestPartitionsOfATopicJustCreated(t *testing.T) {
+	c, a := newFakeAdmin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.EnsureTopic(ctx, TopicSpec{Name: "fresh", Partitions: 4, ReplicationFactor: -1}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * toolMetadataMinAge) // past the admin's metadata cache
+	answered := unknownMetadata(c, "fresh", 4)
+	if n, err := a.Partitions(ctx, "fresh"); err != nil || n != 4 {
+		t.Fatalf("Partitions of a topic just created, unknown to the broker for 4 requests: %d, %v; want 4", n, err)
+	}
+	if got := answered.Load(); got != 4 {
+		t.Fatalf("the broker answered UNKNOWN_TOPIC_OR_PARTITION %d times, want 4", got)
+	}
+
+	// Not created by this Admin: missing at once.
+	b, err := NewAdmin(c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	unknownMetadata(c, "fresh", 1)
+	time.Sleep(10 * toolMetadataMinAge)
+	t0 := time.Now()
+	if _, err := b.Partitions(ctx, "fresh"); !errors.Is(err, ErrTopicNotFound) {
+		t.Fatalf("Partitions from another Admin: %v, want ErrTopicNotFound", err)
+	}
+	if _, err := a.Partitions(ctx, "never-created"); !errors.Is(err, ErrTopicNotFound) {
+		t.Fatalf("Partitions of a missing topic: %v, want ErrTopicNotFound", err)
+	}
+	if dropped, err := a.DropEmptyTopic(ctx, "fresh"); err != nil || !dropped {
+		t.Fatalf("DropEmptyTopic: %v, %v", dropped, err)
+	}
+	time.Sleep(10 * toolMetadataMinAge)
+	if _, err := a.Partitions(ctx, "fresh"); !errors.Is(err, ErrTopicNotFound) {
+		t.Fatalf("Partitions of a topic dropped: %v, want ErrTopicNotFound", err)
+	}
+	if took := time.Since(t0); took > 5*time.Second {
+		t.Fatalf("missing topics took %v to report, want at once", took)
 	}
 }

@@ -65,15 +65,34 @@ func IsUnreachable(err error) bool {
 	return kerr.IsRetriable(err)
 }
 
-// connHook notes failed connections (Session.connFailed).
+// connHook notes failed connections (Session.connFailed): a connection
+// that could not be opened, and an established one that broke (a read or
+// write failed: the broker was killed, a reset, a timeout), but not one
+// this side closed (the session closing, a request's context canceled).
 type connHook struct{ s *Session }
 
-var _ kgo.HookBrokerConnect = connHook{}
+var (
+	_ kgo.HookBrokerConnect = connHook{}
+	_ kgo.HookBrokerE2E     = connHook{}
+)
 
 func (h connHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
 	if err != nil {
 		h.s.connFailed.Store(time.Now().UnixNano())
 	}
+}
+
+func (h connHook) OnBrokerE2E(_ kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E) {
+	if err := e2e.Err(); err != nil && !h.s.closed.Load() && !closedHere(err) {
+		h.s.connFailed.Store(time.Now().UnixNano())
+	}
+}
+
+// closedHere reports whether a connection error is this side's doing: a
+// context canceled, the client or the connection closed by this process.
+func closedHere(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, kgo.ErrClientClosed) || errors.Is(err, ErrClosed)
 }
 
 // IsRetriable reports whether err, of a transaction's produce or end, is a
@@ -116,20 +135,29 @@ func IsConnectionError(err error) bool {
 // id, and an authorization failure classified as an *AuthError naming the
 // refused permission (Write on topic, when topic is set).
 func (s *Session) wrapTxnErr(what, topic string, err error) error {
-	if began := s.began.Load(); isFenced(err) && began > 0 && s.connFailed.Load() >= began {
-		// The broker could not be reached during this transaction: it
-		// aborted the transaction for its timeout and bumped the
-		// producer's epoch, which reads as fencing. Not a zombie: the
-		// coordinator rejoins (the kerr error is kept out of the chain,
-		// so that this does not match ErrFenced).
-		//
-		// A transaction merely open for its whole timeout (writes refused
-		// with NOT_ENOUGH_REPLICAS while min.insync.replicas is lost) is
-		// NOT counted here: a process frozen past its session timeout
-		// (SIGSTOP, a long GC pause) looks the same from inside, and
-		// letting that zombie rejoin broke exactly-once once in the crash
-		// tests' freeze round (issue #28, left open).
-		return fmt.Errorf("kafka: %s (transactional id %q): %w: %v", what, s.cfg.TransactionalID, ErrTxnLostInOutage, err)
+	if isFenced(err) {
+		var failed time.Time
+		if at := s.connFailed.Load(); at > 0 {
+			failed = time.Unix(0, at)
+		}
+		outage, why := s.watch.verdict(time.Now(), s.cfg.TransactionTimeout, failed)
+		if outage {
+			// The broker aborted the transaction for its timeout while
+			// this process ran and waited on Kafka, and bumped the
+			// producer's epoch, which reads as fencing. Not a zombie: the
+			// coordinator rejoins (the kerr error is kept out of the
+			// chain, so that this does not match ErrFenced). Safe either
+			// way: txnwatch.go.
+			return fmt.Errorf("kafka: %s (transactional id %q): %w: %s: %v", what, s.cfg.TransactionalID, ErrTxnLostInOutage, why, err)
+		}
+		if why != "" {
+			// The engine's fenced error does not repeat the chain: say
+			// what was seen here.
+			if s.log != nil {
+				s.log.Warn("transaction fenced after this process was frozen", "transactional_id", s.cfg.TransactionalID, "during", what, "why", why)
+			}
+			what += " (" + why + ")"
+		}
 	}
 	err = access{topicOp: "Write", topic: topic, groupOp: "Read", group: s.cfg.GroupID, txnID: s.cfg.TransactionalID}.classify(err)
 	return wrapTxnErr(what, s.cfg.TransactionalID, err)

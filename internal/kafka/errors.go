@@ -26,11 +26,17 @@ var (
 	ErrNotInTransaction = errors.New("kafka: no open transaction (call Begin first)")
 
 	// ErrTxnLostInOutage is wrapped by a transaction call that met
-	// fencing (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED) after a broker
-	// could not be reached during the transaction: the broker aborted the
-	// transaction for its timeout. IsUnreachable reports it: close the session and
-	// start a new one (nothing of the transaction committed).
-	ErrTxnLostInOutage = errors.New("the broker was unreachable during the transaction and aborted it for its timeout")
+	// fencing (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED) while this
+	// process ran and waited on Kafka: a connection to a broker failed
+	// during the transaction, or its writes were retried for half its
+	// timeout or more (NOT_ENOUGH_REPLICAS while a topic has fewer
+	// in-sync replicas than its min.insync.replicas; requests timing
+	// out). The broker aborted the transaction for its timeout; nothing
+	// of it committed. IsUnreachable reports it: close the session and
+	// start a new one. A process that did not run during the transaction
+	// (frozen) gets ErrFenced instead (txnwatch.go).
+	ErrTxnLostInOutage = errors.New("the transaction did not complete within its timeout while the brokers refused or did not answer its writes " +
+		"(NOT_ENOUGH_REPLICAS: a topic has fewer in-sync replicas than its min.insync.replicas; or a broker unreachable), and the broker aborted it")
 
 	// ErrCommitNotMade is wrapped by WriteTransaction and
 	// WriteTransactionSeq when franz-go aborted the transaction it was

@@ -211,11 +211,12 @@ type Session struct {
 
 	inTxn  atomic.Bool
 	closed atomic.Bool
-	// began is when the open transaction began and connFailed when a
-	// connection to a broker last failed (UnixNano; connHook): a fence
-	// met by a transaction during which a broker could not be reached is
-	// the broker aborting it for its timeout (wrapTxnErr).
-	began, connFailed atomic.Int64
+	// connFailed is when a connection to a broker last failed, to open or
+	// once established (UnixNano; connHook); watch records when the open
+	// transaction began and whether the process ran and waited on Kafka
+	// during it: wrapTxnErr reads a fence with both (txnwatch.go).
+	connFailed atomic.Int64
+	watch      txnWatch
 	// ended is when the last End returned (time since created; 0 before
 	// the first End); settled is set once the open transaction's first
 	// produce waited for it (settle; under settleMu).
@@ -411,6 +412,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	}
 	s.gts = gts
 	s.client.Store(gts.Client())
+	go s.watch.run(cctx)
 	return s, nil
 }
 
@@ -628,7 +630,7 @@ func (s *Session) Begin() error {
 	s.settleMu.Lock()
 	s.settled = false
 	s.settleMu.Unlock()
-	s.began.Store(time.Now().UnixNano())
+	s.watch.begin(time.Now())
 	s.inTxn.Store(true)
 	return nil
 }
@@ -709,7 +711,10 @@ func (s *Session) Produce(ctx context.Context, recs []Record) ([]int64, error) {
 	// ProduceSync returns its results in completion order (partition by
 	// partition), not input order; but it sets Offset on the records we
 	// passed, so the offsets are read back from krs in input order.
-	for _, r := range s.gts.ProduceSync(ctx, ptrs...) {
+	s.watch.enter(time.Now())
+	results := s.gts.ProduceSync(ctx, ptrs...)
+	s.watch.leave(time.Now())
+	for _, r := range results {
 		if r.Err != nil {
 			what := fmt.Sprintf("produce to topic %q partition %d", r.Record.Topic, r.Record.Partition)
 			return nil, s.wrapTxnErr(what, r.Record.Topic, r.Err)
@@ -750,6 +755,12 @@ func (s *Session) ProduceAsync(ctx context.Context, recs []Record, done func(off
 	}
 	s.settle(ctx)
 	krs := toKgos(recs)
+	s.watch.enter(time.Now())
+	userDone := done
+	done = func(offsets []int64, err error) {
+		s.watch.leave(time.Now())
+		userDone(offsets, err)
+	}
 	pg := &pendingProduce{left: int64(len(krs))}
 	promise := func(r *kgo.Record, err error) {
 		if err != nil {
@@ -810,7 +821,9 @@ func (s *Session) End(ctx context.Context, commit bool) (committed bool, err err
 		ctx = kgo.PreTxnCommitFnContext(ctx, s.fence.preCommit)
 	}
 	s.abortWatch.seen.Store(false)
+	s.watch.enter(time.Now())
 	committed, err = s.gts.End(ctx, kgo.TransactionEndTry(commit))
+	s.watch.leave(time.Now())
 	emptyAbort := committed && s.abortWatch.seen.Load()
 	if emptyAbort {
 		s.log.Warn("transaction aborted instead of committed: franz-go found none of its produced partitions registered and aborted it; consumption rewound", "group", s.cfg.GroupID)

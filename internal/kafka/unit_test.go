@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -108,38 +109,165 @@ func TestIsUnreachable(t *testing.T) {
 }
 
 // A fence met by a transaction during which a broker could not be
-// reached is the broker aborting it for its timeout: unreachable (the
+// reached (a connection that would not open, or an established one that
+// broke) is the broker aborting it for its timeout: unreachable (the
 // coordinator rejoins), not ErrFenced. Without a failed connection it is
 // fencing.
 func TestWrapTxnErrAfterOutage(t *testing.T) {
-	s := &Session{cfg: SessionConfig{GroupID: "g", TransactionalID: "g-i1"}}
-	s.began.Store(time.Now().UnixNano())
-	if err := s.wrapTxnErr("produce", "out", kerr.InvalidProducerEpoch); !errors.Is(err, ErrFenced) || IsUnreachable(err) {
-		t.Fatalf("%v: want ErrFenced without an outage", err)
-	}
-	connHook{s}.OnBrokerConnect(kgo.BrokerMetadata{}, 0, nil, syscall.ECONNREFUSED)
-	err := s.wrapTxnErr("produce", "out", kerr.InvalidProducerEpoch)
-	if errors.Is(err, ErrFenced) || !IsConnectionError(err) || !errors.Is(err, ErrTxnLostInOutage) {
-		t.Fatalf("%v: want ErrTxnLostInOutage, a connection error, not ErrFenced", err)
-	}
-	s.began.Store(time.Now().UnixNano() + 1) // the next transaction: the outage was before it
-	if err := s.wrapTxnErr("produce", "out", kerr.ProducerFenced); !errors.Is(err, ErrFenced) {
-		t.Fatalf("%v: want ErrFenced for a later transaction", err)
+	for _, broke := range []struct {
+		name string
+		note func(s *Session)
+	}{
+		{"connection refused", func(s *Session) {
+			connHook{s}.OnBrokerConnect(kgo.BrokerMetadata{}, 0, nil, syscall.ECONNREFUSED)
+		}},
+		// Case (b) of the cluster run: SIGKILL of the transaction
+		// coordinator's broker breaks an established connection (issue #28).
+		{"established connection reset", func(s *Session) {
+			connHook{s}.OnBrokerE2E(kgo.BrokerMetadata{}, 26, kgo.BrokerE2E{ReadErr: syscall.ECONNRESET})
+		}},
+		{"established connection EOF", func(s *Session) {
+			connHook{s}.OnBrokerE2E(kgo.BrokerMetadata{}, 0, kgo.BrokerE2E{WriteErr: io.EOF})
+		}},
+	} {
+		t.Run(broke.name, func(t *testing.T) {
+			s := &Session{cfg: SessionConfig{GroupID: "g", TransactionalID: "g-i1", TransactionTimeout: 10 * time.Second}}
+			s.watch.begin(time.Now())
+			if err := s.wrapTxnErr("produce", "out", kerr.InvalidProducerEpoch); !errors.Is(err, ErrFenced) || IsUnreachable(err) {
+				t.Fatalf("%v: want ErrFenced without an outage", err)
+			}
+			// This side's own ends are no outage.
+			connHook{s}.OnBrokerE2E(kgo.BrokerMetadata{}, 1, kgo.BrokerE2E{ReadErr: context.Canceled})
+			connHook{s}.OnBrokerE2E(kgo.BrokerMetadata{}, 1, kgo.BrokerE2E{ReadErr: net.ErrClosed})
+			if err := s.wrapTxnErr("produce", "out", kerr.InvalidProducerEpoch); !errors.Is(err, ErrFenced) {
+				t.Fatalf("%v: want ErrFenced after this side closed connections", err)
+			}
+			broke.note(s)
+			err := s.wrapTxnErr("produce", "out", kerr.InvalidProducerEpoch)
+			if errors.Is(err, ErrFenced) || !IsConnectionError(err) || !errors.Is(err, ErrTxnLostInOutage) {
+				t.Fatalf("%v: want ErrTxnLostInOutage, a connection error, not ErrFenced", err)
+			}
+			s.watch.begin(time.Now().Add(time.Millisecond)) // the next transaction: the outage was before it
+			if err := s.wrapTxnErr("produce", "out", kerr.ProducerFenced); !errors.Is(err, ErrFenced) {
+				t.Fatalf("%v: want ErrFenced for a later transaction", err)
+			}
+		})
 	}
 }
 
 // TestWrapTxnErrAfterTimeout: a fence met by a transaction open for its whole
-// TransactionTimeout, with no connection failure seen, is fencing: a process
-// frozen past its timeout is a zombie and must stop, not rejoin.
+// TransactionTimeout is an outage when the process ran throughout and its
+// writes waited on the brokers (min.insync.replicas lost: NOT_ENOUGH_REPLICAS
+// retried until the broker aborted the transaction), and fencing when the
+// process did not run meanwhile (frozen past its timeout: a zombie), even
+// with a connection failure seen after it resumed.
 func TestWrapTxnErrAfterTimeout(t *testing.T) {
-	s := &Session{cfg: SessionConfig{GroupID: "g", TransactionalID: "g-i1", TransactionTimeout: time.Second}}
-	s.began.Store(time.Now().Add(-1100 * time.Millisecond).UnixNano())
-	if err := s.wrapTxnErr("end transaction", "", kerr.ProducerFenced); !errors.Is(err, ErrFenced) || errors.Is(err, ErrTxnLostInOutage) {
-		t.Fatalf("%v: want ErrFenced for an old transaction without a connection failure", err)
+	const timeout = time.Second
+	s := &Session{cfg: SessionConfig{GroupID: "g", TransactionalID: "g-i1", TransactionTimeout: timeout}}
+	began := time.Now().Add(-1100 * time.Millisecond)
+	s.watch.begin(began) // no tick since: frozen
+	err := s.wrapTxnErr("end transaction", "", kerr.ProducerFenced)
+	if !errors.Is(err, ErrFenced) || errors.Is(err, ErrTxnLostInOutage) || !strings.Contains(err.Error(), "did not run") {
+		t.Fatalf("%v: want ErrFenced naming the freeze for a process that did not run", err)
 	}
 	s.connFailed.Store(time.Now().UnixNano())
-	if err := s.wrapTxnErr("end transaction", "", kerr.ProducerFenced); errors.Is(err, ErrFenced) || !errors.Is(err, ErrTxnLostInOutage) {
-		t.Fatalf("%v: want ErrTxnLostInOutage after a connection failure", err)
+	if err := s.wrapTxnErr("end transaction", "", kerr.ProducerFenced); !errors.Is(err, ErrFenced) {
+		t.Fatalf("%v: want ErrFenced for a frozen process, even after a connection failure", err)
+	}
+
+	s = &Session{cfg: SessionConfig{GroupID: "g", TransactionalID: "g-i1", TransactionTimeout: timeout}}
+	s.watch.begin(began)
+	s.watch.enter(began) // a produce retried NOT_ENOUGH_REPLICAS throughout
+	for at := began; time.Since(at) > 0; at = at.Add(watchTick) {
+		s.watch.tick(at)
+	}
+	err = s.wrapTxnErr("produce to topic \"out\" partition 0", "out", kerr.InvalidProducerEpoch)
+	if errors.Is(err, ErrFenced) || !errors.Is(err, ErrTxnLostInOutage) || !IsUnreachable(err) || !strings.Contains(err.Error(), "min.insync.replicas") {
+		t.Fatalf("%v: want ErrTxnLostInOutage naming min.insync.replicas for a live process whose writes waited", err)
+	}
+}
+
+// TestTxnWatchVerdict: the classification of a fence by what the process
+// did during the transaction (txnwatch.go).
+func TestTxnWatchVerdict(t *testing.T) {
+	const timeout = 10 * time.Second
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	type step struct {
+		at   time.Duration // since t0
+		what string        // "tick", "enter", "leave"
+	}
+	// run ticks every watchTick from..to, with a call in flight when busy.
+	run := func(from, to time.Duration, busy bool) []step {
+		var st []step
+		if busy {
+			st = append(st, step{from, "enter"})
+		}
+		for at := from; at <= to; at += watchTick {
+			st = append(st, step{at, "tick"})
+		}
+		if busy {
+			st = append(st, step{to, "leave"})
+		}
+		return st
+	}
+	cat := func(parts ...[]step) []step {
+		var st []step
+		for _, p := range parts {
+			st = append(st, p...)
+		}
+		return st
+	}
+	for _, tc := range []struct {
+		name       string
+		steps      []step
+		fenced     time.Duration // when the fence is met
+		connFailed time.Duration // 0: none; <0: before the transaction
+		outage     bool
+		why        string
+	}{
+		{name: "writes refused for the whole timeout (min ISR lost)", steps: run(0, 10500*time.Millisecond, true),
+			fenced: 10500 * time.Millisecond, outage: true, why: "NOT_ENOUGH_REPLICAS"},
+		{name: "user code slower than the timeout, no Kafka call waiting", steps: run(0, 10500*time.Millisecond, false),
+			fenced: 10500 * time.Millisecond},
+		{name: "writes waited for a third of the timeout only", steps: cat(run(0, 7*time.Second, false), run(7*time.Second, 10500*time.Millisecond, true)),
+			fenced: 10500 * time.Millisecond},
+		{name: "frozen after its produce (SIGSTOP), resumed into End", steps: cat(run(0, time.Second, true), run(11*time.Second, 11500*time.Millisecond, true)),
+			fenced: 11500 * time.Millisecond, why: "did not run"},
+		{name: "frozen, fenced before its first tick after resuming", steps: run(0, 2*time.Second, true),
+			fenced: 12 * time.Second, why: "did not run"},
+		{name: "frozen, then a connection broke", steps: cat(run(0, time.Second, true), run(11*time.Second, 11500*time.Millisecond, true)),
+			fenced: 11500 * time.Millisecond, connFailed: 11200 * time.Millisecond, why: "did not run"},
+		{name: "a connection broke during the transaction", steps: run(0, 3*time.Second, true),
+			fenced: 3 * time.Second, connFailed: time.Second, outage: true, why: "connection"},
+		{name: "a connection broke before the transaction", steps: run(0, 3*time.Second, true),
+			fenced: 3 * time.Second, connFailed: -time.Second},
+		{name: "a young transaction fenced by a newer instance", steps: run(0, 3*time.Second, true),
+			fenced: 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var w txnWatch
+			w.tick(t0.Add(-watchTick))
+			w.begin(t0)
+			for _, st := range tc.steps {
+				at := t0.Add(st.at)
+				switch st.what {
+				case "tick":
+					w.tick(at)
+				case "enter":
+					w.enter(at)
+				case "leave":
+					w.leave(at)
+				}
+			}
+			var failed time.Time
+			if tc.connFailed != 0 {
+				failed = t0.Add(tc.connFailed)
+			}
+			outage, why := w.verdict(t0.Add(tc.fenced), timeout, failed)
+			if outage != tc.outage || !strings.Contains(why, tc.why) || (tc.why == "" && why != "") {
+				t.Fatalf("verdict = %v, %q; want %v, %q", outage, why, tc.outage, tc.why)
+			}
+		})
 	}
 }
 
