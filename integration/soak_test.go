@@ -149,6 +149,18 @@ func (s *soakRun) ctx(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
 
+// restartAfter starts the stopped or killed node n again after down and
+// waits until every partition is fully replicated again.
+func (s *soakRun) restartAfter(n *kafkabroker.Node, down time.Duration) {
+	s.sleep(down)
+	ctx, cancel := s.ctx(3 * time.Minute)
+	defer cancel()
+	if err := n.Start(ctx); err != nil {
+		s.t.Fatal(err)
+	}
+	waitReplicated(s.t, s.c)
+}
+
 // fault injects one fault of kind and returns what it did.
 func (s *soakRun) fault(kind string) string {
 	t := s.t
@@ -158,25 +170,13 @@ func (s *soakRun) fault(kind string) string {
 		down := time.Duration(10+s.rng.IntN(16)) * time.Second
 		what := fmt.Sprintf("node %d (%s) SIGKILLed, down %v", n.ID, s.a.roles(t, n.ID), down)
 		n.Kill()
-		s.sleep(down)
-		ctx, cancel := s.ctx(3 * time.Minute)
-		defer cancel()
-		if err := n.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		waitReplicated(t, s.c)
+		s.restartAfter(n, down)
 		return what
 	case soakBrokerRestart:
 		n := s.randomNode()
 		what := fmt.Sprintf("node %d (%s) stopped (controlled shutdown), 5 s down", n.ID, s.a.roles(t, n.ID))
 		n.Stop()
-		s.sleep(5 * time.Second)
-		ctx, cancel := s.ctx(3 * time.Minute)
-		defer cancel()
-		if err := n.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		waitReplicated(t, s.c)
+		s.restartAfter(n, 5*time.Second)
 		return what
 	case soakBlackhole:
 		n := s.randomNode()
