@@ -75,6 +75,7 @@ case $WORKLOAD in
   *) echo "bench-peers: WORKLOAD=$WORKLOAD: want count, heavy or big" >&2; exit 1 ;;
 esac
 RATE=${RATE:-0}
+N_GIVEN=${N:-}   # RATES below sizes each rate itself unless N was given
 if [ -n "${PARTITIONS:-}" ]; then export P=$PARTITIONS; fi
 if [ "$RATE" != 0 ]; then N=${N:-150000}; REPEATS=${REPEATS:-2}; else N=${N:-$backlog_n}; REPEATS=${REPEATS:-3}; fi
 KSTATE_ARGS=${KSTATE_ARGS:-}
@@ -301,7 +302,7 @@ export BROKERS
 if [ -n "${RATES:-}" ]; then
   warm=1
   for r in $RATES; do
-    n=${N:-$((r * 10 > 150000 ? r * 10 : 150000))}
+    n=${N_GIVEN:-$((r * 10 > 150000 ? r * 10 : 150000))}
     log "RATES: rate $r, N=$n"
     RATES="" RATE=$r N=$n BROKER_WARMUP=$warm "$0" || log "rate $r failed (rc $?)"
     warm=""
