@@ -149,23 +149,31 @@ func StartCluster(ctx context.Context, libs string, o ClusterOptions, logf func(
 	rf := min(n, 3)
 	minISR := min(rf, 2)
 	start := time.Now()
+	checkpoint, err := bootstrapCheckpoint(ctx, java, libs)
+	if err != nil {
+		return fail(err)
+	}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i, node := range c.Nodes {
 		wg.Go(func() {
-			errs[i] = node.start(ctx, java, libs, dir, c.ID, ports[3*i+2], strings.Join(voters, ","), rf, minISR, o)
+			errs[i] = node.start(ctx, java, libs, dir, c.ID, ports[3*i+2], strings.Join(voters, ","), checkpoint, rf, minISR, o, logf)
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return fail(err)
 	}
+	took := time.Since(start)
+	if err := makeCDSArchive(ctx, java, libs); err != nil {
+		logf("%v", err)
+	}
 	var pids []string
 	for _, node := range c.Nodes {
 		pids = append(pids, fmt.Sprintf("node %d pid %d at %s", node.ID, node.b.Pid(), node.ClientAddr))
 	}
 	logf("kafkabroker: started a %d-node Apache Kafka %s cluster (KRaft, combined nodes, replication %d, min ISR %d) in %s: %s; logs in %s",
-		n, KafkaVersion, rf, minISR, time.Since(start).Round(time.Millisecond), strings.Join(pids, ", "), dir)
+		n, KafkaVersion, rf, minISR, took.Round(time.Millisecond), strings.Join(pids, ", "), dir)
 	return c, nil
 }
 
@@ -198,7 +206,8 @@ func nodeConfig(dir string, node *Node, cport int, voters string, rf, minISR int
 }
 
 // start writes the node's configuration, formats its storage and starts it.
-func (node *Node) start(ctx context.Context, java, libs, parent, clusterID string, cport int, voters string, rf, minISR int, o ClusterOptions) error {
+func (node *Node) start(ctx context.Context, java, libs, parent, clusterID string, cport int, voters, checkpoint string, rf, minISR int, o ClusterOptions, logf func(string, ...any)) error {
+	t0 := time.Now()
 	dir := filepath.Join(parent, fmt.Sprintf("node-%d", node.ID))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -216,12 +225,15 @@ func (node *Node) start(ctx context.Context, java, libs, parent, clusterID strin
 		return err
 	}
 	cp := filepath.Join(libs, "*")
-	jvm := jvmArgs(o.FullJIT, logCfg)
-	format := exec.CommandContext(ctx, java, append(jvm, "-cp", cp, "kafka.tools.StorageTool",
-		"format", "--cluster-id="+clusterID, "-c", props)...)
-	if out, err := format.CombinedOutput(); err != nil {
-		return fmt.Errorf("kafkabroker: node %d: kafka storage format failed: %w\n%s", node.ID, err, out)
+	logDir := filepath.Join(dir, "data")
+	if ld := o.LogDirs[node.ID]; ld != "" {
+		logDir = ld
 	}
+	if err := formatLogDir(logDir, checkpoint, clusterID, node.ID); err != nil {
+		return fmt.Errorf("kafkabroker: node %d: format %s: %w", node.ID, logDir, err)
+	}
+	jvm := append(jvmArgs(o.FullJIT, logCfg), cdsArgs(libs, node.ID == 1)...)
+	formatted := time.Since(t0)
 	b := &Broker{Addr: node.ListenerAddr, Dir: dir, argv: append([]string{java}, append(jvm, "-cp", cp, "kafka.Kafka", props)...)}
 	b.attr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if o.Detached {
@@ -234,6 +246,7 @@ func (node *Node) start(ctx context.Context, java, libs, parent, clusterID strin
 	if err := b.waitReady(ctx, 3*time.Minute); err != nil {
 		return fmt.Errorf("kafkabroker: node %d did not become ready: %w\n--- its log tail ---\n%s", node.ID, err, b.logTail(30))
 	}
+	logf("kafkabroker: node %d: storage formatted in %s, started %s later", node.ID, formatted.Round(time.Millisecond), (time.Since(t0) - formatted).Round(time.Millisecond))
 	return nil
 }
 
