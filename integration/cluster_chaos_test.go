@@ -314,11 +314,18 @@ func (a *chaosApp) warnings() string {
 // watcher, the fault, steady input for settle more, then the exact check.
 func (a *chaosApp) run(t *testing.T, name string, fault func(t *testing.T), settle time.Duration) {
 	t.Helper()
+	a.runFor(t, name, fault, 5*time.Second, settle)
+}
+
+// runFor is run with the steady input's time before the fault given too
+// (the short case of make test).
+func (a *chaosApp) runFor(t *testing.T, name string, fault func(t *testing.T), before, settle time.Duration) {
+	t.Helper()
 	// ~100 rows/s: steady, and light for a machine of two cores that
 	// runs three brokers and two instances.
 	a.gaps = watchGaps(t, a.direct)
 	a.steady(10, 100*time.Millisecond)
-	time.Sleep(5 * time.Second)
+	time.Sleep(before)
 	start := time.Now()
 	fault(t)
 	faultTime := time.Since(start)
