@@ -46,28 +46,39 @@ func clusterMinISRLost(t *testing.T, c *kafkabroker.Cluster) {
 		for _, ch := range a.children {
 			before += len(ch.findAll(outageRe))
 		}
-		setTopicConfig(t, a.direct.brokers, a.e.out, "min.insync.replicas", "3")
-		t.Logf("stopping node %d (%s); output min.insync.replicas 3", victim.ID, a.roles(t, victim.ID))
+		// Stopped first (a controlled shutdown: the ISR shrinks to two
+		// once it is out; under load this took up to 2 min), then the
+		// output's min ISR raised: the writes are refused for the 30 s
+		// that follow, not for however long the shutdown took.
+		t.Logf("stopping node %d (%s)", victim.ID, a.roles(t, victim.ID))
+		stopStart := time.Now()
 		victim.Stop()
+		t.Logf("node %d stopped in %v; output min.insync.replicas 3 for 30 s", victim.ID, time.Since(stopStart).Round(time.Millisecond))
+		setTopicConfig(t, a.direct.brokers, a.e.out, "min.insync.replicas", "3")
 		time.Sleep(30 * time.Second)
 		for _, ch := range a.children {
 			ch.failIfErrored(t) // none stopped as fenced
-		}
-		var seen []string
-		for _, ch := range a.children {
-			for _, m := range ch.findAll(outageRe) {
-				seen = append(seen, ch.name+": "+m[0])
-			}
-		}
-		if len(seen) <= before {
-			t.Errorf("no instance logged the outage (%s) while the output's min ISR was lost", outageRe)
-		} else {
-			t.Logf("writes stopped with: %s (%d times)", seen[len(seen)-1], len(seen)-before)
 		}
 		setTopicConfig(t, a.direct.brokers, a.e.out, "min.insync.replicas", "2")
 		if err := victim.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// The outage is logged when an instance meets the broker's
+		// abort of its transaction: during the 30 s, or once the writes
+		// are accepted again and the commit finds its epoch bumped (on
+		// a loaded machine often after the fault). Checked once the
+		// fault is over, within a minute.
+		var seen []string
+		waitFor(t, time.Minute, "an instance logs the min-ISR outage", func() bool {
+			seen = seen[:0]
+			for _, ch := range a.children {
+				for _, m := range ch.findAll(outageRe) {
+					seen = append(seen, ch.name+": "+m[0])
+				}
+			}
+			return len(seen) > before
+		}, a.children...)
+		t.Logf("writes stopped with: %s (%d times)", seen[len(seen)-1], len(seen)-before)
 		waitReplicated(t, c)
 	}, 20*time.Second)
 }
