@@ -88,6 +88,14 @@ const (
 	propagationPatience = 30 * time.Second
 )
 
+// unknownTopicPatience bounds how long Partitions asks again, on a
+// cluster of several brokers, for a topic it did not create that a
+// broker called unknown: the time a topic created elsewhere a moment
+// ago takes to reach every broker (docs/RELIABILITY.md, Findings 1 and
+// 5: the output topic and the changelog at start-up). A topic really
+// missing is reported this much later there. A variable for tests.
+var unknownTopicPatience = 10 * time.Second
+
 // Close releases the client.
 func (a *Admin) Close() { a.cl.Close() }
 
@@ -97,15 +105,36 @@ func (a *Admin) Close() { a.cl.Close() }
 // A topic this Admin created a moment ago (EnsureTopic) that a broker does
 // not know yet is not missing: its UNKNOWN_TOPIC_OR_PARTITION is retried
 // with backoff for up to propagationPatience after the creation, within
-// ctx. A topic it did not create is reported missing at once.
+// ctx. On a cluster of several brokers a topic another process created a
+// moment ago (the output topic a deployment script just made, the
+// changelog another instance just created) is unknown to some brokers for
+// a while too: there "not found" is asked again, each time with a fresh
+// metadata request, for up to unknownTopicPatience within ctx before the
+// topic is missing. On one broker a topic it does not know is missing at
+// once.
 func (a *Admin) Partitions(ctx context.Context, topic string) (int, error) {
+	var missingSince time.Time // first "not found" of a topic not just created, on several brokers
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
 		td, err := describeTopic(ctx, a.adm, topic)
 		if err == nil {
 			return len(td.Partitions), nil
 		}
-		if !errors.Is(err, ErrTopicNotFound) || !a.justCreated(topic, delay) {
+		if !errors.Is(err, ErrTopicNotFound) {
 			return 0, err
+		}
+		if !a.justCreated(topic, delay) {
+			if missingSince.IsZero() {
+				if n, lerr := a.liveBrokers(ctx); lerr != nil || n < 2 {
+					return 0, err
+				}
+				missingSince = time.Now()
+			}
+			if time.Since(missingSince)+delay >= unknownTopicPatience {
+				return 0, err
+			}
+			// Past the metadata cache: a fresh request, maybe to
+			// another broker.
+			delay = max(delay, 2*toolMetadataMinAge)
 		}
 		select {
 		case <-ctx.Done():

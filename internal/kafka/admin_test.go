@@ -180,3 +180,49 @@ func TestPartitionsOfATopicJustCreated(t *testing.T) {
 		t.Fatalf("missing topics took %v to report, want at once", took)
 	}
 }
+
+// TestPartitionsOfATopicCreatedElsewhere (docs/RELIABILITY.md, Findings 1
+// and 5): on a cluster of three brokers, a topic another process created a
+// moment ago (the output topic, the changelog another instance made) that
+// the broker asked has not heard of yet is asked again with fresh
+// metadata, not reported missing; a topic that stays unknown is missing
+// after unknownTopicPatience. On one broker (TestPartitionsOfATopicJustCreated)
+// an unknown topic is missing at once.
+func TestPartitionsOfATopicCreatedElsewhere(t *testing.T) {
+	defer func(p time.Duration) { unknownTopicPatience = p }(unknownTopicPatience)
+	unknownTopicPatience = 2 * time.Second
+	c, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	creator, err := NewAdmin(c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer creator.Close()
+	if err := creator.EnsureTopic(ctx, TopicSpec{Name: "elsewhere", Partitions: 4, ReplicationFactor: -1}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAdmin(c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	answered := unknownMetadata(c, "elsewhere", 3)
+	if n, err := a.Partitions(ctx, "elsewhere"); err != nil || n != 4 {
+		t.Fatalf("Partitions of a topic created elsewhere, unknown to the broker asked for 3 requests: %d, %v; want 4", n, err)
+	}
+	if got := answered.Load(); got != 3 {
+		t.Fatalf("the broker answered UNKNOWN_TOPIC_OR_PARTITION %d times, want 3", got)
+	}
+	t0 := time.Now()
+	if _, err := a.Partitions(ctx, "never-created"); !errors.Is(err, ErrTopicNotFound) {
+		t.Fatalf("Partitions of a missing topic: %v, want ErrTopicNotFound", err)
+	}
+	if took := time.Since(t0); took < unknownTopicPatience/2 || took > unknownTopicPatience+5*time.Second {
+		t.Fatalf("a missing topic on three brokers took %v to report, want about %v", took, unknownTopicPatience)
+	}
+}
