@@ -218,6 +218,16 @@ func TestPartitionsOfATopicCreatedElsewhere(t *testing.T) {
 	if got := answered.Load(); got != 3 {
 		t.Fatalf("the broker answered UNKNOWN_TOPIC_OR_PARTITION %d times, want 3", got)
 	}
+	// The replication check of start-up (the changelog's, the
+	// dead-letter topic's: Finding 5) too.
+	time.Sleep(10 * toolMetadataMinAge) // past the admin's metadata cache
+	answered = unknownMetadata(c, "elsewhere", 3)
+	if r, err := a.Replication(ctx, "elsewhere"); err != nil || r.ReplicationFactor != 3 {
+		t.Fatalf("Replication of a topic created elsewhere, unknown to the broker asked for 3 requests: %+v, %v", r, err)
+	}
+	if got := answered.Load(); got != 3 {
+		t.Fatalf("the broker answered UNKNOWN_TOPIC_OR_PARTITION %d times to Replication, want 3", got)
+	}
 	t0 := time.Now()
 	if _, err := a.Partitions(ctx, "never-created"); !errors.Is(err, ErrTopicNotFound) {
 		t.Fatalf("Partitions of a missing topic: %v, want ErrTopicNotFound", err)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // ErrReplicationFactor is wrapped by EnsureTopic's error when a topic to be
@@ -32,16 +34,28 @@ type Replication struct {
 // authorized for leaves MinInsyncReplicas 0 and returns the *AuthError
 // with the rest filled in.
 func (a *Admin) Replication(ctx context.Context, topic string) (Replication, error) {
-	md, err := a.adm.Metadata(ctx, topic)
-	if err != nil {
-		return Replication{}, fmt.Errorf("kafka: describe topic %q: %w", topic, access{topic: topic}.classify(err))
-	}
-	td, ok := md.Topics[topic]
-	if !ok || td.Err != nil {
-		if _, err := describeTopic(ctx, a.adm, topic); err != nil {
+	var md kadm.Metadata
+	var td kadm.TopicDetail
+	for tries := 0; ; tries++ {
+		var err error
+		md, err = a.adm.Metadata(ctx, topic)
+		if err != nil {
+			return Replication{}, fmt.Errorf("kafka: describe topic %q: %w", topic, access{topic: topic}.classify(err))
+		}
+		var ok bool
+		if td, ok = md.Topics[topic]; ok && td.Err == nil {
+			break
+		}
+		// Unknown to the broker asked: Partitions asks again as long
+		// as a topic created a moment ago may not have reached it (on
+		// several brokers; Findings 1 and 5 of docs/RELIABILITY.md),
+		// then the metadata is read once more.
+		if _, err := a.Partitions(ctx, topic); err != nil {
 			return Replication{}, err
 		}
-		return Replication{}, fmt.Errorf("%w: %q", ErrTopicNotFound, topic)
+		if tries == 10 {
+			return Replication{}, fmt.Errorf("%w: %q", ErrTopicNotFound, topic)
+		}
 	}
 	r := Replication{Topic: topic, Brokers: len(md.Brokers)}
 	for _, p := range td.Partitions {
