@@ -168,6 +168,10 @@ func StartCluster(ctx context.Context, libs string, o ClusterOptions, logf func(
 	if err := makeCDSArchive(ctx, java, libs); err != nil {
 		logf("%v", err)
 	}
+	for _, node := range c.Nodes {
+		// A restart records no class list again.
+		node.b.argv = slices.DeleteFunc(node.b.argv, func(a string) bool { return strings.HasPrefix(a, "-XX:DumpLoadedClassList=") })
+	}
 	var pids []string
 	for _, node := range c.Nodes {
 		pids = append(pids, fmt.Sprintf("node %d pid %d at %s", node.ID, node.b.Pid(), node.ClientAddr))
