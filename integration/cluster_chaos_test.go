@@ -296,6 +296,10 @@ func (g *gapWatch) stop() (time.Duration, time.Time, int) {
 // warnRe matches a warning or error of an instance's log (slog text).
 var warnRe = regexp.MustCompile(`level=(WARN|ERROR) msg="([^"]*)"`)
 
+// startupWaitRe matches the start-up's "still waiting" warning and its
+// step (slog text: during="…" or a bare word).
+var startupWaitRe = regexp.MustCompile(`msg="Kafka not answering at start-up: still waiting".*? during=("[^"]*"|\S+)`)
+
 // warnings counts the instances' warnings and errors by message.
 func (a *chaosApp) warnings() string {
 	counts := map[string]int{}
@@ -362,6 +366,16 @@ func (a *chaosApp) runFor(t *testing.T, name string, fault func(t *testing.T), b
 		for _, l := range ch.findAll(reconnectRe) {
 			t.Logf("%s: %s", ch.name, l[0])
 		}
+	}
+	// What the start-up waited for, when it waited more than 5 s.
+	waits := map[string]int{}
+	for _, ch := range a.children {
+		for _, m := range ch.findAll(startupWaitRe) {
+			waits[ch.name+": "+m[1]]++
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(waits)) {
+		t.Logf("start-up waited (%dx): %s", waits[k], k)
 	}
 	t.Logf("REPORT case=%q exact=yes rows=%d outputs=%d longest_gap=%v (ended %v after the fault began) fault_took=%v warnings: %s",
 		name, len(a.in.rows), m.total, gap.Round(time.Millisecond), gapEnd.Sub(start).Round(time.Millisecond),
