@@ -478,7 +478,33 @@ func TestClusterChaos(t *testing.T) {
 	// broker leading most of the application's partitions is stopped
 	// gracefully and started again (its leaderships move away), then a
 	// preferred-leader election of every topic moves them back to it.
-	t.Run("PreferredLeaderElection", func(t *testing.T) { clusterPreferredLeader(t, c, 20*time.Second) })
+	t.Run("PreferredLeaderElection", func(t *testing.T) {
+		a := newChaosApp(t, c, "chaos-preferred")
+		a.run(t, "leaders moved away by a controlled shutdown, back by a preferred-leader election", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			best, most := c.Nodes[0], -1
+			for _, n := range c.Nodes {
+				if k := strings.Count(a.roles(t, n.ID), ","); k > most {
+					best, most = n, k
+				}
+			}
+			t.Logf("stopping node %d (%s)", best.ID, a.roles(t, best.ID))
+			best.Stop()
+			if err := best.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitReplicated(t, c)
+			time.Sleep(5 * time.Second)
+			t.Logf("node %d after its restart: %s; electing the preferred leaders", best.ID, a.roles(t, best.ID))
+			for _, topic := range []string{a.e.in, a.e.out, a.e.app + "-changelog", "__consumer_offsets", "__transaction_state"} {
+				if err := c.ElectPreferredLeaders(ctx, topic); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Logf("node %d after the election: %s", best.ID, a.roles(t, best.ID))
+		}, 20*time.Second)
+	})
 	// (f) min ISR lost for longer than TransactionTimeout
 	// (cluster_minisr_test.go).
 	t.Run("MinISRLost", func(t *testing.T) { clusterMinISRLost(t, c) })
@@ -669,37 +695,4 @@ func killAndRestart(t *testing.T, c *kafkabroker.Cluster, a *chaosApp, pick func
 		t.Fatal(err)
 	}
 	waitReplicated(t, c)
-}
-
-// clusterPreferredLeader is TestClusterChaos's case (e): the broker with the
-// most roles for the application stopped gracefully (its leaderships move
-// away) and started again, then a preferred-leader election of the
-// application's topics and Kafka's internal ones (they move back); settle
-// is how long the input runs after the fault.
-func clusterPreferredLeader(t *testing.T, c *kafkabroker.Cluster, settle time.Duration) {
-	a := newChaosApp(t, c, "chaos-preferred")
-	a.run(t, "leaders moved away by a controlled shutdown, back by a preferred-leader election", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		best, most := c.Nodes[0], -1
-		for _, n := range c.Nodes {
-			if k := strings.Count(a.roles(t, n.ID), ","); k > most {
-				best, most = n, k
-			}
-		}
-		t.Logf("stopping node %d (%s)", best.ID, a.roles(t, best.ID))
-		best.Stop()
-		if err := best.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		waitReplicated(t, c)
-		time.Sleep(5 * time.Second)
-		t.Logf("node %d after its restart: %s; electing the preferred leaders", best.ID, a.roles(t, best.ID))
-		for _, topic := range []string{a.e.in, a.e.out, a.e.app + "-changelog", "__consumer_offsets", "__transaction_state"} {
-			if err := c.ElectPreferredLeaders(ctx, topic); err != nil {
-				t.Fatal(err)
-			}
-		}
-		t.Logf("node %d after the election: %s", best.ID, a.roles(t, best.ID))
-	}, settle)
 }
