@@ -54,6 +54,7 @@ type eosChildArgs struct {
 	in2            string // -in2: a second input topic (rows as JSON); "": none
 	maxBatch       int
 	sessionTimeout time.Duration
+	txnTimeout     time.Duration // -txn-timeout: Kafka.TransactionTimeout; 0: default
 	killPoint      string        // cli.KillPointEnv value; "" for none
 	deadLetter     bool          // -dead-letter: poison values and fail rows are dead-lettered
 	pad            int           // bytes of the eos processor's pad variable per key; 0: none
@@ -93,6 +94,9 @@ func startEOSChild(t *testing.T, a eosChildArgs) *eosChild {
 	}
 	if a.sessionTimeout > 0 {
 		args = append(args, "-session-timeout", a.sessionTimeout.String())
+	}
+	if a.txnTimeout > 0 {
+		args = append(args, "-txn-timeout", a.txnTimeout.String())
 	}
 	if a.deadLetter {
 		args = append(args, "-dead-letter")

@@ -124,6 +124,11 @@ func (s *Session) changelogEnds() (map[int32]int64, error) {
 
 // onAssignment runs on franz-go's group goroutine with each assignment.
 func (s *Session) onAssignment(active map[string][]int32, a group.Assignment, ok bool) {
+	if ok {
+		// Before the assignment takes effect: franz-go fetches its
+		// offsets next (takeover.go).
+		s.abortDeparted(active, a.View)
+	}
 	now := time.Now()
 	var parts []int32
 	for _, ps := range active {

@@ -67,6 +67,7 @@ func Main(args []string) int {
 		proc     = fs.String("proc", "counter", "processor: counter, sessions, quiet, deadline, expiring, eos")
 		batch    = fs.Int("max-batch", 0, "MaxBatchRecords (0: default)")
 		session  = fs.Duration("session-timeout", 0, "SessionTimeout (0: default)")
+		txnTO    = fs.Duration("txn-timeout", 0, "Kafka.TransactionTimeout (0: default)")
 		metrics  = fs.Duration("metrics", 0, "print a metrics line this often (0: never)")
 		dlq      = fs.Bool("dead-letter", false, "eos: DeadLetter policies for poison values and failing keys")
 		pad      = fs.Int("pad", 0, "eos: bytes of a pad state variable per key (0: none)")
@@ -110,8 +111,9 @@ func Main(args []string) int {
 		ApplicationID: *app,
 		InstanceID:    *instance,
 		Kafka: kstate.KafkaOptions{
-			Brokers:        strings.Split(*brokers, ","),
-			SessionTimeout: *session,
+			Brokers:            strings.Split(*brokers, ","),
+			SessionTimeout:     *session,
+			TransactionTimeout: *txnTO,
 		},
 		State: kstate.StateOptions{
 			Dir: *dir,
@@ -144,7 +146,7 @@ func Main(args []string) int {
 	case "eos":
 		cfg, opts = eos.Config(eos.Options{
 			Brokers: opts.Kafka.Brokers, ApplicationID: *app, InstanceID: *instance, StateDir: *dir,
-			Input: *in, Input2: *in2, Output: *out, MaxBatchRecords: *batch, SessionTimeout: *session, Pad: *pad, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+			Input: *in, Input2: *in2, Output: *out, MaxBatchRecords: *batch, SessionTimeout: *session, TransactionTimeout: *txnTO, Pad: *pad, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 			DeadLetter: *dlq, BadRows: bad, Slow: *slow,
 		})
 	default:

@@ -371,8 +371,10 @@ type Options struct {
 	Input2          string
 	MaxBatchRecords int           // 0: kstate's default
 	SessionTimeout  time.Duration // 0: kstate's default
-	Pad             int           // bytes of a pad variable per key (NewPadded); 0: none
-	Logger          *slog.Logger
+	// TransactionTimeout is Kafka.TransactionTimeout; 0: kstate's default.
+	TransactionTimeout time.Duration
+	Pad                int // bytes of a pad variable per key (NewPadded); 0: none
+	Logger             *slog.Logger
 	// DeadLetter turns the DeadLetter policies on (OnDecodeError,
 	// OnProcessingError): poison values and the rows of failing calls go
 	// to "<ApplicationID>-dlq" instead of stopping Run.
@@ -411,8 +413,9 @@ func Config(o Options) (kstate.Topology[string, string, string], kstate.Options)
 		ApplicationID: o.ApplicationID,
 		InstanceID:    o.InstanceID,
 		Kafka: kstate.KafkaOptions{
-			Brokers:        o.Brokers,
-			SessionTimeout: o.SessionTimeout,
+			Brokers:            o.Brokers,
+			SessionTimeout:     o.SessionTimeout,
+			TransactionTimeout: o.TransactionTimeout,
 		},
 		State: kstate.StateOptions{
 			Dir: o.StateDir,
