@@ -1,6 +1,7 @@
 package shard_test
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"path/filepath"
@@ -129,4 +130,88 @@ func testMapProbe(t *testing.T, s *shard.Shard, m state.MapState[string, int64],
 		t.Fatalf("%d of %d reads absent: the test does not exercise both answers", absent, reads)
 	}
 	t.Logf("%d reads, %d absent", reads, absent)
+}
+
+// The reads of a small map's fields (the heavy processor's count, sum, min
+// and max) cost one store point read per key and batch, not one per field:
+// the second read scans the key's map once and answers the rest (map.go,
+// getLive, "complete"). Values, absent fields, writes in between and a map
+// of more than maxMapRead (16) entries, which keeps its point reads, are
+// checked too.
+func TestMapGetValueSmallMapOneRead(t *testing.T) {
+	st := &countingStore{Store: kv.NewMemory()}
+	s, err := shard.OpenShard(shard.ShardOptions{Backend: st})
+	noErr(t, err)
+	defer s.Close()
+	var m state.MapState[string, int64]
+	declare(t, s, func() {
+		m = must[state.MapState[string, int64]](t)(shard.NewMapState(s, "agg", state.String(), state.Int64()))
+	})
+	names := []string{"count", "sum", "min", "max"}
+	big := make([]string, 20)
+	for i := range big {
+		big[i] = fmt.Sprintf("f%02d", i)
+	}
+	off := int64(0)
+	batch := func(now int64, fn func()) {
+		s.Begin(now)
+		fn()
+		recs, err := s.Finish()
+		noErr(t, err)
+		off += int64(len(recs))
+		noErr(t, s.Commit(off))
+	}
+	get := func(key, name string) (int64, bool) {
+		t.Helper()
+		s.SetCurrentKey([]byte(key))
+		x, ok, err := m.GetValue(name)
+		noErr(t, err)
+		return x, ok
+	}
+	batch(1000, func() {
+		s.SetCurrentKey([]byte("small"))
+		for i, n := range names {
+			noErr(t, m.UpdateValue(n, int64(10+i)))
+		}
+		s.SetCurrentKey([]byte("big"))
+		for i, n := range big {
+			noErr(t, m.UpdateValue(n, int64(100+i)))
+		}
+	})
+	batch(1010, func() {
+		before := st.gets.Load()
+		for i, n := range names {
+			if x, ok := get("small", n); !ok || x != int64(10+i) {
+				t.Fatalf("GetValue(%q) = %d %v, want %d", n, x, ok, 10+i)
+			}
+		}
+		if _, ok := get("small", "absent"); ok {
+			t.Fatal("GetValue(absent) found an entry")
+		}
+		if n := st.gets.Load() - before; n > 1 {
+			t.Fatalf("%d store point reads for 5 reads of a 4-entry map, want at most 1", n)
+		}
+		s.SetCurrentKey([]byte("small"))
+		noErr(t, m.UpdateValue("sum", 99))
+		noErr(t, m.UpdateValue("new", 7))
+		if x, ok := get("small", "sum"); !ok || x != 99 {
+			t.Fatalf("after UpdateValue: sum = %d %v, want 99", x, ok)
+		}
+		if x, ok := get("small", "new"); !ok || x != 7 {
+			t.Fatalf("after UpdateValue: new = %d %v, want 7", x, ok)
+		}
+		s.SetCurrentKey([]byte("small"))
+		noErr(t, m.RemoveKey("count"))
+		if _, ok := get("small", "count"); ok {
+			t.Fatal("count found after Remove")
+		}
+		for i, n := range big {
+			if x, ok := get("big", n); !ok || x != int64(100+i) {
+				t.Fatalf("big: GetValue(%q) = %d %v, want %d", n, x, ok, 100+i)
+			}
+		}
+		if _, ok := get("big", "absent"); ok {
+			t.Fatal("big: GetValue(absent) found an entry")
+		}
+	})
 }
