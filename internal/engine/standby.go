@@ -306,11 +306,17 @@ func (w *standbys) reconcile() {
 		want[p] = true
 	}
 	w.mu.Unlock()
+	// Hand over first, then close: an active task waits for a handed
+	// shard, and closing a large shard (its memtables flushed) takes
+	// hundreds of ms; a rebalance that activates one standby partition
+	// often drops others.
 	for _, p := range sortedKeys(w.open) {
-		switch {
-		case w.pos.wantedActive(p): // first: an assignment drops p from want too
+		if w.pos.wantedActive(p) { // first: an assignment drops p from want too
 			w.handOver(w.open[p])
-		case !want[p]:
+		}
+	}
+	for _, p := range sortedKeys(w.open) {
+		if !want[p] && !w.pos.wantedActive(p) {
 			w.close(w.open[p], "standby partition unassigned: shard closed (kept on disk)")
 		}
 	}

@@ -350,13 +350,28 @@ func (a *Admin) CommittedOffsets(ctx context.Context, group, topic string) (map[
 		case !retry:
 			return nil, fmt.Errorf("kafka: committed offsets of group %q topic %q: %w", group, topic, access{topic: topic, groupOp: "Describe", group: group}.classify(err))
 		}
+		wait := delay
+		if errors.Is(err, kerr.UnstableOffsetCommit) {
+			// A pending transactional commit (the previous owner's
+			// last batch, being committed or aborted) usually ends
+			// within a few hundred ms: poll it at a fixed short
+			// interval, so the answer follows its end closely (a
+			// doubling backoff answered up to 0.5 s late: every
+			// partition moved in a join waited for it).
+			wait = unstablePoll
+		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("kafka: committed offsets of group %q topic %q: %w", group, topic, ctx.Err())
-		case <-time.After(delay):
+		case <-time.After(wait):
 		}
 	}
 }
+
+// unstablePoll is how often CommittedOffsets asks again while a pending
+// transactional offset commit makes the answer unstable: one small request
+// to the group coordinator per partition owner that waits.
+const unstablePoll = 25 * time.Millisecond
 
 // committedOnce is one offset fetch of CommittedOffsets.
 func (a *Admin) committedOnce(ctx context.Context, group, topic string) (map[int32]int64, error) {
