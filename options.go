@@ -193,8 +193,7 @@ type StateOptions struct {
 	// they are full). At least 1 MiB. It does not bound the Go heap
 	// (batches, staged state, Kafka client buffers); see
 	// docs/OPERATIONS.md. Default 0 (off): every shard has its own 64 MiB
-	// cache and up to two 16 MiB memtables (RocksDB; 64 MiB ones on
-	// Pebble), so memory grows with the
+	// cache and up to 64 MiB memtables, so memory grows with the
 	// partitions; the shared budget is opt-in until it has been measured
 	// on large states (docs/BENCHMARKS.md).
 	Memory int64

@@ -52,10 +52,7 @@ type RocksOptions struct {
 	// reading data blocks. A negative value disables the filter.
 	BloomBitsPerKey float64
 	// WriteBufferSize is the memtable size in bytes, overriding the default
-	// of 16 MiB (64 MiB before issue #29: up to two full memtables per shard
-	// put kstate's peak RSS above Kafka Streams' on a state larger than
-	// memory; Kafka Streams uses 16 MiB). Larger memtables make restore
-	// (large WAL-less batches) faster.
+	// of 64 MiB. Larger memtables make restore (large WAL-less batches) faster.
 	// With Memory set, a memtable is also flushed early when all the stores'
 	// memtables together reach the shared write-buffer budget.
 	WriteBufferSize int64
@@ -88,15 +85,12 @@ type RocksOptions struct {
 }
 
 const (
-	defaultBlockCache  = 64 << 20
-	defaultBloomBits   = 10
-	defaultWriteBuffer = 64 << 20 // Pebble's; RocksDB's is defaultRocksWriteBuffer
-	// defaultRocksWriteBuffer: a shard holds up to two memtables (one
-	// filling, one flushing), so 32 MiB at most instead of 128 MiB.
-	defaultRocksWriteBuffer = 16 << 20
-	defaultBGJobs           = 2
-	defaultKeepLogFiles     = 3
-	sharedArenaBlock        = 64 << 10
+	defaultBlockCache   = 64 << 20
+	defaultBloomBits    = 10
+	defaultWriteBuffer  = 64 << 20
+	defaultBGJobs       = 2
+	defaultKeepLogFiles = 3
+	sharedArenaBlock    = 64 << 10
 
 	// A RocksDB file is compacted early when deleteTrigger of some
 	// deleteWindow consecutive entries (in key order) are deletions: half
@@ -120,7 +114,7 @@ func (o *RocksOptions) ensureDefaults() error {
 		o.BloomBitsPerKey = defaultBloomBits
 	}
 	if o.WriteBufferSize == 0 {
-		o.WriteBufferSize = defaultRocksWriteBuffer
+		o.WriteBufferSize = defaultWriteBuffer
 	}
 	if o.MaxBackgroundJobs == 0 {
 		o.MaxBackgroundJobs = defaultBGJobs
