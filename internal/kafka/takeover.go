@@ -119,7 +119,7 @@ func (s *Session) abortDeparted(active map[string][]int32, next group.View) {
 				"group", s.cfg.GroupID, "member", id, "transactional_id", txnID, "began", time.UnixMilli(d.StartTimestamp))
 			continue
 		}
-		if err := abortTxn(ctx, cl, txnID, d.TimeoutMillis); err != nil {
+		if err := abortTxn(ctx, cl, d); err != nil {
 			s.log.Info("could not abort the open transaction of a member that left the group: the broker aborts it after its timeout",
 				"group", s.cfg.GroupID, "member", id, "transactional_id", txnID, "err", err)
 			continue
@@ -147,30 +147,46 @@ func describeTxn(ctx context.Context, cl *kgo.Client, txnID string) (kadm.Descri
 	return d, nil
 }
 
-// abortTxn makes txnID's coordinator abort its open transaction (an
-// InitProducerID, as the producer's restart sends: the coordinator aborts
-// the open transaction and answers CONCURRENT_TRANSACTIONS meanwhile), then
-// waits until the abort is complete: its markers are written, so the last
-// stable offsets and the group's stable offsets are free.
-func abortTxn(ctx context.Context, cl *kgo.Client, txnID string, timeoutMillis int32) error {
+// abortTxn makes the coordinator of d's transactional id abort d, its open
+// transaction (an InitProducerID, as the producer's restart sends: the
+// coordinator aborts the open transaction and answers
+// CONCURRENT_TRANSACTIONS meanwhile), then waits until the abort is
+// complete: its markers are written, so the last stable offsets and the
+// group's stable offsets are free.
+//
+// The request names d's producer id and epoch (KIP-360), so the
+// coordinator bumps the epoch only if no one did since the describe: when
+// the departed instance, restarted meanwhile, has already initialized its
+// producer (which aborted d), the coordinator answers PRODUCER_FENCED to
+// this request instead of fencing the new incarnation.
+func abortTxn(ctx context.Context, cl *kgo.Client, d kadm.DescribedTransaction) error {
+	txnID := d.TxnID
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.TransactionalID = &txnID
-	req.TransactionTimeoutMillis = timeoutMillis
-	req.ProducerID, req.ProducerEpoch = -1, -1
+	req.TransactionTimeoutMillis = d.TimeoutMillis
+	req.ProducerID, req.ProducerEpoch = d.ProducerID, d.ProducerEpoch
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		return err
 	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil && err != kerr.ConcurrentTransactions {
+	switch err := kerr.ErrorForCode(resp.ErrorCode); err {
+	case nil, kerr.ConcurrentTransactions:
+	case kerr.ProducerFenced, kerr.InvalidProducerEpoch:
+		// Someone bumped the epoch since the describe (the restarted
+		// instance, or another member taking over): d is aborted or
+		// being aborted; wait for it below.
+	default:
 		return err
 	}
 	for {
-		d, err := describeTxn(ctx, cl, txnID)
+		now, err := describeTxn(ctx, cl, txnID)
 		switch {
 		case err != nil:
 			return err
-		case d.State != "PrepareAbort" && d.State != "PrepareEpochFence" && d.State != "Ongoing":
+		case now.State != "PrepareAbort" && now.State != "PrepareEpochFence" && now.State != "Ongoing":
 			return nil
+		case now.State == "Ongoing" && (now.ProducerID != d.ProducerID || now.ProducerEpoch != d.ProducerEpoch):
+			return nil // d is over: a new incarnation's transaction
 		}
 		select {
 		case <-ctx.Done():
