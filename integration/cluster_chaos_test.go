@@ -512,18 +512,7 @@ func TestClusterChaos(t *testing.T) {
 		a.run(t, "leaders moved away by a controlled shutdown, back by a preferred-leader election", func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			best, most := c.Nodes[0], -1
-			for _, n := range c.Nodes {
-				if k := strings.Count(a.roles(t, n.ID), ","); k > most {
-					best, most = n, k
-				}
-			}
-			t.Logf("stopping node %d (%s)", best.ID, a.roles(t, best.ID))
-			best.Stop()
-			if err := best.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			waitReplicated(t, c)
+			best := restartBusiestNode(t, c, a)
 			time.Sleep(5 * time.Second)
 			t.Logf("node %d after its restart: %s; electing the preferred leaders", best.ID, a.roles(t, best.ID))
 			for _, topic := range []string{a.e.in, a.e.out, a.e.app + "-changelog", "__consumer_offsets", "__transaction_state"} {
@@ -724,4 +713,26 @@ func killAndRestart(t *testing.T, c *kafkabroker.Cluster, a *chaosApp, pick func
 		t.Fatal(err)
 	}
 	waitReplicated(t, c)
+}
+
+// restartBusiestNode stops the node with the most roles for a's application
+// (leaderships, coordinators) gracefully, starts it again and waits until
+// every partition is fully replicated; it returns that node.
+func restartBusiestNode(t *testing.T, c *kafkabroker.Cluster, a *chaosApp) *kafkabroker.Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	best, most := c.Nodes[0], -1
+	for _, n := range c.Nodes {
+		if k := strings.Count(a.roles(t, n.ID), ","); k > most {
+			best, most = n, k
+		}
+	}
+	t.Logf("stopping node %d (%s)", best.ID, a.roles(t, best.ID))
+	best.Stop()
+	if err := best.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitReplicated(t, c)
+	return best
 }

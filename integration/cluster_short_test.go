@@ -1,8 +1,6 @@
 package integration
 
 import (
-	"context"
-	"strings"
 	"testing"
 	"time"
 )
@@ -29,20 +27,7 @@ func TestClusterControlledRestart(t *testing.T) {
 	a := newChaosAppWith(t, c, "short-restart", chaosOpts{startAtOnce: true})
 	t.Logf("application warm after %v", time.Since(start).Round(time.Millisecond))
 	a.runFor(t, "controlled restart of the broker with the most roles", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		best, most := c.Nodes[0], -1
-		for _, n := range c.Nodes {
-			if k := strings.Count(a.roles(t, n.ID), ","); k > most {
-				best, most = n, k
-			}
-		}
-		t.Logf("stopping node %d (%s)", best.ID, a.roles(t, best.ID))
-		best.Stop()
-		if err := best.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		waitReplicated(t, c)
+		restartBusiestNode(t, c, a)
 	}, 2*time.Second, 8*time.Second)
 	t.Logf("case took %v in all (cluster start included)", time.Since(start).Round(time.Millisecond))
 }
