@@ -124,12 +124,6 @@ func (s *Session) changelogEnds() (map[int32]int64, error) {
 
 // onAssignment runs on franz-go's group goroutine with each assignment.
 func (s *Session) onAssignment(active map[string][]int32, a group.Assignment, ok bool) {
-	if ok {
-		// Before the assignment takes effect: franz-go fetches its
-		// offsets next (takeover.go).
-		s.abortDeparted(active, a.View)
-	}
-	now := time.Now()
 	var parts []int32
 	for _, ps := range active {
 		for _, p := range ps {
@@ -139,6 +133,12 @@ func (s *Session) onAssignment(active map[string][]int32, a group.Assignment, ok
 		}
 	}
 	slices.Sort(parts)
+	if ok {
+		// Before the assignment takes effect: franz-go fetches its
+		// offsets next (takeover.go).
+		s.abortDeparted(parts, a.View)
+	}
+	now := time.Now()
 	gen := a.View.Generation
 	if !ok {
 		if cl := s.client.Load(); cl != nil {

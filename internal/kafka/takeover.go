@@ -75,19 +75,15 @@ func departedOwners(prev, next group.View, assigned []int32) []string {
 }
 
 // abortDeparted aborts the open transactions of the members that owned, in
-// the view of this member's previous assignment, partitions that next
-// assigns to it and that left the group (see above). It runs on franz-go's
+// the view of this member's previous assignment, partitions of parts (its
+// active partitions in next) and that left the group (see above). It runs on franz-go's
 // group goroutine, before the assignment takes effect; it returns within
 // takeoverWait.
-func (s *Session) abortDeparted(active map[string][]int32, next group.View) {
+func (s *Session) abortDeparted(parts []int32, next group.View) {
 	if s.cfg.InstanceID == "" || s.cfg.TransactionalID != s.cfg.GroupID+"-"+s.cfg.InstanceID {
 		// The members' transactional ids are not derived from their
 		// instance ids (a caller's own TransactionalID).
 		return
-	}
-	var parts []int32
-	for _, ps := range active {
-		parts = append(parts, ps...)
 	}
 	s.grp.mu.Lock()
 	prev, had := s.grp.view, s.grp.active

@@ -104,7 +104,7 @@ func TestAbortDeparted(t *testing.T) {
 	next := func(at time.Time) group.View {
 		return group.View{Partitions: 2, At: at, Members: []group.Member{{MemberID: "m2", InstanceID: "i2", Active: []int32{0, 1}}}}
 	}
-	assigned := map[string][]int32{"in": {0, 1}}
+	assigned := []int32{0, 1}
 
 	t.Run("new incarnation left alone", func(t *testing.T) {
 		z := zombie(t)
