@@ -92,6 +92,7 @@ func Decide(in Input, cfg Config) []group.Member {
 	}
 	d := newDecision(in, cfg)
 	d.placeActives()
+	d.toOpenCopies()
 	d.placeStandbys()
 	return d.result()
 }
@@ -416,6 +417,62 @@ func (d *decision) placeActives() {
 				// The place is t's once the warm-up is done.
 				d.load[t]++
 			}
+		}
+	}
+}
+
+// toOpenCopies moves each partition placed on a member other than its
+// owner to the sibling pipeline (a member of the same process) that holds
+// its standby or warm-up copy open (Meta.Standby), when the placement put
+// it on a pipeline without one: best prefers the open copy only among the
+// members with room, and the first partitions placed may have filled the
+// pipeline whose copies the later ones need (a join's third moved
+// partition, reopened at 1.8 s at 2M keys: docs/BENCHMARKS.md). Either
+// the two pipelines swap a moved partition the other holds no open copy
+// of, or the process's extra place (quotas) goes to the other pipeline:
+// the process's count and every member's within one of P/n stay as they
+// were.
+func (d *decision) toOpenCopies() {
+	P := int32(len(d.final))
+	open := func(j int, p int32) bool { return slices.Contains(d.in.Members[j].Meta.Standby, p) }
+	moved := func(p int32) bool { return d.final[p] != noOwner && d.final[p] != d.owner[p] }
+	// Each process's member quotas are lo or lo+1 (quotas).
+	lo, hi := map[string]int{}, map[string]int{}
+	for i, q := range d.quota {
+		if l, ok := lo[d.proc[i]]; !ok || q < l {
+			lo[d.proc[i]] = q
+		}
+		hi[d.proc[i]] = max(hi[d.proc[i]], q)
+	}
+	for p := range P {
+		j := d.final[p]
+		if !moved(p) || open(j, p) {
+			continue
+		}
+		k := -1
+		for i := range d.n {
+			if i != j && d.proc[i] == d.proc[j] && open(i, p) {
+				k = i
+				break
+			}
+		}
+		if k == -1 {
+			continue
+		}
+		// A swap: a partition moving to k that k holds no open copy of.
+		q := int32(-1)
+		for r := range P {
+			if d.final[r] == k && moved(r) && !open(k, r) && (q == -1 || open(j, r) && !open(j, q)) {
+				q = r
+			}
+		}
+		switch {
+		case q != -1:
+			d.final[p], d.final[q] = k, j
+		case d.load[k] < hi[d.proc[k]] && d.load[j] > lo[d.proc[j]]:
+			d.final[p] = k
+			d.load[k]++
+			d.load[j]--
 		}
 	}
 }

@@ -31,6 +31,9 @@ func randomInput(r *rand.Rand) Input {
 			}
 			if r.IntN(2) == 0 {
 				m.Meta.Shards[p] = int64(r.IntN(201))
+				if r.IntN(2) == 0 {
+					m.Meta.Standby = append(m.Meta.Standby, p) // held open
+				}
 			}
 		}
 		in.Members = append(in.Members, m)
@@ -96,6 +99,7 @@ func TestDecideProperties(t *testing.T) {
 					sh[p] = cur.EndOffsets[p]
 				}
 				cur.Members[i].Meta.Shards = sh
+				cur.Members[i].Meta.Standby = append(slices.Clone(m.Standby), m.Warmup...)
 			}
 			prev := out
 			out = Decide(cur, cfg)

@@ -570,6 +570,20 @@ func TestWarmupKeptThroughMove(t *testing.T) {
 	if got := standby(); len(got) != 0 {
 		t.Fatalf("no move any more: standby %v", got)
 	}
+
+	// A standby copy (not a warm-up) of a partition moving to this
+	// member's process is kept open through the move too: the probing
+	// assignment gives the process no standby of it.
+	s.onAssignment(in(), group.Assignment{Standby: []int32{3}, Probing: time.Hour,
+		View: view(7, group.Member{Active: []int32{0, 1, 2, 3}}, group.Member{Standby: []int32{3}})}, true)
+	s.onAssignment(in(), group.Assignment{View: view(8, group.Member{Active: []int32{0, 1, 2}}, group.Member{})}, true)
+	if got := standby(); !slices.Equal(got, []int32{3}) {
+		t.Fatalf("standby moving here: standby %v, want [3] kept", got)
+	}
+	s.onAssignment(in(3), group.Assignment{View: view(9, group.Member{Active: []int32{0, 1, 2}}, group.Member{Active: []int32{3}})}, true)
+	if got := standby(); len(got) != 0 {
+		t.Fatalf("after the standby's move: standby %v", got)
+	}
 }
 
 // TestProbeDueNotWhileJoining: a probe that fires while its member joins a

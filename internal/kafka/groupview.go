@@ -48,9 +48,6 @@ type groupState struct {
 	// its standby and warm-up partitions (sorted).
 	active  []int32
 	standby []int32
-	// warmup are the warm-ups among standby (kept through a move to this
-	// member: onAssignment).
-	warmup []int32
 	// probe is the probing timer (leader with warm-ups in the group);
 	// probeSeq invalidates a timer that fired after a newer assignment.
 	probe    *time.Timer
@@ -153,21 +150,23 @@ func (s *Session) onAssignment(active map[string][]int32, a group.Assignment, ok
 	var moving, standby, warmup []int32
 	if ok {
 		moving = movesInProgress(prev, a.View)
-		// A warm-up of this member that moves here: the probing rebalance
-		// takes it from its owner and gives it to no one, and the
-		// follow-up one gives it to this member. It stays a warm-up
-		// meanwhile, so that its copy stays open and current for the
-		// assignment to take over (internal/engine's handover) instead
-		// of being closed and opened again.
+		// A partition in transit whose warm-up or standby copy this
+		// member holds open: the probing rebalance takes it from its owner
+		// and gives it to no one, and the follow-up one gives it to the
+		// process with the caught-up copy, to the pipeline holding it open
+		// (internal/balancer). It stays a warm-up meanwhile, so that its
+		// copy stays open and current for the assignment to take over
+		// (internal/engine's handover) instead of being closed and opened
+		// again; a standby was dropped here before, as the probing
+		// assignment places no standby on the process it moves to.
 		warmup = slices.Clone(a.Warmup)
 		for _, p := range moving {
-			if slices.Contains(g.warmup, p) && !slices.Contains(warmup, p) {
+			if slices.Contains(g.standby, p) && !slices.Contains(warmup, p) {
 				warmup = append(warmup, p)
 			}
 		}
 		standby = slices.Sorted(maps.Keys(setOf(append(slices.Clone(a.Standby), warmup...))))
 	}
-	g.warmup = warmup
 	r := group.Rebalance{Generation: gen, Start: g.joinAt, Leader: g.leader,
 		Assigned: minus(parts, g.active), Revoked: minus(g.active, parts)}
 	if !g.joinAt.IsZero() {
