@@ -16,6 +16,29 @@ import (
 
 // readFrom reads topic partition 0 from offset with a PartitionReader and
 // returns the values and the final position and end.
+// waitEnd waits until a reader of partition 0 of topic, opened at 0, ends
+// at want or beyond.
+func waitEnd(t *testing.T, brokers []string, topic string, want int64) {
+	t.Helper()
+	ctx := Ctx(t, time.Minute)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r, err := kafka.NewPartitionReader(ctx, brokers, topic, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := r.End()
+		r.Close()
+		if end >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30s for the last stable offset of %s to reach %d: %d", topic, want, end)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func readFrom(t *testing.T, brokers []string, topic string, from int64) (values []string, pos, end int64) {
 	t.Helper()
 	ctx := Ctx(t, time.Minute)
@@ -161,6 +184,11 @@ func ReaderAbortedBelowOpenTxn(t *testing.T, brokers []string) {
 	if dOff != cOff+1 {
 		t.Fatalf("setup: c at %d, d at %d; want adjacent", cOff, dOff)
 	}
+	// EndTxn returns once the coordinator has decided; a real broker writes
+	// the abort marker to the partition after that, and until it does, the
+	// last stable offset is still c's. Wait for the marker (under make
+	// test's load the read came first once).
+	waitEnd(t, brokers, topic, dOff)
 
 	got, pos, end := readFrom(t, brokers, topic, 0)
 	if !slices.Equal(got, []string{"a"}) || end != dOff || pos != dOff {
