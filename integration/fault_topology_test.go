@@ -66,12 +66,39 @@ func addPartitions(t *testing.T, e specEnv, add int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := newAdmin(t, e.brokers).CreatePartitions(ctx, add, e.in)
+	adm := newAdmin(t, e.brokers)
+	td, err := adm.ListTopics(ctx, e.in)
+	if err != nil || td[e.in].Err != nil {
+		t.Fatalf("describe %s: %v %v", e.in, err, td[e.in].Err)
+	}
+	want := len(td[e.in].Partitions) + add
+	resp, err := adm.CreatePartitions(ctx, add, e.in)
 	if err == nil {
 		err = resp.Error()
 	}
 	if err != nil {
 		t.Fatalf("add %d partitions to %s: %v", add, e.in, err)
+	}
+	// The broker's metadata learns of the new partitions after
+	// CreatePartitions returns: a producer started before it does keys on
+	// the old count (seen under make test's load: key/partition mismatch
+	// warnings, counts off). Wait until the metadata has every new
+	// partition with a leader.
+	for {
+		td, err := adm.ListTopics(ctx, e.in)
+		if err == nil && td[e.in].Err == nil && len(td[e.in].Partitions) == want {
+			led := true
+			for _, p := range td[e.in].Partitions {
+				led = led && p.Leader >= 0
+			}
+			if led {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s: waited for %d partitions with leaders in the metadata: %v", e.in, want, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
