@@ -185,9 +185,10 @@ func TestPartitionsOfATopicJustCreated(t *testing.T) {
 // and 5): on a cluster of three brokers, a topic another process created a
 // moment ago (the output topic, the changelog another instance made) that
 // the broker asked has not heard of yet is asked again with fresh
-// metadata, not reported missing; a topic that stays unknown is missing
-// after unknownTopicPatience. On one broker (TestPartitionsOfATopicJustCreated)
-// an unknown topic is missing at once.
+// metadata, not reported missing. A topic the controller does not have
+// (controllerLacks) is missing at once; one that stays unknown without the
+// controller's answer is missing after unknownTopicPatience. On one broker
+// (TestPartitionsOfATopicJustCreated) an unknown topic is missing at once.
 func TestPartitionsOfATopicCreatedElsewhere(t *testing.T) {
 	defer func(p time.Duration) { unknownTopicPatience = p }(unknownTopicPatience)
 	unknownTopicPatience = 2 * time.Second
@@ -228,11 +229,28 @@ func TestPartitionsOfATopicCreatedElsewhere(t *testing.T) {
 	if got := answered.Load(); got != 3 {
 		t.Fatalf("the broker answered UNKNOWN_TOPIC_OR_PARTITION %d times to Replication, want 3", got)
 	}
+	// A topic the controller does not have either (its CreateTopics
+	// with ValidateOnly would create it) is missing at once: a new
+	// application's changelog does not wait.
 	t0 := time.Now()
 	if _, err := a.Partitions(ctx, "never-created"); !errors.Is(err, ErrTopicNotFound) {
 		t.Fatalf("Partitions of a missing topic: %v, want ErrTopicNotFound", err)
 	}
+	if took := time.Since(t0); took > unknownTopicPatience/2 {
+		t.Fatalf("a missing topic the controller does not have took %v to report, want at once", took)
+	}
+	// Without that answer (no Create permission on the topic), it is
+	// missing after unknownTopicPatience.
+	h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.CreateTopics}, Err: kerr.TopicAuthorizationFailed, Count: -1})
+	defer h.Remove()
+	t0 = time.Now()
+	if _, err := a.Partitions(ctx, "never-created-2"); !errors.Is(err, ErrTopicNotFound) {
+		t.Fatalf("Partitions of a missing topic: %v, want ErrTopicNotFound", err)
+	}
 	if took := time.Since(t0); took < unknownTopicPatience/2 || took > unknownTopicPatience+5*time.Second {
-		t.Fatalf("a missing topic on three brokers took %v to report, want about %v", took, unknownTopicPatience)
+		t.Fatalf("a missing topic on three brokers, the controller's answer refused, took %v to report, want about %v", took, unknownTopicPatience)
+	}
+	if h.Hits() == 0 {
+		t.Fatal("no CreateTopics was refused: the case tests nothing")
 	}
 }
