@@ -123,6 +123,30 @@ func (f *generationFence) preCommit(req *kmsg.TxnOffsetCommitRequest) error {
 	return nil
 }
 
+// moves returns, by topic and partition, the offset committed before the
+// ending transaction (-1 for none) and the one its TxnOffsetCommit carries,
+// of every partition the transaction moves (settleUnconfirmed). Empty when
+// no TxnOffsetCommit was sent.
+func (f *generationFence) moves() map[string]map[int32][2]int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]map[int32][2]int64)
+	for p, to := range f.pending {
+		from := int64(-1)
+		if o, ok := f.committed[p]; ok {
+			from = o.Offset
+		}
+		if to.Offset < 0 || to.Offset == from {
+			continue
+		}
+		if out[p.Topic] == nil {
+			out[p.Topic] = make(map[int32][2]int64)
+		}
+		out[p.Topic][p.Partition] = [2]int64{from, to.Offset}
+	}
+	return out
+}
+
 // ended applies the pending offsets once the transaction committed.
 func (f *generationFence) ended(committed bool) {
 	f.mu.Lock()

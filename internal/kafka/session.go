@@ -838,6 +838,12 @@ func (s *Session) End(ctx context.Context, commit bool) (committed bool, err err
 	s.watch.enter(time.Now())
 	committed, err = s.gts.End(ctx, kgo.TransactionEndTry(commit))
 	s.watch.leave(time.Now())
+	settledAborted := commit && unconfirmed(ctx, err) && s.settleUnconfirmed(ctx, s.fence.moves(), err)
+	if settledAborted {
+		// Found aborted (unconfirmed.go): consumption is rewound; the
+		// caller redoes the batch as after a rebalance.
+		committed, err = false, nil
+	}
 	emptyAbort := committed && s.abortWatch.seen.Load()
 	if emptyAbort {
 		s.log.Warn("transaction aborted instead of committed: franz-go found none of its produced partitions registered and aborted it; consumption rewound", "group", s.cfg.GroupID)
@@ -849,7 +855,7 @@ func (s *Session) End(ctx context.Context, commit bool) (committed bool, err err
 	if err != nil {
 		return false, s.wrapTxnErr("end transaction", "", err)
 	}
-	if commit && !committed && !emptyAbort {
+	if commit && !committed && !emptyAbort && !settledAborted {
 		s.log.Warn("transaction aborted instead of committed (rebalance); consumption rewound", "group", s.cfg.GroupID)
 	}
 	return committed, nil

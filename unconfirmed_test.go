@@ -1,0 +1,143 @@
+package kstate_test
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/internal/faultdial"
+	"github.com/kstate/kstate/internal/kafka"
+	"github.com/kstate/kstate/internal/testlog"
+	"github.com/kstate/kstate/internal/testprocs"
+)
+
+// A commit whose EndTxn is cut off on the way (issue #28, RELIABILITY.md
+// Finding 3: a broker in controlled shutdown refused the dial of EndTxn and
+// the engine rebuilt its whole session). A faultdial.Cutter in the App's
+// dialer cuts the connection carrying one committing EndTxn and makes
+// franz-go's retries of it fail too, so that the commit comes back
+// unconfirmed:
+//
+//   - before the request (LostRequest; dials to the broker then refused,
+//     Finding 3's error): the transaction did not commit. The session finds
+//     it aborted (internal/kafka unconfirmed.go) and the batch is redone in
+//     the same session: no rebuild.
+//   - after the broker answered (LostAnswer): the transaction committed.
+//     Redoing the batch would duplicate it; the session finds it committed
+//     and the engine rebuilds the session, which continues from it.
+//
+// Both must end with every key's outputs 1..n exactly once.
+
+// runCutEndTxn runs the counter on a kfake cluster through one cut EndTxn;
+// it returns the App's log, the outputs and the input.
+func runCutEndTxn(t *testing.T, mode faultdial.Mode, appID string) (string, testprocs.Outputs, *testprocs.KeyCycler) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.DefaultNumPartitions(2), kfake.SeedTopics(2, "in", "out"),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	brokers := c.ListenAddrs()
+	cut := &faultdial.Cutter{Mode: mode, Refuse: 2 * time.Second}
+	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
+	cfg.ApplicationID = appID
+	cfg.Kafka.TransactionTimeout = 5 * time.Second
+	// Fewer retries: franz-go gives the EndTxn up while the dials are
+	// refused, as it does for a longer outage (with its default 20 it
+	// outlasts 2 s of refusals).
+	cfg.Kafka.ClientOptions = []kgo.Opt{kgo.Dialer(cut.Dial), kgo.RequestRetries(2)}
+	var logs testlog.Buffer
+	cfg.Observability.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log:\n%s", logs.String())
+		}
+	})
+	app, err := kstate.New(cfg.Topology, cfg.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, done := testprocs.StartWatch(t, app)
+	in := &testprocs.KeyCycler{T: t, Brokers: brokers, Topic: "in", Keys: 7}
+	in.Produce(14)
+	testprocs.WaitOutputs(t, brokers, "out", in.Sent, 30*time.Second)
+
+	cut.Arm()
+	deadline := time.Now().Add(30 * time.Second)
+	for cut.Cuts() == 0 && time.Now().Before(deadline) {
+		in.Produce(7)
+		select {
+		case err := <-done:
+			t.Fatalf("Run stopped: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if cut.Cuts() == 0 {
+		t.Fatal("no EndTxn was cut: the case tests nothing")
+	}
+	// Input keeps coming through the refusals.
+	for range 15 {
+		in.Produce(7)
+		time.Sleep(100 * time.Millisecond)
+	}
+	got := testprocs.WaitOutputs(t, brokers, "out", in.Sent, 60*time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("Run stopped after the cut: %v", err)
+	default:
+	}
+	if cut.Failed() == 0 {
+		t.Errorf("no retry failed: franz-go did not retry the cut EndTxn, the case did not meet Finding 3")
+	}
+	t.Logf("%d records in, %d outputs; %d retries failed", in.Sent, got.Count(), cut.Failed())
+	return logs.String(), got, in
+}
+
+const rebuildLog = "Kafka unreachable: closing the session"
+
+// TestUnconfirmedCommitFoundAborted: the EndTxn never reached the broker;
+// the batch is redone in the same session (before the fix: a session
+// rebuild).
+func TestUnconfirmedCommitFoundAborted(t *testing.T) {
+	t.Parallel()
+	log, got, in := runCutEndTxn(t, faultdial.LostRequest, "app")
+	exactCounts(t, got, in)
+	if !strings.Contains(log, "then found aborted") {
+		t.Errorf("the log does not say the unconfirmed commit was found aborted")
+	}
+	if strings.Contains(log, rebuildLog) {
+		t.Errorf("the session was rebuilt for a commit found aborted (log: %q)", rebuildLog)
+	}
+}
+
+// TestUnconfirmedCommitFoundCommitted: the broker committed and its answer
+// was lost; the batch must not be redone (exactCounts would see it twice).
+func TestUnconfirmedCommitFoundCommitted(t *testing.T) {
+	t.Parallel()
+	log, got, in := runCutEndTxn(t, faultdial.LostAnswer, "app")
+	exactCounts(t, got, in)
+	if !strings.Contains(log, "then found committed") {
+		t.Errorf("the log does not say the unconfirmed commit was found committed")
+	}
+}
+
+// TestUnconfirmedCommitTakenForAbortedDuplicates shows that the check of
+// the committed offsets is what keeps the lost answer exact: with the
+// outcome taken for aborted without looking (a refused dial trusted to mean
+// "not sent"), the committed batch is redone and its outputs duplicated.
+func TestUnconfirmedCommitTakenForAbortedDuplicates(t *testing.T) {
+	t.Parallel()
+	restore := kafka.SetUnconfirmedAsAbortedForTest("app-broken")
+	defer restore()
+	_, got, in := runCutEndTxn(t, faultdial.LostAnswer, "app-broken")
+	if got.Count() <= in.Sent {
+		t.Fatalf("%d outputs for %d records in: the committed batch was not redone; the case cannot tell the check from its absence", got.Count(), in.Sent)
+	}
+	t.Logf("with the check skipped: %d outputs for %d records in (duplicated)", got.Count(), in.Sent)
+}
