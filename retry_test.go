@@ -3,7 +3,6 @@ package kstate_test
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,31 +55,11 @@ func runThroughFault(t *testing.T, fc faultCase) {
 // the fault; otherwise it checks the outputs are exact and returns nil.
 func faultRun(t *testing.T, fc faultCase) error {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.DefaultNumPartitions(2), kfake.SeedTopics(2, "in", "out"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	brokers := c.ListenAddrs()
-	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
-	cfg.Kafka.TransactionTimeout = 2 * time.Second
-	cfg.Kafka.ClientOptions = fc.opts
-	var logs testlog.Buffer
-	cfg.Observability.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("log:\n%s", logs.String())
-		}
+	f := startFaultApp(t, func(cfg *testApp) {
+		cfg.Kafka.TransactionTimeout = 2 * time.Second
+		cfg.Kafka.ClientOptions = fc.opts
 	})
-	app, err := kstate.New(cfg.Topology, cfg.Options)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, done := testprocs.StartWatch(t, app)
-	in := &testprocs.KeyCycler{T: t, Brokers: brokers, Topic: "in", Keys: 7}
-	in.Produce(14)
-	testprocs.WaitOutputs(t, brokers, "out", in.Sent, 30*time.Second)
+	c, brokers, in, done, logs := f.c, f.brokers, f.in, f.done, f.logs
 
 	h := c.Fault(fc.fault)
 	defer h.Remove()
@@ -112,6 +91,40 @@ func faultRun(t *testing.T, fc faultCase) error {
 	}
 	t.Logf("%s: %d requests answered with the error; %d records in, outputs exact", fc.name, hits, in.Sent)
 	return nil
+}
+
+// faultApp is the counter running on a three-broker kfake cluster of its
+// own, its first outputs committed.
+type faultApp struct {
+	c       *kfake.Cluster
+	brokers []string
+	in      *testprocs.KeyCycler // 7 keys, 14 records sent
+	done    <-chan error         // Run's error once it returns
+	logs    *testlog.Buffer      // Warn and above
+}
+
+// startFaultApp starts a faultApp; edit changes the App's configuration.
+func startFaultApp(t *testing.T, edit func(cfg *testApp)) faultApp {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.DefaultNumPartitions(2), kfake.SeedTopics(2, "in", "out"),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	f := faultApp{c: c, brokers: c.ListenAddrs()}
+	cfg := config(f.brokers, t.TempDir(), testprocs.NewCounter)
+	cfg.Observability.Logger, f.logs = testlog.Warnings(t)
+	edit(&cfg)
+	app, err := kstate.New(cfg.Topology, cfg.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, f.done = testprocs.StartWatch(t, app)
+	f.in = &testprocs.KeyCycler{T: t, Brokers: f.brokers, Topic: "in", Keys: 7}
+	f.in.Produce(14)
+	testprocs.WaitOutputs(t, f.brokers, "out", f.in.Sent, 30*time.Second)
+	return f
 }
 
 // exactCounts checks that every key of in has the outputs 1..n, n its

@@ -1,18 +1,14 @@
 package kstate_test
 
 import (
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/faultdial"
 	"github.com/kstate/kstate/internal/kafka"
-	"github.com/kstate/kstate/internal/testlog"
 	"github.com/kstate/kstate/internal/testprocs"
 )
 
@@ -37,54 +33,20 @@ import (
 // it returns the App's log, the outputs and the input.
 func runCutEndTxn(t *testing.T, mode faultdial.Mode, appID string) (string, testprocs.Outputs, *testprocs.KeyCycler) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.DefaultNumPartitions(2), kfake.SeedTopics(2, "in", "out"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	brokers := c.ListenAddrs()
 	cut := &faultdial.Cutter{Mode: mode, Refuse: 2 * time.Second}
-	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
-	cfg.ApplicationID = appID
-	cfg.Kafka.TransactionTimeout = 5 * time.Second
-	// Fewer retries: franz-go gives the EndTxn up while the dials are
-	// refused, as it does for a longer outage (with its default 20 it
-	// outlasts 2 s of refusals).
-	cfg.Kafka.ClientOptions = []kgo.Opt{kgo.Dialer(cut.Dial), kgo.RequestRetries(2)}
-	var logs testlog.Buffer
-	cfg.Observability.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("log:\n%s", logs.String())
-		}
+	f := startFaultApp(t, func(cfg *testApp) {
+		cfg.ApplicationID = appID
+		cfg.Kafka.TransactionTimeout = 5 * time.Second
+		// Fewer retries: franz-go gives the EndTxn up while the dials
+		// are refused, as it does for a longer outage (with its
+		// default 20 it outlasts 2 s of refusals).
+		cfg.Kafka.ClientOptions = []kgo.Opt{kgo.Dialer(cut.Dial), kgo.RequestRetries(2)}
 	})
-	app, err := kstate.New(cfg.Topology, cfg.Options)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, done := testprocs.StartWatch(t, app)
-	in := &testprocs.KeyCycler{T: t, Brokers: brokers, Topic: "in", Keys: 7}
-	in.Produce(14)
-	testprocs.WaitOutputs(t, brokers, "out", in.Sent, 30*time.Second)
+	brokers, in, done, logs := f.brokers, f.in, f.done, f.logs
 
-	cut.Arm()
-	deadline := time.Now().Add(30 * time.Second)
-	for cut.Cuts() == 0 && time.Now().Before(deadline) {
-		in.Produce(7)
-		select {
-		case err := <-done:
-			t.Fatalf("Run stopped: %v", err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	if cut.Cuts() == 0 {
-		t.Fatal("no EndTxn was cut: the case tests nothing")
-	}
-	// Input keeps coming through the refusals.
-	for range 15 {
-		in.Produce(7)
-		time.Sleep(100 * time.Millisecond)
+	// Input keeps coming through the cut and the failed retries.
+	if err := cut.CutDuring(30*time.Second, 15, func() error { return in.Step(7, 100*time.Millisecond, done) }); err != nil {
+		t.Fatal(err)
 	}
 	got := testprocs.WaitOutputs(t, brokers, "out", in.Sent, 60*time.Second)
 	select {

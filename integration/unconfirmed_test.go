@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -37,13 +36,8 @@ func TestUnconfirmedCommitRealBroker(t *testing.T) {
 			// Fewer retries: franz-go gives the EndTxn up while its
 			// retries fail, as it does for a longer outage.
 			cfg.Kafka.ClientOptions = []kgo.Opt{kgo.Dialer(cut.Dial), kgo.RequestRetries(2)}
-			var logs testlog.Buffer
-			cfg.Observability.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("log:\n%s", logs.String())
-				}
-			})
+			var logs *testlog.Buffer
+			cfg.Observability.Logger, logs = testlog.Warnings(t)
 			app := newSpecApp(t, cfg)
 			_, done := testprocs.StartWatch(t, app)
 			const keys = 7
@@ -51,22 +45,9 @@ func TestUnconfirmedCommitRealBroker(t *testing.T) {
 			in.Produce(14)
 			testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut)
 
-			cut.Arm()
-			deadline := time.Now().Add(30 * time.Second)
-			for cut.Cuts() == 0 && time.Now().Before(deadline) {
-				in.Produce(7)
-				select {
-				case err := <-done:
-					t.Fatalf("Run stopped: %v", err)
-				case <-time.After(100 * time.Millisecond):
-				}
-			}
-			if cut.Cuts() == 0 {
-				t.Fatal("no EndTxn was cut: the case tests nothing")
-			}
-			for range 15 {
-				in.Produce(7)
-				time.Sleep(100 * time.Millisecond)
+			step := func() error { return in.Step(7, 100*time.Millisecond, done) }
+			if err := cut.CutDuring(30*time.Second, 15, step); err != nil {
+				t.Fatal(err)
 			}
 			got := testprocs.WaitOutputs(t, e.brokers, e.out, in.Sent, waitOut)
 			select {

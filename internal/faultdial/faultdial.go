@@ -8,6 +8,7 @@ package faultdial
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -188,3 +189,25 @@ func (d *Cutter) Arm() { d.armed.Store(true) }
 
 // Cuts is how many EndTxn requests were cut as armed (0 or 1 per Arm).
 func (d *Cutter) Cuts() int { return int(d.cuts.Load()) }
+
+// CutDuring arms d and calls step (which keeps input coming and waits a
+// little) until an EndTxn was cut or timeout passed, then after more times.
+// It returns step's first error, or one saying nothing was cut.
+func (d *Cutter) CutDuring(timeout time.Duration, after int, step func() error) error {
+	d.Arm()
+	deadline := time.Now().Add(timeout)
+	for d.Cuts() == 0 && time.Now().Before(deadline) {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	if d.Cuts() == 0 {
+		return errors.New("faultdial: no EndTxn was cut within the timeout: the case tests nothing")
+	}
+	for range after {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

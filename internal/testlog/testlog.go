@@ -37,3 +37,16 @@ func (b *Buffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// Warnings returns a logger writing text records at Warn and above to a
+// Buffer, for a test that checks what the engine warned about; the
+// Buffer's contents go to t's log if t fails.
+func Warnings(t testing.TB) (*slog.Logger, *Buffer) {
+	var b Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log:\n%s", b.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelWarn})), &b
+}

@@ -168,3 +168,15 @@ func (c *KeyCycler) Produce(n int) {
 	}
 	Produce(c.T, c.Brokers, c.Topic, kvs...)
 }
+
+// Step produces n records, then waits d; it returns an error if done (Run's
+// result) delivers meanwhile: a step of a fault case's input loop.
+func (c *KeyCycler) Step(n int, d time.Duration, done <-chan error) error {
+	c.Produce(n)
+	select {
+	case err := <-done:
+		return fmt.Errorf("run stopped: %v", err)
+	case <-time.After(d):
+		return nil
+	}
+}
