@@ -70,6 +70,8 @@ type options struct {
 	logLevel                       string
 	cpuProfile                     string
 	memProfile                     string
+	liveProfile                    string
+	liveProfileAt                  time.Duration
 	compression                    string
 }
 
@@ -92,6 +94,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.logLevel, "log", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.compression, "compression", "", "producer compression: none, snappy, lz4, zstd or gzip (empty: kstate's default, the Kafka client's snappy; the harness's other peers produce uncompressed)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	fs.StringVar(&o.liveProfile, "liveprofile", "", "write the live heap (in-use objects after a GC) -liveprofile-at into the run to this file (go tool pprof -sample_index=inuse_space), and print the Go runtime's memory then")
+	fs.DurationVar(&o.liveProfileAt, "liveprofile-at", 10*time.Second, "when -liveprofile is taken, from the start")
 	fs.StringVar(&o.memProfile, "memprofile", "", "write a heap profile at the end of the run to this file (go tool pprof -sample_index=alloc_space or alloc_objects), and print the allocations per input row")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -220,6 +224,14 @@ func run(args []string) error {
 	start := time.Now()
 	done := make(chan struct{})
 	go reportReady(app, start, done)
+	if o.liveProfile != "" {
+		t := time.AfterFunc(o.liveProfileAt, func() {
+			if err := writeLiveProfile(o.liveProfile); err != nil {
+				fmt.Fprintf(os.Stderr, "kstate-count: -liveprofile: %v\n", err)
+			}
+		})
+		defer t.Stop()
+	}
 	err = app.Run(ctx)
 	close(done)
 	m := app.Metrics().Total
@@ -332,6 +344,33 @@ func (outCodec) Serialize(o countOut) ([]byte, error) {
 	binary.BigEndian.PutUint64(b, uint64(o.count))
 	binary.BigEndian.PutUint64(b[8:], uint64(o.sentNs))
 	return b, nil
+}
+
+// writeLiveProfile runs a GC, prints the Go runtime's memory and writes the
+// in-use heap profile to path: what the process's Go side holds live at
+// that moment (the rest of its RSS is the GC's headroom, up to GOGC, and
+// RocksDB's C memory).
+func writeLiveProfile(path string) error {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	mb := func(v uint64) float64 { return float64(v) / (1 << 20) }
+	rss := "?"
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "VmRSS:") {
+				rss = strings.TrimSpace(strings.TrimPrefix(l, "VmRSS:"))
+			}
+		}
+	}
+	fmt.Fprintf(os.Stderr, "kstate-count: live heap %.0f MiB (heap in use %.0f, idle %.0f, released %.0f, from the OS in all %.0f MiB; stacks %.0f MiB), next GC at %.0f MiB; process RSS %s\n",
+		mb(ms.HeapAlloc), mb(ms.HeapInuse), mb(ms.HeapIdle), mb(ms.HeapReleased), mb(ms.Sys), mb(ms.StackSys), mb(ms.NextGC), rss)
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("heap").WriteTo(f, 0)
 }
 
 // writeHeapProfile writes the heap profile (every allocation since the
