@@ -102,9 +102,8 @@ type Shard struct {
 	// wb is the write-behind layer of committed, unflushed batches (nil:
 	// write-through). Only the shard's goroutine changes it, under wbMu;
 	// ReadCommitted reads it from other goroutines under wbMu.
-	wb      *wbLayer
-	wbMu    sync.Mutex
-	wbBatch kv.Batch // reused by flushes
+	wb   *wbLayer
+	wbMu sync.Mutex
 
 	// readers guards the store against Close while ReadCommitted reads it
 	// from another goroutine; readClosed is set under it by Close.
