@@ -48,13 +48,36 @@ func TestZombieProduceOnlyCommitAborts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var recs []Record
-	for len(recs) == 0 {
-		if recs, err = s.Poll(ctx, 0); err != nil {
+	// The first commit, while the member is still in the group. With a
+	// 500 ms session timeout a loaded machine can make the member miss a
+	// heartbeat first (UNKNOWN_MEMBER_ID: the commit comes back aborted,
+	// consumption rewound; it failed once in a clean-clone CI run): poll
+	// again and redo it, as the engine does.
+	for attempt := 1; ; attempt++ {
+		var recs []Record
+		for len(recs) == 0 {
+			if recs, err = s.Poll(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Begin(); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := s.Produce(ctx, []Record{{Topic: "out", Partition: 0, Value: []byte("processed")}}); err != nil {
+			t.Fatal(err)
+		}
+		committed, err := s.End(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if committed {
+			break
+		}
+		if attempt == 5 {
+			t.Fatal("the first commit was aborted 5 times")
+		}
+		t.Logf("the first commit was aborted (a rebalance on a loaded machine): redoing it")
 	}
-	txn(t, ctx, s, true, Record{Topic: "out", Partition: 0, Value: []byte("processed")})
 
 	// From now on the coordinator never sees this member's heartbeats, but
 	// the member is told they succeeded.
@@ -104,21 +127,6 @@ func TestZombieProduceOnlyCommitAborts(t *testing.T) {
 	}
 	if !slices.Equal(values, []string{"processed"}) {
 		t.Fatalf("output %v: the evicted member's transaction committed", values)
-	}
-}
-
-// txn runs Begin → Produce → End(commit) and checks the outcome.
-func txn(t *testing.T, ctx context.Context, s *Session, wantCommitted bool, recs ...Record) {
-	t.Helper()
-	if err := s.Begin(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Produce(ctx, recs); err != nil {
-		t.Fatal(err)
-	}
-	committed, err := s.End(ctx, true)
-	if err != nil || committed != wantCommitted {
-		t.Fatalf("End(commit) = %v, %v; want committed=%v", committed, err, wantCommitted)
 	}
 }
 
