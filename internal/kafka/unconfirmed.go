@@ -2,12 +2,10 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -90,32 +88,29 @@ func (s *Session) settleUnconfirmed(ctx context.Context, moved map[string]map[in
 	defer cancel()
 	cl := s.gts.Client()
 
-	// 1. Re-initialise the producer id. The first TryAbort after an
-	// unconfirmed end reloads it (InitProducerId); when that load fails
-	// too, franz-go keeps the failure until a Begin or an abort flags it
-	// for reloading again: an empty Begin/TryAbort pair does that without
-	// a request.
-	if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil && !IsUnreachable(err) {
-		s.log.Warn("commit unconfirmed: the producer's abort failed; rebuilding the session", "group", s.cfg.GroupID, "err", err, "commit_err", cause)
+	giveUp := func(what string, err error) bool {
+		s.log.Warn("commit unconfirmed: "+what+"; rebuilding the session", "group", s.cfg.GroupID,
+			"waited", time.Since(start).Round(time.Millisecond), "err", err, "commit_err", cause)
 		return false
 	}
+
+	// 1. Re-initialise the producer id. A TryAbort after an unconfirmed
+	// end flags it for reloading and reloads it (InitProducerId); when
+	// that load fails, franz-go keeps the failure until a Begin flags it
+	// again: an empty Begin/TryAbort pair, without a request.
 	for wait := settleWait; ; wait = min(2*wait, settleWaitMax) {
+		if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil && !IsUnreachable(err) {
+			return giveUp("the producer's abort failed", err)
+		}
 		_, _, err := cl.ProducerID(ctx)
 		if err == nil {
 			break
 		}
 		if isFenced(err) || !sleepCtx(ctx, wait) {
-			s.log.Warn("commit unconfirmed: the producer id could not be initialised again; rebuilding the session",
-				"group", s.cfg.GroupID, "waited", time.Since(start).Round(time.Millisecond), "err", err, "commit_err", cause)
-			return false
+			return giveUp("the producer id could not be initialised again", err)
 		}
 		if err := cl.BeginTransaction(); err != nil {
-			s.log.Warn("commit unconfirmed: rebuilding the session", "group", s.cfg.GroupID, "err", err, "commit_err", cause)
-			return false
-		}
-		if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil && !IsUnreachable(err) {
-			s.log.Warn("commit unconfirmed: the producer's abort failed; rebuilding the session", "group", s.cfg.GroupID, "err", err, "commit_err", cause)
-			return false
+			return giveUp("the producer could not begin", err)
 		}
 	}
 
@@ -124,39 +119,20 @@ func (s *Session) settleUnconfirmed(ctx context.Context, moved map[string]map[in
 		return true
 	}
 
-	// 2. The committed offsets, stable.
-	adm := kadm.NewClient(cl)
-	var got kadm.OffsetResponses
-	for wait := settleWait; ; wait = min(2*wait, settleWaitMax) {
-		resps, err := adm.FetchOffsets(kadm.RequireStable(ctx), s.cfg.GroupID)
-		if err == nil {
-			err = resps.Error()
-		}
-		if errors.Is(err, kerr.GroupIDNotFound) {
-			// No offsets at all (kfake's answer for a group without any).
-			resps, err = kadm.OffsetResponses{}, nil
-		}
-		if err == nil {
-			got = resps
-			break
-		}
-		if errors.Is(err, kerr.UnstableOffsetCommit) {
-			wait = unstablePoll
-		}
-		if !sleepCtx(ctx, wait) {
-			s.log.Warn("commit unconfirmed: the group's committed offsets could not be read; rebuilding the session",
-				"group", s.cfg.GroupID, "waited", time.Since(start).Round(time.Millisecond), "err", err, "commit_err", cause)
-			return false
-		}
-	}
-
-	// 3. Aborted only when every moved partition is where it was.
+	// 2. The committed offsets, stable (Admin.CommittedOffsets waits out
+	// UNSTABLE_OFFSET_COMMIT), and 3. aborted only when every moved
+	// partition is where it was.
+	a := &Admin{cl: cl, adm: kadm.NewClient(cl)}
 	aborted, committed := true, true
 	for t, ps := range moved {
+		got, err := a.CommittedOffsets(ctx, s.cfg.GroupID, t)
+		if err != nil {
+			return giveUp("the group's committed offsets could not be read", err)
+		}
 		for p, ends := range ps {
-			at := int64(-1)
-			if r, ok := got.Lookup(t, p); ok && r.Err == nil {
-				at = r.At
+			at, ok := got[p]
+			if !ok {
+				at = -1
 			}
 			aborted = aborted && at == ends[0]
 			committed = committed && at == ends[1]
