@@ -1,7 +1,8 @@
 // Package faultdial is a kgo.Dialer for tests that cuts the connection
 // carrying a committing EndTxn, before the request or after the broker's
 // answer, and makes franz-go's retries of it fail for a while: the commit
-// comes back unconfirmed (issue #28, RELIABILITY.md Finding 3). The kfake
+// comes back unconfirmed (issue #28, RELIABILITY.md Finding 3); with Abort,
+// an aborting EndTxn instead. The kfake
 // tests of package kstate and the real-broker tests in integration/ use it.
 package faultdial
 
@@ -38,10 +39,13 @@ const (
 )
 
 // Cutter is a kgo.Dialer that cuts the connection of the next
-// committing EndTxn once armed.
+// committing (or, with Abort, aborting) EndTxn once armed.
 type Cutter struct {
 	Mode   Mode
 	Refuse time.Duration // how long the retries fail after the cut
+	// Abort: the armed cut takes the next aborting EndTxn instead (a
+	// rebalance turned the commit into an abort, or the caller aborted).
+	Abort bool
 
 	armed atomic.Bool
 	cuts  atomic.Int32
@@ -126,7 +130,7 @@ func (c *cutConn) Write(b []byte) (int, error) {
 		c.Conn.Close()
 		return 0, errCut
 	}
-	if req := endTxn(b); req != nil && req.Commit && c.d.armed.CompareAndSwap(true, false) {
+	if req := endTxn(b); req != nil && req.Commit != c.d.Abort && c.d.armed.CompareAndSwap(true, false) {
 		c.d.cuts.Add(1)
 		c.d.startRefusing(c.host, req)
 		if c.d.Mode == LostRequest {
@@ -184,7 +188,7 @@ func (c *cutConn) Read(b []byte) (int, error) {
 	return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
 }
 
-// Arm makes the next committing EndTxn the one cut.
+// Arm makes the next committing EndTxn (aborting, with Abort) the one cut.
 func (d *Cutter) Arm() { d.armed.Store(true) }
 
 // Cuts is how many EndTxn requests were cut as armed (0 or 1 per Arm).

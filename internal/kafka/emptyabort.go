@@ -36,13 +36,23 @@ import (
 // emptyAbortMsg is franz-go's Info line for a commit turned abort.
 const emptyAbortMsg = "no produce succeeded in this transaction but produces were attempted; issuing an abort to clear any server-side partition registrations"
 
+// resetMsg is GroupTransactSession.End's Info line when it ends with an
+// abort or an error; its tried_commit is false when the last EndTxn it sent
+// (or tried to send) was an abort: a rebalance or a failed offset commit
+// turned the caller's commit into one, or the caller asked for it.
+const resetMsg = "transact session resetting to current committed state (potentially after a rejoin)"
+
 // emptyAbortWatch is a transactional client's franz-go logger: kgoLogger
-// (when log is set), plus the watch for emptyAbortMsg. Reset seen before
-// ending a transaction, read it after.
+// (when log is set), plus the watch for emptyAbortMsg and resetMsg. Reset
+// seen and abortSent before ending a transaction, read them after (End
+// logs both on the caller's goroutine, before it returns).
 type emptyAbortWatch struct {
 	log   *slog.Logger // nil: franz-go's warnings are dropped
 	txnID string
 	seen  atomic.Bool
+	// abortSent: the ending transaction's last EndTxn was an abort
+	// (resetMsg with tried_commit false; unconfirmed.go).
+	abortSent atomic.Bool
 }
 
 func (w *emptyAbortWatch) Level() kgo.LogLevel { return kgo.LogLevelInfo }
@@ -51,6 +61,16 @@ func (w *emptyAbortWatch) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	if level <= kgo.LogLevelWarn {
 		if w.log != nil {
 			kgoLogger{w.log}.Log(level, msg, keyvals...)
+		}
+		return
+	}
+	if msg == resetMsg {
+		for i := 0; i+1 < len(keyvals); i += 2 {
+			if k, _ := keyvals[i].(string); k == "tried_commit" {
+				if tried, ok := keyvals[i+1].(bool); ok && !tried {
+					w.abortSent.Store(true)
+				}
+			}
 		}
 		return
 	}

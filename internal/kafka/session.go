@@ -835,10 +835,18 @@ func (s *Session) End(ctx context.Context, commit bool) (committed bool, err err
 		ctx = kgo.PreTxnCommitFnContext(ctx, s.fence.preCommit)
 	}
 	s.abortWatch.seen.Store(false)
+	s.abortWatch.abortSent.Store(false)
 	s.watch.enter(time.Now())
 	committed, err = s.gts.End(ctx, kgo.TransactionEndTry(commit))
 	s.watch.leave(time.Now())
-	settledAborted := commit && unconfirmed(ctx, err) && s.settleUnconfirmed(ctx, s.fence.moves(), err)
+	var settledAborted bool
+	if unconfirmed(ctx, err) {
+		if !commit || s.abortWatch.abortSent.Load() {
+			settledAborted = s.settleAbort(ctx, commit, err)
+		} else {
+			settledAborted = s.settleUnconfirmed(ctx, s.fence.moves(), err)
+		}
+	}
 	if settledAborted {
 		// Found aborted (unconfirmed.go): consumption is rewound; the
 		// caller redoes the batch as after a rebalance.

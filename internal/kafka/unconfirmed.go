@@ -42,6 +42,11 @@ import (
 //     error, and the engine rebuilds the session as before, which reads
 //     the outcome from Kafka the same way a restart does.
 //
+// An end that was an abort (the caller's, or the one franz-go sent instead
+// of the caller's commit after a rebalance revoked the batch's partitions)
+// is settled by step 1 alone (settleAbort): no commit was sent, so the
+// re-initialised producer id leaves the transaction aborted for sure.
+//
 // The bound is the transaction timeout: past it the coordinator aborts the
 // transaction by itself, and an outage that long is the session rebuild's.
 
@@ -79,7 +84,7 @@ const (
 // returns true only when Kafka shows the transaction aborted.
 func (s *Session) settleUnconfirmed(ctx context.Context, moved map[string]map[int32][2]int64, cause error) bool {
 	if len(moved) == 0 {
-		s.log.Warn("commit unconfirmed and its transaction committed no input offset (nothing polled, or a rebalance aborted it first): the outcome cannot be read from the group; rebuilding the session",
+		s.log.Warn("commit unconfirmed and its transaction committed no input offset (nothing polled): the outcome cannot be read from the group; rebuilding the session",
 			"group", s.cfg.GroupID, "err", cause)
 		return false
 	}
@@ -94,24 +99,9 @@ func (s *Session) settleUnconfirmed(ctx context.Context, moved map[string]map[in
 		return false
 	}
 
-	// 1. Re-initialise the producer id. A TryAbort after an unconfirmed
-	// end flags it for reloading and reloads it (InitProducerId); when
-	// that load fails, franz-go keeps the failure until a Begin flags it
-	// again: an empty Begin/TryAbort pair, without a request.
-	for wait := settleWait; ; wait = min(2*wait, settleWaitMax) {
-		if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil && !IsUnreachable(err) {
-			return giveUp("the producer's abort failed", err)
-		}
-		_, _, err := cl.ProducerID(ctx)
-		if err == nil {
-			break
-		}
-		if isFenced(err) || !sleepCtx(ctx, wait) {
-			return giveUp("the producer id could not be initialised again", err)
-		}
-		if err := cl.BeginTransaction(); err != nil {
-			return giveUp("the producer could not begin", err)
-		}
+	// 1. Re-initialise the producer id.
+	if !reinitProducer(ctx, cl, giveUp) {
+		return false
 	}
 
 	if _, broken := unconfirmedAsAborted.Load(s.cfg.GroupID); broken {
@@ -152,6 +142,58 @@ func (s *Session) settleUnconfirmed(ctx context.Context, moved map[string]map[in
 			"group", s.cfg.GroupID, "settled_in", took, "commit_err", cause)
 	}
 	return false
+}
+
+// settleAbort settles a transaction whose end failed unconfirmed (cause)
+// when that end was an abort: the caller's (commit false), or the one
+// franz-go sent instead of the caller's commit (a rebalance revoked the
+// batch's partitions, or its offset commit failed: abortSent). No commit
+// of it was sent, so once step 1 re-initialised the producer id the
+// transaction is aborted for sure: true, unless the coordinator could not
+// be reached within the transaction timeout (the session is rebuilt).
+func (s *Session) settleAbort(ctx context.Context, commit bool, cause error) bool {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.TransactionTimeout)
+	defer cancel()
+	what := "abort"
+	if commit {
+		what = "commit turned abort (rebalance or failed offset commit)"
+	}
+	giveUp := func(step string, err error) bool {
+		s.log.Warn(what+" unconfirmed: "+step+"; rebuilding the session", "group", s.cfg.GroupID,
+			"waited", time.Since(start).Round(time.Millisecond), "err", err, "end_err", cause)
+		return false
+	}
+	if !reinitProducer(ctx, s.gts.Client(), giveUp) {
+		return false
+	}
+	s.log.Warn(what+" unconfirmed, settled aborted once the producer id was initialised again: consumption rewound, the batch is redone in this session",
+		"group", s.cfg.GroupID, "settled_in", time.Since(start).Round(time.Millisecond), "end_err", cause)
+	return true
+}
+
+// reinitProducer initialises cl's producer id again after an unconfirmed
+// end, retrying with backoff until ctx ends; on failure it returns
+// giveUp's result. A TryAbort after an unconfirmed end flags the id for
+// reloading and reloads it (InitProducerId); when that load fails,
+// franz-go keeps the failure until a Begin flags it again: an empty
+// Begin/TryAbort pair, without a request.
+func reinitProducer(ctx context.Context, cl *kgo.Client, giveUp func(what string, err error) bool) bool {
+	for wait := settleWait; ; wait = min(2*wait, settleWaitMax) {
+		if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil && !IsUnreachable(err) {
+			return giveUp("the producer's abort failed", err)
+		}
+		_, _, err := cl.ProducerID(ctx)
+		if err == nil {
+			return true
+		}
+		if isFenced(err) || !sleepCtx(ctx, wait) {
+			return giveUp("the producer id could not be initialised again", err)
+		}
+		if err := cl.BeginTransaction(); err != nil {
+			return giveUp("the producer could not begin", err)
+		}
+	}
 }
 
 // unconfirmedAsAborted holds the groups whose sessions take every
