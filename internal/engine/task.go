@@ -292,6 +292,9 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 		// A state value over the producer's limit fails its call, per key
 		// (emit.go, close), not the whole transaction at produce time.
 		MaxRecordBytes: cfg.MaxOutputBytes,
+		// Local state is a cache of the changelog: damaged files are
+		// deleted and the restore reads the whole changelog.
+		RebuildCorrupt: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("partition %d: open shard: %w", cfg.Partition, err)
@@ -302,6 +305,9 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 		t.log = slog.New(slog.DiscardHandler)
 	}
 	t.log = t.log.With("partition", cfg.Partition)
+	if why := sh.Rebuilt(); why != nil {
+		t.log.Warn("local state was damaged: deleted, restoring it from the changelog in full", "dir", cfg.Dir, "err", why)
+	}
 	if cfg.TimeMode != processor.NoTime {
 		t.timers = timers.New(sh)
 	}

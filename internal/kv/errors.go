@@ -1,6 +1,11 @@
 package kv
 
-import "errors"
+import (
+	"errors"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+)
 
 var (
 	// ErrClosed is returned by every operation on a store (or on one of its
@@ -13,3 +18,13 @@ var (
 	// backend options (e.g. Sync together with DisableWAL).
 	ErrInvalidOptions = errors.New("kv: invalid options")
 )
+
+// IsCorrupt reports whether err, from opening or reading a store, says
+// that its files are damaged: RocksDB's Corruption status (a truncated or
+// inconsistent MANIFEST, a block that fails its checksum, a table file the
+// MANIFEST lists and the directory lacks) or Pebble's corruption errors.
+// An I/O error (disk full, permissions, a missing directory) is not
+// corruption: the files may be fine once it is fixed.
+func IsCorrupt(err error) bool {
+	return err != nil && (pebble.IsCorruptionError(err) || strings.Contains(err.Error(), "Corruption: "))
+}

@@ -20,3 +20,6 @@ func UnflushedForTest(s *Shard) (keys int, bytes int64) {
 	}
 	return len(s.wb.index), s.wb.used
 }
+
+// OffsetKeyForTest is the store key of the shard's changelog offset.
+const OffsetKeyForTest = offsetKey

@@ -62,6 +62,13 @@ type ShardOptions struct {
 	// ErrValueTooLarge (see TakeOversize), overriding the default of 0:
 	// no bound.
 	MaxRecordBytes int
+	// RebuildCorrupt: a store that cannot be opened because its files are
+	// damaged (kv.IsCorrupt), or whose stored changelog offset is, is
+	// deleted and opened empty, so that the changelog restores it in full
+	// (see Shard.Rebuilt); overriding the default of false: OpenShard fails
+	// with the error. The engine sets it (local state is a cache of the
+	// changelog); readers of a shard (statereader) do not.
+	RebuildCorrupt bool
 }
 
 // lockFile is the name of the flock'ed file inside a shard directory.
@@ -93,6 +100,8 @@ type Shard struct {
 	cache  *shardCache // nil: no committed-state cache
 	lock   *os.File
 	closed bool
+	// rebuilt is why OpenShard deleted a damaged store (Rebuilt).
+	rebuilt error
 	// offset is the next changelog offset after the last committed batch
 	// (the offset the next batch continues from); stored is the one in the
 	// store, the offset a restore after a crash starts from. They differ
@@ -189,17 +198,48 @@ func OpenShard(o ShardOptions) (*Shard, error) {
 		}
 		s.lock = f
 	}
+	if err := s.openStore(); err != nil {
+		if !o.RebuildCorrupt || o.Backend != nil || !(kv.IsCorrupt(err) || errors.Is(err, state.ErrCorrupt)) {
+			s.unlock()
+			return nil, err
+		}
+		// Damaged files: local state is a cache of the changelog. The
+		// store is deleted (under the shard's lock) and opened empty; the
+		// restore that follows reads the whole changelog.
+		be, berr := chooseBackend(o.Dir, o.StoreBackend)
+		if berr == nil {
+			berr = os.RemoveAll(filepath.Join(o.Dir, be.Subdir()))
+		}
+		if berr == nil {
+			berr = s.openStore()
+		}
+		if berr != nil {
+			s.unlock()
+			return nil, fmt.Errorf("%w (and rebuilding it failed: %w)", err, berr)
+		}
+		s.rebuilt = err
+	}
+	if o.WriteBehindBytes > 0 {
+		s.wb = newWBLayer()
+		o.WriteBehindBudget.join()
+	}
+	return s, nil
+}
+
+// openStore opens the shard's store (unless ShardOptions.Backend gave it)
+// and reads its changelog offset; on error nothing is left open but the
+// lock.
+func (s *Shard) openStore() error {
+	o := s.opts
 	s.store = o.Backend
 	if s.store == nil {
 		be, err := chooseBackend(o.Dir, o.StoreBackend)
 		if err != nil {
-			s.unlock()
-			return nil, err
+			return err
 		}
 		st, err := kv.OpenBackend(be, filepath.Join(o.Dir, be.Subdir()), o.Memory, false)
 		if err != nil {
-			s.unlock()
-			return nil, fmt.Errorf("state: open store in %s: %w", o.Dir, err)
+			return fmt.Errorf("state: open store in %s: %w", o.Dir, err)
 		}
 		s.store = st
 	}
@@ -214,15 +254,15 @@ func OpenShard(o ShardOptions) (*Shard, error) {
 	}
 	if err != nil {
 		s.store.Close()
-		s.unlock()
-		return nil, fmt.Errorf("state: shard %s: read the changelog offset: %w", o.Dir, err)
+		s.store = nil
+		return fmt.Errorf("state: shard %s: read the changelog offset: %w", o.Dir, err)
 	}
-	if o.WriteBehindBytes > 0 {
-		s.wb = newWBLayer()
-		o.WriteBehindBudget.join()
-	}
-	return s, nil
+	return nil
 }
+
+// Rebuilt returns why OpenShard deleted the store it found and opened it
+// empty (ShardOptions.RebuildCorrupt), or nil when it did not.
+func (s *Shard) Rebuilt() error { return s.rebuilt }
 
 // backendFile names the file in a shard directory that records the store
 // backend the shard was created with.
