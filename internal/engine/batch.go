@@ -2,14 +2,17 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/handle"
+	"github.com/kstate/kstate/internal/kv"
 	"github.com/kstate/kstate/internal/timers"
 	"github.com/kstate/kstate/processor"
+	"github.com/kstate/kstate/state"
 )
 
 // BatchResult is what a batch hands back to the owner for the transaction.
@@ -208,7 +211,7 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 		}
 		busy = true
 		if err != nil {
-			if !sp.on {
+			if !sp.on || notTheKeys(err) {
 				return nil, err
 			}
 			// OnProcessingError DeadLetter: the key's rows go to the
@@ -422,7 +425,7 @@ func (t *Task[K, I, O]) fireTimer(tm timers.Timer, tv processor.TimerValues, now
 		err = cerr
 	}
 	if err != nil {
-		if !sp.on {
+		if !sp.on || notTheKeys(err) {
 			return err
 		}
 		if derr := t.discard(sp, res); derr != nil {
@@ -469,6 +472,17 @@ func (t *Task[K, I, O]) invokeCall(c *activeCall[K], fn func() error) (err error
 		return &UserError{Method: c.method, Key: c.keyString(), Partition: t.cfg.Partition, Err: e}
 	}
 	return nil
+}
+
+// notTheKeys reports whether a failed processor call's error is the
+// state store's failure (kv.IsStoreFailure: closed, damaged, an I/O error;
+// or the shard closed) rather than its key's: such a call is not
+// dead-lettered under OnProcessingError DeadLetter, which would take the
+// key's rows out of the output for a fault of the machine. The batch
+// fails instead, nothing of it is committed, and the rows are processed
+// again after the restart.
+func notTheKeys(err error) bool {
+	return kv.IsStoreFailure(err) || errors.Is(err, state.ErrClosed)
 }
 
 // activeCall is a processor call in progress (Task.CurrentCall).

@@ -3,6 +3,7 @@ package kv
 import (
 	"errors"
 	"strings"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -27,4 +28,18 @@ var (
 // corruption: the files may be fine once it is fixed.
 func IsCorrupt(err error) bool {
 	return err != nil && (pebble.IsCorruptionError(err) || strings.Contains(err.Error(), "Corruption: "))
+}
+
+// IsStoreFailure reports whether err says the store itself failed, as
+// opposed to the data a caller asked for: a closed store, damaged files
+// (IsCorrupt), or an I/O error of the machine (RocksDB's "IO error:"
+// status, an errno such as EIO or ENOSPC). Such an error is not a record's
+// fault: retrying the record elsewhere or later may succeed.
+func IsStoreFailure(err error) bool {
+	if err == nil {
+		return false
+	}
+	var errno syscall.Errno
+	return errors.Is(err, ErrClosed) || IsCorrupt(err) || errors.As(err, &errno) ||
+		strings.Contains(err.Error(), "IO error: ")
 }
