@@ -52,7 +52,7 @@ func TestUnconfirmedAbortOfRevokedBatch(t *testing.T) {
 	newSession := func(id string, opts ...kgo.Opt) (*Session, *atomic.Int32) {
 		var assigned atomic.Int32
 		s, err := NewSession(SessionConfig{Brokers: brokers, GroupID: "g", Topics: []string{"in"}, InstanceID: id,
-			SessionTimeout: 3 * time.Second, TransactionTimeout: 5 * time.Second, Logger: log,
+			SessionTimeout: 6 * time.Second, TransactionTimeout: 10 * time.Second, Logger: log,
 			OnAssigned: func(_ context.Context, ps []Partition) { assigned.Add(int32(len(ps))) },
 			Client:     ClientConfig{Extra: opts}})
 		if err != nil {
