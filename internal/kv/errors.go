@@ -33,13 +33,14 @@ func IsCorrupt(err error) bool {
 // IsStoreFailure reports whether err says the store itself failed, as
 // opposed to the data a caller asked for: a closed store, damaged files
 // (IsCorrupt), or an I/O error of the machine (RocksDB's "IO error:"
-// status, an errno such as EIO or ENOSPC). Such an error is not a record's
-// fault: retrying the record elsewhere or later may succeed.
+// status, or a disk errno: EIO, ENOSPC, EDQUOT, EROFS). Such an error is
+// not a record's fault: retrying the record elsewhere or later may succeed.
+// Other errnos (a handler's refused connection, say) are not the store's.
 func IsStoreFailure(err error) bool {
 	if err == nil {
 		return false
 	}
-	var errno syscall.Errno
-	return errors.Is(err, ErrClosed) || IsCorrupt(err) || errors.As(err, &errno) ||
-		strings.Contains(err.Error(), "IO error: ")
+	return errors.Is(err, ErrClosed) || IsCorrupt(err) || strings.Contains(err.Error(), "IO error: ") ||
+		errors.Is(err, syscall.EIO) || errors.Is(err, syscall.ENOSPC) ||
+		errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS)
 }
