@@ -133,6 +133,15 @@ func openRocks(dir string, o RocksOptions, c Compression) (*rocksStore, error) {
 		// of write buffers: ~100x slower). Small blocks keep the floor low.
 		s.opts.SetArenaBlockSize(sharedArenaBlock)
 	}
+	if o.Memory == nil {
+		// Not under a shared budget: the filter is sized from
+		// WriteBufferSize and allocated from the memtable's arena when the
+		// memtable is created, so 16 stores on a few MiB of write buffers
+		// would each charge 1.3 MiB to it before their first write, and
+		// every write would then flush.
+		s.opts.SetMemtableWholeKeyFiltering(true)
+		s.opts.SetMemTablePrefixBloomSizeRatio(memtableBloomRatio)
+	}
 	s.opts.SetMaxBackgroundJobs(o.MaxBackgroundJobs)
 	boundWALPreallocation(s.opts)
 	s.opts.SetKeepLogFileNum(uint(o.KeepLogFiles))

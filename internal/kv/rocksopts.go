@@ -91,6 +91,15 @@ const (
 	defaultBGJobs       = 2
 	defaultKeepLogFiles = 3
 	sharedArenaBlock    = 64 << 10
+	// memtableBloomRatio sizes each memtable's whole-key bloom filter as
+	// a share of the memtable (0.02 of 64 MiB: ~10 bits a key at a million
+	// small entries). A point read of a key the memtable does not hold
+	// (a new grouping key, or one last written before the memtable's
+	// switch: nearly every read of a state larger than memory) then skips
+	// the memtable's skip list search, which was half of RocksDB's Get on
+	// the big workload (docs/BENCHMARKS.md, "State larger than memory").
+	// Stores on a shared budget (RocksOptions.Memory) have none.
+	memtableBloomRatio = 0.02
 
 	// A RocksDB file is compacted early when deleteTrigger of some
 	// deleteWindow consecutive entries (in key order) are deletions: half
