@@ -20,7 +20,9 @@ import (
 //
 // It holds committed data only, so the batch protocol is unchanged:
 //   - it is filled on a read miss with the store's value (or its absence):
-//     the store does not change during a batch, so that is committed state;
+//     the store does not change during a batch, so that is committed state.
+//     A shard whose reads have almost stopped hitting fills it for a
+//     sample of its keys only (count, cacheSparseHits);
 //   - Commit updates the entries of the keys the batch wrote that are
 //     already cached, after the store write succeeded (a key written but
 //     never read is not inserted: write-only keys such as timer and TTL
@@ -163,7 +165,29 @@ type shardCache struct {
 	// (at least its live entries): commit and clear skip the cache at 0.
 	// Only the shard's goroutine changes it.
 	inserted atomic.Int64
+	// looked and hit count the shard's lookups in the current window of
+	// cacheWindow; sparse is the last full window's verdict (admission).
+	looked, hit atomic.Int64
+	sparse      atomic.Bool
 }
+
+const (
+	// cacheWindow is the lookups over which a shard's hit ratio is
+	// judged.
+	cacheWindow = 1 << 14
+	// cacheSparseHits: a window with fewer than 1 hit in cacheSparseHits
+	// lookups makes the shard's cache sparse: a miss is then admitted for
+	// 1 key in cacheSparseAdmit (by hash, so always the same keys), until
+	// a window's hits say the keys come back. The reads of a state far
+	// larger than the cache (a new or long-unseen key on nearly every
+	// read) fill and evict an entry per read, and update it at the commit,
+	// for nothing: ~8 % of the CPU of the 10M-key big workload
+	// (docs/BENCHMARKS.md, "State larger than memory"). Hot keys among
+	// cold ones still enter through the sample, and their hits end the
+	// sparse mode.
+	cacheSparseHits  = 64
+	cacheSparseAdmit = 16
+)
 
 func (c *Cache) forShard() *shardCache {
 	if c == nil {
@@ -208,17 +232,37 @@ func (sc *shardCache) lookup(key []byte) (val []byte, present, hit bool) {
 			e.setFlags(flagAccessed)
 			g.mu.Unlock()
 			sc.c.hits.Add(1)
+			sc.count(true)
 			return val, present, true
 		}
 	}
 	g.mu.Unlock()
 	sc.c.misses.Add(1)
+	sc.count(false)
 	return nil, false, false
 }
 
-// fill caches the committed value of key read from the store.
+// count records a lookup in the shard's window and, at the window's end,
+// decides whether the cache is sparse for the next one.
+func (sc *shardCache) count(hit bool) {
+	if hit {
+		sc.hit.Add(1)
+	}
+	if sc.looked.Add(1) < cacheWindow {
+		return
+	}
+	sc.sparse.Store(sc.hit.Load()*cacheSparseHits < cacheWindow)
+	sc.looked.Store(0)
+	sc.hit.Store(0)
+}
+
+// fill caches the committed value of key read from the store (in sparse
+// mode, only for a sample of the keys).
 func (sc *shardCache) fill(key, val []byte, present bool) {
 	h := sc.hash(key)
+	if sc.sparse.Load() && (h>>8)%cacheSparseAdmit != 0 {
+		return
+	}
 	g := sc.segment(h)
 	g.mu.Lock()
 	sc.put(g, h, key, val, present, false)

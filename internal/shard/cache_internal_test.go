@@ -291,3 +291,53 @@ func TestCacheConcurrentShards(t *testing.T) {
 	}
 	checkCache(t, c, budget)
 }
+
+// A shard whose reads almost never hit (each key new: a state far larger
+// than the cache) stops filling the cache on a miss, but for a sample of
+// keys; once keys come back, the sample's hits end that, and every hot key
+// is cached again.
+func TestCacheSparseAdmission(t *testing.T) {
+	const budget = 4 << 20
+	c := NewCache(budget)
+	sc := c.forShard()
+	read := func(key []byte) bool {
+		if _, _, hit := sc.lookup(key); hit {
+			return true
+		}
+		sc.fill(key, []byte("0123456789abcdef"), true)
+		return false
+	}
+	for i := range cacheWindow {
+		read(fmt.Appendf(nil, "\x01cold%d", i))
+	}
+	if !sc.sparse.Load() {
+		t.Fatal("not sparse after a window of reads that all missed")
+	}
+	before := sc.inserted.Load()
+	const cold = 3 * cacheWindow
+	for i := range cold {
+		read(fmt.Appendf(nil, "\x01colder%d", i))
+	}
+	if n := sc.inserted.Load() - before; n > cold/cacheSparseAdmit*3/2 || n == 0 {
+		t.Fatalf("sparse: %d of %d missed keys inserted, want about 1 in %d", n, cold, cacheSparseAdmit)
+	}
+	checkCache(t, c, budget)
+
+	// 512 hot keys, read over and over.
+	hits := 0
+	for round := range 6 * cacheWindow / 512 {
+		hits = 0
+		for k := range 512 {
+			if read(fmt.Appendf(nil, "\x01hot%d", k)) {
+				hits++
+			}
+		}
+		if round > 4*cacheWindow/512 && hits < 512 {
+			t.Fatalf("round %d: %d of 512 hot keys hit (sparse %v)", round, hits, sc.sparse.Load())
+		}
+	}
+	if sc.sparse.Load() {
+		t.Fatal("still sparse while hot keys hit")
+	}
+	checkCache(t, c, budget)
+}
