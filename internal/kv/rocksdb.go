@@ -33,6 +33,10 @@ type rocksStore struct {
 	wo    [4]*grocksdb.WriteOptions // indexed by woIndex(Sync, DisableWAL)
 	fo    *grocksdb.FlushOptions
 
+	// memtableFilter: the store's memtables have a whole-key bloom filter,
+	// and it holds one of memtableFilters' slots until free.
+	memtableFilter bool
+
 	// w serialises writers: it guards the reused write batch buffer and the
 	// "memtable holds WAL-less data" flag.
 	w struct {
@@ -133,12 +137,14 @@ func openRocks(dir string, o RocksOptions, c Compression) (*rocksStore, error) {
 		// of write buffers: ~100x slower). Small blocks keep the floor low.
 		s.opts.SetArenaBlockSize(sharedArenaBlock)
 	}
-	if o.Memory == nil {
-		// Not under a shared budget: the filter is sized from
-		// WriteBufferSize and allocated from the memtable's arena when the
-		// memtable is created, so 16 stores on a few MiB of write buffers
-		// would each charge 1.3 MiB to it before their first write, and
-		// every write would then flush.
+	// Not under a shared budget: the filter is sized from WriteBufferSize
+	// and allocated from the memtable's arena when the memtable is
+	// created, so 16 stores on a few MiB of write buffers would each
+	// charge 1.3 MiB to it before their first write, and every write
+	// would then flush. And not past maxMemtableFilters stores of the
+	// process (memtableFilters).
+	if o.Memory == nil && !o.ReadOnly && memtableFilters.take() {
+		s.memtableFilter = true
 		s.opts.SetMemtableWholeKeyFiltering(true)
 		s.opts.SetMemTablePrefixBloomSizeRatio(memtableBloomRatio)
 	}
@@ -210,6 +216,10 @@ func (s *rocksStore) free() {
 	s.bbto.Destroy()
 	if s.cache != nil {
 		s.cache.Destroy()
+	}
+	if s.memtableFilter {
+		memtableFilters.give()
+		s.memtableFilter = false
 	}
 }
 

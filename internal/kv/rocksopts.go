@@ -1,6 +1,9 @@
 package kv
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // Compression selects the block compression of a RocksDB store.
 type Compression uint8
@@ -98,8 +101,19 @@ const (
 	// switch: nearly every read of a state larger than memory) then skips
 	// the memtable's skip list search, which was half of RocksDB's Get on
 	// the big workload (docs/BENCHMARKS.md, "State larger than memory").
-	// Stores on a shared budget (RocksOptions.Memory) have none.
+	// Stores on a shared budget (RocksOptions.Memory) have none, and
+	// neither have the stores opened while maxMemtableFilters others
+	// with one are open.
 	memtableBloomRatio = 0.02
+	// maxMemtableFilters bounds the stores of a process whose memtables
+	// have the filter. RocksDB zeroes a memtable's filter when it creates
+	// the memtable, so each costs 1.3 MiB of resident memory (twice while
+	// a full memtable flushes) whatever the store holds: 64 shards of a
+	// small state took 176 MiB of peak RSS instead of 94 (rssbench,
+	// docs/BENCHMARKS.md, "Session 26"). The first stores opened keep it:
+	// an instance with few partitions, where each shard's state is large
+	// and the filter pays, has it on all of them.
+	maxMemtableFilters = 8
 
 	// A RocksDB file is compacted early when deleteTrigger of some
 	// deleteWindow consecutive entries (in key order) are deletions: half
@@ -132,4 +146,31 @@ func (o *RocksOptions) ensureDefaults() error {
 		o.KeepLogFiles = defaultKeepLogFiles
 	}
 	return nil
+}
+
+// memtableFilters counts the open stores of the process whose memtables
+// have the whole-key bloom filter (at most maxMemtableFilters).
+var memtableFilters filterSlots
+
+type filterSlots struct {
+	mu   sync.Mutex
+	used int
+}
+
+// take reserves a slot; false when all maxMemtableFilters are used.
+func (f *filterSlots) take() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.used >= maxMemtableFilters {
+		return false
+	}
+	f.used++
+	return true
+}
+
+// give returns a slot taken by take.
+func (f *filterSlots) give() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.used--
 }

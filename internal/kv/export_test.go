@@ -1,0 +1,4 @@
+package kv
+
+// MaxMemtableFilters is maxMemtableFilters, for package kv_test.
+const MaxMemtableFilters = maxMemtableFilters
