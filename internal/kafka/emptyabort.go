@@ -28,10 +28,20 @@ import (
 // and above go on as kgoLogger's). Session.End then reports such a
 // transaction as aborted (committed=false, no error: redo it; no offsets
 // were in it, so there is nothing to rewind), and WriteTransaction and
-// WriteTransactionSeq fail with ErrCommitNotMade. (A redo on the same
-// client met OUT_OF_ORDER_SEQUENCE_NUMBER on that partition once, in a
-// test: the client's state for it is off, and the produce error stops
-// the run, which a restart clears; nothing is lost either way.)
+// WriteTransactionSeq fail with ErrCommitNotMade.
+//
+// The client's produce state for such a partition can be off too: twice
+// in CI (kfake under make test's load, the transaction's first produce to
+// a topic new to the client, split over two produce requests) the redo on
+// the same client was refused with OUT_OF_ORDER_SEQUENCE_NUMBER, its
+// first batch numbered where the aborted one ended although the abort had
+// bumped the producer epoch (franz-go resets the sequences of the
+// partitions it knows at an epoch bump). So Session.End purges the
+// transaction's topics from the producer (PurgeTopicsFromProducing) when
+// it reports such an abort: the redo's first produce to each loads the
+// topic anew and numbers from 0, which the bumped epoch accepts. (Before,
+// the produce error stopped the run, which a restart cleared; nothing was
+// lost either way.)
 
 // emptyAbortMsg is franz-go's Info line for a commit turned abort.
 const emptyAbortMsg = "no produce succeeded in this transaction but produces were attempted; issuing an abort to clear any server-side partition registrations"

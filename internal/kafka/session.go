@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -208,6 +209,12 @@ type Session struct {
 	// commit into an abort without saying so but in its log
 	// (emptyabort.go).
 	abortWatch *emptyAbortWatch
+	// txnTopics holds the topics the open transaction produced to, for
+	// End to purge from the producer after such an abort (emptyabort.go).
+	txnTopics struct {
+		sync.Mutex
+		m map[string]struct{}
+	}
 
 	inTxn  atomic.Bool
 	closed atomic.Bool
@@ -715,11 +722,8 @@ func (s *Session) Produce(ctx context.Context, recs []Record) ([]int64, error) {
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	for i := range recs {
-		r := &recs[i]
-		if err := CheckRecordSize(r.Topic, r.Partition, r.Key, r.Value, r.Headers, s.cfg.MaxRecordBytes); err != nil {
-			return nil, err
-		}
+	if err := s.checkRecords(recs); err != nil {
+		return nil, err
 	}
 	s.settle(ctx)
 	krs := toKgos(recs)
@@ -765,12 +769,9 @@ func (s *Session) ProduceAsync(ctx context.Context, recs []Record, done func(off
 		done(nil, nil)
 		return
 	}
-	for i := range recs {
-		r := &recs[i]
-		if err := CheckRecordSize(r.Topic, r.Partition, r.Key, r.Value, r.Headers, s.cfg.MaxRecordBytes); err != nil {
-			done(nil, err)
-			return
-		}
+	if err := s.checkRecords(recs); err != nil {
+		done(nil, err)
+		return
 	}
 	s.settle(ctx)
 	krs := toKgos(recs)
@@ -812,6 +813,46 @@ func (s *Session) ProduceAsync(ctx context.Context, recs []Record, done func(off
 	for i := range krs {
 		s.gts.Produce(ctx, &krs[i], promise)
 	}
+}
+
+// checkRecords checks the size of each of recs, and adds their topics to
+// the open transaction's.
+func (s *Session) checkRecords(recs []Record) error {
+	last := ""
+	for i := range recs {
+		r := &recs[i]
+		if err := CheckRecordSize(r.Topic, r.Partition, r.Key, r.Value, r.Headers, s.cfg.MaxRecordBytes); err != nil {
+			return err
+		}
+		if r.Topic != last {
+			s.noteTxnTopic(r.Topic)
+			last = r.Topic
+		}
+	}
+	return nil
+}
+
+// noteTxnTopic adds topic to the open transaction's topics.
+func (s *Session) noteTxnTopic(topic string) {
+	s.txnTopics.Lock()
+	defer s.txnTopics.Unlock()
+	if s.txnTopics.m == nil {
+		s.txnTopics.m = make(map[string]struct{})
+	}
+	s.txnTopics.m[topic] = struct{}{}
+}
+
+// endTxnTopics clears the ending transaction's topics and returns them
+// when want is set (sorted).
+func (s *Session) endTxnTopics(want bool) []string {
+	s.txnTopics.Lock()
+	defer s.txnTopics.Unlock()
+	var topics []string
+	if want {
+		topics = slices.Sorted(maps.Keys(s.txnTopics.m))
+	}
+	clear(s.txnTopics.m)
+	return topics
 }
 
 // pendingProduce counts a ProduceAsync's unacknowledged records.
@@ -858,8 +899,12 @@ func (s *Session) End(ctx context.Context, commit bool) (committed bool, err err
 		committed, err = false, nil
 	}
 	emptyAbort := committed && s.abortWatch.seen.Load()
+	topics := s.endTxnTopics(emptyAbort)
 	if emptyAbort {
-		s.log.Warn("transaction aborted instead of committed: franz-go found none of its produced partitions registered and aborted it; consumption rewound", "group", s.cfg.GroupID)
+		// The client's produce state for those partitions is off
+		// (emptyabort.go): forget it, so the redo starts them afresh.
+		s.gts.Client().PurgeTopicsFromProducing(topics...)
+		s.log.Warn("transaction aborted instead of committed: franz-go found none of its produced partitions registered and aborted it; consumption rewound and the produced topics reloaded", "group", s.cfg.GroupID, "topics", topics)
 		committed = false
 	}
 	s.ended.Store(int64(max(time.Since(s.created), 1)))
