@@ -816,30 +816,44 @@ func (s *Session) ProduceAsync(ctx context.Context, recs []Record, done func(off
 }
 
 // checkRecords checks the size of each of recs, and adds their topics to
-// the open transaction's.
+// the open transaction's (taking the lock once per call: a call's records
+// go to a few topics, interleaved).
 func (s *Session) checkRecords(recs []Record) error {
-	last := ""
+	var (
+		topics [8]string
+		n      int
+		last   string
+	)
 	for i := range recs {
 		r := &recs[i]
 		if err := CheckRecordSize(r.Topic, r.Partition, r.Key, r.Value, r.Headers, s.cfg.MaxRecordBytes); err != nil {
 			return err
 		}
-		if r.Topic != last {
-			s.noteTxnTopic(r.Topic)
-			last = r.Topic
+		if r.Topic == last || slices.Contains(topics[:n], r.Topic) {
+			continue
 		}
+		last = r.Topic
+		if n == len(topics) {
+			s.noteTxnTopics(topics[:n]...)
+			n = 0
+		}
+		topics[n] = last
+		n++
 	}
+	s.noteTxnTopics(topics[:n]...)
 	return nil
 }
 
-// noteTxnTopic adds topic to the open transaction's topics.
-func (s *Session) noteTxnTopic(topic string) {
+// noteTxnTopics adds topics to the open transaction's.
+func (s *Session) noteTxnTopics(topics ...string) {
 	s.txnTopics.Lock()
 	defer s.txnTopics.Unlock()
 	if s.txnTopics.m == nil {
 		s.txnTopics.m = make(map[string]struct{})
 	}
-	s.txnTopics.m[topic] = struct{}{}
+	for _, t := range topics {
+		s.txnTopics.m[t] = struct{}{}
+	}
 }
 
 // endTxnTopics clears the ending transaction's topics and returns them
