@@ -15,8 +15,10 @@ import (
 // they do not cross cgo into RocksDB. One Cache is shared by the shards of
 // a Run and bounded in bytes.
 //
-// Only metadata and state entries (key kinds 0x00 and 0x01) are cached:
-// timer keys are point read once, by Register, never again.
+// Only metadata and state entries (key kinds 0x00 and 0x01) are cached
+// for point reads: timer keys are point read once, by Register, never
+// again. Group entries (groupcache.go) cache the scans of small groups of
+// entries: a key's list, map or timers.
 //
 // It holds committed data only, so the batch protocol is unchanged:
 //   - it is filled on a read miss with the store's value (or its absence):
@@ -165,6 +167,9 @@ type shardCache struct {
 	// (at least its live entries): commit and clear skip the cache at 0.
 	// Only the shard's goroutine changes it.
 	inserted atomic.Int64
+	// groups is set once the shard filled a group entry (groupcache.go)
+	// since its last clear: commit then updates the cached groups.
+	groups atomic.Bool
 	// looked and hit count the shard's lookups in the current window of
 	// cacheWindow; sparse is the last full window's verdict (admission).
 	looked, hit atomic.Int64
@@ -217,6 +222,12 @@ func (sc *shardCache) segment(h uint64) *cacheSegment {
 // lookup returns the cached committed value of key: hit reports whether
 // the cache knows it, present whether the key exists. val is a copy.
 func (sc *shardCache) lookup(key []byte) (val []byte, present, hit bool) {
+	return sc.lookupAppend(key, nil)
+}
+
+// lookupAppend is lookup with the value appended to dst (nil: a new slice
+// of the value's size).
+func (sc *shardCache) lookupAppend(key, dst []byte) (val []byte, present, hit bool) {
 	h := sc.hash(key)
 	g := sc.segment(h)
 	g.mu.Lock()
@@ -226,8 +237,10 @@ func (sc *shardCache) lookup(key []byte) (val []byte, present, hit bool) {
 			present = e.flags()&flagPresent != 0
 			if present {
 				v := e.val()
-				val = make([]byte, len(v))
-				copy(val, v)
+				if dst == nil {
+					dst = make([]byte, 0, len(v))
+				}
+				val = append(dst, v...)
 			}
 			e.setFlags(flagAccessed)
 			g.mu.Unlock()
@@ -269,15 +282,27 @@ func (sc *shardCache) fill(key, val []byte, present bool) {
 	g.mu.Unlock()
 }
 
+// fillGroup caches the committed entries of a group (groupcache.go) under
+// its cache key gkey; present=false records that the group is too large
+// to cache.
+func (sc *shardCache) fillGroup(gkey, val []byte, present bool) {
+	sc.groups.Store(true)
+	sc.fill(gkey, val, present)
+}
+
 // commit brings the cached entries of the keys staged in st up to date
 // with the committed batch (called after the store write succeeded).
 func (sc *shardCache) commit(st *staging) {
 	if sc.inserted.Load() == 0 {
 		return
 	}
-	for _, e := range st.ordered() {
+	ord := st.ordered()
+	if sc.groups.Load() {
+		sc.commitGroups(ord)
+	}
+	for _, e := range ord {
 		if e.key[0] > byte(changelog.KindState) {
-			break // staged keys are sorted: timer and TTL keys are never cached
+			break // staged keys are sorted: timer and TTL keys are never point cached
 		}
 		h := sc.hash(e.key)
 		g := sc.segment(h)
@@ -345,6 +370,7 @@ func (sc *shardCache) clear() {
 		g.mu.Unlock()
 	}
 	sc.inserted.Store(0)
+	sc.groups.Store(false)
 }
 
 // cacheEntry is an entry in a ring: a header (size, owner, key length and
@@ -419,6 +445,14 @@ func (g *cacheSegment) find(h uint64, owner uint32, key []byte) (slot int, off i
 			return int(i), int(uint32(s) - 1)
 		}
 	}
+}
+
+// findLive is find on a segment that may hold nothing yet (no index).
+func (g *cacheSegment) findLive(h uint64, owner uint32, key []byte) (slot int, off int) {
+	if g.n == 0 {
+		return -1, -1
+	}
+	return g.find(h, owner, key)
 }
 
 // findOff returns the slot of the entry at off with hash h (it is indexed).

@@ -51,6 +51,11 @@ type readState struct {
 	// tail (the append after the Get) allocates no key.
 	tails map[string]int
 	nexts []uint64
+
+	// mem is the iterator over a cached group that scans reuse, and gkey
+	// the scratch for a group's cache key (groupcache.go).
+	mem  *memIter
+	gkey []byte
 }
 
 // resetReads forgets the batch's read state: the reused iterator is closed
@@ -87,10 +92,24 @@ func (s *Shard) committedIter(st kv.Iterator) kv.Iterator {
 }
 
 // storeIter returns an iterator over the committed state for one scan;
-// the scan hands it back to releaseIter with own. It is the batch's reused
-// iterator unless a scan is already using it (then own is set: a fresh
-// iterator of this scan alone).
+// the scan hands it back to releaseIter with own. A scan of exactly one
+// small group (a key's list, map or timers) is served from the
+// committed-state cache's copy of the group (groupcache.go; own is set);
+// any other is committedRange's.
 func (s *Shard) storeIter(lower, upper []byte) (it kv.Iterator, own bool) {
+	if s.cache != nil && isGroupRange(lower, upper) {
+		if it, ok := s.groupIter(lower, upper); ok {
+			return it, true
+		}
+	}
+	return s.committedRange(lower, upper)
+}
+
+// committedRange returns an iterator over the committed state for one
+// scan, for releaseIter with own: the batch's reused iterator unless a scan
+// is already using it (then own is set: a fresh iterator of this scan
+// alone).
+func (s *Shard) committedRange(lower, upper []byte) (it kv.Iterator, own bool) {
 	r := &s.reads
 	if r.busy || upper == nil {
 		return s.committedIter(s.store.NewIter(lower, upper)), true

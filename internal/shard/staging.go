@@ -478,6 +478,12 @@ func (s *Shard) get(key []byte) ([]byte, bool, error) {
 		}
 		return s.store.Get(key)
 	}
+	if s.cache.groups.Load() && key[0] == byte(changelog.KindState) {
+		// A list's or map's entry whose group a scan cached.
+		if v, ok, hit := s.groupGet(key); hit {
+			return v, ok, nil
+		}
+	}
 	if v, ok, hit := s.cache.lookup(key); hit {
 		return v, ok, nil
 	}
