@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/internal/kv"
 )
 
@@ -125,16 +126,74 @@ func groupCacheKey(dst, prefix []byte) []byte {
 	return append(append(dst[:0], groupKeyTag), prefix...)
 }
 
-// groupGet answers a point read of key (a list or map entry) from its
-// cached group: hit=false when the group is not cached (or too large).
-func (s *Shard) groupGet(key []byte) (val []byte, present, hit bool) {
+// groupGet answers a point read of key, when it is an entry of a group (a
+// list's or a map's), from the group's cache entry; on a miss it reads the
+// group whole and caches it, so that the key's other entries and its scans
+// are answered from memory next. done=false when key is not a group's entry
+// or its group is too large to cache (then the point cache answers).
+func (s *Shard) groupGet(key []byte) (val []byte, present, done bool) {
 	n := groupPrefixLen(key)
 	if n == 0 || n == len(key) {
 		return nil, false, false // not an entry of a group: a value's key
 	}
 	r := &s.reads
 	r.gkey = groupCacheKey(r.gkey, key[:n])
-	return s.cache.lookupGroupEntry(r.gkey, key[n:])
+	val, present, found := s.cache.lookupGroupEntry(r.gkey, key[n:])
+	switch found {
+	case groupCached:
+		return val, present, true
+	case groupTooLarge:
+		return nil, false, false
+	}
+	r.gend, _ = keys.AppendPrefixEnd(r.gend[:0], key[:n])
+	blob, ok := s.fillGroup(key[:n], r.gend, nil)
+	if !ok {
+		return nil, false, false
+	}
+	for g := blob; len(g) > 0; {
+		sfx, v, rest, ok := nextGroupEntry(g)
+		if !ok {
+			return nil, false, false
+		}
+		if c := bytes.Compare(sfx, key[n:]); c >= 0 {
+			if c == 0 {
+				return append([]byte(nil), v...), true, true
+			}
+			break
+		}
+		g = rest
+	}
+	return nil, false, true
+}
+
+// fillGroup reads the committed entries of the group [lower, upper) whole,
+// appending its cache value to dst, and caches it; ok=false when it is too
+// large to cache (a marker then says so) or the read failed.
+func (s *Shard) fillGroup(lower, upper, dst []byte) (blob []byte, ok bool) {
+	st, own := s.committedRange(lower, upper)
+	blob = dst
+	n, big := 0, false
+	for ok := seekGE(st, lower, upper); ok; ok = st.Next() && below(st.Key(), upper) {
+		if n == groupMaxEntries || len(blob) > groupMaxBytes {
+			big = true
+			break
+		}
+		blob = appendGroupEntry(blob, st.Key()[len(lower):], st.Value())
+		n++
+	}
+	err := st.Error()
+	s.releaseIter(st, own)
+	if err != nil {
+		return nil, false // the caller's own read meets the error
+	}
+	r := &s.reads
+	r.gkey = groupCacheKey(r.gkey, lower)
+	if big {
+		s.cache.fillGroup(r.gkey, nil, false)
+		return nil, false
+	}
+	s.cache.fillGroup(r.gkey, blob, true)
+	return blob, true
 }
 
 // groupIter returns an iterator over the committed entries of the group
@@ -158,27 +217,10 @@ func (s *Shard) groupIter(lower, upper []byte) (it kv.Iterator, ok bool) {
 		}
 		return m.reset(lower, blob), true
 	}
-	st, own := s.committedRange(lower, upper)
-	blob = m.blob[:0]
-	n, big := 0, false
-	for ok := seekGE(st, lower, upper); ok; ok = st.Next() && below(st.Key(), upper) {
-		if n == groupMaxEntries || len(blob) > groupMaxBytes {
-			big = true
-			break
-		}
-		blob = appendGroupEntry(blob, st.Key()[len(lower):], st.Value())
-		n++
-	}
-	err := st.Error()
-	s.releaseIter(st, own)
-	if err != nil {
-		return nil, false // the caller's own scan meets the error
-	}
-	if big {
-		s.cache.fillGroup(r.gkey, nil, false)
+	blob, ok = s.fillGroup(lower, upper, m.blob[:0])
+	if !ok {
 		return nil, false
 	}
-	s.cache.fillGroup(r.gkey, blob, true)
 	return m.reset(lower, blob), true
 }
 
@@ -261,10 +303,16 @@ func (m *memIter) Close() error {
 	return nil
 }
 
+// What lookupGroupEntry found.
+const (
+	groupMissing  = iota // the group is not cached
+	groupCached          // the group is cached: the answer is the entry's
+	groupTooLarge        // the group is marked too large to cache
+)
+
 // lookupGroupEntry returns the value of the entry with suffix in the
-// cached group gkey (a copy): hit reports whether the group is cached,
-// present whether it holds the entry.
-func (sc *shardCache) lookupGroupEntry(gkey, suffix []byte) (val []byte, present, hit bool) {
+// cached group gkey (a copy), and whether the group held it.
+func (sc *shardCache) lookupGroupEntry(gkey, suffix []byte) (val []byte, present bool, found int) {
 	h := sc.hash(gkey)
 	g := sc.segment(h)
 	g.mu.Lock()
@@ -273,18 +321,19 @@ func (sc *shardCache) lookupGroupEntry(gkey, suffix []byte) (val []byte, present
 		g.mu.Unlock()
 		sc.c.misses.Add(1)
 		sc.count(false)
-		return nil, false, false
+		return nil, false, groupMissing
 	}
 	e := g.entry(uint32(off))
 	if e.flags()&flagPresent == 0 {
 		g.mu.Unlock()
-		return nil, false, false // too large to cache: not a lookup of the cache
+		return nil, false, groupTooLarge // not a lookup of the cache: the point cache answers
 	}
 	e.setFlags(flagAccessed)
 	for b := e.val(); len(b) > 0; {
 		sfx, v, rest, ok := nextGroupEntry(b)
 		if !ok {
-			break // malformed: answered by the store
+			g.mu.Unlock()
+			return nil, false, groupTooLarge // malformed (a bug): the store answers
 		}
 		if c := bytes.Compare(sfx, suffix); c >= 0 {
 			if c == 0 {
@@ -297,7 +346,7 @@ func (sc *shardCache) lookupGroupEntry(gkey, suffix []byte) (val []byte, present
 	g.mu.Unlock()
 	sc.c.hits.Add(1)
 	sc.count(true)
-	return val, present, true
+	return val, present, groupCached
 }
 
 // commitGroups brings the cached groups of the keys staged in ord (key

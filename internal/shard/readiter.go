@@ -52,10 +52,10 @@ type readState struct {
 	tails map[string]int
 	nexts []uint64
 
-	// mem is the iterator over a cached group that scans reuse, and gkey
-	// the scratch for a group's cache key (groupcache.go).
-	mem  *memIter
-	gkey []byte
+	// mem is the iterator over a cached group that scans reuse, gkey and
+	// gend scratch for a group's cache key and range end (groupcache.go).
+	mem        *memIter
+	gkey, gend []byte
 }
 
 // resetReads forgets the batch's read state: the reused iterator is closed

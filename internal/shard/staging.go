@@ -478,9 +478,10 @@ func (s *Shard) get(key []byte) ([]byte, bool, error) {
 		}
 		return s.store.Get(key)
 	}
-	if s.cache.groups.Load() && key[0] == byte(changelog.KindState) {
-		// A list's or map's entry whose group a scan cached.
-		if v, ok, hit := s.groupGet(key); hit {
+	if key[0] == byte(changelog.KindState) {
+		// A list's or map's entry: answered from its cached group, which
+		// a miss fills when the group is small (groupcache.go).
+		if v, ok, done := s.groupGet(key); done {
 			return v, ok, nil
 		}
 	}
