@@ -182,7 +182,7 @@ const (
 	defaultMetadataRefresh    = 30 * time.Second
 	minStateMemory            = 1 << 20
 	minStateCacheBytes        = 64 << 10
-	defaultStateCacheBytes    = 16 << 20
+	defaultStateCacheBytes    = 64 << 20
 	// defaultStateWriteBehindBytes: see Options.State.WriteBehindBytes.
 	defaultStateWriteBehindBytes = 4 << 20
 	// Options.Group's (Standbys defaults to 0: no standbys).
