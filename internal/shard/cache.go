@@ -63,6 +63,7 @@ type Cache struct {
 	owners   atomic.Uint32 // the last owner id given to a shard
 
 	hits, misses atomic.Int64
+	mem          *cacheMem // the segments' rings and indexes (cachemem.go)
 
 	weakHash bool // tests: few distinct hashes, so that keys collide
 }
@@ -120,6 +121,7 @@ func NewCache(maxBytes int64) *Cache {
 	// A quarter of each segment's budget is for its index (a power of two
 	// of slots), the rest is its ring.
 	c := &Cache{segs: make([]cacheSegment, n), seed: maphash.MakeSeed(), segShift: 64}
+	c.mem = newCacheMem(c)
 	for b := n; b > 1; b /= 2 {
 		c.segShift--
 	}
@@ -344,8 +346,8 @@ func (sc *shardCache) put(g *cacheSegment, h uint64, key, val []byte, present, o
 		return // one entry may not take a large part of the budget
 	}
 	if g.ring == nil {
-		g.ring = make([]byte, g.ringCap)
-		g.slots = make([]uint64, g.mask+1)
+		g.ring = sc.c.mem.bytes(g.ringCap)
+		g.slots = sc.c.mem.words(int(g.mask) + 1)
 	}
 	at := g.makeRoom(sc.c, size)
 	e := cacheEntry(g.ring[at : int(at)+size : int(at)+size])

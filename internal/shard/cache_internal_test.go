@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 )
 
 // checkCache verifies a cache's invariants: every live entry of a ring is
@@ -340,4 +342,37 @@ func TestCacheSparseAdmission(t *testing.T) {
 		t.Fatal("still sparse while hot keys hit")
 	}
 	checkCache(t, c, budget)
+}
+
+// The segments' memory is mapped outside the Go heap on Unix, and unmapped
+// once the Cache is unreachable.
+func TestCacheMemoryOutsideHeapFreed(t *testing.T) {
+	c := NewCache(4 << 20)
+	sc := c.forShard()
+	for i := range 10_000 {
+		k := []byte(fmt.Sprint("key-", i))
+		sc.fill(k, k, true)
+	}
+	if v, ok, hit := sc.lookup([]byte("key-9999")); !hit || !ok || string(v) != "key-9999" {
+		t.Fatalf("lookup: %q %v %v", v, ok, hit)
+	}
+	m := c.mem
+	m.mu.Lock()
+	n := len(m.regions)
+	m.mu.Unlock()
+	if osMapped && n == 0 {
+		t.Fatal("no segment memory was mapped")
+	}
+	c, sc = nil, nil //nolint:ineffassign // drop the last references
+	for range 100 {
+		runtime.GC()
+		m.mu.Lock()
+		n = len(m.regions)
+		m.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%d mapped regions still held after the Cache became unreachable", n)
 }
