@@ -198,16 +198,19 @@ type StateOptions struct {
 	// on large states (docs/BENCHMARKS.md).
 	Memory int64
 	// CacheBytes bounds the committed-state cache of all of Run's shards
-	// together: point reads of hot keys (ValueState, MapState entries) are
-	// answered from memory instead of the store. It holds committed values
-	// only (a batch's own writes are read from its staging layer), is
-	// filled on reads and updated on commit, and a shard's entries are
-	// dropped on revoke and restore. Its entries are bytes, not Go objects
-	// (the garbage collector does not scan them), in memory outside
-	// Memory. At least 64 KiB when positive; negative turns the cache off.
-	// Default 16 MiB (when 0; measured in docs/benchmarks/history.md: it
-	// saves store reads and GC time on repeated keys, and costs little on
-	// keys read once).
+	// together: point reads of hot keys (ValueState, MapState entries) and
+	// the reads of a hot key's small list, map or timers (up to 64 entries
+	// each, kept whole) are answered from memory instead of the store. It
+	// holds committed values only (a batch's own writes are read from its
+	// staging layer), is filled on reads and updated on commit, and a
+	// shard's entries are dropped on revoke and restore. Its entries are
+	// bytes, not Go objects, in memory mapped outside the Go heap (the
+	// garbage collector neither scans nor counts it; only the pages in use
+	// are resident) and outside Memory. At least 64 KiB when positive;
+	// negative turns the cache off. Default 64 MiB (when 0; measured in
+	// docs/BENCHMARKS.md, "Group entries of the committed-state cache": it
+	// saves store reads on repeated keys, and costs little on keys read
+	// once).
 	CacheBytes int64
 	// WriteBehindBytes bounds, per partition, the committed batches a
 	// shard keeps in memory instead of writing each to the store at its
