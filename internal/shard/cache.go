@@ -224,13 +224,16 @@ func (sc *shardCache) segment(h uint64) *cacheSegment {
 // lookup returns the cached committed value of key: hit reports whether
 // the cache knows it, present whether the key exists. val is a copy.
 func (sc *shardCache) lookup(key []byte) (val []byte, present, hit bool) {
-	return sc.lookupAppend(key, nil)
+	return sc.lookupAppend(sc.hash(key), key, nil, false)
 }
 
-// lookupAppend is lookup with the value appended to dst (nil: a new slice
-// of the value's size).
-func (sc *shardCache) lookupAppend(key, dst []byte) (val []byte, present, hit bool) {
-	h := sc.hash(key)
+// lookupAppend is lookup of key with hash h, the value appended to dst
+// (nil: a new slice of the value's size). fresh marks a read of a group
+// entry the same batch filled (groupcache.go): it neither counts toward the
+// hit ratio that decides sparse admission nor gives the entry a second
+// chance, since such reads say nothing about the entry being read again
+// in later batches.
+func (sc *shardCache) lookupAppend(h uint64, key, dst []byte, fresh bool) (val []byte, present, hit bool) {
 	g := sc.segment(h)
 	g.mu.Lock()
 	if g.n > 0 {
@@ -243,6 +246,11 @@ func (sc *shardCache) lookupAppend(key, dst []byte) (val []byte, present, hit bo
 					dst = make([]byte, 0, len(v))
 				}
 				val = append(dst, v...)
+			}
+			if fresh {
+				g.mu.Unlock()
+				sc.c.hits.Add(1)
+				return val, present, true
 			}
 			e.setFlags(flagAccessed)
 			g.mu.Unlock()
@@ -271,11 +279,17 @@ func (sc *shardCache) count(hit bool) {
 	sc.hit.Store(0)
 }
 
+// admits reports whether a miss of the key with hash h is filled: always,
+// except in sparse mode, where 1 key in cacheSparseAdmit is.
+func (sc *shardCache) admits(h uint64) bool {
+	return !sc.sparse.Load() || (h>>8)%cacheSparseAdmit == 0
+}
+
 // fill caches the committed value of key read from the store (in sparse
 // mode, only for a sample of the keys).
 func (sc *shardCache) fill(key, val []byte, present bool) {
 	h := sc.hash(key)
-	if sc.sparse.Load() && (h>>8)%cacheSparseAdmit != 0 {
+	if !sc.admits(h) {
 		return
 	}
 	g := sc.segment(h)

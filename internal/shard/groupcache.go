@@ -138,12 +138,16 @@ func (s *Shard) groupGet(key []byte) (val []byte, present, done bool) {
 	}
 	r := &s.reads
 	r.gkey = groupCacheKey(r.gkey, key[:n])
-	val, present, found := s.cache.lookupGroupEntry(r.gkey, key[n:])
+	h := s.cache.hash(r.gkey)
+	val, present, found := s.cache.lookupGroupEntry(h, r.gkey, key[n:], r.filledNow(h))
 	switch found {
 	case groupCached:
 		return val, present, true
 	case groupTooLarge:
 		return nil, false, false
+	}
+	if !s.cache.admits(h) {
+		return nil, false, false // sparse: the point read, as without groups
 	}
 	r.gend, _ = keys.AppendPrefixEnd(r.gend[:0], key[:n])
 	blob, ok := s.fillGroup(key[:n], r.gend, nil)
@@ -193,7 +197,21 @@ func (s *Shard) fillGroup(lower, upper, dst []byte) (blob []byte, ok bool) {
 		return nil, false
 	}
 	s.cache.fillGroup(r.gkey, blob, true)
+	if s.inBatch {
+		if r.filled == nil {
+			r.filled = make(map[uint64]struct{})
+		}
+		r.filled[s.cache.hash(r.gkey)] = struct{}{}
+	}
 	return blob, true
+}
+
+// filledNow reports whether this batch filled the group entry of hash h
+// (reads of it are then "fresh": see lookupAppend). A hash collision only
+// leaves a read uncounted.
+func (r *readState) filledNow(h uint64) bool {
+	_, ok := r.filled[h]
+	return ok
 }
 
 // groupIter returns an iterator over the committed entries of the group
@@ -210,12 +228,16 @@ func (s *Shard) groupIter(lower, upper []byte) (it kv.Iterator, ok bool) {
 			r.mem = m
 		}
 	}
-	blob, present, hit := s.cache.lookupAppend(r.gkey, m.blob[:0])
+	h := s.cache.hash(r.gkey)
+	blob, present, hit := s.cache.lookupAppend(h, r.gkey, m.blob[:0], r.filledNow(h))
 	if hit {
 		if !present {
 			return nil, false // too large to cache
 		}
 		return m.reset(lower, blob), true
+	}
+	if !s.cache.admits(h) {
+		return nil, false // sparse: the store scan, as without groups
 	}
 	blob, ok = s.fillGroup(lower, upper, m.blob[:0])
 	if !ok {
@@ -311,9 +333,9 @@ const (
 )
 
 // lookupGroupEntry returns the value of the entry with suffix in the
-// cached group gkey (a copy), and whether the group held it.
-func (sc *shardCache) lookupGroupEntry(gkey, suffix []byte) (val []byte, present bool, found int) {
-	h := sc.hash(gkey)
+// cached group gkey of hash h (a copy), and whether the group held it;
+// fresh as for lookupAppend.
+func (sc *shardCache) lookupGroupEntry(h uint64, gkey, suffix []byte, fresh bool) (val []byte, present bool, found int) {
 	g := sc.segment(h)
 	g.mu.Lock()
 	_, off := g.findLive(h, sc.owner, gkey)
@@ -328,7 +350,9 @@ func (sc *shardCache) lookupGroupEntry(gkey, suffix []byte) (val []byte, present
 		g.mu.Unlock()
 		return nil, false, groupTooLarge // not a lookup of the cache: the point cache answers
 	}
-	e.setFlags(flagAccessed)
+	if !fresh {
+		e.setFlags(flagAccessed)
+	}
 	for b := e.val(); len(b) > 0; {
 		sfx, v, rest, ok := nextGroupEntry(b)
 		if !ok {
@@ -345,7 +369,9 @@ func (sc *shardCache) lookupGroupEntry(gkey, suffix []byte) (val []byte, present
 	}
 	g.mu.Unlock()
 	sc.c.hits.Add(1)
-	sc.count(true)
+	if !fresh {
+		sc.count(true)
+	}
 	return val, present, groupCached
 }
 

@@ -56,6 +56,9 @@ type readState struct {
 	// gend scratch for a group's cache key and range end (groupcache.go).
 	mem        *memIter
 	gkey, gend []byte
+	// filled holds the cache hashes of the group entries this batch
+	// filled (filledNow).
+	filled map[uint64]struct{}
 }
 
 // resetReads forgets the batch's read state: the reused iterator is closed
@@ -71,6 +74,7 @@ func (s *Shard) resetReads() {
 	r.gen++
 	clear(r.tails)
 	r.nexts = r.nexts[:0]
+	clear(r.filled)
 }
 
 // forgetTails drops what the batch learned about list tails and timers,
