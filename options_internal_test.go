@@ -56,7 +56,7 @@ func TestOptionsZeroValueDefaults(t *testing.T) {
 		{"State.Dir", c.StateDir, filepath.Join(os.TempDir(), "kstate")},
 		{"State.Backend", c.StateBackend, ""},
 		{"State.Memory", c.StateMemory, int64(0)},
-		{"State.CacheBytes", c.StateCacheBytes, int64(16 << 20)},
+		{"State.CacheBytes", c.StateCacheBytes, int64(64 << 20)},
 		{"State.WriteBehindBytes", c.StateWriteBehindBytes, int64(4 << 20)},
 		{"State.MaxVariableSetVersions", c.MaxStateVariableSetVersions, 0}, // the store's default applies:
 		{"state.DefaultMaxVariableSetVersions", state.DefaultMaxVariableSetVersions, 128},
