@@ -98,26 +98,42 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 	}()
 
 	latest := map[string]int64{}
+	produced := int64(0)
 	for _, round := range [][]string{{"a", "a", "a", "b", "b"}, {"a", "c"}} {
 		rows := make([]sandbox.Row[string, string], len(round))
 		for i, w := range round {
 			rows[i] = sandbox.KV(w, w)
 		}
-		want := app.Metrics().Total.RowsIn + int64(len(rows))
 		if err := sandbox.Produce(running, env, words, serde.String(), serde.String(), rows...); err != nil {
 			return err
 		}
-		// The counts are final once every row was processed; a key's
-		// latest output record is its count.
-		if err := sandbox.Until(running, "the words counted", func() bool { return app.Metrics().Total.RowsIn >= want }); err != nil {
-			return err
+		produced += int64(len(rows))
+		// A key's latest output record is its count, so the counts are
+		// final once they add up to every word produced. Wait for that on
+		// the output topic itself: a batch's records become visible to a
+		// read_committed reader shortly after its transaction commits, not
+		// when the rows are counted as processed.
+		var readErr error
+		err := sandbox.Until(running, "the words counted", func() bool {
+			var recs []sandbox.Row[string, int64]
+			if recs, readErr = sandbox.Read(running, env, counts, serde.String(), serde.Int64()); readErr != nil {
+				return true
+			}
+			clear(latest)
+			for _, r := range recs {
+				latest[r.Key] = r.Value
+			}
+			sum := int64(0)
+			for _, n := range latest {
+				sum += n
+			}
+			return sum >= produced
+		})
+		if err == nil {
+			err = readErr
 		}
-		recs, err := sandbox.Read(running, env, counts, serde.String(), serde.Int64())
 		if err != nil {
 			return err
-		}
-		for _, r := range recs {
-			latest[r.Key] = r.Value
 		}
 		fmt.Fprintf(out, "in   %s\nout  %s\n", strings.Join(round, " "), format(latest))
 	}
