@@ -288,7 +288,11 @@ func (sc *shardCache) admits(h uint64) bool {
 // fill caches the committed value of key read from the store (in sparse
 // mode, only for a sample of the keys).
 func (sc *shardCache) fill(key, val []byte, present bool) {
-	h := sc.hash(key)
+	sc.fillHash(sc.hash(key), key, val, present)
+}
+
+// fillHash is fill of key with hash h.
+func (sc *shardCache) fillHash(h uint64, key, val []byte, present bool) {
 	if !sc.admits(h) {
 		return
 	}
@@ -299,11 +303,11 @@ func (sc *shardCache) fill(key, val []byte, present bool) {
 }
 
 // fillGroup caches the committed entries of a group (groupcache.go) under
-// its cache key gkey; present=false records that the group is too large
-// to cache.
-func (sc *shardCache) fillGroup(gkey, val []byte, present bool) {
+// its cache key gkey of hash h; present=false records that the group is
+// too large to cache.
+func (sc *shardCache) fillGroup(h uint64, gkey, val []byte, present bool) {
 	sc.groups.Store(true)
-	sc.fill(gkey, val, present)
+	sc.fillHash(h, gkey, val, present)
 }
 
 // commit brings the cached entries of the keys staged in st up to date

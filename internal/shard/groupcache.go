@@ -150,20 +150,27 @@ func (s *Shard) groupGet(key []byte) (val []byte, present, done bool) {
 		return nil, false, false // sparse: the point read, as without groups
 	}
 	r.gend, _ = keys.AppendPrefixEnd(r.gend[:0], key[:n])
-	blob, ok := s.fillGroup(key[:n], r.gend, nil)
+	blob, ok := s.fillGroup(key[:n], r.gend, nil, h)
 	if !ok {
 		return nil, false, false
 	}
-	for g := blob; len(g) > 0; {
+	v, present, ok := groupEntry(blob, key[n:])
+	if !ok {
+		return nil, false, false
+	}
+	return append([]byte(nil), v...), present, true
+}
+
+// groupEntry returns the value of the entry with suffix in the group value
+// g (aliasing g) and whether g holds it; ok=false when g is malformed.
+func groupEntry(g, suffix []byte) (val []byte, present, ok bool) {
+	for len(g) > 0 {
 		sfx, v, rest, ok := nextGroupEntry(g)
 		if !ok {
 			return nil, false, false
 		}
-		if c := bytes.Compare(sfx, key[n:]); c >= 0 {
-			if c == 0 {
-				return append([]byte(nil), v...), true, true
-			}
-			break
+		if c := bytes.Compare(sfx, suffix); c >= 0 {
+			return v, c == 0, true
 		}
 		g = rest
 	}
@@ -171,9 +178,10 @@ func (s *Shard) groupGet(key []byte) (val []byte, present, done bool) {
 }
 
 // fillGroup reads the committed entries of the group [lower, upper) whole,
-// appending its cache value to dst, and caches it; ok=false when it is too
+// appending its cache value to dst, and caches it under r.gkey (the
+// group's cache key, set by the caller) of hash h; ok=false when it is too
 // large to cache (a marker then says so) or the read failed.
-func (s *Shard) fillGroup(lower, upper, dst []byte) (blob []byte, ok bool) {
+func (s *Shard) fillGroup(lower, upper, dst []byte, h uint64) (blob []byte, ok bool) {
 	st, own := s.committedRange(lower, upper)
 	blob = dst
 	n, big := 0, false
@@ -191,17 +199,16 @@ func (s *Shard) fillGroup(lower, upper, dst []byte) (blob []byte, ok bool) {
 		return nil, false // the caller's own read meets the error
 	}
 	r := &s.reads
-	r.gkey = groupCacheKey(r.gkey, lower)
 	if big {
-		s.cache.fillGroup(r.gkey, nil, false)
+		s.cache.fillGroup(h, r.gkey, nil, false)
 		return nil, false
 	}
-	s.cache.fillGroup(r.gkey, blob, true)
+	s.cache.fillGroup(h, r.gkey, blob, true)
 	if s.inBatch {
 		if r.filled == nil {
 			r.filled = make(map[uint64]struct{})
 		}
-		r.filled[s.cache.hash(r.gkey)] = struct{}{}
+		r.filled[h] = struct{}{}
 	}
 	return blob, true
 }
@@ -239,7 +246,7 @@ func (s *Shard) groupIter(lower, upper []byte) (it kv.Iterator, ok bool) {
 	if !s.cache.admits(h) {
 		return nil, false // sparse: the store scan, as without groups
 	}
-	blob, ok = s.fillGroup(lower, upper, m.blob[:0])
+	blob, ok = s.fillGroup(lower, upper, m.blob[:0], h)
 	if !ok {
 		return nil, false
 	}
@@ -353,19 +360,13 @@ func (sc *shardCache) lookupGroupEntry(h uint64, gkey, suffix []byte, fresh bool
 	if !fresh {
 		e.setFlags(flagAccessed)
 	}
-	for b := e.val(); len(b) > 0; {
-		sfx, v, rest, ok := nextGroupEntry(b)
-		if !ok {
-			g.mu.Unlock()
-			return nil, false, groupTooLarge // malformed (a bug): the store answers
-		}
-		if c := bytes.Compare(sfx, suffix); c >= 0 {
-			if c == 0 {
-				val, present = append(make([]byte, 0, len(v)), v...), true
-			}
-			break
-		}
-		b = rest
+	v, present, ok := groupEntry(e.val(), suffix)
+	if !ok {
+		g.mu.Unlock()
+		return nil, false, groupTooLarge // malformed (a bug): the store answers
+	}
+	if present {
+		val = append(make([]byte, 0, len(v)), v...)
 	}
 	g.mu.Unlock()
 	sc.c.hits.Add(1)
