@@ -23,8 +23,10 @@ import (
 // It holds committed data only, so the batch protocol is unchanged:
 //   - it is filled on a read miss with the store's value (or its absence):
 //     the store does not change during a batch, so that is committed state.
-//     A shard whose reads have almost stopped hitting fills it for a
-//     sample of its keys only (count, cacheSparseHits);
+//     Once a segment is full, a key is filled only on a miss that follows
+//     a recent refusal of it (the doorkeeper: cacheSegment.admit), and a
+//     shard whose reads have almost stopped hitting fills it for a sample
+//     of its keys only (count, cacheSparseHits);
 //   - Commit updates the entries of the keys the batch wrote that are
 //     already cached, after the store write succeeded (a key written but
 //     never read is not inserted: write-only keys such as timer and TTL
@@ -104,7 +106,17 @@ type cacheSegment struct {
 	n          int      // used slots: the live entries
 	maxEntries int      // 3/4 of the slots
 	scratch    []byte   // a moved entry, while it is re-appended
-	_          [64]byte
+	// full is set once making room dropped a live entry (and cleared when
+	// a shard's entries are dropped): a miss is then admitted only past
+	// the doorkeeper (admit).
+	full bool
+	// door is the doorkeeper: two generations of a bit set (the current
+	// one at door[gen*len/2:]) of the hashes of keys refused since the
+	// older one was cleared; doorAdded counts the current one's hashes.
+	door      []uint64
+	gen       int
+	doorAdded int
+	_         [64]byte
 }
 
 // NewCache returns a cache bounded by maxBytes, or nil (no cache) when
@@ -130,7 +142,8 @@ func NewCache(maxBytes int64) *Cache {
 		for int64(slots)*2*8 <= per/cacheIndexShare {
 			slots *= 2
 		}
-		c.segs[i].ringCap = int(per - int64(slots)*8)
+		// The doorkeeper's two bit sets take 4 bits a slot each.
+		c.segs[i].ringCap = int(per - int64(slots)*8 - int64(slots))
 		c.segs[i].mask = slots - 1
 		c.segs[i].maxEntries = int(slots) * 3 / 4
 	}
@@ -279,10 +292,70 @@ func (sc *shardCache) count(hit bool) {
 	sc.hit.Store(0)
 }
 
-// admits reports whether a miss of the key with hash h is filled: always,
-// except in sparse mode, where 1 key in cacheSparseAdmit is.
+// admits reports whether a miss of the key with hash h is filled (see
+// sampled and cacheSegment.admit); a refusal is recorded by the
+// doorkeeper, so the key's next miss may be admitted.
 func (sc *shardCache) admits(h uint64) bool {
+	if !sc.sampled(h) {
+		return false
+	}
+	g := sc.segment(h)
+	g.mu.Lock()
+	ok := g.admit(h)
+	g.mu.Unlock()
+	return ok
+}
+
+// sampled reports whether the key with hash h may be admitted by the
+// shard's sparse rule: always, except in sparse mode, where 1 key in
+// cacheSparseAdmit is.
+func (sc *shardCache) sampled(h uint64) bool {
 	return !sc.sparse.Load() || (h>>8)%cacheSparseAdmit == 0
+}
+
+// doorMinWindow is the fewest refused keys a doorkeeper generation holds
+// before it is cleared.
+const doorMinWindow = 64
+
+// admit reports whether a miss of the key with hash h is filled (g
+// locked). While the ring has room nothing is evicted, and every miss is.
+// Once it is full, a fill evicts an entry, and a key is admitted only on
+// a miss that follows a recent refusal of it: the doorkeeper (TinyLFU's
+// name for it) remembers the hashes of the keys it refused, in two
+// generations of a bit set, the older one cleared once the current one
+// holds as many keys as the segment has entries. So a key comes in when
+// it is read again before the cache could have evicted it, which is when
+// caching it can pay. A key read once (a backlog over more keys than the
+// cache holds, each seen about once) or again only after more distinct
+// keys than the cache holds (uniform reads of a state several times the
+// cache) is never filled: such fills cost a ring write, an eviction and an
+// update at the commit for hits on a few per cent of the reads
+// (BenchmarkBigCall; docs/BENCHMARKS.md, "Doorkeeper"). A false positive
+// of the bit set (two bits a key) admits a key early, as without it.
+func (g *cacheSegment) admit(h uint64) bool {
+	if !g.full {
+		return true
+	}
+	w := len(g.door) / 2
+	mask := uint64(w*64 - 1)
+	x := (h ^ h>>29) * 0xbf58476d1ce4e5b9
+	b1, b2 := x&mask, (x>>32)&mask
+	cur, prev := g.door[g.gen*w:][:w], g.door[(1-g.gen)*w:][:w]
+	if bitsSet(cur, b1, b2) || bitsSet(prev, b1, b2) {
+		return true
+	}
+	cur[b1/64] |= 1 << (b1 % 64)
+	cur[b2/64] |= 1 << (b2 % 64)
+	if g.doorAdded++; g.doorAdded >= max(g.n, doorMinWindow) {
+		g.gen ^= 1
+		clear(g.door[g.gen*w:][:w])
+		g.doorAdded = 0
+	}
+	return false
+}
+
+func bitsSet(set []uint64, b1, b2 uint64) bool {
+	return set[b1/64]&(1<<(b1%64)) != 0 && set[b2/64]&(1<<(b2%64)) != 0
 }
 
 // fill caches the committed value of key read from the store (in sparse
@@ -293,12 +366,14 @@ func (sc *shardCache) fill(key, val []byte, present bool) {
 
 // fillHash is fill of key with hash h.
 func (sc *shardCache) fillHash(h uint64, key, val []byte, present bool) {
-	if !sc.admits(h) {
+	if !sc.sampled(h) {
 		return
 	}
 	g := sc.segment(h)
 	g.mu.Lock()
-	sc.put(g, h, key, val, present, false)
+	if g.admit(h) {
+		sc.put(g, h, key, val, present, false)
+	}
 	g.mu.Unlock()
 }
 
@@ -366,6 +441,7 @@ func (sc *shardCache) put(g *cacheSegment, h uint64, key, val []byte, present, o
 	if g.ring == nil {
 		g.ring = sc.c.mem.bytes(g.ringCap)
 		g.slots = sc.c.mem.words(int(g.mask) + 1)
+		g.door = sc.c.mem.words(2 * max(int(g.mask+1)/16, 1))
 	}
 	at := g.makeRoom(sc.c, size)
 	e := cacheEntry(g.ring[at : int(at)+size : int(at)+size])
@@ -592,6 +668,7 @@ func (g *cacheSegment) evictHead(c *Cache, moves *int) {
 	}
 	g.removeSlot(i)
 	g.head += uint64(size)
+	g.full = true
 }
 
 // dropOwner marks every live entry of sc dead (g locked).
@@ -608,6 +685,7 @@ func (g *cacheSegment) dropOwner(sc *shardCache) {
 		e := g.entry(uint32(p))
 		if f := e.flags(); f&(flagPad|flagDead) == 0 && e.owner() == sc.owner {
 			g.kill(g.findOff(sc.c.hashOf(sc.owner, e.key()), uint32(p)), uint32(p))
+			g.full = false // the dead entries make room: admit again until it is used
 		}
 		pos += uint64(e.size())
 	}
