@@ -142,8 +142,7 @@ func NewCache(maxBytes int64) *Cache {
 		for int64(slots)*2*8 <= per/cacheIndexShare {
 			slots *= 2
 		}
-		// The doorkeeper's two bit sets take 4 bits a slot each.
-		c.segs[i].ringCap = int(per - int64(slots)*8 - int64(slots))
+		c.segs[i].ringCap = int(per - int64(slots)*8 - int64(doorWords(slots))*8)
 		c.segs[i].mask = slots - 1
 		c.segs[i].maxEntries = int(slots) * 3 / 4
 	}
@@ -317,6 +316,12 @@ func (sc *shardCache) sampled(h uint64) bool {
 // before it is cleared.
 const doorMinWindow = 64
 
+// doorWords is the size in words of the doorkeeper of a segment of slots
+// index slots: two bit sets of 4 bits a slot (so that a generation of as
+// many keys as the segment can hold, two bits each, sets at most 3/8 of
+// its bits), taken from the segment's budget.
+func doorWords(slots uint32) int { return 2 * max(int(slots)/16, 1) }
+
 // admit reports whether a miss of the key with hash h is filled (g
 // locked). While the ring has room nothing is evicted, and every miss is.
 // Once it is full, a fill evicts an entry, and a key is admitted only on
@@ -330,7 +335,8 @@ const doorMinWindow = 64
 // keys than the cache holds (uniform reads of a state several times the
 // cache) is never filled: such fills cost a ring write, an eviction and an
 // update at the commit for hits on a few per cent of the reads
-// (BenchmarkBigCall; docs/BENCHMARKS.md, "Doorkeeper"). A false positive
+// (BenchmarkCacheUniformReads; docs/BENCHMARKS.md, "The cache's
+// doorkeeper"). A false positive
 // of the bit set (two bits a key) admits a key early, as without it.
 func (g *cacheSegment) admit(h uint64) bool {
 	if !g.full {
@@ -358,8 +364,8 @@ func bitsSet(set []uint64, b1, b2 uint64) bool {
 	return set[b1/64]&(1<<(b1%64)) != 0 && set[b2/64]&(1<<(b2%64)) != 0
 }
 
-// fill caches the committed value of key read from the store (in sparse
-// mode, only for a sample of the keys).
+// fill caches the committed value of key read from the store, if the
+// admission rules let it in (sampled, cacheSegment.admit).
 func (sc *shardCache) fill(key, val []byte, present bool) {
 	sc.fillHash(sc.hash(key), key, val, present)
 }
@@ -441,7 +447,7 @@ func (sc *shardCache) put(g *cacheSegment, h uint64, key, val []byte, present, o
 	if g.ring == nil {
 		g.ring = sc.c.mem.bytes(g.ringCap)
 		g.slots = sc.c.mem.words(int(g.mask) + 1)
-		g.door = sc.c.mem.words(2 * max(int(g.mask+1)/16, 1))
+		g.door = sc.c.mem.words(doorWords(g.mask + 1))
 	}
 	at := g.makeRoom(sc.c, size)
 	e := cacheEntry(g.ring[at : int(at)+size : int(at)+size])
