@@ -335,7 +335,7 @@ func doorWords(slots uint32) int { return 2 * max(int(slots)/16, 1) }
 // keys than the cache holds (uniform reads of a state several times the
 // cache) is never filled: such fills cost a ring write, an eviction and an
 // update at the commit for hits on a few per cent of the reads
-// (BenchmarkCacheUniformReads; docs/BENCHMARKS.md, "The cache's
+// (BenchmarkCacheReads; docs/BENCHMARKS.md, "The cache's
 // doorkeeper"). A false positive
 // of the bit set (two bits a key) admits a key early, as without it.
 func (g *cacheSegment) admit(h uint64) bool {
