@@ -109,24 +109,42 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 	}()
 
 	latest := map[string]int64{}
+	produced := int64(0)
 	for _, round := range [][]sandbox.Row[string, string]{
 		{sandbox.KV("alice", "de"), sandbox.KV("bob", "fr"), sandbox.KV("carol", "de"), sandbox.KV("dave", "it")},
 		{sandbox.KV("erin", "fr"), sandbox.KV("alice", "de")},
 	} {
-		want := app.Metrics().Total.RowsIn + int64(len(round))
 		if err := sandbox.Produce(running, env, signins, serde.String(), serde.String(), round...); err != nil {
 			return err
 		}
+		produced += int64(len(round))
 		// Rows reach the processor in stage 2, from the repartition topic.
-		if err := sandbox.Until(running, "the sign-ins counted", func() bool { return app.Metrics().Total.RowsIn >= want }); err != nil {
-			return err
+		// A country's latest output record is its count, so the counts are
+		// final once they add up to every sign-in produced. Wait for that
+		// on the output topic itself: a batch's records become visible to
+		// a read_committed reader shortly after its transaction commits,
+		// not when its rows are counted.
+		var readErr error
+		err := sandbox.Until(running, "the sign-ins counted", func() bool {
+			var recs []sandbox.Row[string, int64]
+			if recs, readErr = sandbox.Read(running, env, counts, serde.String(), serde.Int64()); readErr != nil {
+				return true
+			}
+			clear(latest)
+			for _, r := range recs {
+				latest[r.Key] = r.Value
+			}
+			sum := int64(0)
+			for _, n := range latest {
+				sum += n
+			}
+			return sum >= produced
+		})
+		if err == nil {
+			err = readErr
 		}
-		recs, err := sandbox.Read(running, env, counts, serde.String(), serde.Int64())
 		if err != nil {
 			return err
-		}
-		for _, r := range recs {
-			latest[r.Key] = r.Value
 		}
 		var in []string
 		for _, r := range round {
