@@ -108,7 +108,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		}
 	}()
 
-	latest := map[string]int64{}
+	var latest map[string]int64
 	produced := int64(0)
 	for _, round := range [][]sandbox.Row[string, string]{
 		{sandbox.KV("alice", "de"), sandbox.KV("bob", "fr"), sandbox.KV("carol", "de"), sandbox.KV("dave", "it")},
@@ -119,31 +119,9 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		}
 		produced += int64(len(round))
 		// Rows reach the processor in stage 2, from the repartition topic.
-		// A country's latest output record is its count, so the counts are
-		// final once they add up to every sign-in produced. Wait for that
-		// on the output topic itself: a batch's records become visible to
-		// a read_committed reader shortly after its transaction commits,
-		// not when its rows are counted.
-		var readErr error
-		err := sandbox.Until(running, "the sign-ins counted", func() bool {
-			var recs []sandbox.Row[string, int64]
-			if recs, readErr = sandbox.Read(running, env, counts, serde.String(), serde.Int64()); readErr != nil {
-				return true
-			}
-			clear(latest)
-			for _, r := range recs {
-				latest[r.Key] = r.Value
-			}
-			sum := int64(0)
-			for _, n := range latest {
-				sum += n
-			}
-			return sum >= produced
-		})
-		if err == nil {
-			err = readErr
-		}
-		if err != nil {
+		// Counted once the counts on the output topic add up to every row produced.
+		var err error
+		if latest, err = sandbox.AwaitCounts(running, env, counts, produced); err != nil {
 			return err
 		}
 		var in []string

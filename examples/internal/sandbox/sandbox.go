@@ -216,6 +216,37 @@ func Await[K, V any](ctx context.Context, e *Env, topic string, kc serde.Serde[K
 	return rows, nil
 }
 
+// AwaitCounts waits until the counts on topic (string keys, int64 counts,
+// a key's latest record being its count) add up to at least total, and
+// returns them, key to latest count. A count output is final once it
+// accounts for every row produced; waiting for the processor's metrics
+// instead is not enough, since a batch's records become visible to a
+// read_committed reader shortly after its transaction commits.
+func AwaitCounts(ctx context.Context, e *Env, topic string, total int64) (map[string]int64, error) {
+	latest := map[string]int64{}
+	var lastErr error
+	err := Until(ctx, fmt.Sprintf("counts adding up to %d on topic %q", total, topic), func() bool {
+		var rows []Row[string, int64]
+		if rows, lastErr = Read(ctx, e, topic, serde.String(), serde.Int64()); lastErr != nil {
+			return true
+		}
+		clear(latest)
+		sum := int64(0)
+		for _, r := range rows {
+			sum += r.Value - latest[r.Key]
+			latest[r.Key] = r.Value
+		}
+		return sum >= total
+	})
+	if err == nil {
+		err = lastErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return latest, nil
+}
+
 // Tail returns the records of a topic that it has not returned before.
 type Tail[K, V any] struct {
 	e     *Env
