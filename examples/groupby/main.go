@@ -121,7 +121,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		// Rows reach the processor in stage 2, from the repartition topic.
 		// Counted once the counts on the output topic add up to every row produced.
 		var err error
-		if latest, err = sandbox.AwaitCounts(running, env, counts, produced); err != nil {
+		if latest, err = sandbox.AwaitCounts(running, env, counts, nil, produced); err != nil {
 			return err
 		}
 		var in []string

@@ -128,7 +128,14 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 	opts := env.Options("initialstate")
 	fmt.Fprintf(out, "initial  %s\n", strings.ReplaceAll(strings.TrimSpace(initialCSV), "\n", " "))
 
-	latest := map[string]int64{}
+	// The counts start from the initial state: the output adds up to the
+	// rows produced on top of it.
+	base := map[string]int64{}
+	for k, n := range readCSV(initialCSV, &csvErr) {
+		base[k] += n
+	}
+	var latest map[string]int64
+	produced := int64(0)
 	for i, round := range [][]string{{"x", "x"}, {"x", "y"}} {
 		if i > 0 {
 			fmt.Fprintln(out, "restart  (same application id: not its first run any more)")
@@ -141,7 +148,8 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		for i, w := range round {
 			rows[i] = sandbox.KV(w, w)
 		}
-		if err := countRound(ctx, env, app, words, counts, rows, latest); err != nil {
+		produced += int64(len(rows))
+		if latest, err = countRound(ctx, env, app, words, counts, rows, base, produced); err != nil {
 			return err
 		}
 		if csvErr != nil {
@@ -153,10 +161,11 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 	return nil
 }
 
-// countRound runs app until rows are counted, then stops it, and updates
-// latest with the counts on the output topic.
+// countRound runs app until the counts on the output topic add up to the
+// produced rows (counted from base), then stops it, and returns the
+// latest count of every key with output.
 func countRound(ctx context.Context, env *sandbox.Env, app *kstate.App[string, string, int64], words, counts string,
-	rows []sandbox.Row[string, string], latest map[string]int64) (err error) {
+	rows []sandbox.Row[string, string], base map[string]int64, produced int64) (latest map[string]int64, err error) {
 	running, stop := sandbox.Start(ctx, app)
 	defer func() {
 		if serr := stop(); err == nil {
@@ -164,19 +173,9 @@ func countRound(ctx context.Context, env *sandbox.Env, app *kstate.App[string, s
 		}
 	}()
 	if err := sandbox.Produce(running, env, words, serde.String(), serde.String(), rows...); err != nil {
-		return err
+		return nil, err
 	}
-	if err := sandbox.Until(running, "the words counted", func() bool { return app.Metrics().Total.RowsIn >= int64(len(rows)) }); err != nil {
-		return err
-	}
-	recs, err := sandbox.Read(running, env, counts, serde.String(), serde.Int64())
-	if err != nil {
-		return err
-	}
-	for _, r := range recs {
-		latest[r.Key] = r.Value
-	}
-	return stop()
+	return sandbox.AwaitCounts(running, env, counts, base, produced)
 }
 
 // format prints counts as "x=12 y=100", sorted by key.

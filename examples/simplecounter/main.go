@@ -110,7 +110,7 @@ func run(ctx context.Context, brokers []string, stateDir string, out io.Writer) 
 		produced += int64(len(rows))
 		// Counted once the counts on the output topic add up to every row produced.
 		var err error
-		if latest, err = sandbox.AwaitCounts(running, env, counts, produced); err != nil {
+		if latest, err = sandbox.AwaitCounts(running, env, counts, nil, produced); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "in   %s\nout  %s\n", strings.Join(round, " "), format(latest))

@@ -218,11 +218,14 @@ func Await[K, V any](ctx context.Context, e *Env, topic string, kc serde.Serde[K
 
 // AwaitCounts waits until the counts on topic (string keys, int64 counts,
 // a key's latest record being its count) add up to at least total, and
-// returns them, key to latest count. A count output is final once it
-// accounts for every row produced; waiting for the processor's metrics
-// instead is not enough, since a batch's records become visible to a
-// read_committed reader shortly after its transaction commits.
-func AwaitCounts(ctx context.Context, e *Env, topic string, total int64) (map[string]int64, error) {
+// returns them, key to latest count. A key without a record in base
+// started at 0; one in base started at its count there (an initial state),
+// and only what it grew by adds up. The result holds the keys with a
+// record on topic only. A count output is final once it accounts for every
+// row produced; waiting for the processor's metrics instead is not enough,
+// since a batch's records become visible to a read_committed reader
+// shortly after its transaction commits.
+func AwaitCounts(ctx context.Context, e *Env, topic string, base map[string]int64, total int64) (map[string]int64, error) {
 	latest := map[string]int64{}
 	var lastErr error
 	err := Until(ctx, fmt.Sprintf("counts adding up to %d on topic %q", total, topic), func() bool {
@@ -233,7 +236,11 @@ func AwaitCounts(ctx context.Context, e *Env, topic string, total int64) (map[st
 		clear(latest)
 		sum := int64(0)
 		for _, r := range rows {
-			sum += r.Value - latest[r.Key]
+			prev, ok := latest[r.Key]
+			if !ok {
+				prev = base[r.Key]
+			}
+			sum += r.Value - prev
 			latest[r.Key] = r.Value
 		}
 		return sum >= total
