@@ -391,12 +391,15 @@ for peer in $PEERS; do
 done
 # A warm-up of the broker the script just started: one unreported run of the
 # first peer in the measured mode (WARMUP_N records, default 300000 for a
-# backlog, 100000 at RATE; 0: none), so that the first measured run does
-# not meet a cold broker JVM alone: a backlog warm-up leaves the paths a
-# live rate takes (small produces, long polls woken by each record) cold.
-# The harness's own WARMUP warms the peer, not the broker. Its results go to
-# a .warmup.tsv beside the results, outside the summary.
-warmup_n=${WARMUP_N:-300000}; [ "$RATE" != 0 ] && warmup_n=${WARMUP_N:-100000}
+# backlog, 30 s of load at RATE (at least 100000); 0: none), so that the
+# first measured run does not meet a cold broker JVM alone: a backlog
+# warm-up leaves the paths a live rate takes (small produces, long polls
+# woken by each record) cold. At 50000 rows/s a 2 s warm-up (100000) was
+# not enough: every peer's p50 and p99 fell run after run for the first
+# ~4 minutes (docs/BENCHMARKS.md, "Session 29"). The harness's own WARMUP
+# warms the peer, not the broker. Its results go to a .warmup.tsv beside
+# the results, outside the summary.
+warmup_n=${WARMUP_N:-300000}; [ "$RATE" != 0 ] && warmup_n=${WARMUP_N:-$((RATE * 30 > 100000 ? RATE * 30 : 100000))}
 if { [ -n "$started_broker" ] || [ -n "${BROKER_WARMUP:-}" ]; } && [ "$warmup_n" != 0 ]; then
   first=${PEERS%% *}
   log "warming the broker up: one $first run, N=$warmup_n RATE=$RATE, not reported"
