@@ -308,8 +308,14 @@ func (sc *shardCache) admits(h uint64) bool {
 // sampled reports whether the key with hash h may be admitted by the
 // shard's sparse rule: always, except in sparse mode, where 1 key in
 // cacheSparseAdmit is.
+//
+// The sample is taken on bits 40 and up of the hash: the index's tag (the
+// low 32 bits, whose low bits are an entry's home slot) and the segment
+// (the top bits) use none of them. On bits 8–11, as before, every sampled
+// key's home slot had those bits zero, so in sparse mode a segment's
+// entries crowded into a sixteenth of its slots' homes, in long runs.
 func (sc *shardCache) sampled(h uint64) bool {
-	return !sc.sparse.Load() || (h>>8)%cacheSparseAdmit == 0
+	return !sc.sparse.Load() || (h>>40)%cacheSparseAdmit == 0
 }
 
 // doorMinWindow is the fewest refused keys a doorkeeper generation holds
