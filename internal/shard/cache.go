@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -77,6 +78,13 @@ const (
 	// cacheIndexShare is the share of a segment's budget that is its
 	// index (8 bytes a slot, at most 3/4 of the slots used).
 	cacheIndexShare = 4
+	// cacheIndexMin is the slots a segment's index starts with. It doubles
+	// (up to all of its share) when more than 3/4 of them are used, so
+	// that a cache holding few keys probes a small table: a probe's slot
+	// load was most of a lookup's time while 100,000 keys' slots were
+	// spread over all 16 MiB of a 64 MiB cache's index (docs/BENCHMARKS.md,
+	// "The cache's index sized to its entries").
+	cacheIndexMin = 256
 	// cacheMaxMoves bounds the second chances given while making room for
 	// one entry, so an insert does a bounded amount of work.
 	cacheMaxMoves = 8
@@ -102,9 +110,10 @@ type cacheSegment struct {
 	ringCap    int      // len(ring) once allocated
 	head, tail uint64   // absolute positions: tail-head bytes in use
 	slots      []uint64 // index: hash<<32 | offset+1, 0 = free; allocated with ring
-	mask       uint32   // len(slots)-1
+	slotsCap   uint32   // len(slots)
+	mask       uint32   // the slots in use (a power of two) - 1: slots[:mask+1] is the table
 	n          int      // used slots: the live entries
-	maxEntries int      // 3/4 of the slots
+	maxEntries int      // 3/4 of slotsCap
 	scratch    []byte   // a moved entry, while it is re-appended
 	// full is set once making room dropped a live entry (and cleared when
 	// a shard's entries are dropped): a miss is then admitted only past
@@ -143,7 +152,8 @@ func NewCache(maxBytes int64) *Cache {
 			slots *= 2
 		}
 		c.segs[i].ringCap = int(per - int64(slots)*8 - int64(doorWords(slots))*8)
-		c.segs[i].mask = slots - 1
+		c.segs[i].slotsCap = slots
+		c.segs[i].mask = min(slots, cacheIndexMin) - 1
 		c.segs[i].maxEntries = int(slots) * 3 / 4
 	}
 	return c
@@ -313,7 +323,9 @@ func (sc *shardCache) admits(h uint64) bool {
 // low 32 bits, whose low bits are an entry's home slot) and the segment
 // (the top bits) use none of them. On bits 8–11, as before, every sampled
 // key's home slot had those bits zero, so in sparse mode a segment's
-// entries crowded into a sixteenth of its slots' homes, in long runs.
+// entries crowded into a sixteenth of its slots' homes, in long runs: with
+// the index sized to its entries (cacheIndexMin), a lookup at 10M uniform
+// keys probed ~370 slots.
 func (sc *shardCache) sampled(h uint64) bool {
 	return !sc.sparse.Load() || (h>>40)%cacheSparseAdmit == 0
 }
@@ -452,8 +464,8 @@ func (sc *shardCache) put(g *cacheSegment, h uint64, key, val []byte, present, o
 	}
 	if g.ring == nil {
 		g.ring = sc.c.mem.bytes(g.ringCap)
-		g.slots = sc.c.mem.words(int(g.mask) + 1)
-		g.door = sc.c.mem.words(doorWords(g.mask + 1))
+		g.slots = sc.c.mem.words(int(g.slotsCap))
+		g.door = sc.c.mem.words(doorWords(g.slotsCap))
 	}
 	at := g.makeRoom(sc.c, size)
 	e := cacheEntry(g.ring[at : int(at)+size : int(at)+size])
@@ -577,12 +589,35 @@ func (g *cacheSegment) findOff(h uint64, off uint32) int {
 }
 
 func (g *cacheSegment) insertSlot(h uint64, off uint32) {
+	if size := g.mask + 1; (g.n+1)*4 > int(size)*3 && size < g.slotsCap {
+		g.growIndex()
+	}
 	i := uint32(h) & g.mask
 	for g.slots[i] != 0 {
 		i = (i + 1) & g.mask
 	}
 	g.slots[i] = cacheSlot(h, off)
 	g.n++
+}
+
+// growIndex doubles the slots of the index in use and moves every slot to
+// its place in the larger table. The slots past the old table are still
+// zero: the table only grows (a segment emptied by a shard's clear keeps
+// its size).
+func (g *cacheSegment) growIndex() {
+	old := slices.Clone(g.slots[:g.mask+1])
+	clear(g.slots[:g.mask+1])
+	g.mask = g.mask*2 + 1
+	for _, s := range old {
+		if s == 0 {
+			continue
+		}
+		i := uint32(s>>32) & g.mask
+		for g.slots[i] != 0 {
+			i = (i + 1) & g.mask
+		}
+		g.slots[i] = s
+	}
 }
 
 // removeSlot frees slot i and moves back the slots after it whose probe

@@ -505,3 +505,67 @@ func BenchmarkCacheReads(b *testing.B) {
 		}
 	}
 }
+
+// TestCacheIndexGrows: a segment's index starts at cacheIndexMin slots and
+// doubles as entries come, keeping at most 3/4 of the slots in use, so a
+// cache holding few keys probes a small table; every entry stays findable
+// across the growths, also when hashes collide, and after a shard's clear
+// the grown table serves new entries.
+func TestCacheIndexGrows(t *testing.T) {
+	for _, weak := range []bool{false, true} {
+		t.Run(fmt.Sprintf("weakHash=%v", weak), func(t *testing.T) {
+			c := NewCache(1 << 20)
+			c.weakHash = weak
+			sc := c.forShard()
+			for i := range c.segs {
+				if got := c.segs[i].mask + 1; got != cacheIndexMin {
+					t.Fatalf("segment %d starts with %d slots, want %d", i, got, cacheIndexMin)
+				}
+			}
+			val := []byte("01234567")
+			const n = 3000
+			key := func(i int) []byte { return fmt.Appendf(nil, "\x01key%d", i) }
+			for i := range n {
+				sc.fill(key(i), val, true)
+			}
+			for i := range c.segs {
+				g := &c.segs[i]
+				if g.full {
+					t.Fatalf("segment %d dropped entries: the test needs room for all %d keys", i, n)
+				}
+				size := int(g.mask + 1)
+				if g.n*4 > size*3 || size > cacheIndexMin && g.n*4*2 <= size*3 || size > int(g.slotsCap) {
+					t.Fatalf("segment %d: %d entries in %d slots (at most %d): not the smallest table holding them at 3/4", i, g.n, size, g.slotsCap)
+				}
+			}
+			for i := range n {
+				if v, present, hit := sc.lookupAppend(sc.hash(key(i)), key(i), nil, true); !hit || !present || string(v) != string(val) {
+					t.Fatalf("key %d after the index grew: hit=%v present=%v value %q", i, hit, present, v)
+				}
+			}
+			sizes := make([]uint32, len(c.segs))
+			for i := range c.segs {
+				sizes[i] = c.segs[i].mask
+			}
+			sc.clear()
+			for i := range n {
+				if _, _, hit := sc.lookupAppend(sc.hash(key(i)), key(i), nil, true); hit {
+					t.Fatalf("key %d cached after the shard's clear", i)
+				}
+			}
+			for i := range n / 2 {
+				sc.fill(key(n+i), val, true)
+			}
+			for i := range n / 2 {
+				if _, _, hit := sc.lookupAppend(sc.hash(key(n+i)), key(n+i), nil, true); !hit {
+					t.Fatalf("new key %d not cached after the clear", i)
+				}
+			}
+			for i := range c.segs {
+				if c.segs[i].mask != sizes[i] {
+					t.Fatalf("segment %d's index changed size from %d to %d slots after the clear", i, sizes[i]+1, c.segs[i].mask+1)
+				}
+			}
+		})
+	}
+}
