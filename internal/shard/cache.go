@@ -79,7 +79,8 @@ const (
 	// index (8 bytes a slot, at most 3/4 of the slots used).
 	cacheIndexShare = 4
 	// cacheIndexMin is the slots a segment's index starts with. It doubles
-	// (up to all of its share) when more than 3/4 of them are used, so
+	// (up to all of its share) when more than half of them are used (a
+	// miss probes ~2.5 slots at that load, ~8.5 at 3/4), so
 	// that a cache holding few keys probes a small table: a probe's slot
 	// load was most of a lookup's time while 100,000 keys' slots were
 	// spread over all 16 MiB of a 64 MiB cache's index (docs/BENCHMARKS.md,
@@ -589,7 +590,7 @@ func (g *cacheSegment) findOff(h uint64, off uint32) int {
 }
 
 func (g *cacheSegment) insertSlot(h uint64, off uint32) {
-	if size := g.mask + 1; (g.n+1)*4 > int(size)*3 && size < g.slotsCap {
+	if size := g.mask + 1; (g.n+1)*2 > int(size) && size < g.slotsCap {
 		g.growIndex()
 	}
 	i := uint32(h) & g.mask

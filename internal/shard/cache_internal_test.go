@@ -507,7 +507,7 @@ func BenchmarkCacheReads(b *testing.B) {
 }
 
 // TestCacheIndexGrows: a segment's index starts at cacheIndexMin slots and
-// doubles as entries come, keeping at most 3/4 of the slots in use, so a
+// doubles as entries come, keeping at most half of the slots in use, so a
 // cache holding few keys probes a small table; every entry stays findable
 // across the growths, also when hashes collide, and after a shard's clear
 // the grown table serves new entries.
@@ -534,8 +534,8 @@ func TestCacheIndexGrows(t *testing.T) {
 					t.Fatalf("segment %d dropped entries: the test needs room for all %d keys", i, n)
 				}
 				size := int(g.mask + 1)
-				if g.n*4 > size*3 || size > cacheIndexMin && g.n*4*2 <= size*3 || size > int(g.slotsCap) {
-					t.Fatalf("segment %d: %d entries in %d slots (at most %d): not the smallest table holding them at 3/4", i, g.n, size, g.slotsCap)
+				if g.n*2 > size || size > cacheIndexMin && g.n*2*2 <= size || size > int(g.slotsCap) {
+					t.Fatalf("segment %d: %d entries in %d slots (at most %d): not the smallest table holding them at half", i, g.n, size, g.slotsCap)
 				}
 			}
 			for i := range n {
