@@ -79,12 +79,12 @@ const (
 	// index (8 bytes a slot, at most 3/4 of the slots used).
 	cacheIndexShare = 4
 	// cacheIndexMin is the slots a segment's index starts with. It doubles
-	// (up to all of its share) when more than half of them are used (a
-	// miss probes ~2.5 slots at that load, ~8.5 at 3/4), so
-	// that a cache holding few keys probes a small table: a probe's slot
-	// load was most of a lookup's time while 100,000 keys' slots were
-	// spread over all 16 MiB of a 64 MiB cache's index (docs/BENCHMARKS.md,
-	// "The cache's index sized to its entries").
+	// (up to all of its share) once more than half of them are used (a
+	// miss probes ~2.5 slots at that load, ~8.5 at 3/4), so that a cache
+	// holding few keys probes a small table: a probe's slot load was most
+	// of a lookup's time while 100,000 keys' slots were spread over all
+	// 16 MiB of a 64 MiB cache's index (docs/BENCHMARKS.md, "The cache's
+	// index sized to its entries").
 	cacheIndexMin = 256
 	// cacheMaxMoves bounds the second chances given while making room for
 	// one entry, so an insert does a bounded amount of work.
