@@ -176,32 +176,25 @@ func run(ctx context.Context, brokers []string, registryURL, stateDir string, ou
 		// Summed once the customers' order counts on the output topic add
 		// up to every order produced (the processor's metrics count a row
 		// before its batch's output is visible to a read_committed reader).
-		var readErr error
-		err = sandbox.Until(running, "the orders summed", func() bool {
-			var recs []sandbox.Row[string, []byte]
-			if recs, readErr = sandbox.Read(running, env, totals, serde.String(), serde.Bytes()); readErr != nil {
-				return true
-			}
-			clear(latest)
-			for _, r := range recs {
-				var t Total
-				if t, readErr = outSerde.Deserialize(r.Value); readErr != nil {
-					return true
+		_, err = sandbox.AwaitFunc(running, env, totals, serde.String(), serde.Bytes(), "the orders summed",
+			func(recs []sandbox.Row[string, []byte]) (bool, error) {
+				clear(latest)
+				for _, r := range recs {
+					t, err := outSerde.Deserialize(r.Value)
+					if err != nil {
+						return false, err
+					}
+					latest[r.Key] = t
+					if r.Key == "bob" {
+						bob = r.Value
+					}
 				}
-				latest[r.Key] = t
-				if r.Key == "bob" {
-					bob = r.Value
+				orders := int64(0)
+				for _, t := range latest {
+					orders += t.Orders
 				}
-			}
-			orders := int64(0)
-			for _, t := range latest {
-				orders += t.Orders
-			}
-			return orders >= want
-		})
-		if err == nil {
-			err = readErr
-		}
+				return orders >= want, nil
+			})
 		if err != nil {
 			return err
 		}

@@ -216,6 +216,30 @@ func Await[K, V any](ctx context.Context, e *Env, topic string, kc serde.Serde[K
 	return rows, nil
 }
 
+// AwaitFunc polls topic (see Read) until done says its records are
+// complete, and returns them; what names the wait in a timeout's error. A
+// read error, or one done returns, ends the wait with that error.
+func AwaitFunc[K, V any](ctx context.Context, e *Env, topic string, kc serde.Serde[K], vc serde.Serde[V], what string,
+	done func([]Row[K, V]) (bool, error)) ([]Row[K, V], error) {
+	var rows []Row[K, V]
+	var lastErr error
+	err := Until(ctx, what, func() bool {
+		if rows, lastErr = Read(ctx, e, topic, kc, vc); lastErr != nil {
+			return true
+		}
+		var ok bool
+		ok, lastErr = done(rows)
+		return ok || lastErr != nil
+	})
+	if err == nil {
+		err = lastErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
 // AwaitCounts waits until the counts on topic (string keys, int64 counts,
 // a key's latest record being its count) add up to at least total, and
 // returns them, key to latest count. A key without a record in base
@@ -227,27 +251,20 @@ func Await[K, V any](ctx context.Context, e *Env, topic string, kc serde.Serde[K
 // shortly after its transaction commits.
 func AwaitCounts(ctx context.Context, e *Env, topic string, base map[string]int64, total int64) (map[string]int64, error) {
 	latest := map[string]int64{}
-	var lastErr error
-	err := Until(ctx, fmt.Sprintf("counts adding up to %d on topic %q", total, topic), func() bool {
-		var rows []Row[string, int64]
-		if rows, lastErr = Read(ctx, e, topic, serde.String(), serde.Int64()); lastErr != nil {
-			return true
-		}
-		clear(latest)
-		sum := int64(0)
-		for _, r := range rows {
-			prev, ok := latest[r.Key]
-			if !ok {
-				prev = base[r.Key]
+	_, err := AwaitFunc(ctx, e, topic, serde.String(), serde.Int64(), fmt.Sprintf("counts adding up to %d on topic %q", total, topic),
+		func(rows []Row[string, int64]) (bool, error) {
+			clear(latest)
+			sum := int64(0)
+			for _, r := range rows {
+				prev, ok := latest[r.Key]
+				if !ok {
+					prev = base[r.Key]
+				}
+				sum += r.Value - prev
+				latest[r.Key] = r.Value
 			}
-			sum += r.Value - prev
-			latest[r.Key] = r.Value
-		}
-		return sum >= total
-	})
-	if err == nil {
-		err = lastErr
-	}
+			return sum >= total, nil
+		})
 	if err != nil {
 		return nil, err
 	}
