@@ -58,7 +58,9 @@ func (b Backend) Check() error {
 // Subdir is the directory, inside a shard directory, that holds the store.
 func (b Backend) Subdir() string { return string(b) }
 
-// OpenBackend opens (creating by default) the store of backend b in dir.
+// OpenBackend opens (creating by default) the store of backend b in dir,
+// as a shard's store: a RocksDB store has RocksOptions.InsertHints (so a
+// DeleteRange must start at an empty key or one beginning with 0x00).
 // memory may be nil; readOnly means what it means in RocksOptions and
 // PebbleOptions (a missing store is then an error).
 func OpenBackend(b Backend, dir string, memory *SharedMemory, readOnly bool) (Store, error) {
@@ -68,5 +70,5 @@ func OpenBackend(b Backend, dir string, memory *SharedMemory, readOnly bool) (St
 	if b == BackendPebble {
 		return OpenPebble(dir, PebbleOptions{Memory: memory, ReadOnly: readOnly})
 	}
-	return OpenRocksDB(dir, RocksOptions{Memory: memory, ReadOnly: readOnly})
+	return OpenRocksDB(dir, RocksOptions{Memory: memory, ReadOnly: readOnly, InsertHints: true})
 }

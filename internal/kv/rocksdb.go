@@ -33,6 +33,9 @@ type rocksStore struct {
 	wo    [4]*grocksdb.WriteOptions // indexed by woIndex(Sync, DisableWAL)
 	fo    *grocksdb.FlushOptions
 
+	// insertHints: opened with RocksOptions.InsertHints.
+	insertHints bool
+
 	// memtableFilter: the store's memtables have a whole-key bloom filter,
 	// and it holds one of memtableFilters' slots until free.
 	memtableFilter bool
@@ -147,6 +150,10 @@ func openRocks(dir string, o RocksOptions, c Compression) (*rocksStore, error) {
 		s.memtableFilter = true
 		s.opts.SetMemtableWholeKeyFiltering(true)
 		s.opts.SetMemTablePrefixBloomSizeRatio(memtableBloomRatio)
+	}
+	if o.InsertHints && !o.ReadOnly {
+		s.insertHints = true
+		setInsertHints(s.opts)
 	}
 	s.opts.SetMaxBackgroundJobs(o.MaxBackgroundJobs)
 	boundWALPreallocation(s.opts)
@@ -281,6 +288,11 @@ func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
 		case OpDelete:
 			rep.delete(op.Key)
 		case OpDeleteRange:
+			if s.insertHints {
+				if err := checkHintedRange(op.Key); err != nil {
+					return err
+				}
+			}
 			end := op.End
 			if end == nil {
 				end = s.endAfterLast(maxPut)

@@ -79,6 +79,14 @@ type RocksOptions struct {
 	// ErrorIfMissing fails the open when dir holds no database, instead of
 	// the default of creating the directory and an empty database.
 	ErrorIfMissing bool
+	// InsertHints makes a memtable insert start from where the last insert
+	// of a key with the same first byte went, instead of the default of a
+	// search from the skip list's top (see setInsertHints). It suits a
+	// store whose batches write keys in order within each first byte, as a
+	// shard's do. Such a store refuses a DeleteRange whose start key is not
+	// empty and does not begin with 0x00 (ErrInvalidOptions); a shard's only
+	// range deletion (Wipe) starts at 0x00.
+	InsertHints bool
 	// ReadOnly opens the database read-only (RocksDB's OpenForReadOnly:
 	// no lock taken, a view as of the open, writes fail), overriding the
 	// default of read-write. Another process may keep the database open
