@@ -26,7 +26,7 @@ var offsetKey = []byte("\xffoffset")
 
 func openRocksTarget(tb testing.TB, dir string) *rocksTarget {
 	tb.Helper()
-	s, err := kv.OpenRocksDB(dir, kv.RocksOptions{})
+	s, err := kv.OpenRocksDB(dir, kv.RocksOptions{InsertHints: true}) // as a shard opens its store (kv.OpenBackend)
 	if err != nil {
 		tb.Fatal(err)
 	}
