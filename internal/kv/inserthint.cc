@@ -1,7 +1,7 @@
 //go:build cgo && !kstate_nocgo
 
 // The memtable insert hints of RocksOptions.InsertHints (see setInsertHints
-// in rocksdb.go for why).
+// in inserthint.go for why).
 
 #include <memory>
 
