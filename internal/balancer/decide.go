@@ -69,10 +69,10 @@ type Input struct {
 //     share of the partitions weighted by its members (pipelines), within
 //     one; its members split it evenly (quotas);
 //   - sticky: an owner keeps its partitions up to its quota; an owner
-//     above quota gives away first the partitions another process has a
-//     caught-up copy of (a sibling pipeline always has the process's
-//     copy: the pipelines of a process share its shard directory, so a
-//     move between them restores nothing);
+//     above quota gives away first the partitions another process that
+//     can take one has a caught-up copy of (a sibling pipeline always has
+//     the process's copy: the pipelines of a process share its shard
+//     directory, so a move between them restores nothing);
 //   - state-aware: a partition to place goes to a member with room and a
 //     caught-up copy (least lag, least load, member order); without one,
 //     to the member with room that has the least lag (a copy restoring the
@@ -118,9 +118,9 @@ type decision struct {
 	warmup [][]int32
 	standb [][]int32
 	nWarm  int
-	// nCaught counts the processes with a caught-up copy of each
-	// partition (built at first use).
-	nCaught []int
+	// owns counts each member's partitions before the decision (built at
+	// first use).
+	owns []int
 	// lags is lag's table (built at first use).
 	lags [][]int64
 }
@@ -292,27 +292,30 @@ func (d *decision) lag(i int, p int32) int64 {
 
 func (d *decision) caught(i int, p int32) bool { return d.lag(i, p) <= d.cfg.AcceptableLag }
 
-// caughtElsewhere is whether a member of another process than i's has a
-// caught-up copy of p (i's siblings always have i's copy: a process's
-// pipelines share its shard directory).
+// caughtElsewhere is whether a member of another process than i's that
+// can take p has a caught-up copy of it (i's siblings always have i's copy:
+// a process's pipelines share its shard directory). Can take: it owns fewer
+// partitions than its quota now, so placeActives gives it at least one. A
+// copy at a member already at its quota does not count: p could not move
+// there, and counting it made the choice of what an owner gives away follow
+// that copy's lag, which under input moves around AcceptableLag from one
+// rebalance to the next; a newcomer's warm-up then switched partitions at
+// every probing rebalance and never caught up (TestCrashStandbyWarmupProbing).
 func (d *decision) caughtElsewhere(i int, p int32) bool {
-	if d.nCaught == nil {
-		d.nCaught = make([]int, len(d.owner))
-		for q := range int32(len(d.owner)) {
-			seen := map[string]bool{}
-			for j := range d.n {
-				if !seen[d.proc[j]] && d.caught(j, q) {
-					seen[d.proc[j]] = true
-					d.nCaught[q]++
-				}
+	if d.owns == nil {
+		d.owns = make([]int, d.n)
+		for _, o := range d.owner {
+			if o != noOwner {
+				d.owns[o]++
 			}
 		}
 	}
-	n := d.nCaught[p]
-	if d.caught(i, p) {
-		n-- // i's process (a copy's lag is its process's)
+	for j := range d.n {
+		if d.proc[j] != d.proc[i] && d.owns[j] < d.quota[j] && d.caught(j, p) {
+			return true
+		}
 	}
-	return n > 0
+	return false
 }
 
 // best returns the member among ok ones with the least lag on p, then
@@ -343,7 +346,8 @@ func (d *decision) placeActives() {
 	}
 	P := int32(len(d.owner))
 	// Sticky: each owner keeps up to its quota, giving away first what
-	// another member has a caught-up copy of, then its highest partitions.
+	// another member with room has a caught-up copy of, then its highest
+	// partitions.
 	owned := make([][]int32, d.n)
 	for p := range P {
 		if o := d.owner[p]; o != noOwner {

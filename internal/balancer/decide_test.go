@@ -203,6 +203,39 @@ func TestWarmup(t *testing.T) {
 	}
 }
 
+// TestWarmupStaysWhileCopiesHover: an owner over its quota gives away the
+// same partition at every probing rebalance while a standby copy at a
+// member without room hovers around AcceptableLag (under input, b's lags on
+// a's partitions move by tens of records from one join to the next). When
+// that copy decided what a gave away, the newcomer's warm-up switched
+// between 0 and 2 at every probe, and neither copy ever caught up
+// (TestCrashStandbyWarmupProbing).
+func TestWarmupStaysWhileCopiesHover(t *testing.T) {
+	cfg := Config{AcceptableLag: 20}
+	in := func(lag0, lag2 int64) Input {
+		return Input{Partitions: 4, EndOffsets: ends(4, 1_000), Members: []Member{
+			mem("a", "", 5, span(0, 3), caughtShards(span(0, 4), 1_000)),
+			mem("b", "", 5, []int32{3}, map[int32]int64{0: 1_000 - lag0, 2: 1_000 - lag2, 3: 1_000}),
+			mem("c", "", -1, nil, map[int32]int64{0: 500, 2: 500}),
+		}}
+	}
+	var warm []int32
+	for i, lags := range [][2]int64{{14, 29}, {41, 52}, {29, 14}, {10, 35}, {16, 16}} {
+		got := byID(Decide(in(lags[0], lags[1]), cfg))
+		if !slices.Equal(got["a"].Active, span(0, 3)) || len(got["c"].Active) != 0 {
+			t.Fatalf("probe %d: a %v c %v; a keeps its partitions while c warms up", i, got["a"].Active, got["c"].Active)
+		}
+		if i == 0 {
+			warm = got["c"].Warmup
+			if len(warm) != 1 {
+				t.Fatalf("probe 0: c's warm-ups %v, want one", warm)
+			}
+		} else if !slices.Equal(got["c"].Warmup, warm) {
+			t.Fatalf("probe %d (b's lags on 0 and 2: %v): c warms up %v, at the probe before %v", i, lags, got["c"].Warmup, warm)
+		}
+	}
+}
+
 // TestMaxWarmups: the group holds at most MaxWarmups warm-ups; the other
 // moves wait, their partitions active where they are.
 func TestMaxWarmups(t *testing.T) {
