@@ -325,7 +325,7 @@ func TestCrashStandbyWarmupProbing(t *testing.T) {
 					o.failIfErrored(t)
 				}
 				return dead
-			})
+			}, append(others, c)...)
 			c.failIfErrored(t)
 			p, ok := c.killPointReached()
 			if !ok || p != string(engine.DuringStandby) {
