@@ -54,6 +54,7 @@ func TestCrashExactlyOncePipelines(t *testing.T) {
 		final.dump(t)
 		t.Fatal("the instance did not run a second pipeline")
 	}
+	waitFinalReady(t, final, parts)
 	final.stop(t, 30*time.Second)
 	t.Logf("final run: first commit %v after start; %d input rows, %d output rows expected; last metrics %+v",
 		fc, len(in.rows), m.total, final.metrics())

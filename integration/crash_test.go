@@ -248,6 +248,7 @@ func TestCrashExactlyOnce(t *testing.T) {
 	final := startEOSChild(t, args)
 	waitEOSOutputs(t, e, m, seed, time.Minute, final)
 	fc, _ := final.firstCommit()
+	waitFinalReady(t, final, parts)
 	final.stop(t, 30*time.Second)
 	t.Logf("tail kill point reached: %v; final run: first commit %v after start; %d input rows, %d output rows (%d timer rows) expected; last metrics %+v",
 		tailKilled, fc, len(in.rows), m.total, m.total-len(in.rows), final.metrics())
@@ -257,6 +258,20 @@ func TestCrashExactlyOnce(t *testing.T) {
 		t.Errorf("final run: %v from start to the first committed batch", fc)
 	}
 	checkEOS(t, e, m, seed, args.stateDir)
+}
+
+// waitFinalReady waits until the final run holds every one of parts
+// partitions, none of them restoring. Its outputs can be complete before
+// that (the last kill round's run caught up), and a stop during a restore
+// leaves that partition's local shard behind the changelog, which
+// checkLocalShards would report as lost state (a CI run stopped the final
+// run before its first metrics line, with partition 0's shard empty).
+func waitFinalReady(t *testing.T, final *eosChild, parts int) {
+	t.Helper()
+	waitFor(t, time.Minute, "the final run holds every partition, restored", func() bool {
+		m := final.metrics()
+		return m.ok && len(m.assigned) == parts && len(m.restoring) == 0
+	}, final)
 }
 
 // checkEOS reads the output topic after every instance stopped and checks
