@@ -118,8 +118,7 @@ type decision struct {
 	warmup [][]int32
 	standb [][]int32
 	nWarm  int
-	// owns counts each member's partitions before the decision (built at
-	// first use).
+	// owns counts each member's partitions before the decision.
 	owns []int
 	// lags is lag's table (built at first use).
 	lags [][]int64
@@ -163,13 +162,13 @@ func newDecision(in Input, cfg Config) *decision {
 	}
 	// Quotas (balanced counts), by process first, then among the process's
 	// members (its pipelines): see quotas.
-	owns := make([]int, n)
+	d.owns = make([]int, n)
 	for _, o := range d.owner {
 		if o != noOwner {
-			owns[o]++
+			d.owns[o]++
 		}
 	}
-	d.quota = quotas(P, d.proc, owns)
+	d.quota = quotas(P, d.proc, d.owns)
 	return d
 }
 
@@ -302,14 +301,6 @@ func (d *decision) caught(i int, p int32) bool { return d.lag(i, p) <= d.cfg.Acc
 // rebalance to the next; a newcomer's warm-up then switched partitions at
 // every probing rebalance and never caught up (TestCrashStandbyWarmupProbing).
 func (d *decision) caughtElsewhere(i int, p int32) bool {
-	if d.owns == nil {
-		d.owns = make([]int, d.n)
-		for _, o := range d.owner {
-			if o != noOwner {
-				d.owns[o]++
-			}
-		}
-	}
 	for j := range d.n {
 		if d.proc[j] != d.proc[i] && d.owns[j] < d.quota[j] && d.caught(j, p) {
 			return true
