@@ -264,10 +264,15 @@ func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
 		s.w.unloggedInMemtable = false
 	}
 	rep := &s.w.rep
-	rep.reset()
+	defer rep.release()
 	ops := b.Ops()
 	if order, ok := sortedLast(ops, s.w.order); ok {
 		s.w.order = order
+		size := batchRepHeader
+		for _, i := range order {
+			size += repSize(ops[i], nil)
+		}
+		rep.reset(size)
 		for _, i := range order {
 			if op := ops[i]; op.Kind == OpPut {
 				rep.put(op.Key, op.Value)
@@ -277,16 +282,18 @@ func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
 		}
 		return s.write(o, rep, len(ops))
 	}
+	// A DeleteRange's open end depends on the puts before it, so the ends
+	// are resolved first, for the rep's size.
+	ends := make([][]byte, len(ops))
+	size := batchRepHeader
 	var maxPut []byte // largest key put so far in this batch, for open-ended DeleteRange
-	for _, op := range ops {
+	for i, op := range ops {
 		switch op.Kind {
 		case OpPut:
-			rep.put(op.Key, op.Value)
 			if bytes.Compare(op.Key, maxPut) > 0 {
 				maxPut = op.Key
 			}
 		case OpDelete:
-			rep.delete(op.Key)
 		case OpDeleteRange:
 			if s.insertHints {
 				if err := checkHintedRange(op.Key); err != nil {
@@ -302,9 +309,23 @@ func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
 			if end == nil || bytes.Compare(op.Key, end) >= 0 {
 				continue
 			}
-			rep.deleteRange(op.Key, end)
+			ends[i] = end
 		default:
 			return fmt.Errorf("%w: unknown batch op kind %d", ErrInvalidOptions, op.Kind)
+		}
+		size += repSize(op, ends[i])
+	}
+	rep.reset(size)
+	for i, op := range ops {
+		switch op.Kind {
+		case OpPut:
+			rep.put(op.Key, op.Value)
+		case OpDelete:
+			rep.delete(op.Key)
+		case OpDeleteRange:
+			if ends[i] != nil {
+				rep.deleteRange(op.Key, ends[i])
+			}
 		}
 	}
 	return s.write(o, rep, len(ops))

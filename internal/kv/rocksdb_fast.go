@@ -128,18 +128,67 @@ const (
 	batchTypeRangeDeletion = 0xF
 )
 
-// batchRep builds a WriteBatch rep in a reused buffer.
+// batchRep builds a WriteBatch rep: in a reused buffer when small, else
+// in memory mapped for the one write and returned to the system after it.
+//
+// Why not a reused Go buffer for every size: a store kept its largest
+// rep's buffer between writes (a write-behind flush's, several MiB), and
+// the garbage collector lets the heap grow to twice its live bytes, so
+// those idle buffers counted twice in the process's peak RSS: 17 MiB of
+// the heavy benchmark's ~180 MiB of live heap at 4 shards, 23 MiB at 64
+// (docs/BENCHMARKS.md, "Write batches outside the Go heap").
 type batchRep struct {
-	buf   []byte
-	count uint32
+	buf    []byte
+	small  []byte // the reused buffer (at most repKeepBytes)
+	mapped []byte // the mapping buf was built in, until release
+	count  uint32
 }
 
-func (r *batchRep) reset() {
-	if cap(r.buf) > 16<<20 {
-		r.buf = nil // do not keep one huge batch's buffer for ever
-	}
-	r.buf = append(r.buf[:0], make([]byte, batchRepHeader)...)
+// repKeepBytes is the largest rep built in the reused buffer.
+const repKeepBytes = 256 << 10
+
+// reset starts a rep of size bytes (repSize; a guess is fine: a rep that
+// outgrows its buffer moves to the Go heap). Call release after the write.
+func (r *batchRep) reset(size int) {
 	r.count = 0
+	if size > repKeepBytes {
+		if r.mapped = mapRep(size); r.mapped != nil {
+			r.buf = append(r.mapped[:0], make([]byte, batchRepHeader)...)
+			return
+		}
+	}
+	r.buf = append(r.small[:0], make([]byte, batchRepHeader)...)
+}
+
+// release unmaps the rep's mapping, if it had one, and keeps a small
+// buffer for the next rep. The rep's bytes are invalid afterwards.
+func (r *batchRep) release() {
+	if r.mapped != nil {
+		unmapRep(r.mapped)
+		r.mapped = nil
+	} else if cap(r.buf) <= repKeepBytes {
+		r.small = r.buf[:0]
+	}
+	r.buf = nil
+}
+
+// repSize returns the bytes of op in a rep (end: a DeleteRange's end).
+func repSize(op Op, end []byte) int {
+	switch op.Kind {
+	case OpPut:
+		return 1 + varstringSize(op.Key) + varstringSize(op.Value)
+	case OpDelete:
+		return 1 + varstringSize(op.Key)
+	}
+	return 1 + varstringSize(op.Key) + varstringSize(end)
+}
+
+func varstringSize(b []byte) int {
+	n := 1
+	for x := len(b); x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n + len(b)
 }
 
 func (r *batchRep) put(key, value []byte) {

@@ -60,10 +60,19 @@ func randomOps(rng *rand.Rand, n int) []Op {
 func TestRocksBatchRepMatchesRocksDB(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var rep batchRep
+	large := 0
 	for i := range 200 {
 		wb := grocksdb.NewWriteBatch()
-		rep.reset()
-		for _, op := range randomOps(rng, 1+rng.IntN(50)) {
+		ops := randomOps(rng, 1+rng.IntN(50))
+		size := batchRepHeader
+		for i, op := range ops {
+			if op.Kind == OpDeleteRange && op.End == nil {
+				ops[i].End = []byte("zz")
+			}
+			size += repSize(ops[i], ops[i].End)
+		}
+		rep.reset(size)
+		for _, op := range ops {
 			switch op.Kind {
 			case OpPut:
 				wb.Put(op.Key, op.Value)
@@ -72,12 +81,8 @@ func TestRocksBatchRepMatchesRocksDB(t *testing.T) {
 				wb.Delete(op.Key)
 				rep.delete(op.Key)
 			case OpDeleteRange:
-				end := op.End
-				if end == nil {
-					end = []byte("zz")
-				}
-				wb.DeleteRange(op.Key, end)
-				rep.deleteRange(op.Key, end)
+				wb.DeleteRange(op.Key, op.End)
+				rep.deleteRange(op.Key, op.End)
 			}
 		}
 		want := append([]byte{}, wb.Data()...)
@@ -89,6 +94,26 @@ func TestRocksBatchRepMatchesRocksDB(t *testing.T) {
 			}
 			t.Fatalf("batch %d: Go rep (%d bytes) differs from RocksDB's (%d bytes) at byte %d", i, len(got), len(want), at)
 		}
+		// repSize is exact, and a large rep is built in its mapping, off
+		// the Go heap, without growing out of it.
+		if got := len(rep.bytes()); got != size {
+			t.Fatalf("batch %d: rep of %d bytes, repSize said %d", i, got, size)
+		}
+		if size > repKeepBytes {
+			large++
+			if rep.mapped == nil || &rep.buf[0] != &rep.mapped[0] {
+				t.Fatalf("batch %d: a rep of %d bytes is not in its mapping", i, size)
+			}
+		} else if rep.mapped != nil {
+			t.Fatalf("batch %d: a rep of %d bytes is mapped", i, size)
+		}
+		rep.release()
+		if rep.mapped != nil || cap(rep.small) > repKeepBytes {
+			t.Fatalf("batch %d: release kept the mapping or %d bytes", i, cap(rep.small))
+		}
+	}
+	if large == 0 {
+		t.Fatal("no rep above repKeepBytes: the test does not reach the mapped path")
 	}
 }
 
