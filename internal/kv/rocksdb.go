@@ -266,8 +266,27 @@ func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
 	rep := &s.w.rep
 	defer rep.release()
 	ops := b.Ops()
+	if inKeyOrder(ops) { // a write-behind flush, a sorted commit: no order to build
+		size := batchRepHeader
+		for _, op := range ops {
+			size += repSize(op, nil)
+		}
+		rep.reset(size)
+		for _, op := range ops {
+			if op.Kind == OpPut {
+				rep.put(op.Key, op.Value)
+			} else {
+				rep.delete(op.Key)
+			}
+		}
+		return s.write(o, rep, len(ops))
+	}
 	if order, ok := sortedLast(ops, s.w.order); ok {
-		s.w.order = order
+		if cap(order) <= maxKeptOrder {
+			s.w.order = order[:0]
+		} else {
+			s.w.order = nil // not kept for ever: see batchRep
+		}
 		size := batchRepHeader
 		for _, i := range order {
 			size += repSize(ops[i], nil)

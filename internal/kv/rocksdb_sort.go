@@ -20,6 +20,23 @@ import (
 // one WAL record either way). Fewer operations also means fewer memtable
 // entries: restore batches repeat hot keys.
 
+// maxKeptOrder bounds the order slice a store keeps between writes.
+const maxKeptOrder = 16 << 10
+
+// inKeyOrder reports whether ops are puts and deletes in strictly
+// increasing key order: written as they are.
+func inKeyOrder(ops []Op) bool {
+	for i, op := range ops {
+		if op.Kind != OpPut && op.Kind != OpDelete {
+			return false
+		}
+		if i > 0 && bytes.Compare(ops[i-1].Key, op.Key) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // sortedLast returns the indices of the operations of ops to write, in key
 // order, keeping only the last operation on each key. It returns false when
 // the batch cannot be reordered: a DeleteRange (its effect depends on the
