@@ -359,12 +359,17 @@ func (s *Shard) Close() error {
 	// The committed batches still in memory go to the store (on error they
 	// are lost locally, as after a crash: a restart restores them).
 	ferr := s.flush()
-	if s.wb != nil {
-		s.opts.WriteBehindBudget.leave()
-	}
 	s.readers.Lock()
 	s.readClosed = true
 	s.readers.Unlock()
+	if s.wb != nil {
+		s.opts.WriteBehindBudget.leave()
+		// No reader is left (ReadCommitted holds readers), and the
+		// shard's goroutine is here: the layer's memory can go.
+		s.wbMu.Lock()
+		s.wb.release()
+		s.wbMu.Unlock()
+	}
 	err := s.store.Close()
 	s.unlock()
 	if ferr != nil {

@@ -45,8 +45,14 @@ import (
 //
 // Layout: an index map (key → the entry's place) whose key strings alias the
 // entries' key bytes, and entries (key, value room, value) back to back in
-// byte chunks that are reused after each flush. The only pointers the
-// garbage collector follows are the map's strings, into a few large chunks.
+// byte chunks that are reused after each flush. The chunks are memory
+// mapped outside the Go heap, like the committed-state cache's (released
+// by reset past the few it keeps, and at Close): on the heap their bytes
+// counted twice in the process's peak RSS through the garbage collector's
+// headroom (35 MiB of ~220 MiB of live heap at 64 partitions;
+// docs/BENCHMARKS.md, "Write batches outside the Go heap"). The only
+// pointers the garbage collector sees are the map's strings, into those
+// chunks, which it ignores.
 type wbLayer struct {
 	index  map[string]uint64 // key → chunk<<32 | offset of its entry
 	chunks [][]byte          // entries back to back; len = bytes used
@@ -255,8 +261,19 @@ func (w *wbLayer) nextChunk(size int) {
 			return
 		}
 	}
-	w.chunks = append(w.chunks, make([]byte, 0, max(wbChunk, size)))
+	w.chunks = append(w.chunks, allocCacheMem(max(wbChunk, size))[:0])
 	w.cur = len(w.chunks) - 1
+}
+
+// release returns the chunks' memory; the layer must not be used again.
+func (w *wbLayer) release() {
+	for _, c := range w.chunks {
+		freeCacheMem(c[:cap(c)])
+	}
+	w.chunks = nil
+	clear(w.index)
+	w.items, w.spare, w.added = nil, nil, nil
+	w.cur, w.used, w.recs = 0, 0, 0
 }
 
 // reset empties the layer, keeping its memory. Nothing may alias the
@@ -269,6 +286,9 @@ func (w *wbLayer) reset() {
 	}
 	if len(w.chunks) > 4 {
 		// Keep a few chunks for the next round; let a burst's go.
+		for _, c := range w.chunks[4:] {
+			freeCacheMem(c[:cap(c)])
+		}
 		clear(w.chunks[4:])
 		w.chunks = w.chunks[:4]
 	}

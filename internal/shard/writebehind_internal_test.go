@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -93,5 +94,50 @@ func TestWBLayerGallop(t *testing.T) {
 				t.Fatalf("n=%d: gallop(%q) = %d, want %d", n, key, got, want)
 			}
 		}
+	}
+}
+
+// TestWBLayerOffHeap checks that the layer's entry bytes are not on the Go
+// heap (where the garbage collector's headroom doubled them in peak RSS),
+// that its values survive a reset's release of extra chunks, and that
+// release returns the chunks.
+func TestWBLayerOffHeap(t *testing.T) {
+	if !osMapped {
+		t.Skip("no memory mapping on this system: the layer's chunks are on the heap")
+	}
+	w := newWBLayer()
+	val := []byte(strings.Repeat("v", 60<<10))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range 128 { // 7.5 MiB of values: 32 chunks
+		w.put(fmt.Appendf(nil, "k%04d", i), val, false)
+	}
+	w.mergeAdded()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 2<<20 {
+		t.Fatalf("the Go heap grew by %d bytes for 7.5 MiB of layer entries: the chunks are on the heap", grew)
+	}
+	if len(w.chunks) < 8 {
+		t.Fatalf("%d chunks for 7.5 MiB", len(w.chunks))
+	}
+	w.reset() // releases all but 4 chunks
+	if len(w.chunks) != 4 {
+		t.Fatalf("reset kept %d chunks, want 4", len(w.chunks))
+	}
+	for i := range 10 {
+		w.put(fmt.Appendf(nil, "k%04d", i), fmt.Appendf(nil, "short %d", i), false)
+	}
+	w.mergeAdded()
+	for i := range 10 {
+		v, deleted, ok := w.get(fmt.Appendf(nil, "k%04d", i))
+		if !ok || deleted || string(v) != fmt.Sprintf("short %d", i) {
+			t.Fatalf("after reset: get(k%04d) = %q, %v, %v", i, v, deleted, ok)
+		}
+	}
+	w.release()
+	if len(w.chunks) != 0 || !w.empty() {
+		t.Fatalf("release kept %d chunks, %d keys", len(w.chunks), len(w.index))
 	}
 }
