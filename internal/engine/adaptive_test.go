@@ -3,6 +3,8 @@ package engine
 import (
 	"testing"
 	"time"
+
+	"github.com/kstate/kstate/changelog"
 )
 
 // TestBatchSizer: without a known lag (a session without high
@@ -85,6 +87,16 @@ func TestBatchSizerLag(t *testing.T) {
 			{batchObs{n: 5000, took: 40 * ms, txn: 20 * ms, lag: 100000}, 10000},
 			{batchObs{n: 10000, took: 40 * ms, txn: 20 * ms, lag: 100000}, 20000},
 			{batchObs{n: 20000, took: 40 * ms, txn: 20 * ms, lag: 4999}, 5000}}},
+		{"a heavy changelog does not grow", []batch{
+			{batchObs{n: 5000, took: 40 * ms, txn: 20 * ms, lag: 100000, staged: adaptiveMaxStaged/2 + 1}, 5000},
+			{batchObs{n: 5000, took: 40 * ms, txn: 20 * ms, lag: 100000, staged: adaptiveMaxStaged / 2}, 10000}}},
+		{"a changelog over the bound shrinks despite the backlog", []batch{
+			{batchObs{n: 5000, took: 40 * ms, txn: 20 * ms, lag: 100000, staged: 1 << 20}, 10000},
+			{batchObs{n: 10000, took: 40 * ms, txn: 20 * ms, lag: 100000, staged: 2 << 20}, 20000},
+			{batchObs{n: 20000, took: 40 * ms, txn: 20 * ms, lag: 100000, staged: adaptiveMaxStaged + 1}, 10000},
+			{batchObs{n: 10000, took: 40 * ms, txn: 20 * ms, lag: 100000, staged: adaptiveMaxStaged}, 10000},
+			{batchObs{n: 10000, took: 40 * ms, txn: 20 * ms, lag: 100000, staged: 4 * adaptiveMaxStaged}, 5000},
+			{batchObs{n: 5000, took: 40 * ms, txn: 20 * ms, lag: 100000, staged: 4 * adaptiveMaxStaged}, 5000}}},
 		{"a long batch shrinks despite the backlog", []batch{
 			{batchObs{n: 5000, took: 40 * ms, txn: 20 * ms, lag: 100000}, 10000},
 			{batchObs{n: 10000, took: 1500 * ms, txn: 1000 * ms, lag: 100000}, 10000},
@@ -99,5 +111,19 @@ func TestBatchSizerLag(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChangelogWeight: the batch's changelog records, their key and value
+// bytes and stagedRecordCost each, over the tasks that returned a result.
+func TestChangelogWeight(t *testing.T) {
+	res := []*BatchResult{
+		{Changelog: []changelog.Record{{Key: []byte("ab"), Value: []byte("cde")}, {Key: []byte("f")}}},
+		nil, // a failed task
+		{},
+		{Changelog: []changelog.Record{{Key: []byte("g"), Value: make([]byte, 100)}}},
+	}
+	if got, want := changelogWeight(res), int64(2+3+1+1+100+3*stagedRecordCost); got != want {
+		t.Fatalf("changelogWeight = %d, want %d", got, want)
 	}
 }

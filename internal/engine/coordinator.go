@@ -190,7 +190,10 @@ type Coordinator struct {
 	// lastTxn is the last batch's fixed per-transaction time (produce tail
 	// and End, round.go), for the sizer; the loop's own.
 	lastTxn time.Duration
-	msgs    msgPool // record arrays for the batches' produce calls (produce.go); the loop's own
+	// lastStaged is the last batch's changelog weight (stagedWeight), for
+	// the sizer.
+	lastStaged int64
+	msgs       msgPool // record arrays for the batches' produce calls (produce.go); the loop's own
 
 	partitions    int // of the input (and changelog) topic
 	outPartitions int
@@ -444,7 +447,7 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 		c.rejoined()
 		c.updatePhase()
 		polled := c.clock.Elapsed()
-		c.lastTxn = 0
+		c.lastTxn, c.lastStaged = 0, 0
 		if err := c.batch(recs); err != nil {
 			if reconnectable(err) && ctx.Err() == nil {
 				if err := c.reconnect(ctx, "batch", err); err != nil {
@@ -463,7 +466,7 @@ func (c *Coordinator) Run(ctx context.Context) (err error) {
 		c.noteLag()
 		lag := c.totalLag()
 		c.cfg.Positions.noteBacklog(len(recs), lag, c.clock.Elapsed()) // the standby readers yield to it (standby.go)
-		c.sizer.observe(batchObs{n: len(recs), took: took, txn: c.lastTxn, lag: lag})
+		c.sizer.observe(batchObs{n: len(recs), took: took, txn: c.lastTxn, lag: lag, staged: c.lastStaged})
 		c.mu.Lock()
 		c.mu.batchLimit = c.sizer.next()
 		c.mu.Unlock()

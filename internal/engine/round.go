@@ -120,6 +120,7 @@ func (c *Coordinator) batch(recs []Message) error {
 	}
 	results, errs, err := c.runTasks(parts, now.UnixMilli(), byPart, finished)
 	tasksDone := c.clock.Elapsed()
+	c.lastStaged = changelogWeight(results)
 	c.lastTasks = tasksDone - batchStart
 	if err != nil {
 		abortTxn()
@@ -428,4 +429,20 @@ func msTime(ms int64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(ms)
+}
+
+// changelogWeight is the stagedWeight of the changelogs of results (nil
+// results are tasks that failed).
+func changelogWeight(results []*BatchResult) int64 {
+	n, bytes := 0, int64(0)
+	for _, res := range results {
+		if res == nil {
+			continue
+		}
+		n += len(res.Changelog)
+		for _, r := range res.Changelog {
+			bytes += int64(len(r.Key) + len(r.Value))
+		}
+	}
+	return stagedWeight(n, bytes)
 }
