@@ -274,3 +274,33 @@ func TestSortedLast(t *testing.T) {
 		}
 	}
 }
+
+// TestRepPool: a returned mapping serves the next rep that fits, and the
+// pool keeps at most repPoolBytes, dropping its smallest mappings first.
+func TestRepPool(t *testing.T) {
+	var p repPool
+	a := p.get(300 << 10)
+	if len(a) != 512<<10 {
+		t.Fatalf("get(300 KiB) mapped %d bytes, want 512 KiB", len(a))
+	}
+	a[len(a)-1] = 7
+	p.put(a)
+	if b := p.get(400 << 10); &b[0] != &a[0] {
+		t.Fatal("a kept mapping that fits was not reused")
+	} else {
+		p.put(b)
+	}
+	big := p.get(repPoolBytes - 256<<10) // rounds to repPoolBytes
+	p.put(big)                           // drops a (the smallest) to keep big
+	if p.bytes != repPoolBytes || len(p.free) != 1 || &p.free[0][0] != &big[0] {
+		t.Fatalf("pool keeps %d bytes in %d mappings, want big alone", p.bytes, len(p.free))
+	}
+	huge := p.get(2 * repPoolBytes)
+	p.put(huge) // larger than the bound: unmapped, big stays
+	if p.bytes != repPoolBytes || len(p.free) != 1 {
+		t.Fatalf("pool keeps %d bytes in %d mappings after a huge put", p.bytes, len(p.free))
+	}
+	for _, m := range p.free {
+		unmapRep(m)
+	}
+}
