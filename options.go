@@ -251,7 +251,11 @@ type BatchingOptions struct {
 	// while polls come back full (a backlog) and batches take under 1s (or
 	// MaxDuration/4), up to 20000, and halve back to 5000 once caught up
 	// (a poll of less than half the limit), so a backlog moves in large
-	// batches and a caught-up application keeps small ones.
+	// batches and a caught-up application keeps small ones. A batch whose
+	// changelog weighs more than 12 MiB (key and value bytes plus 160 bytes
+	// a record) halves the limit and one over 6 MiB does not double it, so
+	// a processor writing many state entries per row keeps small batches
+	// (docs/OPERATIONS.md, "Batch size").
 	MaxRecords int
 	// MaxWait bounds how long a poll waits for records. Default 200ms.
 	MaxWait time.Duration
