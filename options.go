@@ -193,7 +193,7 @@ type StateOptions struct {
 	// they are full). At least 1 MiB. It does not bound the Go heap
 	// (batches, staged state, Kafka client buffers); see
 	// docs/OPERATIONS.md. Default 0 (off): every shard has its own 64 MiB
-	// cache and up to 64 MiB memtables, so memory grows with the
+	// cache and 32 MiB memtables (two while one flushes), so memory grows with the
 	// partitions; the shared budget is opt-in until it has been measured
 	// on large states (docs/BENCHMARKS.md).
 	Memory int64

@@ -119,7 +119,7 @@ the within-run ratio of each processor to the first one.`,
 	fl.IntVar(&o.NewKeys, "new-keys", o.NewKeys, "churn: rows of the phase after the churn, one per new key, timed after a restart on the same state (0: no such phase)")
 	fl.Uint64Var(&o.Seed, "seed", o.Seed, "seed of the key sequence")
 	fl.BoolVar(&o.Warmup, "warmup", o.Warmup, "run a small unreported pass first, so that run 1 does not meet a cold broker (JIT) alone")
-	fl.Int64Var(&o.StateMemory, "state-memory", 0, "Options.State.Memory in bytes (0, the default: a 64 MiB cache and memtable per shard; positive: one shared budget)")
+	fl.Int64Var(&o.StateMemory, "state-memory", 0, "Options.State.Memory in bytes (0, the default: a 64 MiB cache and a 32 MiB memtable per shard; positive: one shared budget)")
 	fl.Int64Var(&o.StateCache, "state-cache", 0, "Options.State.CacheBytes: bytes of the committed-state cache (0: kstate's default, 64 MiB; negative: off)")
 	fl.StringSliceVar(&o.Backends, "backend", nil, "Options.State.Backend values to compare (rocksdb, pebble): every processor runs once per backend in each run, interleaved, named processor.backend (e.g. count.pebble); default: the build's default backend only")
 	fl.IntSliceVar(&o.Pipelines, "pipelines", nil, "Options.Batching.Pipelines values to compare: every processor runs once per value in each run, interleaved, named processor-pN (e.g. count-p2); default: kstate's default (automatic: one per core, at most 4 and the partitions) only")

@@ -27,7 +27,7 @@ type PebbleOptions struct {
 	// memtables are not charged to it. It must not be closed before the open.
 	Memory *SharedMemory
 	// WriteBufferSize is the memtable size in bytes, overriding the default
-	// of 64 MiB (the RocksDB backend's default).
+	// of 64 MiB (defaultPebbleWriteBuffer).
 	WriteBufferSize int64
 	// ErrorIfMissing fails the open when dir holds no database, instead of
 	// the default of creating the directory and an empty database.
@@ -104,7 +104,7 @@ func OpenPebble(dir string, o PebbleOptions) (Store, error) {
 		o.BlockCacheSize = defaultBlockCache
 	}
 	if o.WriteBufferSize == 0 {
-		o.WriteBufferSize = defaultWriteBuffer
+		o.WriteBufferSize = defaultPebbleWriteBuffer
 	}
 	if o.ReadOnly {
 		o.ErrorIfMissing = true
@@ -294,6 +294,11 @@ func (s *pebbleStore) Write(b *Batch, o WriteOptions) error {
 
 // commitStallLimit is how long a write may wait while background flushes
 // keep failing before it is given up and the store marked failed.
+// defaultPebbleWriteBuffer is a Pebble store's memtable size (the RocksDB
+// backend's default became 32 MiB in session 31; Pebble's was not
+// measured at that size).
+const defaultPebbleWriteBuffer = 64 << 20
+
 const commitStallLimit = time.Second
 
 // fail marks the store unusable: every later operation returns err.

@@ -134,7 +134,7 @@ func openRocks(dir string, o RocksOptions, c Compression) (*rocksStore, error) {
 	s.opts.SetWriteBufferSize(uint64(o.WriteBufferSize))
 	if o.Memory != nil {
 		// A memtable holds at least one arena block (by default 1 MiB with
-		// 64 MiB memtables) as soon as it is written. With many stores on one
+		// memtables of 8 MiB or more) as soon as it is written. With many stores on one
 		// budget those floors alone can exceed the write budget, and then
 		// every write flushes a near-empty memtable (96 stores on 16 MiB
 		// of write buffers: ~100x slower). Small blocks keep the floor low.
@@ -446,7 +446,7 @@ func (s *rocksStore) Close() error {
 const walPreallocBlock = 4 << 20
 
 // boundWALPreallocation: RocksDB reserves (fallocate) the WAL in blocks of
-// 1.1 × the memtable size, 70 MiB with the default 64 MiB memtables, at a
+// 1.1 × the memtable size (70 MiB with 64 MiB memtables) at a
 // store's first logged write, and a shard is a store per partition: 256
 // partitions reserved 18 GB of disk for a few MB of logs (issue #29, many
 // partitions). max_total_wal_size caps that block; with one column family

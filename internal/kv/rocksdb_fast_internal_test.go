@@ -304,3 +304,33 @@ func TestRepPool(t *testing.T) {
 		unmapRep(m)
 	}
 }
+
+// TestRocksDefaultMemtable: at the default options a store's memtable
+// switches at 32 MiB (defaultWriteBuffer): after 48 MiB of writes the
+// active memtable holds what came after the switch. With 64 MiB memtables
+// it held all 48.
+func TestRocksDefaultMemtable(t *testing.T) {
+	s, err := OpenRocksDB(t.TempDir(), RocksOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rs := s.(*rocksStore)
+	val := make([]byte, 1000)
+	for i := range 48 {
+		var b Batch
+		for j := range 1000 {
+			b.Put(fmt.Appendf(nil, "k%02d%04d", i, j), val)
+		}
+		if err := s.Write(&b, WriteOptions{DisableWAL: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	active, ok := rs.db.GetIntProperty("rocksdb.cur-size-active-mem-table")
+	if !ok {
+		t.Fatal("no rocksdb.cur-size-active-mem-table property")
+	}
+	if active > 24<<20 {
+		t.Fatalf("the active memtable holds %d bytes after 48 MiB of writes: it did not switch at 32 MiB", active)
+	}
+}

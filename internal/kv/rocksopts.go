@@ -55,7 +55,7 @@ type RocksOptions struct {
 	// reading data blocks. A negative value disables the filter.
 	BloomBitsPerKey float64
 	// WriteBufferSize is the memtable size in bytes, overriding the default
-	// of 64 MiB. Larger memtables make restore (large WAL-less batches) faster.
+	// of 32 MiB (defaultWriteBuffer).
 	// With Memory set, a memtable is also flushed early when all the stores'
 	// memtables together reach the shared write-buffer budget.
 	WriteBufferSize int64
@@ -96,15 +96,24 @@ type RocksOptions struct {
 }
 
 const (
-	defaultBlockCache   = 64 << 20
-	defaultBloomBits    = 10
-	defaultWriteBuffer  = 64 << 20
+	defaultBlockCache = 64 << 20
+	defaultBloomBits  = 10
+	// defaultWriteBuffer is a RocksDB store's memtable size: a store holds
+	// up to two (one filling, one flushing). 64 MiB until session 31: a
+	// shard rewrites its hot keys, so its memtable fills with versions a
+	// flush drops, and 4 shards' memtables were about a quarter of the
+	// heavy benchmark's peak RSS. 32 MiB took 95 MB off it (685 → 590 MB)
+	// and 45–96 MB off the 3M-key state's, with the rate level and 2–4 %
+	// more CPU, the count workload level (docs/BENCHMARKS.md, "32 MiB
+	// memtables"). 16 MiB had cost count 6–11 % more CPU in session 19,
+	// before the memtable insert hints.
+	defaultWriteBuffer  = 32 << 20
 	defaultBGJobs       = 2
 	defaultKeepLogFiles = 3
 	sharedArenaBlock    = 64 << 10
 	// memtableBloomRatio sizes each memtable's whole-key bloom filter as
-	// a share of the memtable (0.02 of 64 MiB: ~10 bits a key at a million
-	// small entries). A point read of a key the memtable does not hold
+	// a share of the memtable (0.02 of 32 MiB: ~10 bits a key at half a
+	// million small entries). A point read of a key the memtable does not hold
 	// (a new grouping key, or one last written before the memtable's
 	// switch: nearly every read of a state larger than memory) then skips
 	// the memtable's skip list search, which was half of RocksDB's Get on
@@ -115,9 +124,10 @@ const (
 	memtableBloomRatio = 0.02
 	// maxMemtableFilters bounds the stores of a process whose memtables
 	// have the filter. RocksDB zeroes a memtable's filter when it creates
-	// the memtable, so each costs 1.3 MiB of resident memory (twice while
-	// a full memtable flushes) whatever the store holds: 64 shards of a
-	// small state took 176 MiB of peak RSS instead of 94 (rssbench,
+	// the memtable, so each costs 0.02 of it in resident memory (1.3 MiB
+	// with 64 MiB memtables; twice while a full memtable flushes) whatever
+	// the store holds: 64 shards of a small state took 176 MiB of peak RSS
+	// instead of 94 with 64 MiB memtables (rssbench,
 	// docs/BENCHMARKS.md, "Session 26"). The first stores opened keep it:
 	// an instance with few partitions, where each shard's state is large
 	// and the filter pays, has it on all of them.

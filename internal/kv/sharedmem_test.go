@@ -69,7 +69,7 @@ func TestSharedMemory(t *testing.T) {
 		t.Fatalf("after writing store b: cache usage %d → %d, memtables %d → %d; want both to grow (one shared budget)", ua, ub, mta, mtb)
 	}
 
-	// 2 × 20 MiB written with 64 MiB memtables: without the shared
+	// 2 × 20 MiB written with 32 MiB memtables: without the shared
 	// write-buffer manager the memtables would hold it all.
 	var peak int64
 	for i := range 20 {

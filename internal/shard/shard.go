@@ -33,7 +33,7 @@ type ShardOptions struct {
 	StoreBackend kv.Backend
 	// Memory is the RocksDB memory budget shared with the process's other
 	// shards, overriding the default of nil (the store's own 64 MiB block
-	// cache and 64 MiB memtable). Unused when Backend is set.
+	// cache and 32 MiB memtable on RocksDB). Unused when Backend is set.
 	Memory *kv.SharedMemory
 	// AllowTTL permits variables with a TTL. Set it only in ProcessingTime
 	// mode, overriding the default of false (TTL declared → state.ErrTTLNotAllowed).

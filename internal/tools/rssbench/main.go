@@ -32,7 +32,7 @@ func main() {
 	records := flag.Int("records", 6_000_000, "input rows in total, keys uniform at random")
 	batch := flag.Int("batch", 1000, "rows per partition per write batch")
 	valueBytes := flag.Int("value-bytes", 8, "bytes of each stored value (the count, padded): larger values make the state outgrow the memory bounds sooner")
-	stateMemory := flag.Int64("state-memory", 256<<20, "bytes of the shared budget (kstate.Options.State.Memory); negative: a 64 MiB cache and memtable per shard (before the budget)")
+	stateMemory := flag.Int64("state-memory", 256<<20, "bytes of the shared budget (kstate.Options.State.Memory); negative: a 64 MiB cache and a 32 MiB memtable per shard (before the budget)")
 	flag.Parse()
 	if err := run(*partitions, *keys, *records, *batch, max(*valueBytes, 8), *stateMemory); err != nil {
 		fmt.Fprintln(os.Stderr, "rssbench:", err)
