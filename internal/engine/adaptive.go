@@ -28,9 +28,10 @@ import "time"
 //     batches, since a batch's staged state, its changelog records and
 //     their produce buffers are most of the process's Go heap, which the
 //     garbage collector lets grow to twice its live size. The heavy
-//     benchmark (about 7 changelog records a row) went from 843–906 MB
-//     of peak RSS with batches grown to 20000 records to 641–644 MB at
-//     5000, at the same rate (docs/BENCHMARKS.md, "Batches bounded by
+//     benchmark (about 7 changelog records a row) went from 906–942 MB
+//     of peak RSS with batches grown to 20000 records to 647–669 MB at
+//     5000, for 7–8 % of its rate (more transactions, each waiting for
+//     its produce tail and End; docs/BENCHMARKS.md, "Batches bounded by
 //     their changelog");
 //   - otherwise the limit holds.
 //

@@ -166,19 +166,19 @@ func (r *batchRep) release() {
 	if r.mapped != nil {
 		repMaps.put(r.mapped)
 		r.mapped = nil
-	} else if cap(r.buf) <= repKeepBytes {
-		r.small = r.buf[:0]
+	} else if r.buf != nil && cap(r.buf) <= repKeepBytes {
+		r.small = r.buf[:0] // (nil: the write failed before its reset)
 	}
 	r.buf = nil
 }
 
 // repMaps keeps a few of the process's rep mappings for the next large
 // reps instead of unmapping each after its write: a new mapping's pages
-// are faulted in (and zeroed) as the rep is built, which cost 3–10 % of a
-// 10,000-operation batch's write (BenchmarkStoreWriteBatch). Writes of one store are
-// serialised and a process writes from a few goroutines at once, so a
-// few mappings serve every store; repPoolBytes bounds what they keep
-// resident between writes.
+// are faulted in (and zeroed) as the rep is built, which cost 3–10 % of
+// a 10,000-operation batch's write (BenchmarkStoreWriteBatch). Writes of
+// one store are serialised and a process writes from a few goroutines at
+// once, so a few mappings serve every store; repPoolBytes bounds what
+// they keep resident between writes.
 var repMaps repPool
 
 // repPoolBytes bounds the bytes of the mappings repMaps keeps.
