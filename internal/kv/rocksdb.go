@@ -267,18 +267,7 @@ func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
 	defer rep.release()
 	ops := b.Ops()
 	if inKeyOrder(ops) { // a write-behind flush, a sorted commit: no order to build
-		size := batchRepHeader
-		for _, op := range ops {
-			size += repSize(op, nil)
-		}
-		rep.reset(size)
-		for _, op := range ops {
-			if op.Kind == OpPut {
-				rep.put(op.Key, op.Value)
-			} else {
-				rep.delete(op.Key)
-			}
-		}
+		rep.buildOrdered(ops, nil)
 		return s.write(o, rep, len(ops))
 	}
 	if order, ok := sortedLast(ops, s.w.order); ok {
@@ -287,18 +276,7 @@ func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
 		} else {
 			s.w.order = nil // not kept for ever: see batchRep
 		}
-		size := batchRepHeader
-		for _, i := range order {
-			size += repSize(ops[i], nil)
-		}
-		rep.reset(size)
-		for _, i := range order {
-			if op := ops[i]; op.Kind == OpPut {
-				rep.put(op.Key, op.Value)
-			} else {
-				rep.delete(op.Key)
-			}
-		}
+		rep.buildOrdered(ops, order)
 		return s.write(o, rep, len(ops))
 	}
 	// A DeleteRange's open end depends on the puts before it, so the ends

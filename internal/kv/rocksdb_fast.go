@@ -172,6 +172,33 @@ func (r *batchRep) release() {
 	r.buf = nil
 }
 
+// buildOrdered starts the rep and adds the puts and deletes of ops at the
+// indices order, in that order (nil: all of ops as they are).
+func (r *batchRep) buildOrdered(ops []Op, order []int32) {
+	n := len(ops)
+	if order != nil {
+		n = len(order)
+	}
+	at := func(j int) *Op {
+		if order == nil {
+			return &ops[j]
+		}
+		return &ops[order[j]]
+	}
+	size := batchRepHeader
+	for j := range n {
+		size += repSize(*at(j), nil)
+	}
+	r.reset(size)
+	for j := range n {
+		if op := at(j); op.Kind == OpPut {
+			r.put(op.Key, op.Value)
+		} else {
+			r.delete(op.Key)
+		}
+	}
+}
+
 // repMaps keeps a few of the process's rep mappings for the next large
 // reps instead of unmapping each after its write: a new mapping's pages
 // are faulted in (and zeroed) as the rep is built, which cost 3–10 % of
