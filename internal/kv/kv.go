@@ -25,6 +25,20 @@ type Store interface {
 	Close() error
 }
 
+// OrderedWriter is implemented by stores that can write a batch of puts
+// and deletes given by a walk instead of a Batch: a write-behind flush
+// writes thousands of entries it already holds in key order, and a Batch
+// of them held 80 bytes of operation per entry on the Go heap for the
+// write (docs/BENCHMARKS.md, "Flushes without a Batch").
+type OrderedWriter interface {
+	// WriteOrdered applies the operations walk passes to add, in one atomic
+	// write as Write does. walk is called twice (to size the write, then to
+	// fill it) and must pass the same operations both times, in strictly
+	// increasing key order; otherwise nothing is written and the error
+	// wraps ErrInvalidOptions. value is ignored for a delete.
+	WriteOrdered(walk func(add func(key, value []byte, deleted bool)), o WriteOptions) error
+}
+
 // WriteOptions tune one Write.
 type WriteOptions struct {
 	// Sync fsyncs the write-ahead log before returning.

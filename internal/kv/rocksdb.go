@@ -328,6 +328,62 @@ func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
 	return s.write(o, rep, len(ops))
 }
 
+// WriteOrdered implements OrderedWriter: the operations go straight into
+// the write's rep (off the Go heap when large, as Write's), with no Batch.
+func (s *rocksStore) WriteOrdered(walk func(add func(key, value []byte, deleted bool)), o WriteOptions) error {
+	if o.Sync && o.DisableWAL {
+		return fmt.Errorf("%w: Sync with DisableWAL (nothing to sync)", ErrInvalidOptions)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.closed {
+		return fmt.Errorf("%w: write to %s", ErrClosed, s.dir)
+	}
+	size, n := batchRepHeader, 0
+	var prev []byte
+	ordered := true
+	walk(func(key, value []byte, deleted bool) {
+		if n > 0 && bytes.Compare(prev, key) >= 0 {
+			ordered = false
+		}
+		prev = key
+		size += 1 + varstringSize(key)
+		if !deleted {
+			size += varstringSize(value)
+		}
+		n++
+	})
+	if !ordered {
+		return fmt.Errorf("%w: WriteOrdered's keys are not in strictly increasing order", ErrInvalidOptions)
+	}
+	if n == 0 {
+		return nil
+	}
+	s.w.Lock()
+	defer s.w.Unlock()
+	if !o.DisableWAL && s.w.unloggedInMemtable {
+		if err := s.db.Flush(s.fo); err != nil {
+			return fmt.Errorf("kv: rocksdb flush of WAL-less writes before a logged write: %w", err)
+		}
+		s.w.unloggedInMemtable = false
+	}
+	rep := &s.w.rep
+	defer rep.release()
+	rep.reset(size)
+	walk(func(key, value []byte, deleted bool) {
+		if deleted {
+			rep.delete(key)
+		} else {
+			rep.put(key, value)
+		}
+	})
+	if len(rep.buf) != size || int(rep.count) != n {
+		return fmt.Errorf("%w: WriteOrdered's walk passed other operations the second time (%d ops, %d bytes; then %d, %d)",
+			ErrInvalidOptions, n, size, rep.count, len(rep.buf))
+	}
+	return s.write(o, rep, n)
+}
+
 // write applies the serialized batch of n operations. Called with s.w held.
 func (s *rocksStore) write(o WriteOptions, rep *batchRep, n int) error {
 	if err := rocksWrite(s.db, s.wo[woIndex(o)], rep.bytes()); err != nil {

@@ -4,6 +4,7 @@ package kv
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -332,5 +333,82 @@ func TestRocksDefaultMemtable(t *testing.T) {
 	}
 	if active > 24<<20 {
 		t.Fatalf("the active memtable holds %d bytes after 48 MiB of writes: it did not switch at 32 MiB", active)
+	}
+}
+
+// TestRocksWriteOrdered: WriteOrdered leaves the store Write leaves for the
+// same operations (small reps and large ones, built off the Go heap), and
+// refuses a walk out of key order or one that changes between its two
+// calls, writing nothing.
+func TestRocksWriteOrdered(t *testing.T) {
+	open := func() *rocksStore {
+		s, err := OpenRocksDB(t.TempDir(), RocksOptions{WriteBufferSize: 256 << 10, InsertHints: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s.(*rocksStore)
+	}
+	ordered, mem := open(), NewMemory()
+	rng := rand.New(rand.NewPCG(5, 6))
+	for round := range 40 {
+		n := 1 + rng.IntN(40)
+		if round%8 == 7 {
+			n = 20000 // a rep over repKeepBytes
+		}
+		ops := randomOps(rng, n)
+		ops = slices.DeleteFunc(ops, func(op Op) bool { return op.Kind == OpDeleteRange })
+		for i := range ops {
+			if round%8 == 7 { // more distinct keys, and large values
+				ops[i].Key = fmt.Appendf(nil, "\x01big%06d", rng.IntN(100000))
+				if ops[i].Kind == OpPut {
+					ops[i].Value = bytes.Repeat([]byte{byte(i)}, 1+rng.IntN(200))
+				}
+			}
+		}
+		slices.SortStableFunc(ops, func(a, b Op) int { return bytes.Compare(a.Key, b.Key) })
+		ops = slices.CompactFunc(ops, func(a, b Op) bool { return bytes.Equal(a.Key, b.Key) })
+		var b Batch
+		for _, op := range ops {
+			if op.Kind == OpPut {
+				b.Put(op.Key, op.Value)
+			} else {
+				b.Delete(op.Key)
+			}
+		}
+		walk := func(add func(key, value []byte, deleted bool)) {
+			for _, op := range ops {
+				add(op.Key, op.Value, op.Kind == OpDelete)
+			}
+		}
+		o := WriteOptions{DisableWAL: rng.IntN(3) == 0}
+		if err := ordered.WriteOrdered(walk, o); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if err := mem.Write(&b, o); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := scanAll(t, ordered), scanAll(t, mem); !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: WriteOrdered's store holds %d keys, Write's %d; contents differ", round, len(got), len(want))
+		}
+	}
+	before := scanAll(t, ordered)
+	unordered := func(add func(key, value []byte, deleted bool)) {
+		add([]byte("\x01zz"), []byte("v"), false)
+		add([]byte("\x01aa"), []byte("v"), false)
+	}
+	if err := ordered.WriteOrdered(unordered, WriteOptions{}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("keys out of order: %v, want ErrInvalidOptions", err)
+	}
+	calls := 0
+	changing := func(add func(key, value []byte, deleted bool)) {
+		calls++
+		add([]byte("\x01new"), bytes.Repeat([]byte("v"), calls), false)
+	}
+	if err := ordered.WriteOrdered(changing, WriteOptions{}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("a walk that changed: %v, want ErrInvalidOptions", err)
+	}
+	if got := scanAll(t, ordered); !reflect.DeepEqual(got, before) {
+		t.Fatal("a refused WriteOrdered changed the store")
 	}
 }

@@ -319,9 +319,10 @@ type wbCopy struct {
 	deleted  bool
 }
 
-// addTo appends the layer's entries, merged with the staged entries of st
-// (nil: none; staged ones win on equal keys), to b in key order.
-func (w *wbLayer) addTo(b *kv.Batch, items []uint64, st *staging) {
+// walk passes the layer's entries at items (in key order), merged with the
+// staged entries of st (nil: none; staged ones win on equal keys), to add
+// in key order. A tombstone's value is nil.
+func (w *wbLayer) walk(items []uint64, st *staging, add func(key, value []byte, deleted bool)) {
 	var staged []*stagedEntry
 	if st != nil {
 		staged = st.ordered()
@@ -330,31 +331,20 @@ func (w *wbLayer) addTo(b *kv.Batch, items []uint64, st *staging) {
 	for _, ref := range items {
 		kb := w.refKey(ref)
 		for j < len(staged) && bytes.Compare(staged[j].key, kb) < 0 {
-			addStaged(b, staged[j])
+			add(staged[j].key, staged[j].val, staged[j].deleted)
 			j++
 		}
 		if j < len(staged) && bytes.Equal(staged[j].key, kb) {
-			addStaged(b, staged[j])
+			add(staged[j].key, staged[j].val, staged[j].deleted)
 			j++
 			continue
 		}
 		ent := w.entry(ref)
-		if v, deleted := wbVal(ent); deleted {
-			b.Delete(wbKey(ent))
-		} else {
-			b.Put(wbKey(ent), v)
-		}
+		v, deleted := wbVal(ent)
+		add(wbKey(ent), v, deleted)
 	}
 	for _, e := range staged[j:] {
-		addStaged(b, e)
-	}
-}
-
-func addStaged(b *kv.Batch, e *stagedEntry) {
-	if e.deleted {
-		b.Delete(e.key)
-	} else {
-		b.Put(e.key, e.val)
+		add(e.key, e.val, e.deleted)
 	}
 }
 
@@ -410,20 +400,41 @@ func (s *Shard) flushWith(st *staging, next int64) error {
 	w := s.wb
 	s.wbMu.Lock()
 	defer s.wbMu.Unlock()
-	// A batch of its own, sized exactly, not kept: a flush comes once per
-	// WriteBehindBytes of changes, and a batch kept between flushes held
-	// its largest flush's operations (80 bytes each, ~13 MiB a shard on
-	// the heavy benchmark: 52 of a process's 246 MiB of live heap, doubled
-	// in RSS by the GC's headroom) for one allocation per flush.
-	var b kv.Batch
-	n := len(w.items) + 1
-	if st != nil {
-		n += st.len()
+	offset := binary.BigEndian.AppendUint64(nil, uint64(next))
+	var err error
+	if ow, ok := s.store.(kv.OrderedWriter); ok {
+		// The layer's entries go straight into the store's write: a Batch
+		// of them held 80 bytes of operation per entry on the Go heap
+		// (14 of the heavy benchmark's 130 MB of live heap during flushes;
+		// docs/BENCHMARKS.md, "Flushes without a Batch"). offsetKey sorts
+		// after every other key.
+		err = ow.WriteOrdered(func(add func(key, value []byte, deleted bool)) {
+			w.walk(w.items, st, add)
+			add([]byte(offsetKey), offset, false)
+		}, kv.WriteOptions{})
+	} else {
+		// A batch of its own, sized exactly, not kept: a flush comes once
+		// per WriteBehindBytes of changes, and a batch kept between flushes
+		// held its largest flush's operations (80 bytes each, ~13 MiB a
+		// shard on the heavy benchmark: 52 of a process's 246 MiB of live
+		// heap, doubled in RSS by the GC's headroom) for one allocation per
+		// flush.
+		var b kv.Batch
+		n := len(w.items) + 1
+		if st != nil {
+			n += st.len()
+		}
+		b.Grow(n)
+		w.walk(w.items, st, func(key, value []byte, deleted bool) {
+			if deleted {
+				b.Delete(key)
+			} else {
+				b.Put(key, value)
+			}
+		})
+		b.Put([]byte(offsetKey), offset)
+		err = s.store.Write(&b, kv.WriteOptions{})
 	}
-	b.Grow(n)
-	w.addTo(&b, w.items, st)
-	b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(next)))
-	err := s.store.Write(&b, kv.WriteOptions{})
 	if err != nil {
 		return err
 	}
