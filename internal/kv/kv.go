@@ -4,7 +4,10 @@
 // so a new backend only has to pass the conformance suite in kvtest.
 package kv
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
 // Store is an ordered byte-key store. Implementations must be safe for one
 // writer and concurrent readers.
@@ -45,6 +48,14 @@ type WriteOptions struct {
 	Sync bool
 	// DisableWAL skips the write-ahead log (safe for restore: the changelog is the log).
 	DisableWAL bool
+}
+
+// check rejects contradictory options.
+func (o WriteOptions) check() error {
+	if o.Sync && o.DisableWAL {
+		return fmt.Errorf("%w: Sync with DisableWAL (nothing to sync)", ErrInvalidOptions)
+	}
+	return nil
 }
 
 // Iterator walks keys in ascending order. Key and Value are valid until the

@@ -102,8 +102,8 @@ func (s *memStore) NewIter(lower, upper []byte) Iterator {
 }
 
 func (s *memStore) Write(b *Batch, o WriteOptions) error {
-	if o.Sync && o.DisableWAL {
-		return fmt.Errorf("%w: Sync with DisableWAL (nothing to sync)", ErrInvalidOptions)
+	if err := o.check(); err != nil {
+		return err
 	}
 	if b == nil {
 		return nil

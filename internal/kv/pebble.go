@@ -185,8 +185,8 @@ func (s *pebbleStore) Get(key []byte) ([]byte, bool, error) {
 // prefix of the writes (the property RocksDB needs a flush for when
 // WAL-less and logged writes mix). Logged writes are always synced (below).
 func (s *pebbleStore) Write(b *Batch, o WriteOptions) error {
-	if o.Sync && o.DisableWAL {
-		return fmt.Errorf("%w: Sync with DisableWAL (nothing to sync)", ErrInvalidOptions)
+	if err := o.check(); err != nil {
+		return err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()

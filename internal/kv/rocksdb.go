@@ -244,8 +244,8 @@ func (s *rocksStore) Get(key []byte) ([]byte, bool, error) {
 }
 
 func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
-	if o.Sync && o.DisableWAL {
-		return fmt.Errorf("%w: Sync with DisableWAL (nothing to sync)", ErrInvalidOptions)
+	if err := o.check(); err != nil {
+		return err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -257,11 +257,8 @@ func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
 	}
 	s.w.Lock()
 	defer s.w.Unlock()
-	if !o.DisableWAL && s.w.unloggedInMemtable {
-		if err := s.db.Flush(s.fo); err != nil {
-			return fmt.Errorf("kv: rocksdb flush of WAL-less writes before a logged write: %w", err)
-		}
-		s.w.unloggedInMemtable = false
+	if err := s.flushUnlogged(o); err != nil {
+		return err
 	}
 	rep := &s.w.rep
 	defer rep.release()
@@ -331,8 +328,8 @@ func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
 // WriteOrdered implements OrderedWriter: the operations go straight into
 // the write's rep (off the Go heap when large, as Write's), with no Batch.
 func (s *rocksStore) WriteOrdered(walk func(add func(key, value []byte, deleted bool)), o WriteOptions) error {
-	if o.Sync && o.DisableWAL {
-		return fmt.Errorf("%w: Sync with DisableWAL (nothing to sync)", ErrInvalidOptions)
+	if err := o.check(); err != nil {
+		return err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -361,11 +358,8 @@ func (s *rocksStore) WriteOrdered(walk func(add func(key, value []byte, deleted 
 	}
 	s.w.Lock()
 	defer s.w.Unlock()
-	if !o.DisableWAL && s.w.unloggedInMemtable {
-		if err := s.db.Flush(s.fo); err != nil {
-			return fmt.Errorf("kv: rocksdb flush of WAL-less writes before a logged write: %w", err)
-		}
-		s.w.unloggedInMemtable = false
+	if err := s.flushUnlogged(o); err != nil {
+		return err
 	}
 	rep := &s.w.rep
 	defer rep.release()
@@ -382,6 +376,19 @@ func (s *rocksStore) WriteOrdered(walk func(add func(key, value []byte, deleted 
 			ErrInvalidOptions, n, size, rep.count, len(rep.buf))
 	}
 	return s.write(o, rep, n)
+}
+
+// flushUnlogged flushes the memtable before a logged write when it holds
+// WAL-less writes, so that what a crash keeps is a prefix of the writes.
+// Called with s.w held.
+func (s *rocksStore) flushUnlogged(o WriteOptions) error {
+	if !o.DisableWAL && s.w.unloggedInMemtable {
+		if err := s.db.Flush(s.fo); err != nil {
+			return fmt.Errorf("kv: rocksdb flush of WAL-less writes before a logged write: %w", err)
+		}
+		s.w.unloggedInMemtable = false
+	}
+	return nil
 }
 
 // write applies the serialized batch of n operations. Called with s.w held.
