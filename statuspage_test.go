@@ -374,14 +374,15 @@ func TestStatusPageChromium(t *testing.T) {
 		if p0.RestoreTotal > 0 {
 			done = thousands(p0.RestoredRecords) + " / " + thousands(p0.RestoreTotal)
 		}
-		if shown, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#partition-0 .restore span"))); err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasPrefix(shown, done+" · ") {
+		// One evaluation reads the cell: a query of its node and then a
+		// read of its text failed when the page's refresh replaced the
+		// node in between ("No node with given id found", CI 2026-12-05).
+		shown, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#partition-0 .restore span")?.textContent ?? ""`))
+		if err == nil && strings.HasPrefix(shown, done+" · ") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("partition 0's restore: the page shows %q, Status has %s", shown, done)
+			t.Fatalf("partition 0's restore: the page shows %q (%v), Status has %s", shown, err, done)
 		}
 	}
 	t.Logf("restore in progress on the page: partition 0 at %q", shown)
