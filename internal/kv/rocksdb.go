@@ -344,10 +344,11 @@ func (s *rocksStore) WriteOrdered(walk func(add func(key, value []byte, deleted 
 			ordered = false
 		}
 		prev = key
-		size += 1 + varstringSize(key)
-		if !deleted {
-			size += varstringSize(value)
+		op := Op{Kind: OpPut, Key: key, Value: value}
+		if deleted {
+			op = Op{Kind: OpDelete, Key: key}
 		}
+		size += repSize(op, nil)
 		n++
 	})
 	if !ordered {
