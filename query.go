@@ -42,7 +42,7 @@ var (
 // QueryResult is the answer of App.Query.
 type QueryResult struct {
 	Variable  string `json:"variable"`
-	Kind      string `json:"kind"` // "value", "list" or "map"
+	Kind      string `json:"kind"` // "value", "list", "map", "packed list" or "packed map"
 	Partition int32  `json:"partition"`
 	// Entries are the variable's committed rows under the key, decoded as
 	// package statereader decodes them (the codec's recorded schema): one

@@ -345,15 +345,16 @@ type keyed[UK, MV, E any] struct {
 	ec   state.Codec[E]
 	elem func(n int64) E
 	show func(E) string
+	opts []state.Option // of both variables
 	m    state.MapState[UK, MV]
 	l    state.ListState[E]
 }
 
 func (p *keyed[UK, MV, E]) Init(h processor.Handle) (err error) {
-	if p.m, err = processor.NewMapState(h, "m", p.kc, p.vc); err != nil {
+	if p.m, err = processor.NewMapState(h, "m", p.kc, p.vc, p.opts...); err != nil {
 		return err
 	}
-	p.l, err = processor.NewListState(h, "l", p.ec)
+	p.l, err = processor.NewListState(h, "l", p.ec, p.opts...)
 	return err
 }
 
@@ -392,15 +393,31 @@ type elemV2 struct {
 	N   int64  `avro:"n"`
 }
 
+// TestEvolutionListAndMap: a list's elements and a map's values written
+// under an older Avro schema read under the new one, in both layouts
+// (state.Packed rewrites a packed key's whole value under the new schema at
+// its next write).
 func TestEvolutionListAndMap(t *testing.T) {
+	for _, packed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("packed=%v", packed), func(t *testing.T) {
+			var opts []state.Option
+			if packed {
+				opts = append(opts, state.Packed())
+			}
+			evolutionListAndMap(t, opts)
+		})
+	}
+}
+
+func evolutionListAndMap(t *testing.T, opts []state.Option) {
 	v1 := func() processor.StatefulProcessor[string, string, string] {
-		return &keyed[string, int32, elemV1]{kc: state.Avro[string](), uk: "n",
+		return &keyed[string, int32, elemV1]{kc: state.Avro[string](), uk: "n", opts: opts,
 			vc: state.Avro[int32](), toV: func(n int64) int32 { return int32(n) }, ofV: func(n int32) int64 { return int64(n) },
 			ec: state.Avro[elemV1](), elem: func(n int64) elemV1 { return elemV1{N: int32(n)} },
 			show: func(e elemV1) string { return fmt.Sprint(e.N) }}
 	}
 	v2 := func() processor.StatefulProcessor[string, string, string] {
-		return &keyed[string, int64, elemV2]{kc: state.Avro[string](), uk: "n",
+		return &keyed[string, int64, elemV2]{kc: state.Avro[string](), uk: "n", opts: opts,
 			vc: state.Avro[int64](), toV: func(n int64) int64 { return n }, ofV: func(n int64) int64 { return n },
 			ec: state.Avro[elemV2](), elem: func(n int64) elemV2 { return elemV2{N: n, Tag: "v2"} },
 			show: func(e elemV2) string { return fmt.Sprintf("%d:%s", e.N, e.Tag) }}
@@ -411,10 +428,12 @@ func TestEvolutionListAndMap(t *testing.T) {
 	current = v2
 	d.Restart()
 	run(t, d, "a", "a=3 1:old,2:old,3:v2")
+	d.Restart()
+	run(t, d, "a", "a=4 1:old,2:old,3:v2,4:v2")
 
 	// A changed map key schema is refused.
 	current = func() processor.StatefulProcessor[string, string, string] {
-		return &keyed[int64, int64, elemV2]{kc: state.Avro[int64](), uk: 1,
+		return &keyed[int64, int64, elemV2]{kc: state.Avro[int64](), uk: 1, opts: opts,
 			vc: state.Avro[int64](), toV: func(n int64) int64 { return n }, ofV: func(n int64) int64 { return n },
 			ec: state.Avro[elemV2](), elem: func(n int64) elemV2 { return elemV2{N: n} },
 			show: func(elemV2) string { return "" }}

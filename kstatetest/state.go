@@ -154,6 +154,9 @@ func (d *Driver[K, I, O]) read(key K, name string, declare func(*shard.Shard, ..
 				if v.TTL > 0 {
 					opts = append(opts, state.WithTTL(v.TTL))
 				}
+				if shard.IsPackedKind(v.Kind) {
+					opts = append(opts, state.Packed())
+				}
 			}
 		}
 		if !found {

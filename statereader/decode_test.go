@@ -3,6 +3,7 @@ package statereader
 import (
 	"encoding/binary"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/kstate/kstate/changelog"
@@ -163,5 +164,56 @@ func TestDecodingSchemaHistory(t *testing.T) {
 	want := "new=1099511627776\nold=41\nnew={\"n\":8,\"name\":\"ann\"}\nold={\"n\":7}\nunknown-id=\"/w==\"base64\n"
 	if got != want {
 		t.Fatalf("got\n%swant\n%s", got, want)
+	}
+}
+
+// A packed list and a packed map (state.Packed): one stored value per key,
+// read as one Entry per element or map entry, like the unpacked layout.
+func TestDecodingPacked(t *testing.T) {
+	item := func(dst, b []byte) []byte { return append(binary.AppendUvarint(dst, uint64(len(b))), b...) }
+	var list, mp []byte
+	list = item(item(list, []byte("first")), []byte("second"))
+	mp = item(item(mp, mustEnc(t, state.Int32(), -3)), mustEnc(t, state.Float64(), 1.5))
+	mp = item(item(mp, mustEnc(t, state.Int32(), 4)), mustEnc(t, state.Float64(), 2))
+	raw := map[string][]byte{
+		string(changelogfmt.MetaKey("var/events")):         []byte(`{"id":1,"kind":"packed list","schema":"string"}`),
+		string(changelogfmt.MetaKey("var/scores")):         []byte(`{"id":2,"kind":"packed map","schema":"float64","keySchema":"int32"}`),
+		string(changelogfmt.StateKey(1, []byte("k"), nil)): changelogfmt.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, list),
+		string(changelogfmt.StateKey(2, []byte("k"), nil)): changelogfmt.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, mp),
+		string(changelogfmt.StateKey(1, []byte("z"), nil)): changelogfmt.EncodeValue(changelog.Header{Expiry: changelog.NoExpiry}, []byte{9, 'x'}),
+	}
+	r, err := newReader("app", "test", options{}, map[int32]map[string][]byte{0: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string, q Query) (string, error) {
+		es, err := r.Read(name, q)
+		var s string
+		for _, e := range es {
+			b, _ := json.Marshal(e)
+			s += string(b) + "\n"
+		}
+		return s, err
+	}
+	got, err := read("events", Query{Key: []byte("k")})
+	want := `{"partition":0,"key":"k","variable":"events","kind":"packed list","index":0,"value":"first"}
+{"partition":0,"key":"k","variable":"events","kind":"packed list","index":1,"value":"second"}
+`
+	if err != nil || got != want {
+		t.Fatalf("packed list: got %s (%v), want %s", got, err, want)
+	}
+	got, err = read("scores", Query{})
+	want = `{"partition":0,"key":"k","variable":"scores","kind":"packed map","mapKey":-3,"value":1.5}
+{"partition":0,"key":"k","variable":"scores","kind":"packed map","mapKey":4,"value":2}
+`
+	if err != nil || got != want {
+		t.Fatalf("packed map: got %s (%v), want %s", got, err, want)
+	}
+	if got, err = read("events", Query{Limit: 1}); err != nil || got != `{"partition":0,"key":"k","variable":"events","kind":"packed list","index":0,"value":"first"}`+"\n" {
+		t.Fatalf("packed list, Limit 1: got %s (%v)", got, err)
+	}
+	// Key "z"'s value claims a 9-byte element in 1 byte.
+	if _, err := read("events", Query{Key: []byte("z")}); err == nil || !strings.Contains(err.Error(), `variable "events" key "z"`) {
+		t.Fatalf("a damaged packed value: got %v, want an error naming the variable and key", err)
 	}
 }

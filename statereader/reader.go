@@ -93,7 +93,7 @@ func WithDecoders(lookup func(schema string) Decoder) Option {
 // Variable is a declared state variable.
 type Variable struct {
 	Name      string `json:"name"`
-	Kind      string `json:"kind"` // "value", "list" or "map"
+	Kind      string `json:"kind"` // "value", "list", "map", "packed list" or "packed map"
 	Schema    string `json:"schema,omitempty"`
 	KeySchema string `json:"keySchema,omitempty"` // map keys
 	// Schemas is the value schema history, oldest first (Schema is the
@@ -423,6 +423,15 @@ func (r *Reader) appendVar(out []Entry, p *part, info shard.VarInfo, q Query) ([
 		if err != nil {
 			return nil, fmt.Errorf("statereader: partition %d variable %q key %q: %w", p.id, info.Name, k.GroupKey, err)
 		}
+		if shard.IsPackedKind(info.Kind) {
+			if out, err = r.appendPacked(out, p, info, k.GroupKey, h, payload); err != nil {
+				return nil, err
+			}
+			if q.Limit > 0 && len(out) >= q.Limit {
+				return out[:q.Limit], nil
+			}
+			continue
+		}
 		ent := Entry{Partition: p.id, Variable: info.Name, Kind: info.Kind}
 		ent.Key, ent.KeyEncoding = encodeKey(k.GroupKey)
 		ent.Value, ent.ValueEncoding = r.decode(writerSchema(info, h.SchemaID), payload)
@@ -445,6 +454,33 @@ func (r *Reader) appendVar(out []Entry, p *part, info shard.VarInfo, q Query) ([
 		if q.Limit > 0 && len(out) >= q.Limit {
 			break
 		}
+	}
+	return out, nil
+}
+
+// appendPacked appends the elements (or map entries) of one key's packed
+// list (or map) value, in stored order.
+func (r *Reader) appendPacked(out []Entry, p *part, info shard.VarInfo, group []byte, h changelog.Header, payload []byte) ([]Entry, error) {
+	items, err := shard.PackedItems(payload)
+	if err == nil && info.Kind == "packed map" && len(items)%2 != 0 {
+		err = errors.New("packed map value with a key and no value")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("statereader: partition %d variable %q key %q: %w", p.id, info.Name, group, err)
+	}
+	key, keyEnc := encodeKey(group)
+	schema := writerSchema(info, h.SchemaID)
+	for i := 0; i < len(items); i++ {
+		ent := Entry{Partition: p.id, Variable: info.Name, Kind: info.Kind, Key: key, KeyEncoding: keyEnc}
+		if info.Kind == "packed map" {
+			ent.MapKey, ent.MapKeyEncoding = r.decode(info.KeySchema, items[i])
+			i++
+		} else {
+			idx := i
+			ent.Index = &idx
+		}
+		ent.Value, ent.ValueEncoding = r.decode(schema, items[i])
+		out = append(out, ent)
 	}
 	return out, nil
 }

@@ -27,10 +27,15 @@ var aggNames = [4]string{"count", "sum", "min", "max"}
 // It emits one row per input row, Out(the map's count after the row, the
 // row). If the timer fires, it clears the key's list and map and emits
 // nothing. Value is the number a row adds to the aggregates.
+//
+// The list and the map are packed (state.Packed): each is one stored value
+// per key, as the Kafka Streams peer keeps them (and Flink its list).
+// Unpacked declares them with one entry per element and map entry instead.
 type Heavy[R, O any] struct {
-	History int
-	Value   func(R) int64
-	Out     func(count int64, row R) O
+	History  int
+	Value    func(R) int64
+	Out      func(count int64, row R) O
+	Unpacked bool
 
 	h      processor.Handle
 	recent state.ListState[int64]
@@ -40,10 +45,14 @@ type Heavy[R, O any] struct {
 // Init declares the list and the map.
 func (p *Heavy[R, O]) Init(h processor.Handle) (err error) {
 	p.h = h
-	if p.recent, err = processor.NewListState(h, "recent", state.Int64()); err != nil {
+	var opts []state.Option
+	if !p.Unpacked {
+		opts = append(opts, state.Packed())
+	}
+	if p.recent, err = processor.NewListState(h, "recent", state.Int64(), opts...); err != nil {
 		return err
 	}
-	p.agg, err = processor.NewMapState(h, "agg", state.String(), state.Int64())
+	p.agg, err = processor.NewMapState(h, "agg", state.String(), state.Int64(), opts...)
 	return err
 }
 

@@ -95,6 +95,9 @@ func (m *listMemo) entries(prefix []byte, gen uint64) ([]entryRef, bool) {
 
 // NewListState declares a ListState (only during Init).
 func NewListState[T any](s *Shard, name string, c state.Codec[T], opts ...state.Option) (state.ListState[T], error) {
+	if packedOpts(opts) {
+		return newPackedList(s, name, c, opts)
+	}
 	b, err := s.declare("ListState", kindList, name, schemaOf(c), "", []any{c}, opts)
 	if err != nil {
 		return nil, err

@@ -97,6 +97,9 @@ func (pr *mapProbe) forget(key []byte) {
 
 // NewMapState declares a MapState (only during Init).
 func NewMapState[K, V any](s *Shard, name string, kc state.Codec[K], vc state.Codec[V], opts ...state.Option) (state.MapState[K, V], error) {
+	if packedOpts(opts) {
+		return newPackedMap(s, name, kc, vc, opts)
+	}
 	b, err := s.declare("MapState", kindMap, name, schemaOf(vc), schemaOf(kc), []any{kc, vc}, opts)
 	if err != nil {
 		return nil, err

@@ -54,7 +54,7 @@ type registryEntry struct {
 type VarInfo struct {
 	Name      string
 	ID        uint32
-	Kind      string // "value", "list" or "map"
+	Kind      string // "value", "list", "map", "packed list" or "packed map" (state.Packed)
 	Schema    string // value schema (codec's state.SchemaCodec.Schema, or empty)
 	KeySchema string // MapState key schema
 	TTL       time.Duration
@@ -164,6 +164,14 @@ func (s *Shard) declare(typeName, kind, name, schema, keySchema string, codecs [
 		}
 		if o.TTL < time.Millisecond {
 			return fail(fmt.Errorf("%w, got %v", state.ErrBadTTL, o.TTL))
+		}
+	}
+	if o.Packed {
+		switch {
+		case kind != kindPackedList && kind != kindPackedMap:
+			return fail(errors.New("state: Packed applies to ListState and MapState only"))
+		case o.HasTTL:
+			return fail(errPackedTTL)
 		}
 	}
 	maxVersions := o.MaxSchemaVersions
