@@ -38,4 +38,15 @@
 // variable's registry entry (meta "var/<name>", JSON); 0 is a payload
 // written before the registry kept schema versions (then version 1) or by
 // a codec without a schema.
+//
+// A variable declared with state.Packed (registry kind "packed list" or
+// "packed map") keeps a grouping key's whole list or map in one value,
+// under the state key with an empty suffix; its payload is a sequence of
+// items, each uvarint(len) | bytes (PackedItems splits it):
+//
+//	packed list: element*            (the encoded values, in list order)
+//	packed map:  (user key, value)*  (two items per entry, by encoded user key)
+//
+// An empty list or map is no value. The header's schemaID applies to every
+// element or map value, and a packed value has no expiry.
 package changelog

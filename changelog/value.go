@@ -68,3 +68,20 @@ type Record struct {
 
 // Tombstone reports whether the record deletes its key.
 func (r Record) Tombstone() bool { return r.Value == nil }
+
+// PackedItems splits the payload of a packed list or map value (see the
+// package doc) into its items, aliasing payload: a list's encoded
+// elements, or a map's encoded user keys and values alternately. It never
+// panics on arbitrary input.
+func PackedItems(payload []byte) ([][]byte, error) {
+	var out [][]byte
+	for len(payload) > 0 {
+		n, w := binary.Uvarint(payload)
+		if w <= 0 || n > uint64(len(payload)-w) {
+			return nil, fmt.Errorf("%w: packed item %d overruns the value", ErrBadValue, len(out))
+		}
+		end := w + int(n)
+		out, payload = append(out, payload[w:end:end]), payload[end:]
+	}
+	return out, nil
+}

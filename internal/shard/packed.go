@@ -42,7 +42,7 @@ const (
 var errPackedTTL = errors.New("state: Packed and WithTTL together: a packed list or map has no per-element expiry (drop one of the two options)")
 
 // errBadPacked is a packed payload whose lengths do not add up.
-var errBadPacked = errors.New("packed value's item lengths overrun it")
+var errBadPacked = fmt.Errorf("%w: a packed item overruns the value", changelog.ErrBadValue)
 
 // IsPackedKind reports whether kind (VarInfo.Kind) is a packed list or map.
 func IsPackedKind(kind string) bool { return kind == kindPackedList || kind == kindPackedMap }
@@ -72,34 +72,46 @@ func nextItem(p []byte) (item, rest []byte, err error) {
 	return p[w:end:end], p[end:], nil
 }
 
-// PackedItems splits a packed list's payload into its encoded elements, or
-// a packed map's into its encoded keys and values alternately (package
-// statereader decodes them).
-func PackedItems(p []byte) ([][]byte, error) {
-	var out [][]byte
-	for len(p) > 0 {
-		item, rest, err := nextItem(p)
-		if err != nil {
-			return nil, err
-		}
-		out, p = append(out, item), rest
-	}
-	return out, nil
-}
-
 // packedBase is what packed lists and maps share: the key's one value.
 type packedBase struct {
 	varBase
 	buf []byte // the payload being built (putEntry copies it)
+	// memo is the current key's value as the last read or write left it,
+	// while the shard's read generation (TimerGen: it changes at every
+	// batch boundary, restore and savepoint rollback) is the same: a
+	// handler's several operations on one key's map or list then look it
+	// up once. Only this variable writes its keys (a packed value has no
+	// TTL to expire it).
+	memo struct {
+		valid, ok bool
+		gen       uint64
+		key       []byte // the grouping key
+		h         changelog.Header
+		p         []byte
+	}
 }
 
-// read returns the current key's live value.
+// read returns the current key's live value, valid until the next write.
 func (b *packedBase) read() (changelog.Header, []byte, bool, error) {
+	m := &b.memo
+	if m.valid && m.gen == b.s.TimerGen() && bytes.Equal(m.key, b.s.key) {
+		return m.h, m.p, m.ok, nil
+	}
 	h, p, ok, err := b.s.readLive(b.stateKey(nil))
-	if err != nil || !ok {
+	if err != nil {
+		m.valid = false
 		return h, nil, false, err
 	}
-	return h, p, true, nil
+	b.remember(h, p, ok)
+	return h, m.p, ok, nil
+}
+
+// remember makes (h, p, ok) the memo of the current key's value.
+func (b *packedBase) remember(h changelog.Header, p []byte, ok bool) {
+	m := &b.memo
+	m.valid, m.ok, m.gen, m.h = true, ok, b.s.TimerGen(), h
+	m.key = append(m.key[:0], b.s.key...)
+	m.p = append(m.p[:0], p...)
 }
 
 // current reports whether a value with header h was written under the
@@ -115,6 +127,7 @@ func (b *packedBase) current(h changelog.Header) bool {
 // write stores payload as the key's value, or deletes the key when it is
 // empty.
 func (b *packedBase) write(payload []byte) error {
+	b.memo.valid = false // until the write is staged
 	key := b.stateKey(nil)
 	if len(payload) == 0 {
 		old, ok, err := b.s.get(key)
@@ -125,9 +138,14 @@ func (b *packedBase) write(payload []byte) error {
 			return err
 		}
 		b.s.batchStats.RowsRemoved++
+		b.remember(changelog.Header{}, nil, false)
 		return nil
 	}
-	return b.s.putEntry(key, payload, b.schemaID, changelog.NoExpiry, false)
+	if err := b.s.putEntry(key, payload, b.schemaID, changelog.NoExpiry, false); err != nil {
+		return err
+	}
+	b.remember(changelog.Header{SchemaID: b.schemaID, Expiry: changelog.NoExpiry}, payload, true)
+	return nil
 }
 
 // exists reports whether the current key has a value.

@@ -306,3 +306,31 @@ func TestPackedDeclarationErrors(t *testing.T) {
 	_, err = shard.NewMapState(s2, "m", state.String(), state.Int64())
 	wantErr(t, err, state.ErrKindChanged, `"m" was a packed map state, now declared as a map state`)
 }
+
+// TestPackedRollback: a savepoint's rollback (a key's rows sent to the
+// dead-letter topic) undoes a packed write, and the variable reads the
+// value from before it, not the one it wrote.
+func TestPackedRollback(t *testing.T) {
+	s := openMem(t, false)
+	v := declarePacked(t, s)
+	commit(t, s, nil, 1000, func() {
+		s.SetCurrentKey([]byte("k"))
+		noErr(t, v.pl.AppendValue("kept"))
+		noErr(t, v.pm.UpdateValue(1, "kept"))
+	})
+	s.Begin(1000)
+	defer s.Abort()
+	s.SetCurrentKey([]byte("k"))
+	sp, err := s.Savepoint()
+	noErr(t, err)
+	noErr(t, v.pl.AppendValue("dropped"))
+	noErr(t, v.pm.UpdateValue(1, "dropped"))
+	noErr(t, s.RollbackTo(sp))
+	seq, err := v.pl.Get()
+	if got := collect(t, seq, err); !slices.Equal(got, []string{"kept"}) {
+		t.Fatalf("packed list after the rollback: %q, want [kept]", got)
+	}
+	if got, _, err := v.pm.GetValue(1); err != nil || got != "kept" {
+		t.Fatalf("packed map after the rollback: %q (%v), want kept", got, err)
+	}
+}
