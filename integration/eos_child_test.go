@@ -63,6 +63,7 @@ type eosChildArgs struct {
 	sinkDB         string        // -sink-db: rows to a SQLite foreachBatch sink; "": none
 	pipelines      int           // -pipelines: Options.Batching.Pipelines; 0: default
 	slow           time.Duration // -slow: eos sleeps this long for about one row in seven; 0: never
+	packed         bool          // -packed: eos declares its list and map with state.Packed
 	standbys       int           // -standbys: Options.Group.Standbys; 0: none
 	probing        time.Duration // -probing-interval: Options.Group.ProbingInterval; 0: default
 	acceptableLag  int64         // -acceptable-lag: Options.Group.AcceptableLag; 0: default
@@ -112,6 +113,9 @@ func startEOSChild(t *testing.T, a eosChildArgs) *eosChild {
 	}
 	if a.slow > 0 {
 		args = append(args, "-slow", a.slow.String())
+	}
+	if a.packed {
+		args = append(args, "-packed")
 	}
 	if a.standbys > 0 {
 		args = append(args, "-standbys", strconv.Itoa(a.standbys))

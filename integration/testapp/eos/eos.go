@@ -159,15 +159,26 @@ type Vars struct {
 	Fired   state.ValueState[int64]
 }
 
-// Declare declares the variables on sh (the reader's side of Init).
+// Declare declares the variables on sh (the reader's side of Init), with
+// the layout the shard recorded for them (Options.Packed).
 func Declare(sh *shard.Shard) (v Vars, err error) {
+	vars, err := sh.Variables()
+	if err != nil {
+		return v, err
+	}
+	var opts []state.Option
+	for _, vi := range vars {
+		if vi.Name == VarLast && shard.IsPackedKind(vi.Kind) {
+			opts = append(opts, state.Packed())
+		}
+	}
 	if v.Count, err = shard.NewValueState(sh, VarCount, state.Int64()); err != nil {
 		return v, err
 	}
-	if v.Last, err = shard.NewListState(sh, VarLast, state.Int64()); err != nil {
+	if v.Last, err = shard.NewListState(sh, VarLast, state.Int64(), opts...); err != nil {
 		return v, err
 	}
-	if v.Buckets, err = shard.NewMapState(sh, VarBuckets, state.String(), state.Int64()); err != nil {
+	if v.Buckets, err = shard.NewMapState(sh, VarBuckets, state.String(), state.Int64(), opts...); err != nil {
 		return v, err
 	}
 	v.Fired, err = shard.NewValueState(sh, VarFired, state.Int64())
@@ -197,6 +208,7 @@ type Processor struct {
 	pad    int           // bytes of the pad variable; 0: no pad variable
 	padVar state.ValueState[string]
 	slow   time.Duration // Options.Slow
+	packed bool          // Options.Packed
 }
 
 // slowRow reports whether HandleInputRows sleeps Options.Slow for row:
@@ -229,10 +241,14 @@ func (p *Processor) Init(h processor.Handle) (err error) {
 	if p.v.Count, err = processor.NewValueState(h, VarCount, state.Int64()); err != nil {
 		return err
 	}
-	if p.v.Last, err = processor.NewListState(h, VarLast, state.Int64()); err != nil {
+	var opts []state.Option
+	if p.packed {
+		opts = append(opts, state.Packed())
+	}
+	if p.v.Last, err = processor.NewListState(h, VarLast, state.Int64(), opts...); err != nil {
 		return err
 	}
-	if p.v.Buckets, err = processor.NewMapState(h, VarBuckets, state.String(), state.Int64()); err != nil {
+	if p.v.Buckets, err = processor.NewMapState(h, VarBuckets, state.String(), state.Int64(), opts...); err != nil {
 		return err
 	}
 	if p.v.Fired, err = processor.NewValueState(h, VarFired, state.Int64()); err != nil {
@@ -388,6 +404,9 @@ type Options struct {
 	// while others still run (crash_overlap_test.go). Outputs and state
 	// are the same.
 	Slow time.Duration
+	// Packed declares the list and the map with state.Packed: one stored
+	// value per key each. Outputs and state are the same.
+	Packed bool
 }
 
 // Config is the application's kstate topology and options; child processes
@@ -459,11 +478,11 @@ func Config(o Options) (kstate.Topology[string, string, string], kstate.Options)
 		cfg.OnDecodeError = kstate.DecodeErrorDeadLetter
 		cfg.OnProcessingError = kstate.ProcessingErrorDeadLetter
 	}
-	if o.Slow > 0 {
+	if o.Slow > 0 || o.Packed {
 		inner := cfg.NewProcessor
 		cfg.NewProcessor = func() processor.StatefulProcessor[string, string, string] {
 			p := inner().(*Processor)
-			p.slow = o.Slow
+			p.slow, p.packed = o.Slow, o.Packed
 			return p
 		}
 	}
