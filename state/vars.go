@@ -115,7 +115,7 @@ func WithMaxSchemaVersions(n int) Option {
 // per element or map entry. Every change rewrites the key's whole list or
 // map, so it suits small ones: a key's last few values, a handful of
 // aggregates (docs/BENCHMARKS.md measures a list of 5 and a map of 4 at
-// 1.5x the unpacked layout's throughput). The API and its semantics are
+// 1.45x the unpacked layout's throughput). The API and its semantics are
 // the same, but a packed list or map has no TTL (Packed with WithTTL fails
 // the declaration), and its size is bounded by one record
 // (Options.Kafka.MaxRecordBytes). It only applies to ListState and

@@ -463,7 +463,7 @@ func (r *Reader) appendVar(out []Entry, p *part, info shard.VarInfo, q Query) ([
 func (r *Reader) appendPacked(out []Entry, p *part, info shard.VarInfo, group []byte, h changelog.Header, payload []byte) ([]Entry, error) {
 	items, err := changelog.PackedItems(payload)
 	if err == nil && info.Kind == "packed map" && len(items)%2 != 0 {
-		err = errors.New("packed map value with a key and no value")
+		err = fmt.Errorf("%w: a packed map value with a key and no value", changelog.ErrBadValue)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("statereader: partition %d variable %q key %q: %w", p.id, info.Name, group, err)
