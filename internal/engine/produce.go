@@ -3,8 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
-	"math/bits"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -96,11 +96,7 @@ func (g *produceGroup) finished(i int, msgs []Message, clEnd int) {
 		for j := g.cursor; j < len(g.ready) && g.isReady[j]; j++ {
 			n += len(g.ready[j].msgs)
 		}
-		if cap(g.pending)-len(g.pending) < n {
-			grown := append(g.pool.get(len(g.pending)+n), g.pending...)
-			g.pool.put(g.pending)
-			g.pending = grown
-		}
+		g.pending = slices.Grow(g.pending, n)
 	}
 	for ; g.cursor < len(g.ready) && g.isReady[g.cursor]; g.cursor++ {
 		rt := g.ready[g.cursor]
@@ -178,8 +174,7 @@ type msgPool struct {
 const maxPooledRecords = 1 << 16
 
 // get returns an empty array with room for n records: the smallest pooled
-// one that fits, else a new one of n rounded up to a power of two (so that
-// it serves the next batches of about its size).
+// one that fits, else a new one.
 func (p *msgPool) get(n int) []Message {
 	best := -1
 	for i, b := range p.free {
@@ -188,7 +183,7 @@ func (p *msgPool) get(n int) []Message {
 		}
 	}
 	if best < 0 {
-		return make([]Message, 0, max(64, 1<<bits.Len(uint(n-1))))
+		return make([]Message, 0, n)
 	}
 	b := p.free[best]
 	last := len(p.free) - 1

@@ -63,12 +63,11 @@ func toKgo(r *Record) *kgo.Record {
 	return out
 }
 
-// toKgos converts recs into one array of kgo.Records from pool (one array
-// per produce call, not one record each: issue #13). franz-go owns each
-// element until its promise ran; the caller puts the array back after
-// the last one.
-func toKgos(pool *kgoPool, recs []Record) []kgo.Record {
-	out := pool.get(len(recs))
+// toKgos converts recs into one array of kgo.Records (one allocation per
+// produce call, not one per record: issue #13). franz-go owns each element
+// until its promise ran; the array is never reused.
+func toKgos(recs []Record) []kgo.Record {
+	out := make([]kgo.Record, len(recs))
 	for i := range recs {
 		setKgo(&out[i], &recs[i])
 	}

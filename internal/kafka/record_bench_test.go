@@ -54,7 +54,7 @@ func BenchmarkProduceConvertHeaders(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		if krs := toKgos(&kgoPool{}, recs); len(krs[batch-1].Headers) != 3 {
+		if krs := toKgos(recs); len(krs[batch-1].Headers) != 3 {
 			b.Fatalf("headers %v", krs[batch-1].Headers)
 		}
 	}

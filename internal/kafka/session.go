@@ -224,8 +224,6 @@ type Session struct {
 	// during it: wrapTxnErr reads a fence with both (txnwatch.go).
 	connFailed atomic.Int64
 	watch      txnWatch
-	// kgos keeps the record arrays of finished produce calls (kgopool.go).
-	kgos kgoPool
 	// ended is when the last End returned (time since created; 0 before
 	// the first End); settled is set once the open transaction's first
 	// produce waited for it (settle; under settleMu).
@@ -728,8 +726,7 @@ func (s *Session) Produce(ctx context.Context, recs []Record) ([]int64, error) {
 		return nil, err
 	}
 	s.settle(ctx)
-	krs := toKgos(&s.kgos, recs)
-	defer s.kgos.put(krs) // ProduceSync returned: every promise ran
+	krs := toKgos(recs)
 	ptrs := make([]*kgo.Record, len(krs))
 	for i := range krs {
 		ptrs[i] = &krs[i]
@@ -777,7 +774,7 @@ func (s *Session) ProduceAsync(ctx context.Context, recs []Record, done func(off
 		return
 	}
 	s.settle(ctx)
-	krs := toKgos(&s.kgos, recs)
+	krs := toKgos(recs)
 	s.watch.enter(time.Now())
 	userDone := done
 	done = func(offsets []int64, err error) {
@@ -804,7 +801,6 @@ func (s *Session) ProduceAsync(ctx context.Context, recs []Record, done func(off
 		err = pg.mu.err
 		pg.mu.Unlock()
 		if err != nil {
-			s.kgos.put(krs)
 			done(nil, err)
 			return
 		}
@@ -812,7 +808,6 @@ func (s *Session) ProduceAsync(ctx context.Context, recs []Record, done func(off
 		for i := range krs {
 			offsets[i] = krs[i].Offset
 		}
-		s.kgos.put(krs) // every promise ran: franz-go is done with them
 		done(offsets, nil)
 	}
 	for i := range krs {
