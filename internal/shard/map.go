@@ -3,6 +3,7 @@ package shard
 import (
 	"fmt"
 	"iter"
+	"slices"
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/keys"
@@ -348,12 +349,23 @@ func (m *mapState[K, V]) collect(op string, keys, vals bool) ([]K, []V, error) {
 	if err := m.check(op, false); err != nil {
 		return nil, nil, err
 	}
+	ks, vs, err := decodeEntries(m.kc, m.dec, keys, vals, m.walk)
+	if err != nil {
+		return nil, nil, m.err(op, err)
+	}
+	return ks, vs, nil
+}
+
+// decodeEntries decodes the entries walk passes (header, encoded user key,
+// payload): the keys with kc and the values with dec; either may be
+// skipped.
+func decodeEntries[K, V any](kc state.Codec[K], dec *decoder[V], keys, vals bool, walk func(func(h changelog.Header, ek, p []byte) bool) error) ([]K, []V, error) {
 	var ks []K
 	var vs []V
 	var derr error
-	err := m.walk(func(h changelog.Header, ek, p []byte) bool {
+	err := walk(func(h changelog.Header, ek, p []byte) bool {
 		if keys {
-			k, err := m.kc.Decode(ek)
+			k, err := kc.Decode(ek)
 			if err != nil {
 				derr = fmt.Errorf("decode map key: %w", err)
 				return false
@@ -361,7 +373,7 @@ func (m *mapState[K, V]) collect(op string, keys, vals bool) ([]K, []V, error) {
 			ks = append(ks, k)
 		}
 		if vals {
-			v, err := m.dec.decode(h, p)
+			v, err := dec.decode(h, p)
 			if err != nil {
 				derr = err
 				return false
@@ -373,10 +385,18 @@ func (m *mapState[K, V]) collect(op string, keys, vals bool) ([]K, []V, error) {
 	if err == nil {
 		err = derr
 	}
-	if err != nil {
-		return nil, nil, m.err(op, err)
+	return ks, vs, err
+}
+
+// pairs yields ks[i], vs[i] in order.
+func pairs[K, V any](ks []K, vs []V) iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) {
+		for i := range ks {
+			if !yield(ks[i], vs[i]) {
+				return
+			}
+		}
 	}
-	return ks, vs, nil
 }
 
 // Iterator returns the current key's (non-expired) entries ordered by
@@ -386,13 +406,7 @@ func (m *mapState[K, V]) Iterator() (iter.Seq2[K, V], error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(yield func(K, V) bool) {
-		for i := range ks {
-			if !yield(ks[i], vs[i]) {
-				return
-			}
-		}
-	}, nil
+	return pairs(ks, vs), nil
 }
 
 // Keys returns the user keys in Iterator order.
@@ -401,13 +415,7 @@ func (m *mapState[K, V]) Keys() (iter.Seq[K], error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(yield func(K) bool) {
-		for _, k := range ks {
-			if !yield(k) {
-				return
-			}
-		}
-	}, nil
+	return slices.Values(ks), nil
 }
 
 // Values returns the values in Iterator order.
@@ -416,13 +424,7 @@ func (m *mapState[K, V]) Values() (iter.Seq[V], error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(yield func(V) bool) {
-		for _, v := range vs {
-			if !yield(v) {
-				return
-			}
-		}
-	}, nil
+	return slices.Values(vs), nil
 }
 
 // RemoveKey removes k; a no-op when absent.

@@ -503,7 +503,7 @@ func (m *packedMap[K, V]) rewrite(ek, nv []byte, put bool) error {
 	return m.write(m.buf)
 }
 
-// entries decodes the current key's map.
+// entries decodes the current key's map; either codec may be skipped.
 func (m *packedMap[K, V]) entries(op string, keys, vals bool) ([]K, []V, error) {
 	if err := m.check(op, false); err != nil {
 		return nil, nil, err
@@ -512,31 +512,9 @@ func (m *packedMap[K, V]) entries(op string, keys, vals bool) ([]K, []V, error) 
 	if err != nil || !ok {
 		return nil, nil, m.err(op, err)
 	}
-	var ks []K
-	var vs []V
-	var derr error
-	err = m.each(p, func(ek, ev []byte) bool {
-		if keys {
-			k, err := m.kc.Decode(ek)
-			if err != nil {
-				derr = fmt.Errorf("decode map key: %w", err)
-				return false
-			}
-			ks = append(ks, k)
-		}
-		if vals {
-			v, err := m.dec.decode(h, ev)
-			if err != nil {
-				derr = err
-				return false
-			}
-			vs = append(vs, v)
-		}
-		return true
+	ks, vs, err := decodeEntries(m.kc, m.dec, keys, vals, func(fn func(changelog.Header, []byte, []byte) bool) error {
+		return m.each(p, func(ek, ev []byte) bool { return fn(h, ek, ev) })
 	})
-	if err == nil {
-		err = derr
-	}
 	if err != nil {
 		return nil, nil, m.err(op, err)
 	}
@@ -549,13 +527,7 @@ func (m *packedMap[K, V]) Iterator() (iter.Seq2[K, V], error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(yield func(K, V) bool) {
-		for i := range ks {
-			if !yield(ks[i], vs[i]) {
-				return
-			}
-		}
-	}, nil
+	return pairs(ks, vs), nil
 }
 
 // Keys returns the user keys in Iterator order.
