@@ -42,7 +42,7 @@
 // A variable declared with state.Packed (registry kind "packed list" or
 // "packed map") keeps a grouping key's whole list or map in one value,
 // under the state key with an empty suffix; its payload is a sequence of
-// items, each uvarint(len) | bytes (PackedItems splits it):
+// items, each uvarint(len) | bytes (DecodePacked splits it):
 //
 //	packed list: element*            (the encoded values, in list order)
 //	packed map:  (user key, value)*  (two items per entry, by encoded user key)

@@ -84,22 +84,22 @@ func cmpInt64(a, b int64) int {
 	return 0
 }
 
-// FuzzPackedItems: PackedItems never panics, and the items it accepts
+// FuzzDecodePacked: DecodePacked never panics, and the items it accepts
 // re-frame to the same bytes (each uvarint(len) | item), so an accepted
 // payload has exactly one reading. Overlong uvarint lengths re-frame
 // shorter and are the one exception: the writer never makes them, and
 // their items still lie inside the payload.
-func FuzzPackedItems(f *testing.F) {
+func FuzzDecodePacked(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{1, 'a', 0, 2, 'b', 'c'})
 	f.Add([]byte{3, 'a'})          // overruns
 	f.Add([]byte{0x80})            // truncated length
 	f.Add([]byte{0x81, 0x00, 'x'}) // overlong length of 1
 	f.Fuzz(func(t *testing.T, data []byte) {
-		items, err := changelog.PackedItems(data)
+		items, err := changelog.DecodePacked(data)
 		if err != nil {
 			if !errors.Is(err, changelog.ErrBadValue) {
-				t.Fatalf("PackedItems(%x): error %v does not wrap ErrBadValue", data, err)
+				t.Fatalf("DecodePacked(%x): error %v does not wrap ErrBadValue", data, err)
 			}
 			return
 		}
@@ -110,7 +110,7 @@ func FuzzPackedItems(f *testing.F) {
 			total += len(it)
 		}
 		if total > len(data) || (len(re) == len(data) && !bytes.Equal(re, data)) {
-			t.Fatalf("PackedItems(%x) = %x re-frames to %x", data, items, re)
+			t.Fatalf("DecodePacked(%x) = %x re-frames to %x", data, items, re)
 		}
 	})
 }

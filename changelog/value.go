@@ -69,11 +69,11 @@ type Record struct {
 // Tombstone reports whether the record deletes its key.
 func (r Record) Tombstone() bool { return r.Value == nil }
 
-// PackedItems splits the payload of a packed list or map value (see the
+// DecodePacked splits the payload of a packed list or map value (see the
 // package doc) into its items, aliasing payload: a list's encoded
 // elements, or a map's encoded user keys and values alternately. It never
 // panics on arbitrary input.
-func PackedItems(payload []byte) ([][]byte, error) {
+func DecodePacked(payload []byte) ([][]byte, error) {
 	var out [][]byte
 	for len(payload) > 0 {
 		n, w := binary.Uvarint(payload)

@@ -461,7 +461,7 @@ func (r *Reader) appendVar(out []Entry, p *part, info shard.VarInfo, q Query) ([
 // appendPacked appends the elements (or map entries) of one key's packed
 // list (or map) value, in stored order.
 func (r *Reader) appendPacked(out []Entry, p *part, info shard.VarInfo, group []byte, h changelog.Header, payload []byte) ([]Entry, error) {
-	items, err := changelog.PackedItems(payload)
+	items, err := changelog.DecodePacked(payload)
 	if err == nil && info.Kind == "packed map" && len(items)%2 != 0 {
 		err = fmt.Errorf("%w: a packed map value with a key and no value", changelog.ErrBadValue)
 	}
