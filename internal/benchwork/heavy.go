@@ -30,12 +30,10 @@ var aggNames = [4]string{"count", "sum", "min", "max"}
 //
 // The list and the map are packed (state.Packed): each is one stored value
 // per key, as the Kafka Streams peer keeps them (and Flink its list).
-// Unpacked declares them with one entry per element and map entry instead.
 type Heavy[R, O any] struct {
-	History  int
-	Value    func(R) int64
-	Out      func(count int64, row R) O
-	Unpacked bool
+	History int
+	Value   func(R) int64
+	Out     func(count int64, row R) O
 
 	h      processor.Handle
 	recent state.ListState[int64]
@@ -45,14 +43,10 @@ type Heavy[R, O any] struct {
 // Init declares the list and the map.
 func (p *Heavy[R, O]) Init(h processor.Handle) (err error) {
 	p.h = h
-	var opts []state.Option
-	if !p.Unpacked {
-		opts = append(opts, state.Packed())
-	}
-	if p.recent, err = processor.NewListState(h, "recent", state.Int64(), opts...); err != nil {
+	if p.recent, err = processor.NewListState(h, "recent", state.Int64(), state.Packed()); err != nil {
 		return err
 	}
-	p.agg, err = processor.NewMapState(h, "agg", state.String(), state.Int64(), opts...)
+	p.agg, err = processor.NewMapState(h, "agg", state.String(), state.Int64(), state.Packed())
 	return err
 }
 
