@@ -192,9 +192,11 @@ type shardCache struct {
 	// (at least its live entries): commit and clear skip the cache at 0.
 	// Only the shard's goroutine changes it.
 	inserted atomic.Int64
-	// groups is set once the shard filled a group entry (groupcache.go)
-	// since its last clear: commit then updates the cached groups.
-	groups atomic.Bool
+	// groups has the groupBit of every group the shard filled an entry of
+	// (groupcache.go) since its last clear: commit updates the cached
+	// groups whose bit is set, and skips the lookups of the others (a
+	// packed variable's or a value's key, which no scan reads as a group).
+	groups atomic.Uint64
 	// looked and hit count the shard's lookups in the current window of
 	// cacheWindow; sparse is the last full window's verdict (admission).
 	looked, hit atomic.Int64
@@ -406,7 +408,7 @@ func (sc *shardCache) fillHash(h uint64, key, val []byte, present bool) {
 // its cache key gkey of hash h; present=false records that the group is
 // too large to cache.
 func (sc *shardCache) fillGroup(h uint64, gkey, val []byte, present bool) {
-	sc.groups.Store(true)
+	sc.groups.Or(groupBit(gkey[1:]))
 	sc.fillHash(h, gkey, val, present)
 }
 
@@ -417,8 +419,8 @@ func (sc *shardCache) commit(st *staging) {
 		return
 	}
 	ord := st.ordered()
-	if sc.groups.Load() {
-		sc.commitGroups(ord)
+	if bits := sc.groups.Load(); bits != 0 {
+		sc.commitGroups(ord, bits)
 	}
 	for _, e := range ord {
 		if e.key[0] > byte(changelog.KindState) {
@@ -435,6 +437,17 @@ func (sc *shardCache) commit(st *staging) {
 // put stores key's committed value in g (locked). With onlyCached, a key
 // that is not cached stays so.
 func (sc *shardCache) put(g *cacheSegment, h uint64, key, val []byte, present, onlyCached bool) {
+	i, off := -1, -1
+	if g.n > 0 {
+		i, off = g.find(h, sc.owner, key)
+	}
+	sc.putFound(g, h, i, off, key, val, present, onlyCached)
+}
+
+// putFound is put with key's place in g already looked up under the same
+// lock: slot i and entry offset off from find, or off -1 when g has no live
+// entry of key.
+func (sc *shardCache) putFound(g *cacheSegment, h uint64, i, off int, key, val []byte, present, onlyCached bool) {
 	if !present {
 		val = nil
 	}
@@ -445,10 +458,6 @@ func (sc *shardCache) put(g *cacheSegment, h uint64, key, val []byte, present, o
 		room = cacheAbsentRoom
 	}
 	size := cacheHeader + len(key) + len(val)
-	i, off := -1, -1
-	if g.n > 0 {
-		i, off = g.find(h, sc.owner, key)
-	}
 	if off >= 0 {
 		if e := g.entry(uint32(off)); size <= e.size() {
 			// In place: the value fits in the entry's room.
@@ -491,7 +500,7 @@ func (sc *shardCache) clear() {
 		g.mu.Unlock()
 	}
 	sc.inserted.Store(0)
-	sc.groups.Store(false)
+	sc.groups.Store(0)
 }
 
 // cacheEntry is an entry in a ring: a header (size, owner, key length and

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kstate/kstate/internal/keys"
 )
 
 // checkCache verifies a cache's invariants: every live entry of a ring is
@@ -567,5 +569,30 @@ func TestCacheIndexGrows(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGroupBit checks the bits by which a commit skips the group lookups of
+// variables whose groups were never cached: one per state variable (IDs
+// 63 apart share one), another for timers, none zero.
+func TestGroupBit(t *testing.T) {
+	state := func(id uint32, gk string) []byte { return keys.StateKeyPrefix(id, []byte(gk)) }
+	timer := keys.TimerByKeyPrefix([]byte("k"))
+	if groupBit(timer) != 1 {
+		t.Errorf("timers' bit = %#x, want 1", groupBit(timer))
+	}
+	seen := map[uint64]uint32{}
+	for id := uint32(0); id < 63; id++ {
+		b := groupBit(state(id, "k"))
+		if b == 0 || b == 1 || b&(b-1) != 0 {
+			t.Fatalf("variable %d: bit %#x, want one bit other than the timers'", id, b)
+		}
+		if other, ok := seen[b]; ok {
+			t.Fatalf("variables %d and %d share bit %#x", other, id, b)
+		}
+		seen[b] = id
+		if groupBit(state(id, "another key")) != b || groupBit(state(id+63, "k")) != b {
+			t.Fatalf("variable %d: the bit depends on more than the ID modulo 63", id)
+		}
 	}
 }

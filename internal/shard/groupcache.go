@@ -121,6 +121,16 @@ func nextGroupEntry(g []byte) (suffix, val, rest []byte, ok bool) {
 	return suffix, g[w : w+int(n)], g[w+int(n):], true
 }
 
+// groupBit returns the bit of shardCache.groups for the group at prefix:
+// one per state variable (its ID modulo 63: variables may share a bit) and
+// one for the other kinds (timers by key).
+func groupBit(prefix []byte) uint64 {
+	if len(prefix) >= 5 && changelog.Kind(prefix[0]) == changelog.KindState {
+		return 2 << (binary.BigEndian.Uint32(prefix[1:5]) % 63)
+	}
+	return 1
+}
+
 // groupCacheKey returns the cache key of the group at prefix in dst.
 func groupCacheKey(dst, prefix []byte) []byte {
 	return append(append(dst[:0], groupKeyTag), prefix...)
@@ -378,7 +388,7 @@ func (sc *shardCache) lookupGroupEntry(h uint64, gkey, suffix []byte, fresh bool
 
 // commitGroups brings the cached groups of the keys staged in ord (key
 // order) up to date with the committed batch.
-func (sc *shardCache) commitGroups(ord []*stagedEntry) {
+func (sc *shardCache) commitGroups(ord []*stagedEntry, bits uint64) {
 	var gkey, merged []byte
 	for i := 0; i < len(ord); {
 		k := ord[i].key
@@ -392,18 +402,22 @@ func (sc *shardCache) commitGroups(ord []*stagedEntry) {
 		for j < len(ord) && bytes.HasPrefix(ord[j].key, prefix) {
 			j++
 		}
+		if bits&groupBit(prefix) == 0 {
+			i = j // no group of this kind or variable was ever cached
+			continue
+		}
 		gkey = groupCacheKey(gkey, prefix)
 		h := sc.hash(gkey)
 		g := sc.segment(h)
 		g.mu.Lock()
-		if _, off := g.findLive(h, sc.owner, gkey); off >= 0 {
+		if slot, off := g.findLive(h, sc.owner, gkey); off >= 0 {
 			if e := g.entry(uint32(off)); e.flags()&flagPresent != 0 {
 				var ok bool
 				merged, ok = mergeGroup(merged[:0], e.val(), n, ord[i:j])
 				if ok {
-					sc.put(g, h, gkey, merged, true, true)
+					sc.putFound(g, h, slot, off, gkey, merged, true, true)
 				} else {
-					sc.put(g, h, gkey, nil, false, true) // too large now, or unreadable
+					sc.putFound(g, h, slot, off, gkey, nil, false, true) // too large now, or unreadable
 				}
 			}
 		}
