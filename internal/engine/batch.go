@@ -189,6 +189,9 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	if len(res.DeadLetters) > 0 {
 		busy = true
 	}
+	if err := t.prefetch(groups); err != nil {
+		return nil, err
+	}
 	res.Outputs = make([]Output, 0, t.outputsHint(len(rest)))
 	ems := make([]emitter[K, I, O], len(groups)) // one allocation, not one per key
 	for gi := range groups {
@@ -278,6 +281,22 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 		res.Sink = t.sinkCall(t.batchID, t.sinkKeys, t.sinkValues)
 	}
 	return res, nil
+}
+
+// prefetch passes the batch's grouping keys to the shard, which reads
+// ahead the state their handlers will read (shard.Prefetch).
+func (t *Task[K, I, O]) prefetch(groups []group[K, I]) error {
+	keys := t.groupKeys[:0]
+	for gi := range groups {
+		keys = append(keys, groups[gi].keyBytes)
+	}
+	err := t.shard.Prefetch(keys)
+	clear(keys) // keep no batch's keys alive
+	t.groupKeys = keys
+	if err != nil {
+		return fmt.Errorf("partition %d: %w", t.cfg.Partition, err)
+	}
+	return nil
 }
 
 // group decodes recs, drops late rows (EventTime) and groups the rest by

@@ -203,6 +203,8 @@ type Task[K, I, O any] struct {
 	timers *timers.Timers
 	rt     *handle.Runtime
 	proc   processor.StatefulProcessor[K, I, O]
+	// groupKeys is RunBatch's scratch for the batch's grouping keys.
+	groupKeys [][]byte
 
 	// Durable (committed) task state, mirrored from shard metadata.
 	fresh          bool  // shard has no engine metadata: no batch ever committed

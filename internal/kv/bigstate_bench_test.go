@@ -3,6 +3,7 @@ package kv_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -63,4 +64,79 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkStoreGetSortedLarge reads the store of BenchmarkStoreGetLarge
+// in sorted groups of 2,500 random keys (a batch's keys of one shard) with
+// MultiGetter, against a Get each: CPU per key.
+func BenchmarkStoreGetSortedLarge(b *testing.B) {
+	const keys, valueBytes, group = 800_000, 200, 2_500
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%07d", i) }
+	s := benchStore(b, kv.BackendRocksDB)
+	rng := rand.New(rand.NewPCG(4, 0))
+	var batch kv.Batch
+	for i := range keys {
+		value := make([]byte, valueBytes)
+		for j := range value {
+			value[j] = byte(rng.Uint32())
+		}
+		batch.Put(key(2*i), value)
+		if batch.Len() == 10_000 || i == keys-1 {
+			if err := s.Write(&batch, kv.WriteOptions{DisableWAL: true}); err != nil {
+				b.Fatal(err)
+			}
+			batch.Reset()
+		}
+	}
+	mg := s.(kv.MultiGetter)
+	sample := func() [][]byte {
+		idx := make([]int, group)
+		for i := range idx {
+			idx[i] = 2 * rng.IntN(keys)
+		}
+		slices.Sort(idx)
+		idx = slices.Compact(idx)
+		ks := make([][]byte, len(idx))
+		for i, x := range idx {
+			ks[i] = key(x)
+		}
+		return ks
+	}
+	for round := range 3 {
+		b.Run(fmt.Sprintf("get/%d", round), func(b *testing.B) {
+			var cpu time.Duration
+			n := 0
+			for range b.N {
+				ks := sample()
+				cpu0 := cpuTime()
+				for _, k := range ks {
+					if _, ok, err := s.Get(k); err != nil || !ok {
+						b.Fatalf("Get: ok=%v err=%v", ok, err)
+					}
+				}
+				cpu += cpuTime() - cpu0
+				n += len(ks)
+			}
+			b.ReportMetric(float64(cpu)/float64(n), "cpu-ns/key")
+		})
+		b.Run(fmt.Sprintf("sorted/%d", round), func(b *testing.B) {
+			var cpu time.Duration
+			n := 0
+			for range b.N {
+				ks := sample()
+				cpu0 := cpuTime()
+				err := mg.GetSorted(ks, 1<<30, func(i int, v []byte, ok bool) {
+					if !ok || len(v) != valueBytes {
+						b.Fatalf("GetSorted: key %d ok=%v len %d", i, ok, len(v))
+					}
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				cpu += cpuTime() - cpu0
+				n += len(ks)
+			}
+			b.ReportMetric(float64(cpu)/float64(n), "cpu-ns/key")
+		})
+	}
 }

@@ -42,6 +42,18 @@ type OrderedWriter interface {
 	WriteOrdered(walk func(add func(key, value []byte, deleted bool)), o WriteOptions) error
 }
 
+// MultiGetter is implemented by stores that look many keys up at once for
+// less than a Get each: RocksDB's batched MultiGet shares the work of keys
+// that meet in the same memtable, filter, index or data block.
+type MultiGetter interface {
+	// GetSorted looks keys up (in strictly increasing order) and calls fn
+	// for each, in order, with its value and whether it exists; value is
+	// only valid during the call. It skips (does not call fn for) the keys
+	// whose values would take the values passed past limit bytes in all:
+	// read those with Get.
+	GetSorted(keys [][]byte, limit int, fn func(i int, value []byte, ok bool)) error
+}
+
 // WriteOptions tune one Write.
 type WriteOptions struct {
 	// Sync fsyncs the write-ahead log before returning.

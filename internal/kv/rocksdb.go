@@ -243,6 +243,19 @@ func (s *rocksStore) Get(key []byte) ([]byte, bool, error) {
 	return v, ok, nil
 }
 
+// GetSorted implements MultiGetter with RocksDB's batched MultiGet.
+func (s *rocksStore) GetSorted(keys [][]byte, limit int, fn func(i int, value []byte, ok bool)) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.closed {
+		return fmt.Errorf("%w: get from %s", ErrClosed, s.dir)
+	}
+	if err := rocksMultiGet(s.db, s.ro, keys, limit, fn); err != nil {
+		return fmt.Errorf("kv: rocksdb multi-get of %d keys: %w", len(keys), err)
+	}
+	return nil
+}
+
 func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
 	if err := o.check(); err != nil {
 		return err

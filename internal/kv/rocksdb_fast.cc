@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <rocksdb/c.h>
 #include <rocksdb/db.h>
@@ -86,4 +87,56 @@ extern "C" void kstate_rocksdb_write(rocksdb_t* db,
   if (!s.ok()) {
     *err = error_of(s);
   }
+}
+
+// kstate_rocksdb_multi_get looks up n keys, given as one buffer keys with
+// key i at [kends[i-1], kends[i]) (kends[-1] being 0), in strictly
+// increasing order, with RocksDB's batched MultiGet. It writes the values
+// found one after another into buf and sets vends[i] to the end of key i's
+// value in buf, to -1 when key i is absent, or to -2 when its value was
+// not copied because it would have taken the values past limit bytes. It
+// returns 0, or -1 with *err set on an error, or, when the values within
+// limit do not fit in cap bytes, the bytes they need (nothing then is
+// written: the caller retries with a larger buf).
+extern "C" long long kstate_rocksdb_multi_get(
+    rocksdb_t* db, const rocksdb_readoptions_t* ro, size_t n, const char* keys,
+    const size_t* kends, char* buf, size_t cap, size_t limit, long long* vends,
+    char** err) {
+  rocksdb::DB* d = db_of(db);
+  const auto* opts = reinterpret_cast<const rocksdb::ReadOptions*>(ro);
+  std::vector<rocksdb::Slice> ks(n);
+  size_t start = 0;
+  for (size_t i = 0; i < n; i++) {
+    ks[i] = rocksdb::Slice(keys + start, kends[i] - start);
+    start = kends[i];
+  }
+  std::vector<rocksdb::PinnableSlice> vs(n);
+  std::vector<rocksdb::Status> ss(n);
+  d->MultiGet(*opts, d->DefaultColumnFamily(), n, ks.data(), vs.data(),
+              ss.data(), /*sorted_input=*/true);
+  size_t need = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (ss[i].IsNotFound()) {
+      vends[i] = -1;
+    } else if (!ss[i].ok()) {
+      *err = error_of(ss[i]);
+      return -1;
+    } else if (need + vs[i].size() > limit) {
+      vends[i] = -2;
+    } else {
+      need += vs[i].size();
+      vends[i] = static_cast<long long>(need);
+    }
+  }
+  if (need > cap) {
+    return static_cast<long long>(need);
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (vends[i] >= 0 && vs[i].size() > 0) {
+      memcpy(buf + at, vs[i].data(), vs[i].size());
+      at += vs[i].size();
+    }
+  }
+  return 0;
 }

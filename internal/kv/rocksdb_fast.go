@@ -6,6 +6,7 @@ package kv
 // #include <rocksdb/c.h>
 // int kstate_rocksdb_get(rocksdb_t* db, const rocksdb_readoptions_t* ro, const char* key, size_t klen, char* buf, size_t cap, size_t* vlen, char** err);
 // void kstate_rocksdb_write(rocksdb_t* db, const rocksdb_writeoptions_t* wo, const char* rep, size_t len, char** err);
+// long long kstate_rocksdb_multi_get(rocksdb_t* db, const rocksdb_readoptions_t* ro, size_t n, const char* keys, const size_t* kends, char* buf, size_t cap, size_t limit, long long* vends, char** err);
 import "C"
 
 import (
@@ -327,4 +328,68 @@ func (r *batchRep) bytes() []byte {
 func appendVarstring(dst, b []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(b)))
 	return append(dst, b...)
+}
+
+// multiGetScratch holds what a MultiGet passes to C, reused between calls:
+// the keys packed into one buffer, their ends, the values' buffer and ends.
+type multiGetScratch struct {
+	keys  []byte
+	kends []C.size_t
+	vals  []byte
+	vends []C.longlong
+}
+
+var multiGetPool = sync.Pool{New: func() any { return new(multiGetScratch) }}
+
+// rocksMultiGet looks keys up (strictly increasing) with RocksDB's batched
+// MultiGet in one cgo crossing, and calls fn for each key in order with its
+// value, which aliases a buffer reused after fn returns; it skips the keys
+// whose values would take the values past limit bytes in all.
+func rocksMultiGet(db *grocksdb.DB, ro *grocksdb.ReadOptions, keys [][]byte, limit int, fn func(i int, value []byte, ok bool)) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	g := multiGetPool.Get().(*multiGetScratch)
+	defer multiGetPool.Put(g)
+	g.keys, g.kends = g.keys[:0], g.kends[:0]
+	for _, k := range keys {
+		g.keys = append(g.keys, k...)
+		g.kends = append(g.kends, C.size_t(len(g.keys)))
+	}
+	if len(g.keys) == 0 {
+		g.keys = append(g.keys, 0) // never a nil pointer (all keys empty)
+	}
+	if cap(g.vends) < len(keys) {
+		g.vends = make([]C.longlong, len(keys))
+	}
+	g.vends = g.vends[:len(keys)]
+	if len(g.vals) == 0 {
+		g.vals = make([]byte, 64<<10)
+	}
+	for {
+		var cErr *C.char
+		r := C.kstate_rocksdb_multi_get(dbHandle(db), readOptionsHandle(ro), C.size_t(len(keys)),
+			cPtr(g.keys), &g.kends[0], cPtr(g.vals), C.size_t(len(g.vals)), C.size_t(max(limit, 0)), &g.vends[0], &cErr)
+		if r < 0 {
+			return cError(cErr)
+		}
+		if r == 0 {
+			break
+		}
+		g.vals = make([]byte, int(r)) // the values within limit need r bytes
+	}
+	start := 0
+	for i, end := range g.vends {
+		switch {
+		case end == -1:
+			fn(i, nil, false)
+		case end >= 0:
+			fn(i, g.vals[start:int(end):int(end)], true)
+			start = int(end)
+		}
+	}
+	if len(g.vals) > 1<<20 {
+		g.vals = nil // keep no large buffer in the pool
+	}
+	return nil
 }

@@ -1,5 +1,7 @@
 package shard
 
+import "github.com/kstate/kstate/internal/kv"
+
 // CrashForTest drops s as a killed process would: the committed batches
 // kept in memory by write-behind are lost, then the store is closed (a
 // store closed or not is the same to a reopen: its writes were made).
@@ -23,3 +25,20 @@ func UnflushedForTest(s *Shard) (keys int, bytes int64) {
 
 // OffsetKeyForTest is the store key of the shard's changelog offset.
 const OffsetKeyForTest = offsetKey
+
+// PrefetchAllForTest makes Prefetch read ahead every variable the shard
+// has read past its cache so far, for any number of grouping keys.
+func PrefetchAllForTest(s *Shard) { s.pre.force = true }
+
+// PrefetchServedForTest is how many reads prefetched values answered.
+func PrefetchServedForTest(s *Shard) int { return s.pre.served }
+
+// PrefetchCapableForTest reports whether s's store reads many keys at once
+// (kv.MultiGetter), which Prefetch needs.
+func PrefetchCapableForTest(s *Shard) bool {
+	_, ok := s.store.(kv.MultiGetter)
+	return ok
+}
+
+// CachedForTest reports whether s has a committed-state cache.
+func CachedForTest(s *Shard) bool { return s.cache != nil }

@@ -1,6 +1,7 @@
 package shard_test
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -15,6 +16,31 @@ import (
 type noClose struct{ kv.Store }
 
 func (noClose) Close() error { return nil }
+
+// multiGetter gives a store kv.MultiGetter by reading each key with Get,
+// and fails the test when the keys are not in strictly increasing order.
+type multiGetter struct {
+	kv.Store
+	t testing.TB
+}
+
+func (m multiGetter) GetSorted(keys [][]byte, limit int, fn func(i int, value []byte, ok bool)) error {
+	for i, k := range keys {
+		if i > 0 && bytes.Compare(keys[i-1], k) >= 0 {
+			m.t.Errorf("GetSorted: key %d %x after %x", i, k, keys[i-1])
+		}
+		v, ok, err := m.Get(k)
+		if err != nil {
+			return err
+		}
+		if len(v) > limit {
+			continue
+		}
+		limit -= len(v)
+		fn(i, v, ok)
+	}
+	return nil
+}
 
 func openMem(t testing.TB, allowTTL bool) *shard.Shard {
 	t.Helper()

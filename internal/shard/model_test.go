@@ -133,6 +133,10 @@ type modelRun struct {
 	ops        int
 	savepoints int // rollbacks done
 	restarts   map[string]int
+	// served counts the reads prefetched values answered (servedSeen of
+	// them on servedShard).
+	served, servedSeen int
+	servedShard        *shard.Shard
 }
 
 var modelKeys = []string{"", "a", "b", "ab", "k\x00"}
@@ -254,6 +258,7 @@ func (r *modelRun) restart(fromKafka *model) {
 // verifyAll compares every variable of every key, in a throw-away batch.
 func (r *modelRun) verifyAll() {
 	r.s.Begin(r.now)
+	r.prefetch()
 	for _, k := range modelKeys {
 		r.s.SetCurrentKey([]byte(k))
 		for i := range 2 {
@@ -267,6 +272,29 @@ func (r *modelRun) verifyAll() {
 	r.readExpired()
 	r.s.Abort()
 	r.work = r.pending.clone()
+}
+
+// prefetch reads ahead the state of every key that a read past the
+// cache has touched (shard.Prefetch), as the engine does for a batch's
+// keys; the batch's reads are then checked against the model as before.
+// Some batches do not prefetch: the values of the last one must not
+// serve them.
+func (r *modelRun) prefetch() {
+	if r.rng.IntN(4) == 0 {
+		return
+	}
+	shard.PrefetchAllForTest(r.s)
+	ks := make([][]byte, 0, len(modelKeys))
+	for _, i := range r.rng.Perm(len(modelKeys)) {
+		ks = append(ks, []byte(modelKeys[i]))
+	}
+	if r.servedShard != r.s {
+		r.servedShard, r.servedSeen = r.s, 0
+	}
+	n := shard.PrefetchServedForTest(r.s)
+	r.served += n - r.servedSeen
+	r.servedSeen = n
+	r.check(r.s.Prefetch(ks))
 }
 
 func (r *modelRun) readValue(i int, k string) {
@@ -570,6 +598,7 @@ func (r *modelRun) checkPhysical() {
 func (r *modelRun) batch() {
 	r.now += r.rng.Int64N(40)
 	r.s.Begin(r.now)
+	r.prefetch()
 	if r.rng.IntN(4) == 0 {
 		k := modelKeys[r.rng.IntN(len(modelKeys))]
 		r.s.SetCurrentKey([]byte(k))
@@ -672,6 +701,10 @@ func runModel(t *testing.T, seed uint64, batches int, fresh func(wb int64) (*sha
 	if r.ops < batches {
 		t.Fatalf("only %d ops", r.ops)
 	}
+	// Most reads hit the committed-state cache when there is one.
+	if want := batches / 10; shard.PrefetchCapableForTest(r.s) && (r.served < want && !shard.CachedForTest(r.s) || r.served == 0) {
+		t.Fatalf("only %d reads answered by prefetched values", r.served)
+	}
 }
 
 func TestModelMemory(t *testing.T) {
@@ -684,12 +717,14 @@ func TestModelMemory(t *testing.T) {
 			// The "directory" of a memory shard is its store, kept open across
 			// shard Close by noClose.
 			var store kv.Store
+			// It reads many keys at once as RocksDB does (multiGetter), so
+			// that prefetched reads are checked on this store too.
 			fresh := func(wb int64) (*shard.Shard, error) {
 				store = kv.NewMemory()
-				return shard.OpenShard(shard.ShardOptions{Backend: noClose{store}, AllowTTL: true, WriteBehindBytes: wb})
+				return shard.OpenShard(shard.ShardOptions{Backend: multiGetter{noClose{store}, t}, AllowTTL: true, WriteBehindBytes: wb})
 			}
 			reopen := func(wb int64) (*shard.Shard, error) {
-				return shard.OpenShard(shard.ShardOptions{Backend: noClose{store}, AllowTTL: true, WriteBehindBytes: wb})
+				return shard.OpenShard(shard.ShardOptions{Backend: multiGetter{noClose{store}, t}, AllowTTL: true, WriteBehindBytes: wb})
 			}
 			runModel(t, seed, batches, fresh, reopen, func() {})
 		})

@@ -75,6 +75,7 @@ func (s *Shard) resetReads() {
 	clear(r.tails)
 	r.nexts = r.nexts[:0]
 	clear(r.filled)
+	s.pre.drop() // the prefetched values are the batch's (and a flush moves them)
 }
 
 // forgetTails drops what the batch learned about list tails and timers,

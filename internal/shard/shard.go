@@ -120,7 +120,8 @@ type Shard struct {
 	readClosed bool
 
 	stage *staging
-	reads readState // the batch's reused iterator and list tails (readiter.go)
+	reads readState  // the batch's reused iterator and list tails (readiter.go)
+	pre   prefetcher // the batch's prefetched reads (prefetch.go)
 	// pending holds writes made by declarations (variable registry,
 	// DeleteIfExists) and PutMeta outside a batch. They must reach the
 	// changelog before any state written under the declared ids, and they

@@ -473,10 +473,7 @@ func (s *Shard) get(key []byte) ([]byte, bool, error) {
 	if s.cache == nil || len(key) == 0 || key[0] > byte(changelog.KindState) {
 		// Only metadata and state entries are cached: timer keys are point
 		// read once (Register checks for a duplicate), never again.
-		if v, ok, found := s.unflushed(key); found {
-			return v, ok, nil
-		}
-		return s.store.Get(key)
+		return s.committed(key)
 	}
 	if key[0] == byte(changelog.KindState) {
 		// A list's or map's entry: answered from its cached group, which
@@ -488,17 +485,27 @@ func (s *Shard) get(key []byte) ([]byte, bool, error) {
 	if v, ok, hit := s.cache.lookup(key); hit {
 		return v, ok, nil
 	}
-	v, ok, found := s.unflushed(key)
-	var err error
-	if !found {
-		v, ok, err = s.store.Get(key)
-	}
+	v, ok, err := s.committed(key)
 	if err == nil {
 		// The store and the write-behind layer do not change during a
 		// batch: this is committed state.
 		s.cache.fill(key, v, ok)
 	}
 	return v, ok, err
+}
+
+// committed reads key's committed value past the committed-state cache:
+// from the write-behind layer, else the batch's prefetched values, else
+// the store.
+func (s *Shard) committed(key []byte) ([]byte, bool, error) {
+	s.pre.missed(key)
+	if v, ok, found := s.unflushed(key); found {
+		return v, ok, nil
+	}
+	if v, ok, found := s.pre.lookup(key); found {
+		return v, ok, nil
+	}
+	return s.store.Get(key)
 }
 
 // unflushed returns key's value in the write-behind layer (a copy: the
