@@ -182,7 +182,10 @@ func (s *Shard) Prefetch(groupKeys [][]byte) error {
 		return bytes.Compare(a, b)
 	})
 	order = slices.CompactFunc(order, bytes.Equal)
-	p.order = order
+	defer func() {
+		clear(order) // keep no reference to the batch's keys
+		p.order = order[:0]
+	}()
 	for _, id := range hot {
 		for _, gk := range order {
 			p.keyBuf = append(p.keyBuf, byte(changelog.KindState))
