@@ -192,7 +192,7 @@ type StateOptions struct {
 	// charged to it and held to half of it (a write waits for a flush when
 	// they are full). At least 1 MiB. It does not bound the Go heap
 	// (batches, staged state, Kafka client buffers); see
-	// docs/OPERATIONS.md. Default 0 (off): every shard has its own 64 MiB
+	// docs/OPERATIONS.md. Default 0 (off): every shard has its own 32 MiB
 	// cache and 32 MiB memtables (two while one flushes), so memory grows with the
 	// partitions; the shared budget is opt-in until it has been measured
 	// on large states (docs/BENCHMARKS.md).

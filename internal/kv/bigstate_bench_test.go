@@ -13,7 +13,7 @@ import (
 
 // BenchmarkStoreGetLarge is the point read of the big workload
 // (docs/BENCHMARKS.md, "State larger than memory") on one shard: 800k keys
-// of 200 random bytes (~170 MB, more than the 64 MiB default block cache),
+// of 200 random bytes (~170 MB, more than the 32 MiB default block cache),
 // read at random: keys present (hit) and absent (miss, a new grouping key,
 // where the bloom filter answers).
 func BenchmarkStoreGetLarge(b *testing.B) {

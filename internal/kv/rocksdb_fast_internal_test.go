@@ -336,6 +336,44 @@ func TestRocksDefaultMemtable(t *testing.T) {
 	}
 }
 
+// TestRocksDefaultBlockCache: at the default options reading a state of
+// 80 MB fills a store's block cache to 32 MiB (defaultBlockCache), not
+// more.
+func TestRocksDefaultBlockCache(t *testing.T) {
+	s, err := OpenRocksDB(t.TempDir(), RocksOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rs := s.(*rocksStore)
+	val := make([]byte, 1000)
+	for i := range 80 {
+		var b Batch
+		for j := range 1000 {
+			for k := range val {
+				val[k] = byte(i*7 + j*13 + k) // no run LZ4 could shrink
+			}
+			b.Put(fmt.Appendf(nil, "k%02d%04d", i, j), val)
+		}
+		if err := s.Write(&b, WriteOptions{DisableWAL: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rs.db.Flush(rs.fo); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 80 {
+		for j := range 1000 {
+			if _, ok, err := s.Get(fmt.Appendf(nil, "k%02d%04d", i, j)); err != nil || !ok {
+				t.Fatalf("Get: %v, %v", ok, err)
+			}
+		}
+	}
+	if u := rs.cache.GetUsage(); u > 33<<20 || u < 24<<20 {
+		t.Fatalf("the block cache holds %d bytes after reading 80 MB: want 32 MiB", u)
+	}
+}
+
 // TestRocksWriteOrdered: WriteOrdered leaves the store Write leaves for the
 // same operations (small reps and large ones, built off the Go heap), and
 // refuses a walk out of key order or one that changes between its two

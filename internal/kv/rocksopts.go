@@ -39,7 +39,7 @@ func (c Compression) String() string {
 // documents the default it overrides.
 type RocksOptions struct {
 	// BlockCacheSize is the LRU cache of uncompressed blocks, in bytes,
-	// overriding the default of 64 MiB. The cache is per store (per shard):
+	// overriding the default of 32 MiB (defaultBlockCache). The cache is per store (per shard):
 	// with many partitions per process, size it down, or set Memory.
 	// Ignored when Memory is set.
 	BlockCacheSize int64
@@ -96,7 +96,15 @@ type RocksOptions struct {
 }
 
 const (
-	defaultBlockCache = 64 << 20
+	// defaultBlockCache is a RocksDB store's block cache. 64 MiB until
+	// session 35: a state much larger than it reads nearly every block from
+	// the OS (4 shards at 10M keys hit it for ~12 % of their reads), and
+	// its 64 MiB per shard were a quarter of that run's peak RSS; since
+	// reads of such a state are read ahead in batches (shard.Prefetch), a
+	// miss costs less. A state that fits the cache (the count and heavy
+	// benchmarks) never fills it. docs/BENCHMARKS.md, "Reads ahead and a
+	// 32 MiB block cache".
+	defaultBlockCache = 32 << 20
 	defaultBloomBits  = 10
 	// defaultWriteBuffer is a RocksDB store's memtable size: a store holds
 	// up to two (one filling, one flushing). 64 MiB until session 31: a

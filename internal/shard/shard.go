@@ -32,7 +32,7 @@ type ShardOptions struct {
 	// open with another backend fails with state.ErrBackendMismatch.
 	StoreBackend kv.Backend
 	// Memory is the RocksDB memory budget shared with the process's other
-	// shards, overriding the default of nil (the store's own 64 MiB block
+	// shards, overriding the default of nil (the store's own 32 MiB block
 	// cache and 32 MiB memtable on RocksDB). Unused when Backend is set.
 	Memory *kv.SharedMemory
 	// AllowTTL permits variables with a TTL. Set it only in ProcessingTime
