@@ -49,12 +49,11 @@ type prefetcher struct {
 	keys   int
 
 	// The batch's prefetched entries, in key order: entry i's key is
-	// keyBuf[ents[i-1].kend:ents[i].kend], its value vals[vstart:vend];
-	// vend is notFound when the key has no committed entry, notRead when
-	// its value was not read (over prefetchMaxBytes).
+	// keyBuf[ents[i-1].kend:ents[i].kend]. bytes is the size of their
+	// values.
 	keyBuf []byte
 	ents   []prefetched
-	vals   []byte
+	bytes  int
 
 	// served counts the reads answered from prefetched values (tests).
 	served int
@@ -73,13 +72,20 @@ type varCount struct {
 	n  int
 }
 
+// prefetched is one entry read ahead: its value (its own allocation,
+// given to the first read of it: a later read of the key goes to the
+// store), or the key's absence, or that it was not read (over
+// prefetchMaxBytes).
 type prefetched struct {
-	kend, vstart, vend int
+	kend  int
+	val   []byte
+	state uint8
 }
 
 const (
-	notFound = -1
-	notRead  = -2
+	notRead  uint8 = iota // or its value given to a read already
+	found                 // val is the value
+	notFound              // the key has no committed entry
 )
 
 // wholeKeyVar returns the variable id of key when key is a state entry
@@ -114,26 +120,30 @@ func (p *prefetcher) missed(key []byte) {
 
 // drop forgets the prefetched values (at a batch's start and end).
 func (p *prefetcher) drop() {
-	p.keyBuf, p.ents, p.vals = p.keyBuf[:0], p.ents[:0], p.vals[:0]
+	clear(p.ents) // no value kept
+	p.keyBuf, p.ents, p.bytes = p.keyBuf[:0], p.ents[:0], 0
 }
 
-// lookup returns the prefetched committed value of key (a copy), and
-// whether key was prefetched (found=false: read it from the store).
+// lookup returns the prefetched committed value of key (the caller's to
+// keep, as a store Get's), and whether key was prefetched (found=false:
+// read it from the store).
 func (p *prefetcher) lookup(key []byte) (val []byte, ok, found bool) {
 	i := sort.Search(len(p.ents), func(i int) bool { return bytes.Compare(p.key(i), key) >= 0 })
 	if i == len(p.ents) || !bytes.Equal(p.key(i), key) {
 		return nil, false, false
 	}
 	p.served++
-	e := p.ents[i]
-	switch e.vend {
+	e := &p.ents[i]
+	switch e.state {
 	case notRead:
 		p.served--
 		return nil, false, false
 	case notFound:
 		return nil, false, true
 	}
-	return append(make([]byte, 0, e.vend-e.vstart), p.vals[e.vstart:e.vend]...), true, true
+	v := e.val // the reader owns it now, as a Get's copy
+	e.val, e.state = nil, notRead
+	return v, true, true
 }
 
 // key returns entry i's key.
@@ -192,28 +202,27 @@ func (s *Shard) Prefetch(groupKeys [][]byte) error {
 			p.keyBuf = binary.BigEndian.AppendUint32(p.keyBuf, id)
 			p.keyBuf = binary.BigEndian.AppendUint32(p.keyBuf, uint32(len(gk)))
 			p.keyBuf = append(p.keyBuf, gk...)
-			p.ents = append(p.ents, prefetched{kend: len(p.keyBuf), vend: notRead})
+			p.ents = append(p.ents, prefetched{kend: len(p.keyBuf)})
 		}
 	}
 	// Read in chunks while the values are within their bound; the entries
 	// not read are read from the store when the handlers need them.
 	done := 0
-	for done < len(p.ents) && len(p.vals) < prefetchMaxBytes {
+	for done < len(p.ents) && p.bytes < prefetchMaxBytes {
 		n := min(prefetchChunk, len(p.ents)-done)
 		chunk := p.chunk[:0]
 		for i := done; i < done+n; i++ {
 			chunk = append(chunk, p.key(i))
 		}
 		p.chunk = chunk
-		err := mg.GetSorted(chunk, prefetchMaxBytes-len(p.vals), func(i int, v []byte, ok bool) {
+		err := mg.GetSorted(chunk, prefetchMaxBytes-p.bytes, func(i int, v []byte, ok bool) {
 			e := &p.ents[done+i]
 			if !ok {
-				e.vend = notFound
+				e.state = notFound
 				return
 			}
-			e.vstart = len(p.vals)
-			p.vals = append(p.vals, v...)
-			e.vend = len(p.vals)
+			e.val, e.state = append(make([]byte, 0, len(v)), v...), found
+			p.bytes += len(v)
 		})
 		clear(p.chunk) // no reference to keyBuf kept
 		if err != nil {
