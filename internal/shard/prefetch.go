@@ -179,6 +179,9 @@ func (s *Shard) Prefetch(groupKeys [][]byte) error {
 	p.hot = hot
 	mg, ok := s.store.(kv.MultiGetter)
 	if !ok || !s.inBatch || len(hot) == 0 || len(groupKeys) < prefetchMinKeys && !p.force {
+		// Not reading ahead: free what an earlier batch's keys grew (a
+		// backlog's first batches are read ahead until the cache is warm).
+		p.keyBuf, p.ents, p.order = nil, nil, nil
 		return nil
 	}
 	slices.Sort(hot)
