@@ -116,6 +116,9 @@ func (s *crashStats) String() string {
 type killPlan struct {
 	maxNth  int  // after-produce and before-local-commit kill at occurrence 1..maxNth
 	wipeAll bool // during-restore wipes every shard and kills at the first occurrence
+	// waves multiplies the rows produced a round (0: 1): larger batches,
+	// with more keys each.
+	waves int
 }
 
 // killRound starts an instance for one kill of the given kind, produces a
@@ -155,7 +158,7 @@ func killRound(t *testing.T, rng *rand.Rand, in *eosInput, args eosChildArgs, pa
 		args.maxBatch = min(args.maxBatch, 25)
 	}
 	delay := time.Duration(50+rng.IntN(1450)) * time.Millisecond
-	wave := 60 + rng.IntN(120)
+	wave := (60 + rng.IntN(120)) * max(plan.waves, 1)
 	start := time.Now()
 	c := startEOSChild(t, args)
 	in.produce(t, rng, wave)

@@ -64,6 +64,7 @@ type eosChildArgs struct {
 	pipelines      int           // -pipelines: Options.Batching.Pipelines; 0: default
 	slow           time.Duration // -slow: eos sleeps this long for about one row in seven; 0: never
 	packed         bool          // -packed: eos declares its list and map with state.Packed
+	noCache        bool          // -no-cache: no committed-state cache (batches are read ahead)
 	standbys       int           // -standbys: Options.Group.Standbys; 0: none
 	probing        time.Duration // -probing-interval: Options.Group.ProbingInterval; 0: default
 	acceptableLag  int64         // -acceptable-lag: Options.Group.AcceptableLag; 0: default
@@ -116,6 +117,9 @@ func startEOSChild(t *testing.T, a eosChildArgs) *eosChild {
 	}
 	if a.packed {
 		args = append(args, "-packed")
+	}
+	if a.noCache {
+		args = append(args, "-no-cache")
 	}
 	if a.standbys > 0 {
 		args = append(args, "-standbys", strconv.Itoa(a.standbys))

@@ -407,6 +407,10 @@ type Options struct {
 	// Packed declares the list and the map with state.Packed: one stored
 	// value per key each. Outputs and state are the same.
 	Packed bool
+	// NoCache turns the committed-state cache off (CacheBytes -1): every
+	// read of the state goes past it, so that batches of 32 keys or more
+	// are read ahead (shard.Prefetch).
+	NoCache bool
 }
 
 // Config is the application's kstate topology and options; child processes
@@ -477,6 +481,9 @@ func Config(o Options) (kstate.Topology[string, string, string], kstate.Options)
 		cfg.NewProcessor = NewCounting(o.BadRows)
 		cfg.OnDecodeError = kstate.DecodeErrorDeadLetter
 		cfg.OnProcessingError = kstate.ProcessingErrorDeadLetter
+	}
+	if o.NoCache {
+		opts.State.CacheBytes = -1
 	}
 	if o.Slow > 0 || o.Packed {
 		inner := cfg.NewProcessor
