@@ -19,26 +19,7 @@ import (
 // the local shards must equal the model exactly.
 func TestCrashPacked(t *testing.T) {
 	t.Parallel()
-	seed, kills := crashParams(t, 6)
-	rng := rand.New(rand.NewPCG(seed, 33))
-	const parts = 3
-	e := newSpecEnv(t, parts)
-	in := newEOSInput(t, e, parts, 50)
-	args := eosChildArgs{brokers: e.brokers, app: e.app, instance: "i1", stateDir: t.TempDir(),
-		in: e.in, out: e.out, maxBatch: 25, packed: true}
-	st := newCrashStats()
-	start := time.Now()
-	for _, kind := range killSchedule(rng, kills, killKinds) {
-		killRound(t, rng, in, args, parts, kind, killPlan{maxNth: 3}, st)
-	}
-	t.Logf("%d kills in %v: %s", kills, time.Since(start).Round(time.Millisecond), st)
-
-	m := in.model()
-	final := startEOSChild(t, args)
-	waitEOSOutputs(t, e, m, seed, time.Minute, final)
-	final.stop(t, 30*time.Second)
-	t.Logf("final run: %d input rows, %d output rows expected; last metrics %+v", len(in.rows), m.total, final.metrics())
-	checkEOS(t, e, m, seed, args.stateDir)
+	e, args := crashPackedKills(t, 33, 50, killPlan{maxNth: 3}, false)
 
 	// The state checked above was packed: the shard recorded the layout.
 	sh, err := shard.OpenShard(shard.ShardOptions{Dir: filepath.Join(args.stateDir, e.app, "0")})
@@ -57,4 +38,34 @@ func TestCrashPacked(t *testing.T) {
 	if kinds[eos.VarLast] != "packed list" || kinds[eos.VarBuckets] != "packed map" {
 		t.Fatalf("variable kinds %v: want the list and the map packed", kinds)
 	}
+}
+
+// crashPackedKills runs the kills of TestCrashPacked (salt seeds its
+// schedule) on keys keys, with plan, and without a committed-state cache
+// when noCache; then a clean run must catch up, and the outputs, the state
+// restored from the changelog and the local shards must equal the model
+// exactly.
+func crashPackedKills(t *testing.T, salt uint64, keys int, plan killPlan, noCache bool) (specEnv, eosChildArgs) {
+	t.Helper()
+	seed, kills := crashParams(t, 6)
+	rng := rand.New(rand.NewPCG(seed, salt))
+	const parts = 3
+	e := newSpecEnv(t, parts)
+	in := newEOSInput(t, e, parts, keys)
+	args := eosChildArgs{brokers: e.brokers, app: e.app, instance: "i1", stateDir: t.TempDir(),
+		in: e.in, out: e.out, maxBatch: 25, packed: true, noCache: noCache}
+	st := newCrashStats()
+	start := time.Now()
+	for _, kind := range killSchedule(rng, kills, killKinds) {
+		killRound(t, rng, in, args, parts, kind, plan, st)
+	}
+	t.Logf("%d kills in %v: %s", kills, time.Since(start).Round(time.Millisecond), st)
+
+	m := in.model()
+	final := startEOSChild(t, args)
+	waitEOSOutputs(t, e, m, seed, time.Minute, final)
+	final.stop(t, 30*time.Second)
+	t.Logf("final run: %d input rows, %d output rows expected; last metrics %+v", len(in.rows), m.total, final.metrics())
+	checkEOS(t, e, m, seed, args.stateDir)
+	return e, args
 }
