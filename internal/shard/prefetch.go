@@ -83,9 +83,9 @@ type prefetched struct {
 }
 
 const (
-	notRead  uint8 = iota // or its value given to a read already
-	found                 // val is the value
-	notFound              // the key has no committed entry
+	entNotRead  uint8 = iota // or its value given to a read already
+	entFound                 // val is the value
+	entNotFound              // the key has no committed entry
 )
 
 // wholeKeyVar returns the variable id of key when key is a state entry
@@ -135,14 +135,14 @@ func (p *prefetcher) lookup(key []byte) (val []byte, ok, found bool) {
 	p.served++
 	e := &p.ents[i]
 	switch e.state {
-	case notRead:
+	case entNotRead:
 		p.served--
 		return nil, false, false
-	case notFound:
+	case entNotFound:
 		return nil, false, true
 	}
 	v := e.val // the reader owns it now, as a Get's copy
-	e.val, e.state = nil, notRead
+	e.val, e.state = nil, entNotRead
 	return v, true, true
 }
 
@@ -221,10 +221,10 @@ func (s *Shard) Prefetch(groupKeys [][]byte) error {
 		err := mg.GetSorted(chunk, prefetchMaxBytes-p.bytes, func(i int, v []byte, ok bool) {
 			e := &p.ents[done+i]
 			if !ok {
-				e.state = notFound
+				e.state = entNotFound
 				return
 			}
-			e.val, e.state = append(make([]byte, 0, len(v)), v...), found
+			e.val, e.state = append(make([]byte, 0, len(v)), v...), entFound
 			p.bytes += len(v)
 		})
 		clear(p.chunk) // no reference to keyBuf kept
