@@ -317,8 +317,22 @@ func TestRocksDefaultMemtable(t *testing.T) {
 	}
 	defer s.Close()
 	rs := s.(*rocksStore)
+	writeMiBs(t, s, 48)
+	active, ok := rs.db.GetIntProperty("rocksdb.cur-size-active-mem-table")
+	if !ok {
+		t.Fatal("no rocksdb.cur-size-active-mem-table property")
+	}
+	if active > 24<<20 {
+		t.Fatalf("the active memtable holds %d bytes after 48 MiB of writes: it did not switch at 32 MiB", active)
+	}
+}
+
+// writeMiBs writes n × 1,000 keys "kIIJJJJ" of 1,000 zero bytes each
+// (about n MB), 1,000 a write.
+func writeMiBs(t *testing.T, s Store, n int) {
+	t.Helper()
 	val := make([]byte, 1000)
-	for i := range 48 {
+	for i := range n {
 		var b Batch
 		for j := range 1000 {
 			b.Put(fmt.Appendf(nil, "k%02d%04d", i, j), val)
@@ -326,13 +340,6 @@ func TestRocksDefaultMemtable(t *testing.T) {
 		if err := s.Write(&b, WriteOptions{DisableWAL: true}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	active, ok := rs.db.GetIntProperty("rocksdb.cur-size-active-mem-table")
-	if !ok {
-		t.Fatal("no rocksdb.cur-size-active-mem-table property")
-	}
-	if active > 24<<20 {
-		t.Fatalf("the active memtable holds %d bytes after 48 MiB of writes: it did not switch at 32 MiB", active)
 	}
 }
 
@@ -346,19 +353,7 @@ func TestRocksDefaultBlockCache(t *testing.T) {
 	}
 	defer s.Close()
 	rs := s.(*rocksStore)
-	val := make([]byte, 1000)
-	for i := range 80 {
-		var b Batch
-		for j := range 1000 {
-			for k := range val {
-				val[k] = byte(i*7 + j*13 + k) // no run LZ4 could shrink
-			}
-			b.Put(fmt.Appendf(nil, "k%02d%04d", i, j), val)
-		}
-		if err := s.Write(&b, WriteOptions{DisableWAL: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeMiBs(t, s, 80) // the cache holds blocks uncompressed, so their content does not matter
 	if err := rs.db.Flush(rs.fo); err != nil {
 		t.Fatal(err)
 	}
