@@ -67,6 +67,7 @@ func TestCrashDeadLetterExactlyOnce(t *testing.T) {
 	final := startEOSChild(t, args)
 	waitEOSOutputs(t, e, m, seed, time.Minute, final)
 	dl := waitDeadLetters(t, e, m, seed, time.Minute, final)
+	waitFinalReady(t, final, parts)
 	final.stop(t, 30*time.Second)
 	m.checkDeadLetters(t, e, dl, seed)
 	checkEOS(t, e, m, seed, args.stateDir)

@@ -61,6 +61,7 @@ func TestCrashTwoInputs(t *testing.T) {
 	m := in.model()
 	final := startEOSChild(t, args)
 	waitEOSOutputs(t, e, m, seed, time.Minute, final)
+	waitFinalReady(t, final, parts)
 	final.stop(t, 30*time.Second)
 	rows2 := 0
 	for _, r := range in.rows {

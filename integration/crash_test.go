@@ -268,7 +268,10 @@ func TestCrashExactlyOnce(t *testing.T) {
 // that (the last kill round's run caught up), and a stop during a restore
 // leaves that partition's local shard behind the changelog, which
 // checkLocalShards would report as lost state (a CI run stopped the final
-// run before its first metrics line, with partition 0's shard empty).
+// run before its first metrics line, with partition 0's shard empty; another
+// stopped TestCrashDeadLetterExactlyOnce's final run while it restored the
+// shards a last during-restore round had wiped). Every crash test that
+// checks the local shards after a final run waits for it.
 func waitFinalReady(t *testing.T, final *eosChild, parts int) {
 	t.Helper()
 	waitFor(t, time.Minute, "the final run holds every partition, restored", func() bool {
