@@ -28,10 +28,13 @@ type rocksStore struct {
 	db    *grocksdb.DB
 	opts  *grocksdb.Options
 	bbto  *grocksdb.BlockBasedTableOptions
-	cache *grocksdb.Cache           // nil with a shared cache (RocksOptions.Memory)
-	ro    *grocksdb.ReadOptions     // for Get; read-only after open, so shared by readers
-	wo    [4]*grocksdb.WriteOptions // indexed by woIndex(Sync, DisableWAL)
-	fo    *grocksdb.FlushOptions
+	cache *grocksdb.Cache       // nil with a shared cache (RocksOptions.Memory)
+	ro    *grocksdb.ReadOptions // for Get; read-only after open, so shared by readers
+	// roSorted is ro for GetSorted, without filling the block cache: see
+	// GetSorted.
+	roSorted *grocksdb.ReadOptions
+	wo       [4]*grocksdb.WriteOptions // indexed by woIndex(Sync, DisableWAL)
+	fo       *grocksdb.FlushOptions
 
 	// insertHints: opened with RocksOptions.InsertHints.
 	insertHints bool
@@ -172,6 +175,8 @@ func openRocks(dir string, o RocksOptions, c Compression) (*rocksStore, error) {
 	s.opts.AddCompactOnDeletionCollectorFactory(deleteWindow, deleteTrigger)
 
 	s.ro = grocksdb.NewDefaultReadOptions()
+	s.roSorted = grocksdb.NewDefaultReadOptions()
+	s.roSorted.SetFillCache(false)
 	for i := range s.wo {
 		wo := grocksdb.NewDefaultWriteOptions()
 		wo.SetSync(i&1 != 0)
@@ -219,6 +224,7 @@ func (s *rocksStore) free() {
 		wo.Destroy()
 	}
 	s.ro.Destroy()
+	s.roSorted.Destroy()
 	s.opts.Destroy()
 	s.bbto.Destroy()
 	if s.cache != nil {
@@ -243,14 +249,22 @@ func (s *rocksStore) Get(key []byte) ([]byte, bool, error) {
 	return v, ok, nil
 }
 
-// GetSorted implements MultiGetter with RocksDB's batched MultiGet.
+// GetSorted implements MultiGetter with RocksDB's batched MultiGet. The
+// data blocks it reads do not fill the block cache: the shard reads a
+// batch ahead only when the batch's keys miss the committed-state cache,
+// a state larger than the caches whose blocks are seldom read again before
+// they are evicted. Filling the cache with them cost an allocation, an
+// insert and an eviction per block, and kept every shard's cache full (32
+// MiB) for about 12 % of the blocks read at 10M keys (docs/BENCHMARKS.md,
+// "Reads ahead without filling the block cache"). Index and filter blocks
+// enter the cache when a table is opened, and Get and scans still fill it.
 func (s *rocksStore) GetSorted(keys [][]byte, limit int, fn func(i int, value []byte, ok bool)) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.mu.closed {
 		return fmt.Errorf("%w: get from %s", ErrClosed, s.dir)
 	}
-	if err := rocksMultiGet(s.db, s.ro, keys, limit, fn); err != nil {
+	if err := rocksMultiGet(s.db, s.roSorted, keys, limit, fn); err != nil {
 		return fmt.Errorf("kv: rocksdb multi-get of %d keys: %w", len(keys), err)
 	}
 	return nil

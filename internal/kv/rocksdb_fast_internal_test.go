@@ -445,3 +445,49 @@ func TestRocksWriteOrdered(t *testing.T) {
 		t.Fatal("a refused WriteOrdered changed the store")
 	}
 }
+
+// TestRocksGetSortedLeavesBlockCache: GetSorted (the shard's read-ahead of
+// a state larger than its caches) reads 80 MB of data blocks without
+// filling the block cache, which Get then fills: only index and filter
+// blocks enter it.
+func TestRocksGetSortedLeavesBlockCache(t *testing.T) {
+	s, err := OpenRocksDB(t.TempDir(), RocksOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rs := s.(*rocksStore)
+	writeMiBs(t, s, 80)
+	if err := rs.db.Flush(rs.fo); err != nil {
+		t.Fatal(err)
+	}
+	before := rs.cache.GetUsage()
+	for i := range 80 {
+		keys := make([][]byte, 1000)
+		for j := range keys {
+			keys[j] = fmt.Appendf(nil, "k%02d%04d", i, j)
+		}
+		found := 0
+		err := rs.GetSorted(keys, 1<<30, func(_ int, v []byte, ok bool) {
+			if ok && len(v) == 1000 {
+				found++
+			}
+		})
+		if err != nil || found != len(keys) {
+			t.Fatalf("GetSorted: %d of %d found, %v", found, len(keys), err)
+		}
+	}
+	if u := rs.cache.GetUsage(); u > before+4<<20 {
+		t.Fatalf("the block cache holds %d bytes after GetSorted read 80 MB (%d before): want only index and filter blocks", u, before)
+	}
+	for i := range 80 {
+		for j := range 1000 {
+			if _, ok, err := s.Get(fmt.Appendf(nil, "k%02d%04d", i, j)); err != nil || !ok {
+				t.Fatalf("Get: %v, %v", ok, err)
+			}
+		}
+	}
+	if u := rs.cache.GetUsage(); u < 24<<20 {
+		t.Fatalf("the block cache holds %d bytes after Get read 80 MB: want it filled", u)
+	}
+}
