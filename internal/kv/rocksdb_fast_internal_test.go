@@ -343,6 +343,18 @@ func writeMiBs(t *testing.T, s Store, n int) {
 	}
 }
 
+// getMiBs reads with Get every key writeMiBs(t, s, n) wrote.
+func getMiBs(t *testing.T, s Store, n int) {
+	t.Helper()
+	for i := range n {
+		for j := range 1000 {
+			if _, ok, err := s.Get(fmt.Appendf(nil, "k%02d%04d", i, j)); err != nil || !ok {
+				t.Fatalf("Get: %v, %v", ok, err)
+			}
+		}
+	}
+}
+
 // TestRocksDefaultBlockCache: at the default options reading a state of
 // 80 MB fills a store's block cache to 32 MiB (defaultBlockCache), not
 // more.
@@ -357,13 +369,7 @@ func TestRocksDefaultBlockCache(t *testing.T) {
 	if err := rs.db.Flush(rs.fo); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 80 {
-		for j := range 1000 {
-			if _, ok, err := s.Get(fmt.Appendf(nil, "k%02d%04d", i, j)); err != nil || !ok {
-				t.Fatalf("Get: %v, %v", ok, err)
-			}
-		}
-	}
+	getMiBs(t, s, 80)
 	if u := rs.cache.GetUsage(); u > 33<<20 || u < 24<<20 {
 		t.Fatalf("the block cache holds %d bytes after reading 80 MB: want 32 MiB", u)
 	}
@@ -480,13 +486,7 @@ func TestRocksGetSortedLeavesBlockCache(t *testing.T) {
 	if u := rs.cache.GetUsage(); u > before+4<<20 {
 		t.Fatalf("the block cache holds %d bytes after GetSorted read 80 MB (%d before): want only index and filter blocks", u, before)
 	}
-	for i := range 80 {
-		for j := range 1000 {
-			if _, ok, err := s.Get(fmt.Appendf(nil, "k%02d%04d", i, j)); err != nil || !ok {
-				t.Fatalf("Get: %v, %v", ok, err)
-			}
-		}
-	}
+	getMiBs(t, s, 80)
 	if u := rs.cache.GetUsage(); u < 24<<20 {
 		t.Fatalf("the block cache holds %d bytes after Get read 80 MB: want it filled", u)
 	}
