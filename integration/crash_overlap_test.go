@@ -52,11 +52,5 @@ func TestCrashOverlap(t *testing.T) {
 		}
 	}
 
-	m := in.model()
-	final := startEOSChild(t, args)
-	waitEOSOutputs(t, e, m, seed, time.Minute, final)
-	waitFinalReady(t, final, parts)
-	final.stop(t, 30*time.Second)
-	t.Logf("final run: %d input rows, %d output rows expected; last metrics %+v", len(in.rows), m.total, final.metrics())
-	checkEOS(t, e, m, seed, args.stateDir)
+	finalCleanRun(t, e, in, args, seed, parts)
 }

@@ -61,12 +61,6 @@ func crashPackedKills(t *testing.T, salt uint64, keys int, plan killPlan, noCach
 	}
 	t.Logf("%d kills in %v: %s", kills, time.Since(start).Round(time.Millisecond), st)
 
-	m := in.model()
-	final := startEOSChild(t, args)
-	waitEOSOutputs(t, e, m, seed, time.Minute, final)
-	waitFinalReady(t, final, parts)
-	final.stop(t, 30*time.Second)
-	t.Logf("final run: %d input rows, %d output rows expected; last metrics %+v", len(in.rows), m.total, final.metrics())
-	checkEOS(t, e, m, seed, args.stateDir)
+	finalCleanRun(t, e, in, args, seed, parts)
 	return e, args
 }

@@ -280,6 +280,22 @@ func waitFinalReady(t *testing.T, final *eosChild, parts int) {
 	}, final)
 }
 
+// finalCleanRun ends a crash test: a clean run of args consumes all of
+// in's rows, holds every one of parts partitions restored (waitFinalReady)
+// and stops; then the outputs, the changelog's state and the local shard
+// are checked against the model (checkEOS).
+func finalCleanRun(t *testing.T, e specEnv, in *eosInput, args eosChildArgs, seed uint64, parts int) {
+	t.Helper()
+	m := in.model()
+	final := startEOSChild(t, args)
+	waitEOSOutputs(t, e, m, seed, time.Minute, final)
+	waitFinalReady(t, final, parts)
+	final.stop(t, 30*time.Second)
+	t.Logf("final run: %d input rows, %d output rows (%d timer rows) expected; last metrics %+v",
+		len(in.rows), m.total, m.total-len(in.rows), final.metrics())
+	checkEOS(t, e, m, seed, args.stateDir)
+}
+
 // checkEOS reads the output topic after every instance stopped and checks
 // it, the changelog's state and the local shards against the model.
 func checkEOS(t *testing.T, e specEnv, m *eosModel, seed uint64, dirs ...string) {
