@@ -24,11 +24,17 @@ func (s *Shard) ReadCommitted(lower, upper []byte, each func(key, value []byte) 
 	// wbMu: a commit changes the layer, and a flush writes the store and
 	// empties the layer, under wbMu, so both show the same committed state
 	// (a RocksDB or Pebble iterator reads the store as of its creation).
+	// A frozen layer being written to the store (writebehind.go) is
+	// copied too: under it, the store before or after its write is the
+	// same committed state.
 	s.wbMu.Lock()
 	it := s.store.NewIter(lower, upper)
 	var layer []wbCopy
+	if s.frozen != nil && !s.frozen.layer.empty() {
+		layer = s.frozen.layer.rangeCopy(lower, upper)
+	}
 	if s.wb != nil && !s.wb.empty() {
-		layer = s.wb.rangeCopy(lower, upper)
+		layer = overlayCopies(layer, s.wb.rangeCopy(lower, upper))
 	}
 	s.wbMu.Unlock()
 	defer it.Close()

@@ -6,6 +6,15 @@ import "github.com/kstate/kstate/internal/kv"
 // kept in memory by write-behind are lost, then the store is closed (a
 // store closed or not is the same to a reopen: its writes were made).
 func CrashForTest(s *Shard) error {
+	// A background write of a frozen layer lands before the crash (a
+	// store shared with the next open must not change after it).
+	if f := s.frozen; f != nil {
+		if f.done != nil {
+			<-f.done
+		}
+		f.layer.release()
+		s.frozen = nil
+	}
 	s.wb = nil
 	return s.Close()
 }
@@ -15,13 +24,21 @@ func CrashForTest(s *Shard) error {
 func StoredOffsetForTest(s *Shard) int64 { return s.stored }
 
 // UnflushedForTest returns the keys and charged bytes of the write-behind
-// layer.
+// layer and the frozen one (keys in both count twice).
 func UnflushedForTest(s *Shard) (keys int, bytes int64) {
 	if s.wb == nil {
 		return 0, 0
 	}
-	return len(s.wb.index), s.wb.used
+	keys, bytes = len(s.wb.index), s.wb.used
+	if f := s.frozenLayer(); f != nil {
+		keys, bytes = keys+len(f.index), bytes+f.used
+	}
+	return keys, bytes
 }
+
+// AwaitFlushForTest waits for the background write of a frozen
+// write-behind layer and retires it (its error, if any, is returned).
+func AwaitFlushForTest(s *Shard) error { return s.awaitFrozen() }
 
 // OffsetKeyForTest is the store key of the shard's changelog offset.
 const OffsetKeyForTest = offsetKey

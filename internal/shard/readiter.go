@@ -88,8 +88,12 @@ func (s *Shard) forgetTails() {
 }
 
 // committedIter returns the committed state over store iterator st: st
-// itself, or the write-behind layer merged over it.
+// itself, or the write-behind layer merged over it (over the frozen one,
+// while it is written).
 func (s *Shard) committedIter(st kv.Iterator) kv.Iterator {
+	if f := s.frozen; f != nil && !f.layer.empty() {
+		st = newWBIter(st, f.layer)
+	}
 	if s.wb == nil || s.wb.empty() {
 		return st
 	}

@@ -109,10 +109,14 @@ type Shard struct {
 	offset, stored int64
 
 	// wb is the write-behind layer of committed, unflushed batches (nil:
-	// write-through). Only the shard's goroutine changes it, under wbMu;
-	// ReadCommitted reads it from other goroutines under wbMu.
-	wb   *wbLayer
-	wbMu sync.Mutex
+	// write-through). frozen is the full layer before it, which a
+	// background goroutine is writing to the store (nil: none;
+	// writebehind.go). Only the shard's goroutine changes them, under
+	// wbMu; ReadCommitted and Estimate read them from other goroutines
+	// under wbMu.
+	wb     *wbLayer
+	frozen *wbFlush
+	wbMu   sync.Mutex
 
 	// readers guards the store against Close while ReadCommitted reads it
 	// from another goroutine; readClosed is set under it by Close.
@@ -369,6 +373,14 @@ func (s *Shard) Close() error {
 		// shard's goroutine is here: the layer's memory can go.
 		s.wbMu.Lock()
 		s.wb.release()
+		if s.frozen != nil {
+			// Its write failed (ferr): lost locally, as after a crash.
+			if s.frozen.done != nil {
+				<-s.frozen.done
+			}
+			s.frozen.layer.release()
+			s.frozen = nil
+		}
 		s.wbMu.Unlock()
 	}
 	err := s.store.Close()
@@ -408,10 +420,15 @@ func (s *Shard) Estimate() (kv.Estimate, error) {
 	}
 	// Entries committed but still in the write-behind layer: some may be
 	// in the store too (counted twice), as estimates go.
-	if e.Entries >= 0 {
-		e.Entries += int64(len(s.wb.items))
+	for _, w := range []*wbLayer{s.wb, s.frozenLayer()} {
+		if w == nil {
+			continue
+		}
+		if e.Entries >= 0 {
+			e.Entries += int64(len(w.items))
+		}
+		e.Bytes += w.used
 	}
-	e.Bytes += s.wb.used
 	return e, nil
 }
 

@@ -508,14 +508,17 @@ func (s *Shard) committed(key []byte) ([]byte, bool, error) {
 	return s.store.Get(key)
 }
 
-// unflushed returns key's value in the write-behind layer (a copy: the
-// layer's bytes are overwritten by later commits), and whether the layer
-// has the key.
+// unflushed returns key's value in the write-behind layer, else in the
+// frozen one (a copy: the layer's bytes are overwritten by later commits),
+// and whether either has the key.
 func (s *Shard) unflushed(key []byte) (val []byte, ok, found bool) {
-	if s.wb == nil || s.wb.empty() {
+	if s.wb == nil {
 		return nil, false, false
 	}
 	v, deleted, found := s.wb.get(key)
+	if !found && s.frozen != nil {
+		v, deleted, found = s.frozen.layer.get(key)
+	}
 	if !found || deleted {
 		return nil, false, found
 	}

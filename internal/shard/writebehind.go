@@ -28,20 +28,30 @@ import (
 // once, in key order, plus the newest changelog offset, when
 //   - it holds more than WriteBehindBytes, or more than wbMaxRecords
 //     changelog records were committed since the last flush (this bounds
-//     the replay after a crash), together with the committing batch;
-//   - Close, and before every restore entry point (ApplyChangelog, Wipe,
-//     the re-seed), so that those see and write a store that is up to date.
+//     the replay after a crash): the committing batch goes into it, and it
+//     is frozen and written by a background goroutine while a new layer
+//     takes the next batches (freeze); the next freeze waits for that
+//     write, so at most one layer is frozen;
+//   - the engine is idle (Flush), Close, and before every restore entry
+//     point (ApplyChangelog, Wipe, the re-seed), so that those see and
+//     write a store that is up to date: the frozen layer's write first,
+//     then the layer's, on the shard's goroutine.
 //
 // Reads see exactly what they saw with write-through: staging → committed
-// cache → unflushed layer → store for point reads; scans merge staging
-// over the layer over the store (wbIter, the batch's reused iterator: the
-// layer does not change during a batch). ReadCommitted (any goroutine) takes a copy of the layer's range and
-// creates its store iterator under wbMu, and a flush writes and empties the
-// layer under wbMu, so it sees one committed state.
+// cache → unflushed layer → frozen layer → store for point reads; scans
+// merge staging over the layer over the frozen one over the store
+// (wbIter, the batch's reused iterator: the layers do not change during a
+// batch). ReadCommitted (any goroutine) takes a copy of both layers' range
+// and creates its store iterator under wbMu; a synchronous flush writes and
+// empties the layer under wbMu, and a frozen layer is dropped under wbMu
+// only after its write, so it sees one committed state.
 //
-// A crash (SIGKILL) loses the layer; the store holds the state and offset of
-// the last flush, and restore replays the changelog from there: at most
-// wbMaxRecords records (plus one batch) more than with write-through.
+// A crash (SIGKILL) loses the layers; the store holds the state and offset
+// of the last completed flush, and restore replays the changelog from
+// there: at most about 2 × wbMaxRecords records (plus one batch) more than
+// with write-through. While a layer is frozen, the shard holds up to twice
+// WriteBehindBytes (the frozen layer does not count against the bound: it
+// did, and every commit after a freeze waited for the write).
 //
 // Layout: an index map (key → the entry's place) whose key strings alias the
 // entries' key bytes, and entries (key, value room, value) back to back in
@@ -319,40 +329,50 @@ type wbCopy struct {
 	deleted  bool
 }
 
-// walk passes the layer's entries at items (in key order), merged with the
-// staged entries of st (nil: none; staged ones win on equal keys), to add
-// in key order. A tombstone's value is nil.
-func (w *wbLayer) walk(items []uint64, st *staging, add func(key, value []byte, deleted bool)) {
-	var staged []*stagedEntry
-	if st != nil {
-		staged = st.ordered()
+// overlayCopies merges two layers' copies (each in key order): upper's
+// entry wins on equal keys.
+func overlayCopies(lower, upper []wbCopy) []wbCopy {
+	if len(lower) == 0 {
+		return upper
 	}
-	j := 0
-	for _, ref := range items {
-		kb := w.refKey(ref)
-		for j < len(staged) && bytes.Compare(staged[j].key, kb) < 0 {
-			add(staged[j].key, staged[j].val, staged[j].deleted)
-			j++
+	if len(upper) == 0 {
+		return lower
+	}
+	out := make([]wbCopy, 0, len(lower)+len(upper))
+	for len(lower) > 0 && len(upper) > 0 {
+		switch c := bytes.Compare(lower[0].key, upper[0].key); {
+		case c < 0:
+			out, lower = append(out, lower[0]), lower[1:]
+		case c > 0:
+			out, upper = append(out, upper[0]), upper[1:]
+		default:
+			out, lower, upper = append(out, upper[0]), lower[1:], upper[1:]
 		}
-		if j < len(staged) && bytes.Equal(staged[j].key, kb) {
-			add(staged[j].key, staged[j].val, staged[j].deleted)
-			j++
-			continue
-		}
+	}
+	return append(append(out, lower...), upper...)
+}
+
+// walk passes the layer's entries to add in key order. A tombstone's
+// value is nil.
+func (w *wbLayer) walk(add func(key, value []byte, deleted bool)) {
+	for _, ref := range w.items {
 		ent := w.entry(ref)
 		v, deleted := wbVal(ent)
 		add(wbKey(ent), v, deleted)
-	}
-	for _, e := range staged[j:] {
-		add(e.key, e.val, e.deleted)
 	}
 }
 
 // commitStore makes the finished batch (the staging layer) committed
 // locally with next as the changelog offset: written to the store with
-// write-through, else kept in the layer, or written with the layer when
-// the layer is over a bound. On error nothing changed: the store, the
-// layer and the staging layer are as before.
+// write-through, else kept in the layer. A layer over its bound (before
+// this batch) is frozen with the batch in it and written to the store by a
+// background goroutine while the loop goes on (freeze): the write of a
+// full layer took 20–75 ms on the loop's goroutine, a pause of the
+// pipeline every second or so at 20,000 rows/s of the heavy workload
+// (docs/BENCHMARKS.md, "Flushes in the background"). The previous frozen
+// layer's write must be done before the next freeze: at most one layer
+// is frozen. On error nothing changed: the store, the layer and the
+// staging layer are as before.
 func (s *Shard) commitStore(next int64) error {
 	if s.wb == nil {
 		var b kv.Batch
@@ -364,9 +384,18 @@ func (s *Shard) commitStore(next int64) error {
 		s.offset, s.stored = next, next
 		return nil
 	}
+	// A background write that is done gives its layer up now (a failed
+	// one is retried below, before the layer's next freeze).
+	s.pollFrozen()
 	w := s.wb
-	if w.used >= s.opts.WriteBehindBudget.bound(s.opts.WriteBehindBytes) || w.recs >= wbMaxRecords {
-		return s.flushWith(s.stage, next)
+	full := w.used >= s.opts.WriteBehindBudget.bound(s.opts.WriteBehindBytes) || w.recs >= wbMaxRecords
+	if full {
+		// At most one layer is frozen: the previous one's write must be
+		// done (it usually is: the write takes a fraction of the time the
+		// layer takes to fill).
+		if err := s.awaitFrozen(); err != nil {
+			return err
+		}
 	}
 	s.wbMu.Lock()
 	n := 0
@@ -378,67 +407,156 @@ func (s *Shard) commitStore(next int64) error {
 	w.recs += int64(n)
 	s.wbMu.Unlock()
 	s.offset = next
+	if full {
+		s.freeze()
+	}
 	return nil
 }
 
-// flush writes the layer and the committed offset to the store, if it
-// has anything the store does not.
+// wbFlush is a frozen layer: committed batches up to changelog offset
+// next, being written to the store by a background goroutine. Nothing
+// changes the layer until it is released; the goroutine and the shard's
+// reads only read it.
+type wbFlush struct {
+	layer *wbLayer
+	next  int64
+	done  chan error // the write's result; nil once received
+	err   error      // the write's error, once received
+}
+
+// freeze hands the layer, with the committed offset, to a background
+// write and starts a new layer. The shard's reads see the new layer over
+// the frozen one over the store until it is retired (the
+// store, before or after the write, under the frozen layer is the same
+// committed state).
+func (s *Shard) freeze() {
+	f := &wbFlush{layer: s.wb, next: s.offset, done: make(chan error, 1)}
+	s.wbMu.Lock()
+	s.frozen, s.wb = f, newWBLayer()
+	s.wbMu.Unlock()
+	go func() { f.done <- s.writeLayer(f.layer, f.next) }()
+}
+
+// pollFrozen retires the frozen layer if its store write returned
+// successfully; a write still running, or failed, leaves it frozen (a
+// failed write is retried by awaitFrozen).
+func (s *Shard) pollFrozen() {
+	f := s.frozen
+	if f == nil {
+		return
+	}
+	if f.done != nil {
+		select {
+		case f.err = <-f.done:
+			f.done = nil
+		default:
+			return
+		}
+	}
+	if f.err == nil {
+		s.retireFrozen()
+	}
+}
+
+// awaitFrozen waits for the frozen layer's store write and retires the
+// layer; a failed write is retried here, and if it fails again its error
+// is returned and the layer stays frozen.
+func (s *Shard) awaitFrozen() error {
+	f := s.frozen
+	if f == nil {
+		return nil
+	}
+	if f.done != nil {
+		f.err = <-f.done
+		f.done = nil
+	}
+	if f.err != nil {
+		if f.err = s.writeLayer(f.layer, f.next); f.err != nil {
+			return f.err
+		}
+	}
+	s.retireFrozen()
+	return nil
+}
+
+// retireFrozen drops the frozen layer, whose write is in the store. Only
+// between batches (after resetReads: no iterator of the batch refers to
+// the layer); ReadCommitted copies the layer under wbMu, so no reader is
+// left once it is dropped under wbMu.
+func (s *Shard) retireFrozen() {
+	f := s.frozen
+	s.wbMu.Lock()
+	s.frozen = nil
+	s.wbMu.Unlock()
+	f.layer.release()
+	s.stored = f.next
+}
+
+// flush writes the frozen layer, then the layer, and the committed offset
+// to the store, if they hold anything the store does not.
 func (s *Shard) flush() error {
-	if s.wb == nil || (s.wb.empty() && s.stored == s.offset) {
+	if s.wb == nil || (s.frozen == nil && s.wb.empty() && s.stored == s.offset) {
 		return nil
 	}
 	s.resetReads() // the write changes the store under the batch's iterator
-	return s.flushWith(nil, s.offset)
-}
-
-// flushWith writes the layer merged with st (nil: none; st wins on equal
-// keys) and offset next in one atomic write, and empties the layer. The
-// write and the emptying happen under wbMu, so ReadCommitted sees the
-// layer over the old store or the new store, never a mix. On error the
-// layer is unchanged.
-func (s *Shard) flushWith(st *staging, next int64) error {
-	w := s.wb
+	if err := s.awaitFrozen(); err != nil {
+		return err
+	}
+	if s.wb.empty() && s.stored == s.offset {
+		return nil
+	}
+	// The write and the emptying happen under wbMu, so ReadCommitted sees
+	// the layer over the old store or the new store, never a mix. On
+	// error the layer is unchanged.
 	s.wbMu.Lock()
 	defer s.wbMu.Unlock()
+	if err := s.writeLayer(s.wb, s.offset); err != nil {
+		return err
+	}
+	s.wb.reset()
+	s.stored = s.offset
+	return nil
+}
+
+// writeLayer writes the layer w and offset next to the store in one atomic
+// write. It only reads w and the store: the background flush runs it on
+// its own goroutine.
+func (s *Shard) writeLayer(w *wbLayer, next int64) error {
 	offset := binary.BigEndian.AppendUint64(nil, uint64(next))
-	var err error
 	if ow, ok := s.store.(kv.OrderedWriter); ok {
 		// The layer's entries go straight into the store's write: a Batch
 		// of them held 80 bytes of operation per entry on the Go heap
 		// (14 of the heavy benchmark's 130 MB of live heap during flushes;
 		// docs/BENCHMARKS.md, "Flushes without a Batch"). offsetKey sorts
 		// after every other key.
-		err = ow.WriteOrdered(func(add func(key, value []byte, deleted bool)) {
-			w.walk(w.items, st, add)
+		return ow.WriteOrdered(func(add func(key, value []byte, deleted bool)) {
+			w.walk(add)
 			add([]byte(offsetKey), offset, false)
 		}, kv.WriteOptions{})
-	} else {
-		// A batch of its own, sized exactly, not kept: a flush comes once
-		// per WriteBehindBytes of changes, and a batch kept between flushes
-		// held its largest flush's operations (80 bytes each, ~13 MiB a
-		// shard on the heavy benchmark: 52 of a process's 246 MiB of live
-		// heap, doubled in RSS by the GC's headroom) for one allocation per
-		// flush.
-		var b kv.Batch
-		n := len(w.items) + 1
-		if st != nil {
-			n += st.len()
+	}
+	// A batch of its own, sized exactly, not kept: a flush comes once per
+	// WriteBehindBytes of changes, and a batch kept between flushes held
+	// its largest flush's operations (80 bytes each, ~13 MiB a shard on
+	// the heavy benchmark: 52 of a process's 246 MiB of live heap, doubled
+	// in RSS by the GC's headroom) for one allocation per flush.
+	var b kv.Batch
+	b.Grow(len(w.items) + 1)
+	w.walk(func(key, value []byte, deleted bool) {
+		if deleted {
+			b.Delete(key)
+		} else {
+			b.Put(key, value)
 		}
-		b.Grow(n)
-		w.walk(w.items, st, func(key, value []byte, deleted bool) {
-			if deleted {
-				b.Delete(key)
-			} else {
-				b.Put(key, value)
-			}
-		})
-		b.Put([]byte(offsetKey), offset)
-		err = s.store.Write(&b, kv.WriteOptions{})
+	})
+	b.Put([]byte(offsetKey), offset)
+	return s.store.Write(&b, kv.WriteOptions{})
+}
+
+// frozenLayer is the frozen layer, nil when none; under wbMu from other
+// goroutines than the shard's.
+func (s *Shard) frozenLayer() *wbLayer {
+	if s.frozen == nil {
+		return nil
 	}
-	if err != nil {
-		return err
-	}
-	w.reset()
-	s.offset, s.stored = next, next
-	return nil
+	return s.frozen.layer
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/kv"
@@ -236,13 +237,15 @@ func (f *failingStore) Write(b *kv.Batch, o kv.WriteOptions) error {
 	return f.Store.Write(b, o)
 }
 
-// TestWriteBehindFlushFailure: a flush that fails fails the Commit that
-// triggered it, with the store's error, and changes nothing: the batch stays
-// open (the engine aborts it), the layer keeps the earlier batches, and the
-// next commit's flush writes them all.
+// TestWriteBehindFlushFailure: a layer's background write that fails is
+// retried by the commit that needs the layer next (the one that would
+// freeze the layer again); if it fails again, that Commit fails with the
+// store's error and changes nothing: the batch stays open (the engine
+// aborts it), the layers keep the earlier batches, and a later commit's
+// retry writes them all.
 func TestWriteBehindFlushFailure(t *testing.T) {
 	fs := &failingStore{Store: kv.NewMemory()}
-	// A 1-byte budget: a commit flushes whenever the layer is not empty.
+	// A 1-byte budget: every commit but the first freezes the layer.
 	s, err := shard.OpenShard(shard.ShardOptions{Backend: noClose{fs}, WriteBehindBytes: 1})
 	noErr(t, err)
 	w := declareWB(t, s)
@@ -252,38 +255,45 @@ func TestWriteBehindFlushFailure(t *testing.T) {
 		noErr(t, w.v.Update(i))
 	}
 	commit(t, s, &l, 0, func() { set(1) }) // into the empty layer
+	commit(t, s, &l, 1, func() { set(2) }) // frozen
+	noErr(t, shard.AwaitFlushForTest(s))   // batches 0 and 1 in the store
+	stored := shard.StoredOffsetForTest(s)
+	commit(t, s, &l, 2, func() { set(3) }) // into the empty layer
+	fs.fail.Store(true)
+	commit(t, s, &l, 3, func() { set(4) }) // frozen; its background write fails
+	commit(t, s, &l, 4, func() { set(5) }) // into the empty layer: no retry yet
 	if n, _ := shard.UnflushedForTest(s); n == 0 {
-		t.Fatal("the first commit did not stay in the layer")
+		t.Fatal("the committed batches are in no layer")
 	}
-	s.Begin(1)
-	set(2)
+	s.Begin(5)
+	set(6)
 	recs, err := s.Finish()
 	noErr(t, err)
-	fs.fail.Store(true)
 	l.append(recs)
-	err = s.Commit(l.next())
+	err = s.Commit(l.next()) // would freeze the layer: retries the frozen one's write, which fails
 	wantErr(t, err, errDiskFull, "Commit")
 	if s.ChangelogOffset() == l.next() {
 		t.Fatal("a failed Commit advanced the offset")
 	}
-	s.Abort()
-	fs.fail.Store(false)
-	s.Begin(2)
-	s.SetCurrentKey([]byte("k"))
-	if v, ok, err := w.v.Get(); err != nil || !ok || v != 1 {
-		t.Fatalf("after the failed flush: k = %d, %v, %v; want the committed 1", v, ok, err)
+	if shard.StoredOffsetForTest(s) != stored {
+		t.Fatal("the stored offset moved without a write")
 	}
-	// A scan reads the layer over the store: no write.
-	fs.fail.Store(true)
+	s.Abort()
+	s.Begin(6)
+	s.SetCurrentKey([]byte("k"))
+	if v, ok, err := w.v.Get(); err != nil || !ok || v != 5 {
+		t.Fatalf("after the failed write: k = %d, %v, %v; want the committed 5", v, ok, err)
+	}
+	// A scan reads the layers over the store: no write.
 	_, err = w.m.Iterator()
 	noErr(t, err)
 	fs.fail.Store(false)
-	set(3)
+	set(7)
 	recs, err = s.Finish()
 	noErr(t, err)
 	l.append(recs)
-	noErr(t, s.Commit(l.next()))
-	noErr(t, s.Close()) // flushes
+	noErr(t, s.Commit(l.next())) // the retry succeeds
+	noErr(t, s.Close())          // flushes
 	writes := fs.writes.Load()
 	s, err = shard.OpenShard(shard.ShardOptions{Backend: noClose{fs}})
 	noErr(t, err)
@@ -370,7 +380,8 @@ func TestWriteBehindReadCommittedConsistent(t *testing.T) {
 }
 
 // TestWriteBehindBound: the layer stays within its budget plus one batch,
-// and a commit over the budget writes everything to the store.
+// and a commit over the budget freezes the layer with the batch in it:
+// once its background write returned, the store has everything.
 func TestWriteBehindBound(t *testing.T) {
 	const budget = 16 << 10
 	s, err := shard.OpenShard(shard.ShardOptions{Backend: kv.NewMemory(), WriteBehindBytes: budget})
@@ -387,6 +398,7 @@ func TestWriteBehindBound(t *testing.T) {
 				noErr(t, w.v.Update(int64(i)))
 			}
 		})
+		noErr(t, shard.AwaitFlushForTest(s)) // the frozen layer, written in the background, goes
 		_, b := shard.UnflushedForTest(s)
 		maxBytes = max(maxBytes, b)
 		if shard.StoredOffsetForTest(s) != before {
@@ -465,4 +477,154 @@ func TestWriteBehindEstimateDuringFlush(t *testing.T) {
 	if missed > 0 {
 		t.Logf("%d of %d rounds missed the flushed entries", missed, rounds)
 	}
+}
+
+// gatedStore holds every Write until open is closed, once gate is set.
+type gatedStore struct {
+	kv.Store
+	gate    atomic.Bool
+	open    chan struct{}
+	started chan struct{} // a held Write started (buffered)
+}
+
+func (g *gatedStore) Write(b *kv.Batch, o kv.WriteOptions) error {
+	if g.gate.Load() {
+		g.started <- struct{}{}
+		<-g.open
+	}
+	return g.Store.Write(b, o)
+}
+
+// TestWriteBehindBackgroundFlush: a full layer is written to the store
+// by a background goroutine. While that write is held, commits go on into
+// a new layer without waiting for it, and every read (point reads, scans,
+// ReadCommitted, Estimate) sees the new layer over the frozen one over the
+// store; the commit that fills the new layer waits for the write; Close
+// writes both; a reopen has every batch.
+func TestWriteBehindBackgroundFlush(t *testing.T) {
+	g := &gatedStore{Store: kv.NewMemory(), open: make(chan struct{}), started: make(chan struct{}, 4)}
+	const budget = 4 << 10
+	s, err := shard.OpenShard(shard.ShardOptions{Backend: noClose{g}, WriteBehindBytes: budget})
+	noErr(t, err)
+	w := declareWB(t, s)
+	var l log
+	put := func(batch int, keys ...string) {
+		commit(t, s, &l, int64(batch), func() {
+			for _, k := range keys {
+				s.SetCurrentKey([]byte(k))
+				noErr(t, w.v.Update(int64(batch)))
+				noErr(t, w.m.UpdateValue(k, int64(batch)))
+			}
+		})
+	}
+	var first []string // in the layer that is frozen
+	for i := range 60 {
+		first = append(first, fmt.Sprintf("a%02d", i))
+	}
+	put(1, first...)
+	g.gate.Store(true)
+	stored := shard.StoredOffsetForTest(s)
+	froze := make(chan struct{})
+	go func() {
+		defer close(froze)
+		put(2, "a00", "b") // the layer is over the budget: frozen with this batch, written in the background
+	}()
+	select {
+	case <-g.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no write of the full layer")
+	}
+	select {
+	case <-froze:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the commit that froze the layer waited for its write")
+	}
+	// The write is held: commits go on into the new layer.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		put(3, "a01", "c")
+		put(4, "d")
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a commit waited for the background write of the frozen layer")
+	}
+	if shard.StoredOffsetForTest(s) != stored {
+		t.Fatal("the stored offset moved before the write returned")
+	}
+	want := map[string]int64{"a00": 2, "a01": 3, "a02": 1, "a59": 1, "b": 2, "c": 3, "d": 4}
+	check := func(when string) {
+		t.Helper()
+		s.Begin(10)
+		defer s.Abort()
+		for k, v := range want {
+			s.SetCurrentKey([]byte(k))
+			if got, ok, err := w.v.Get(); err != nil || !ok || got != v {
+				t.Fatalf("%s: %s = %d, %v, %v; want %d", when, k, got, ok, err, v)
+			}
+			it, err := w.m.Iterator() // a scan, merged over both layers
+			noErr(t, err)
+			n := 0
+			for mk, mv := range it {
+				if mk != k || mv != v {
+					t.Fatalf("%s: map of %s has %s=%d; want %s=%d", when, k, mk, mv, k, v)
+				}
+				n++
+			}
+			if n != 1 {
+				t.Fatalf("%s: map of %s has %d entries", when, k, n)
+			}
+		}
+	}
+	check("while the frozen layer is written")
+	// ReadCommitted sees every key of both layers over the store.
+	keys := 0
+	noErr(t, s.ReadCommitted(nil, []byte{0xff}, func(k, v []byte) bool { keys++; return true }))
+	if keys < 2*(len(first)+3) {
+		t.Fatalf("ReadCommitted saw %d entries while the frozen layer is written, want at least %d", keys, 2*(len(first)+3))
+	}
+	if e, err := s.Estimate(); err != nil || e.Entries < int64(len(first)) {
+		t.Fatalf("Estimate %+v, %v while the frozen layer is written", e, err)
+	}
+	// The commit that freezes the next layer waits for the held write.
+	var next []string
+	for i := range 60 {
+		next = append(next, fmt.Sprintf("e%02d", i))
+	}
+	put(5, next...)
+	g.gate.Store(false)
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		put(6, "a02") // the layer is full: waits for the frozen layer's write
+	}()
+	select {
+	case <-waited:
+		t.Fatal("a freeze did not wait for the previous frozen layer's write")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(g.open)
+	<-waited
+	want["a02"] = 6
+	for _, k := range next {
+		want[k] = 5
+	}
+	noErr(t, shard.AwaitFlushForTest(s))
+	if got := shard.StoredOffsetForTest(s); got != l.next() {
+		t.Fatalf("stored offset %d after the writes, want %d", got, l.next())
+	}
+	check("after the writes")
+	put(7, "f")
+	want["f"] = 7
+	noErr(t, s.Close()) // writes the layer
+	s, err = shard.OpenShard(shard.ShardOptions{Backend: noClose{g}, WriteBehindBytes: budget})
+	noErr(t, err)
+	defer s.Close()
+	if s.ChangelogOffset() != l.next() {
+		t.Fatalf("offset %d after reopen, want %d", s.ChangelogOffset(), l.next())
+	}
+	w = declareWB(t, s)
+	check("after reopen")
 }
