@@ -228,6 +228,15 @@ func (c *Coordinator) batch(recs []Message) error {
 		c.log.Info("first batch committed", "since_start", since.Round(time.Millisecond),
 			"since_pipeline_start", (since - c.start).Round(time.Millisecond), "partitions", partsOf(parts))
 	}
+	// A caught-up application's small batch lets a full write-behind
+	// layer be written in the background: the write (tens of ms) paused
+	// the pipeline, in the visible latency, while a core was idle. A
+	// backlog's writes stay in the commit, where they do not compete
+	// with the next batch for the cores (internal/shard, SetBackgroundFlush).
+	bg := len(recs) < overlapMinRecords
+	for _, s := range parts {
+		s.task.Shard().SetBackgroundFlush(bg)
+	}
 	if err := c.commitLocal(parts, next); err != nil {
 		// Kafka has the batch; a shard does not. A restart restores the
 		// missing tail from the changelog.

@@ -670,6 +670,9 @@ func (r *modelRun) batch() {
 		r.check(err)
 		r.checkPhysical()
 		r.log.append(recs)
+		// The engine writes a full layer in the background for small
+		// batches and within the commit for a backlog's: both, at random.
+		r.s.SetBackgroundFlush(r.rng.IntN(2) == 0)
 		r.check(r.s.Commit(r.log.next()))
 		r.work.expire(r.now)
 		r.durable = r.work.clone()

@@ -210,6 +210,7 @@ func packedModel(t *testing.T, backend string, seed uint64) {
 			recs, err := s.Finish()
 			noErr(t, err)
 			l.append(recs)
+			s.SetBackgroundFlush(rng.IntN(2) == 0) // as the engine: both ways
 			noErr(t, s.Commit(l.next()))
 			lists, maps_ = bl, bm
 		}

@@ -117,6 +117,9 @@ type Shard struct {
 	wb     *wbLayer
 	frozen *wbFlush
 	wbMu   sync.Mutex
+	// flushInBackground: a full layer is frozen and written in the
+	// background (SetBackgroundFlush).
+	flushInBackground bool
 
 	// readers guards the store against Close while ReadCommitted reads it
 	// from another goroutine; readClosed is set under it by Close.

@@ -352,21 +352,41 @@ func overlayCopies(lower, upper []wbCopy) []wbCopy {
 	return append(append(out, lower...), upper...)
 }
 
-// walk passes the layer's entries to add in key order. A tombstone's
-// value is nil.
-func (w *wbLayer) walk(add func(key, value []byte, deleted bool)) {
-	for _, ref := range w.items {
+// walk passes the layer's entries at items (in key order), merged with the
+// staged entries of st (nil: none; staged ones win on equal keys), to add
+// in key order. A tombstone's value is nil.
+func (w *wbLayer) walk(items []uint64, st *staging, add func(key, value []byte, deleted bool)) {
+	var staged []*stagedEntry
+	if st != nil {
+		staged = st.ordered()
+	}
+	j := 0
+	for _, ref := range items {
+		kb := w.refKey(ref)
+		for j < len(staged) && bytes.Compare(staged[j].key, kb) < 0 {
+			add(staged[j].key, staged[j].val, staged[j].deleted)
+			j++
+		}
+		if j < len(staged) && bytes.Equal(staged[j].key, kb) {
+			add(staged[j].key, staged[j].val, staged[j].deleted)
+			j++
+			continue
+		}
 		ent := w.entry(ref)
 		v, deleted := wbVal(ent)
 		add(wbKey(ent), v, deleted)
+	}
+	for _, e := range staged[j:] {
+		add(e.key, e.val, e.deleted)
 	}
 }
 
 // commitStore makes the finished batch (the staging layer) committed
 // locally with next as the changelog offset: written to the store with
 // write-through, else kept in the layer. A layer over its bound (before
-// this batch) is frozen with the batch in it and written to the store by a
-// background goroutine while the loop goes on (freeze): the write of a
+// this batch) is written with the batch: on this goroutine, or, with
+// SetBackgroundFlush on, frozen with the batch in it and written to the
+// store by a background goroutine while the loop goes on (freeze): the write of a
 // full layer took 20–75 ms on the loop's goroutine, a pause of the
 // pipeline every second or so at 20,000 rows/s of the heavy workload
 // (docs/BENCHMARKS.md, "Flushes in the background"). The previous frozen
@@ -395,6 +415,11 @@ func (s *Shard) commitStore(next int64) error {
 		// layer takes to fill).
 		if err := s.awaitFrozen(); err != nil {
 			return err
+		}
+		if !s.flushInBackground {
+			// The layer and the batch, written here (a backlog: see
+			// SetBackgroundFlush).
+			return s.flushWith(s.stage, next)
 		}
 	}
 	s.wbMu.Lock()
@@ -434,7 +459,7 @@ func (s *Shard) freeze() {
 	s.wbMu.Lock()
 	s.frozen, s.wb = f, newWBLayer()
 	s.wbMu.Unlock()
-	go func() { f.done <- s.writeLayer(f.layer, f.next) }()
+	go func() { f.done <- s.writeLayer(f.layer, nil, f.next) }()
 }
 
 // pollFrozen retires the frozen layer if its store write returned
@@ -471,7 +496,7 @@ func (s *Shard) awaitFrozen() error {
 		f.done = nil
 	}
 	if f.err != nil {
-		if f.err = s.writeLayer(f.layer, f.next); f.err != nil {
+		if f.err = s.writeLayer(f.layer, nil, f.next); f.err != nil {
 			return f.err
 		}
 	}
@@ -505,23 +530,30 @@ func (s *Shard) flush() error {
 	if s.wb.empty() && s.stored == s.offset {
 		return nil
 	}
-	// The write and the emptying happen under wbMu, so ReadCommitted sees
-	// the layer over the old store or the new store, never a mix. On
-	// error the layer is unchanged.
+	return s.flushWith(nil, s.offset)
+}
+
+// flushWith writes the layer merged with st (nil: none; st wins on equal
+// keys) and offset next in one atomic write, and empties the layer. The
+// write and the emptying happen under wbMu, so ReadCommitted sees the
+// layer over the old store or the new store, never a mix. On error the
+// layer is unchanged. No layer may be frozen.
+func (s *Shard) flushWith(st *staging, next int64) error {
 	s.wbMu.Lock()
 	defer s.wbMu.Unlock()
-	if err := s.writeLayer(s.wb, s.offset); err != nil {
+	if err := s.writeLayer(s.wb, st, next); err != nil {
 		return err
 	}
 	s.wb.reset()
-	s.stored = s.offset
+	s.offset, s.stored = next, next
 	return nil
 }
 
-// writeLayer writes the layer w and offset next to the store in one atomic
-// write. It only reads w and the store: the background flush runs it on
-// its own goroutine.
-func (s *Shard) writeLayer(w *wbLayer, next int64) error {
+// writeLayer writes the layer w merged with the staged entries of st (nil:
+// none) and offset next to the store in one atomic write. It only reads
+// w, st and the store: the background flush runs it (without st) on its
+// own goroutine.
+func (s *Shard) writeLayer(w *wbLayer, st *staging, next int64) error {
 	offset := binary.BigEndian.AppendUint64(nil, uint64(next))
 	if ow, ok := s.store.(kv.OrderedWriter); ok {
 		// The layer's entries go straight into the store's write: a Batch
@@ -530,7 +562,7 @@ func (s *Shard) writeLayer(w *wbLayer, next int64) error {
 		// docs/BENCHMARKS.md, "Flushes without a Batch"). offsetKey sorts
 		// after every other key.
 		return ow.WriteOrdered(func(add func(key, value []byte, deleted bool)) {
-			w.walk(add)
+			w.walk(w.items, st, add)
 			add([]byte(offsetKey), offset, false)
 		}, kv.WriteOptions{})
 	}
@@ -540,8 +572,12 @@ func (s *Shard) writeLayer(w *wbLayer, next int64) error {
 	// the heavy benchmark: 52 of a process's 246 MiB of live heap, doubled
 	// in RSS by the GC's headroom) for one allocation per flush.
 	var b kv.Batch
-	b.Grow(len(w.items) + 1)
-	w.walk(func(key, value []byte, deleted bool) {
+	n := len(w.items) + 1
+	if st != nil {
+		n += st.len()
+	}
+	b.Grow(n)
+	w.walk(w.items, st, func(key, value []byte, deleted bool) {
 		if deleted {
 			b.Delete(key)
 		} else {
@@ -560,3 +596,14 @@ func (s *Shard) frozenLayer() *wbLayer {
 	}
 	return s.frozen.layer
 }
+
+// SetBackgroundFlush sets how the commits that find the write-behind layer
+// full write it: on a background goroutine while the next batches go into
+// a new layer (on), or within the commit (off, the default). The engine
+// turns it on for the small batches of an application that keeps up with
+// its input: there the write paused the pipeline (the tail of the visible
+// latency) while a core was idle. In a backlog the batch loop keeps both
+// cores busy, and a background write only competes with it (heavy's rate
+// was 1–5 % lower; docs/BENCHMARKS.md, "Flushes in the background"). Not
+// during a batch's commit.
+func (s *Shard) SetBackgroundFlush(on bool) { s.flushInBackground = on }

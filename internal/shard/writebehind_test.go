@@ -237,17 +237,78 @@ func (f *failingStore) Write(b *kv.Batch, o kv.WriteOptions) error {
 	return f.Store.Write(b, o)
 }
 
-// TestWriteBehindFlushFailure: a layer's background write that fails is
+// TestWriteBehindFlushFailure: a flush that fails fails the Commit that
+// triggered it, with the store's error, and changes nothing: the batch stays
+// open (the engine aborts it), the layer keeps the earlier batches, and the
+// next commit's flush writes them all.
+func TestWriteBehindFlushFailure(t *testing.T) {
+	fs := &failingStore{Store: kv.NewMemory()}
+	// A 1-byte budget: a commit flushes whenever the layer is not empty.
+	s, err := shard.OpenShard(shard.ShardOptions{Backend: noClose{fs}, WriteBehindBytes: 1})
+	noErr(t, err)
+	w := declareWB(t, s)
+	var l log
+	set := func(i int64) {
+		s.SetCurrentKey([]byte("k"))
+		noErr(t, w.v.Update(i))
+	}
+	commit(t, s, &l, 0, func() { set(1) }) // into the empty layer
+	if n, _ := shard.UnflushedForTest(s); n == 0 {
+		t.Fatal("the first commit did not stay in the layer")
+	}
+	s.Begin(1)
+	set(2)
+	recs, err := s.Finish()
+	noErr(t, err)
+	fs.fail.Store(true)
+	l.append(recs)
+	err = s.Commit(l.next())
+	wantErr(t, err, errDiskFull, "Commit")
+	if s.ChangelogOffset() == l.next() {
+		t.Fatal("a failed Commit advanced the offset")
+	}
+	s.Abort()
+	fs.fail.Store(false)
+	s.Begin(2)
+	s.SetCurrentKey([]byte("k"))
+	if v, ok, err := w.v.Get(); err != nil || !ok || v != 1 {
+		t.Fatalf("after the failed flush: k = %d, %v, %v; want the committed 1", v, ok, err)
+	}
+	// A scan reads the layer over the store: no write.
+	fs.fail.Store(true)
+	_, err = w.m.Iterator()
+	noErr(t, err)
+	fs.fail.Store(false)
+	set(3)
+	recs, err = s.Finish()
+	noErr(t, err)
+	l.append(recs)
+	noErr(t, s.Commit(l.next()))
+	noErr(t, s.Close()) // flushes
+	writes := fs.writes.Load()
+	s, err = shard.OpenShard(shard.ShardOptions{Backend: noClose{fs}})
+	noErr(t, err)
+	defer s.Close()
+	if s.ChangelogOffset() != l.next() {
+		t.Fatalf("offset %d after reopen, want %d", s.ChangelogOffset(), l.next())
+	}
+	if v, ok, err := s.Get(l.recs[len(l.recs)-1].Key); err != nil || !ok || !bytes.Equal(v, l.recs[len(l.recs)-1].Value) {
+		t.Fatalf("last committed record not in the store after Close: %q, %v, %v (%d writes)", v, ok, err, writes)
+	}
+}
+
+// TestWriteBehindBackgroundFlushFailure: a layer's background write that fails is
 // retried by the commit that needs the layer next (the one that would
 // freeze the layer again); if it fails again, that Commit fails with the
 // store's error and changes nothing: the batch stays open (the engine
 // aborts it), the layers keep the earlier batches, and a later commit's
 // retry writes them all.
-func TestWriteBehindFlushFailure(t *testing.T) {
+func TestWriteBehindBackgroundFlushFailure(t *testing.T) {
 	fs := &failingStore{Store: kv.NewMemory()}
 	// A 1-byte budget: every commit but the first freezes the layer.
 	s, err := shard.OpenShard(shard.ShardOptions{Backend: noClose{fs}, WriteBehindBytes: 1})
 	noErr(t, err)
+	s.SetBackgroundFlush(true)
 	w := declareWB(t, s)
 	var l log
 	set := func(i int64) {
@@ -311,11 +372,16 @@ func TestWriteBehindFlushFailure(t *testing.T) {
 // read must see one committed batch (every batch sets all keys to its
 // number), never a mix of the layer and a store from another moment.
 func TestWriteBehindReadCommittedConsistent(t *testing.T) {
-	for _, backend := range []kv.Backend{kv.BackendRocksDB, kv.BackendPebble} {
-		t.Run(string(backend), func(t *testing.T) {
+	for _, tc := range []struct {
+		backend kv.Backend
+		bg      bool
+	}{{kv.BackendRocksDB, false}, {kv.BackendPebble, false}, {kv.BackendRocksDB, true}, {kv.BackendPebble, true}} {
+		backend := tc.backend
+		t.Run(fmt.Sprintf("%s/background=%v", backend, tc.bg), func(t *testing.T) {
 			s, err := shard.OpenShard(shard.ShardOptions{Dir: t.TempDir(), StoreBackend: backend, WriteBehindBytes: 2 << 10})
 			noErr(t, err)
 			defer s.Close()
+			s.SetBackgroundFlush(tc.bg)
 			w := declareWB(t, s)
 			var l log
 			commit(t, s, &l, 0, func() {})
@@ -506,6 +572,7 @@ func TestWriteBehindBackgroundFlush(t *testing.T) {
 	const budget = 4 << 10
 	s, err := shard.OpenShard(shard.ShardOptions{Backend: noClose{g}, WriteBehindBytes: budget})
 	noErr(t, err)
+	s.SetBackgroundFlush(true)
 	w := declareWB(t, s)
 	var l log
 	put := func(batch int, keys ...string) {
