@@ -19,7 +19,7 @@ import (
 // the local shards must equal the model exactly.
 func TestCrashPacked(t *testing.T) {
 	t.Parallel()
-	e, args := crashPackedKills(t, 33, 50, killPlan{maxNth: 3}, false)
+	e, args := crashPackedKills(t, 33, 50, killPlan{maxNth: 3}, nil)
 
 	// The state checked above was packed: the shard recorded the layout.
 	sh, err := shard.OpenShard(shard.ShardOptions{Dir: filepath.Join(args.stateDir, e.app, "0")})
@@ -41,11 +41,11 @@ func TestCrashPacked(t *testing.T) {
 }
 
 // crashPackedKills runs the kills of TestCrashPacked (salt seeds its
-// schedule) on keys keys, with plan, and without a committed-state cache
-// when noCache; then a clean run must catch up, and the outputs, the state
-// restored from the changelog and the local shards must equal the model
-// exactly.
-func crashPackedKills(t *testing.T, salt uint64, keys int, plan killPlan, noCache bool) (specEnv, eosChildArgs) {
+// schedule) on keys keys, with plan, and the child's options changed by
+// opts (nil: none); then a clean run must catch up, and the outputs, the
+// state restored from the changelog and the local shards must equal the
+// model exactly.
+func crashPackedKills(t *testing.T, salt uint64, keys int, plan killPlan, opts func(*eosChildArgs)) (specEnv, eosChildArgs) {
 	t.Helper()
 	seed, kills := crashParams(t, 6)
 	rng := rand.New(rand.NewPCG(seed, salt))
@@ -53,7 +53,10 @@ func crashPackedKills(t *testing.T, salt uint64, keys int, plan killPlan, noCach
 	e := newSpecEnv(t, parts)
 	in := newEOSInput(t, e, parts, keys)
 	args := eosChildArgs{brokers: e.brokers, app: e.app, instance: "i1", stateDir: t.TempDir(),
-		in: e.in, out: e.out, maxBatch: 25, packed: true, noCache: noCache}
+		in: e.in, out: e.out, maxBatch: 25, packed: true}
+	if opts != nil {
+		opts(&args)
+	}
 	st := newCrashStats()
 	start := time.Now()
 	for _, kind := range killSchedule(rng, kills, killKinds) {

@@ -18,5 +18,5 @@ import "testing"
 // must equal the model exactly.
 func TestCrashReadAhead(t *testing.T) {
 	t.Parallel()
-	crashPackedKills(t, 35, 600, killPlan{maxNth: 3, waves: 10}, true)
+	crashPackedKills(t, 35, 600, killPlan{maxNth: 3, waves: 10}, func(a *eosChildArgs) { a.noCache = true })
 }

@@ -65,6 +65,7 @@ type eosChildArgs struct {
 	slow           time.Duration // -slow: eos sleeps this long for about one row in seven; 0: never
 	packed         bool          // -packed: eos declares its list and map with state.Packed
 	noCache        bool          // -no-cache: no committed-state cache (batches are read ahead)
+	writeBehind    int64         // -write-behind: Options.State.WriteBehindBytes; 0: default
 	standbys       int           // -standbys: Options.Group.Standbys; 0: none
 	probing        time.Duration // -probing-interval: Options.Group.ProbingInterval; 0: default
 	acceptableLag  int64         // -acceptable-lag: Options.Group.AcceptableLag; 0: default
@@ -120,6 +121,9 @@ func startEOSChild(t *testing.T, a eosChildArgs) *eosChild {
 	}
 	if a.noCache {
 		args = append(args, "-no-cache")
+	}
+	if a.writeBehind != 0 {
+		args = append(args, "-write-behind", strconv.FormatInt(a.writeBehind, 10))
 	}
 	if a.standbys > 0 {
 		args = append(args, "-standbys", strconv.Itoa(a.standbys))

@@ -237,21 +237,48 @@ func (f *failingStore) Write(b *kv.Batch, o kv.WriteOptions) error {
 	return f.Store.Write(b, o)
 }
 
+// openFailingWB opens a shard on a failingStore with a 1-byte write-behind
+// budget (bg: full layers written in the background) and returns set,
+// which sets key "k"'s value.
+func openFailingWB(t *testing.T, bg bool) (*failingStore, *shard.Shard, wbVars, func(int64)) {
+	t.Helper()
+	fs := &failingStore{Store: kv.NewMemory()}
+	s, err := shard.OpenShard(shard.ShardOptions{Backend: noClose{fs}, WriteBehindBytes: 1})
+	noErr(t, err)
+	s.SetBackgroundFlush(bg)
+	w := declareWB(t, s)
+	return fs, s, w, func(i int64) {
+		s.SetCurrentKey([]byte("k"))
+		noErr(t, w.v.Update(i))
+	}
+}
+
+// checkReopened closes s (which writes its layers) and checks that a
+// reopen of its store has l's offset and l's last record.
+func checkReopened(t *testing.T, s *shard.Shard, fs *failingStore, l *log) {
+	t.Helper()
+	noErr(t, s.Close())
+	writes := fs.writes.Load()
+	s, err := shard.OpenShard(shard.ShardOptions{Backend: noClose{fs}})
+	noErr(t, err)
+	defer s.Close()
+	if s.ChangelogOffset() != l.next() {
+		t.Fatalf("offset %d after reopen, want %d", s.ChangelogOffset(), l.next())
+	}
+	last := l.recs[len(l.recs)-1]
+	if v, ok, err := s.Get(last.Key); err != nil || !ok || !bytes.Equal(v, last.Value) {
+		t.Fatalf("last committed record not in the store after Close: %q, %v, %v (%d writes)", v, ok, err, writes)
+	}
+}
+
 // TestWriteBehindFlushFailure: a flush that fails fails the Commit that
 // triggered it, with the store's error, and changes nothing: the batch stays
 // open (the engine aborts it), the layer keeps the earlier batches, and the
 // next commit's flush writes them all.
 func TestWriteBehindFlushFailure(t *testing.T) {
-	fs := &failingStore{Store: kv.NewMemory()}
 	// A 1-byte budget: a commit flushes whenever the layer is not empty.
-	s, err := shard.OpenShard(shard.ShardOptions{Backend: noClose{fs}, WriteBehindBytes: 1})
-	noErr(t, err)
-	w := declareWB(t, s)
+	fs, s, w, set := openFailingWB(t, false)
 	var l log
-	set := func(i int64) {
-		s.SetCurrentKey([]byte("k"))
-		noErr(t, w.v.Update(i))
-	}
 	commit(t, s, &l, 0, func() { set(1) }) // into the empty layer
 	if n, _ := shard.UnflushedForTest(s); n == 0 {
 		t.Fatal("the first commit did not stay in the layer")
@@ -284,17 +311,7 @@ func TestWriteBehindFlushFailure(t *testing.T) {
 	noErr(t, err)
 	l.append(recs)
 	noErr(t, s.Commit(l.next()))
-	noErr(t, s.Close()) // flushes
-	writes := fs.writes.Load()
-	s, err = shard.OpenShard(shard.ShardOptions{Backend: noClose{fs}})
-	noErr(t, err)
-	defer s.Close()
-	if s.ChangelogOffset() != l.next() {
-		t.Fatalf("offset %d after reopen, want %d", s.ChangelogOffset(), l.next())
-	}
-	if v, ok, err := s.Get(l.recs[len(l.recs)-1].Key); err != nil || !ok || !bytes.Equal(v, l.recs[len(l.recs)-1].Value) {
-		t.Fatalf("last committed record not in the store after Close: %q, %v, %v (%d writes)", v, ok, err, writes)
-	}
+	checkReopened(t, s, fs, &l)
 }
 
 // TestWriteBehindBackgroundFlushFailure: a layer's background write that fails is
@@ -304,17 +321,9 @@ func TestWriteBehindFlushFailure(t *testing.T) {
 // aborts it), the layers keep the earlier batches, and a later commit's
 // retry writes them all.
 func TestWriteBehindBackgroundFlushFailure(t *testing.T) {
-	fs := &failingStore{Store: kv.NewMemory()}
 	// A 1-byte budget: every commit but the first freezes the layer.
-	s, err := shard.OpenShard(shard.ShardOptions{Backend: noClose{fs}, WriteBehindBytes: 1})
-	noErr(t, err)
-	s.SetBackgroundFlush(true)
-	w := declareWB(t, s)
+	fs, s, w, set := openFailingWB(t, true)
 	var l log
-	set := func(i int64) {
-		s.SetCurrentKey([]byte("k"))
-		noErr(t, w.v.Update(i))
-	}
 	commit(t, s, &l, 0, func() { set(1) }) // into the empty layer
 	commit(t, s, &l, 1, func() { set(2) }) // frozen
 	noErr(t, shard.AwaitFlushForTest(s))   // batches 0 and 1 in the store
@@ -354,17 +363,7 @@ func TestWriteBehindBackgroundFlushFailure(t *testing.T) {
 	noErr(t, err)
 	l.append(recs)
 	noErr(t, s.Commit(l.next())) // the retry succeeds
-	noErr(t, s.Close())          // flushes
-	writes := fs.writes.Load()
-	s, err = shard.OpenShard(shard.ShardOptions{Backend: noClose{fs}})
-	noErr(t, err)
-	defer s.Close()
-	if s.ChangelogOffset() != l.next() {
-		t.Fatalf("offset %d after reopen, want %d", s.ChangelogOffset(), l.next())
-	}
-	if v, ok, err := s.Get(l.recs[len(l.recs)-1].Key); err != nil || !ok || !bytes.Equal(v, l.recs[len(l.recs)-1].Value) {
-		t.Fatalf("last committed record not in the store after Close: %q, %v, %v (%d writes)", v, ok, err, writes)
-	}
+	checkReopened(t, s, fs, &l)
 }
 
 // TestWriteBehindReadCommittedConsistent reads the committed state from

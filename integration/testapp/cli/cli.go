@@ -77,6 +77,7 @@ func Main(args []string) int {
 		slow     = fs.Duration("slow", 0, "eos: sleep this long for about one row in seven (tasks of a batch finish at different times)")
 		packed   = fs.Bool("packed", false, "eos: declare the list and the map with state.Packed")
 		noCache  = fs.Bool("no-cache", false, "eos: no committed-state cache (every read goes past it: batches are read ahead)")
+		wbBytes  = fs.Int64("write-behind", 0, "Options.State.WriteBehindBytes (0: default)")
 		standbys = fs.Int("standbys", 0, "Options.Group.Standbys (0: none)")
 		probing  = fs.Duration("probing-interval", 0, "Options.Group.ProbingInterval (0: default)")
 		accLag   = fs.Int64("acceptable-lag", 0, "Options.Group.AcceptableLag (0: default)")
@@ -149,7 +150,7 @@ func Main(args []string) int {
 		cfg, opts = eos.Config(eos.Options{
 			Brokers: opts.Kafka.Brokers, ApplicationID: *app, InstanceID: *instance, StateDir: *dir,
 			Input: *in, Input2: *in2, Output: *out, MaxBatchRecords: *batch, SessionTimeout: *session, TransactionTimeout: *txnTO, Pad: *pad, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
-			DeadLetter: *dlq, BadRows: bad, Slow: *slow, Packed: *packed, NoCache: *noCache,
+			DeadLetter: *dlq, BadRows: bad, Slow: *slow, Packed: *packed, NoCache: *noCache, WriteBehindBytes: *wbBytes,
 		})
 	default:
 		logger.Printf("testapp: unknown -proc %q", *proc)

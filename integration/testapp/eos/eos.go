@@ -411,6 +411,10 @@ type Options struct {
 	// read of the state goes past it, so that batches of 32 keys or more
 	// are read ahead (shard.Prefetch).
 	NoCache bool
+	// WriteBehindBytes is Options.State.WriteBehindBytes (0: the default).
+	// A small one fills the write-behind layer every batch or two, so that
+	// layers are frozen and written in the background all the time.
+	WriteBehindBytes int64
 }
 
 // Config is the application's kstate topology and options; child processes
@@ -484,6 +488,9 @@ func Config(o Options) (kstate.Topology[string, string, string], kstate.Options)
 	}
 	if o.NoCache {
 		opts.State.CacheBytes = -1
+	}
+	if o.WriteBehindBytes != 0 {
+		opts.State.WriteBehindBytes = o.WriteBehindBytes
 	}
 	if o.Slow > 0 || o.Packed {
 		inner := cfg.NewProcessor
