@@ -28,10 +28,12 @@ import (
 // once, in key order, plus the newest changelog offset, when
 //   - it holds more than WriteBehindBytes, or more than wbMaxRecords
 //     changelog records were committed since the last flush (this bounds
-//     the replay after a crash): the committing batch goes into it, and it
-//     is frozen and written by a background goroutine while a new layer
-//     takes the next batches (freeze); the next freeze waits for that
-//     write, so at most one layer is frozen;
+//     the replay after a crash): together with the committing batch, by
+//     the commit, or, with SetBackgroundFlush on (the engine's small
+//     batches), the committing batch goes into it, and it is frozen and
+//     written by a background goroutine while a new layer takes the next
+//     batches (freeze); the next freeze or write waits for that write, so
+//     at most one layer is frozen;
 //   - the engine is idle (Flush), Close, and before every restore entry
 //     point (ApplyChangelog, Wipe, the re-seed), so that those see and
 //     write a store that is up to date: the frozen layer's write first,
@@ -386,12 +388,12 @@ func (w *wbLayer) walk(items []uint64, st *staging, add func(key, value []byte, 
 // write-through, else kept in the layer. A layer over its bound (before
 // this batch) is written with the batch: on this goroutine, or, with
 // SetBackgroundFlush on, frozen with the batch in it and written to the
-// store by a background goroutine while the loop goes on (freeze): the write of a
-// full layer took 20–75 ms on the loop's goroutine, a pause of the
-// pipeline every second or so at 20,000 rows/s of the heavy workload
+// store by a background goroutine while the loop goes on (freeze): the
+// write of a full layer took 20–75 ms on the loop's goroutine, a pause of
+// the pipeline every second or so at 20,000 rows/s of the heavy workload
 // (docs/BENCHMARKS.md, "Flushes in the background"). The previous frozen
-// layer's write must be done before the next freeze: at most one layer
-// is frozen. On error nothing changed: the store, the layer and the
+// layer's write must be done before the next freeze or write: at most one
+// layer is frozen. On error nothing changed: the store, the layer and the
 // staging layer are as before.
 func (s *Shard) commitStore(next int64) error {
 	if s.wb == nil {
