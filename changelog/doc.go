@@ -17,13 +17,20 @@
 // changelog topic (latest record per key) is the complete truth of the shard,
 // and replaying the same records twice yields the same shard.
 //
+// One key space of the shard is a local index, not in the changelog: the
+// per-key timer listing (KindTimerKey). Each of its entries mirrors a timer
+// entry (KindTimer) of the same group key and expiry, and a restore writes
+// it from that. Changelogs written before December 2026 carry it too, and
+// there an entry of it may outlive its timer (its tombstone was not written
+// once the index became local): read timers from their KindTimer entries.
+//
 // Key layout (all integers big-endian):
 //
 //	0x00 meta      | name bytes
 //	0x01 state     | varID u32 | len(groupKey) u32 | groupKey | suffix
 //	                 suffix: ValueState: empty; ListState: seq u64; MapState: encoded user key
 //	0x02 timer     | expiry u64 (sign bit flipped) | groupKey             (fire order)
-//	0x03 timerKey  | len(groupKey) u32 | groupKey | expiry u64 (flipped)  (per-key listing)
+//	0x03 timerKey  | len(groupKey) u32 | groupKey | expiry u64 (flipped)  (per-key listing; local)
 //	0x04 ttl       | expiry u64 (flipped) | full state key (kind 0x01)     (TTL index)
 //
 // Value layout:

@@ -12,7 +12,7 @@ const (
 	KindMeta     Kind = 0x00
 	KindState    Kind = 0x01
 	KindTimer    Kind = 0x02 // timers ordered by (expiry, key): for firing
-	KindTimerKey Kind = 0x03 // timers ordered by (key, expiry): for listing per key
+	KindTimerKey Kind = 0x03 // timers ordered by (key, expiry): for listing per key; local to a shard, not changelogged (see the package doc)
 	KindTTL      Kind = 0x04 // TTL index ordered by expiry: for cleanup without a full scan
 )
 

@@ -39,7 +39,12 @@ func TestDecoding(t *testing.T) {
 		string(changelogfmt.StateKey(list, []byte("m"), binary.BigEndian.AppendUint64(nil, 1))): enc(t, state.String(), "other"),
 		string(changelogfmt.StateKey(mp, []byte{0xff, 0x00}, mustEnc(t, state.Int32(), -3))):    enc(t, state.Float64(), 1.5),
 		string(changelogfmt.StateKey(custom, []byte("k"), nil)):                                 changelogfmt.EncodeValue(changelog.Header{Expiry: 1000}, []byte{1, 2, 3}),
-		string(changelogfmt.TimerByKey([]byte("k"), 1735732810000)):                             {},
+		string(changelogfmt.TimerKey(1735732810000, []byte("k"))):                               {},
+		// Key "kk" fires first but lists after "k" (by key, then expiry).
+		string(changelogfmt.TimerKey(1735732805000, []byte("kk"))): {},
+		// An entry of the per-key index from an older changelog, whose
+		// timer is gone: the reader lists timers from their own entries.
+		string(changelogfmt.TimerByKey([]byte("gone"), 1735732800000)): {},
 	}
 	r, err := newReader("app", "test", options{}, map[int32]map[string][]byte{0: raw})
 	if err != nil {
@@ -90,8 +95,15 @@ func TestDecoding(t *testing.T) {
 		t.Errorf("custom decoder: %s", got)
 	}
 	tm, err := r.Timers(Query{})
-	if err != nil || len(tm) != 1 || tm[0].Key != "k" || tm[0].Expiry != "2025-01-01T12:00:10.000Z" {
+	if err != nil || len(tm) != 2 || tm[0].Key != "k" || tm[0].Expiry != "2025-01-01T12:00:10.000Z" ||
+		tm[1].Key != "kk" || tm[1].Expiry != "2025-01-01T12:00:05.000Z" {
 		t.Errorf("timers %+v %v", tm, err)
+	}
+	if tm, err := r.Timers(Query{Key: []byte("kk")}); err != nil || len(tm) != 1 || tm[0].Key != "kk" {
+		t.Errorf("timers of kk %+v %v", tm, err)
+	}
+	if tm, err := r.Timers(Query{Limit: 1}); err != nil || len(tm) != 1 || tm[0].Key != "k" {
+		t.Errorf("timers, limit 1: %+v %v", tm, err)
 	}
 	md := r.Metadata()
 	if len(md.Variables) != 3 || md.Partitions[0].BatchID == nil || *md.Partitions[0].BatchID != 6 || md.Partitions[0].TimeMode != "EventTime" {

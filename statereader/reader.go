@@ -486,21 +486,33 @@ func (r *Reader) appendPacked(out []Entry, p *part, info shard.VarInfo, group []
 }
 
 // Timers returns the registered timers, by partition, key and expiry.
+//
+// It reads the timer entries (changelog.KindTimer, in expiry order), not
+// the per-key index (changelog.KindTimerKey), which is local to a shard:
+// changelogs written since December 2026 do not carry it, and in older ones
+// an entry of it may outlive its timer.
 func (r *Reader) Timers(q Query) ([]Timer, error) {
 	var out []Timer
 	for _, p := range r.selected(q) {
-		prefix := []byte{byte(changelog.KindTimerKey)}
-		if q.Key != nil {
-			prefix = binary.BigEndian.AppendUint32(prefix, uint32(len(q.Key)))
-			prefix = append(prefix, q.Key...)
+		type timer struct {
+			order []byte // changelogfmt.TimerByKey: by key, then expiry
+			key   changelog.Key
 		}
-		for _, e := range p.rangeOf(prefix) {
+		var ts []timer
+		for _, e := range p.rangeOf([]byte{byte(changelog.KindTimer)}) {
 			k, err := changelog.DecodeKey([]byte(e.k))
 			if err != nil {
 				return nil, fmt.Errorf("statereader: partition %d timer: %w", p.id, err)
 			}
-			t := Timer{Partition: p.id, ExpiryMs: k.Expiry, Expiry: FormatMs(k.Expiry)}
-			t.Key, t.KeyEncoding = encodeKey(k.GroupKey)
+			if q.Key != nil && !bytes.Equal(k.GroupKey, q.Key) {
+				continue
+			}
+			ts = append(ts, timer{changelogfmt.TimerByKey(k.GroupKey, k.Expiry), k})
+		}
+		slices.SortFunc(ts, func(a, b timer) int { return bytes.Compare(a.order, b.order) })
+		for _, tm := range ts {
+			t := Timer{Partition: p.id, ExpiryMs: tm.key.Expiry, Expiry: FormatMs(tm.key.Expiry)}
+			t.Key, t.KeyEncoding = encodeKey(tm.key.GroupKey)
 			out = append(out, t)
 			if q.Limit > 0 && len(out) >= q.Limit {
 				return out, nil

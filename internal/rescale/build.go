@@ -316,7 +316,8 @@ func (b *builder) minMax(dst **int64, v []byte, name string, p int32, takeMax bo
 }
 
 // route is pass 2 over one entry of partition p (already scanned):
-// metadata is merged into b (ok false); a state, timer or TTL entry
+// metadata is merged into b and an entry of the local timer index dropped
+// (ok false); a state, timer or TTL entry
 // returns its key with ids rewritten (k itself when unchanged), its
 // grouping key (aliasing k) and the partition of B it goes to. It keeps
 // no reference to k or v.
@@ -367,8 +368,13 @@ func (b *builder) route(p int32, k, v []byte) (nk, group []byte, to int32, ok bo
 		if id != key.VarID {
 			nk = changelogfmt.StateKey(id, key.GroupKey, key.Suffix)
 		}
-	case changelog.KindTimer, changelog.KindTimerKey:
+	case changelog.KindTimer:
 		group = key.GroupKey
+	case changelog.KindTimerKey:
+		// The per-key timer index is local to a shard (a restore derives
+		// it from the timers); an older changelog's entries of it are
+		// dropped, as they may be stale.
+		return nil, nil, 0, false, nil
 	case changelog.KindTTL:
 		sk, _ := changelog.DecodeKey(key.StateKey)
 		group = sk.GroupKey

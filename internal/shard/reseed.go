@@ -64,6 +64,9 @@ func (s *Shard) Records() ([]changelog.Record, error) {
 	var data, meta []changelog.Record
 	it := s.store.NewIter(everythingLower, everythingUpper)
 	for ok := it.First(); ok; ok = it.Next() {
+		if !changelogged(it.Key()) {
+			continue
+		}
 		r := changelog.Record{Key: cloneBytes(it.Key()), Value: cloneBytes(it.Value())}
 		if r.Key[0] == everythingLower[0] {
 			meta = append(meta, r)

@@ -465,9 +465,10 @@ func (s *Shard) checkRestore(op string) error {
 	return nil
 }
 
-// ApplyChangelog writes changelog records (in offset order) and the next
-// offset to read in one atomic write without the WAL (the changelog is the
-// log). Applying the same records again yields the same store. It must run
+// ApplyChangelog writes changelog records (in offset order), the local
+// index entries they imply (derived.go) and the next offset to read in one
+// atomic write without the WAL (the changelog is the log). Applying the
+// same records again yields the same store. It must run
 // before any state variable is declared.
 func (s *Shard) ApplyChangelog(recs []changelog.Record, nextOffset int64) error {
 	if err := s.checkRestore("ApplyChangelog"); err != nil {
@@ -479,15 +480,12 @@ func (s *Shard) ApplyChangelog(recs []changelog.Record, nextOffset int64) error 
 	s.cache.clear() // the records overwrite the store under the cache
 	s.resetReads()
 	var b kv.Batch
+	var arena []byte
 	for _, r := range recs {
 		if len(r.Key) == 0 || r.Key[0] == offsetKey[0] {
 			return shardErr("ApplyChangelog", fmt.Errorf("%w: changelog record at offset %d has key %x outside the shard key spaces", state.ErrCorrupt, r.Offset, r.Key))
 		}
-		if r.Value == nil {
-			b.Delete(r.Key)
-		} else {
-			b.Put(r.Key, r.Value)
-		}
+		applyRecord(&b, &arena, r.Key, r.Value)
 	}
 	b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(nextOffset)))
 	if err := s.store.Write(&b, kv.WriteOptions{DisableWAL: true}); err != nil {
@@ -586,7 +584,8 @@ func (s *Shard) BatchTime() int64 { return s.batchTime }
 func (s *Shard) InBatch() bool { return s.inBatch }
 
 // Finish runs TTL cleanup and returns every staged change as a changelog
-// record (nil Value for a tombstone), sorted by key; keys and values are
+// record (nil Value for a tombstone), sorted by key, but for the entries
+// of local indexes, which a restore derives (derived.go); keys and values are
 // the staging layer's own slices, which are never modified (callers must
 // not modify them either). After Finish the batch takes no more mutations.
 // Calling it again returns the same records.
@@ -609,7 +608,9 @@ func (s *Shard) Finish() ([]changelog.Record, error) {
 	}
 	recs := make([]changelog.Record, 0, s.stage.len())
 	for _, e := range s.stage.ordered() {
-		recs = append(recs, changelog.Record{Key: e.key, Value: e.val})
+		if changelogged(e.key) {
+			recs = append(recs, changelog.Record{Key: e.key, Value: e.val})
+		}
 	}
 	return recs, nil
 }

@@ -29,9 +29,11 @@ type Stats struct {
 }
 
 // Timers is the durable timer set of one shard. Every timer has two index
-// entries, both changelogged with the batch like state: changelogfmt.TimerKey
-// (expiry, key) to fire in order, and changelogfmt.TimerByKey (key, expiry) to
-// list one key's timers. All operations are staged in the shard's batch.
+// entries: changelogfmt.TimerKey (expiry, key) to fire in order, changelogged
+// with the batch like state, and changelogfmt.TimerByKey (key, expiry) to list
+// one key's timers, which is local (the shard leaves it out of the changelog
+// and a restore derives it from the first). All operations are staged in the
+// shard's batch.
 type Timers struct {
 	s *shard.Shard
 
