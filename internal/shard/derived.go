@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/kstate/kstate/changelog"
+	"github.com/kstate/kstate/internal/keys"
 	"github.com/kstate/kstate/internal/kv"
 )
 
@@ -40,13 +41,9 @@ func applyRecord(b *kv.Batch, arena *[]byte, key, val []byte) {
 	if key[0] != byte(changelog.KindTimer) || len(key) < 9 {
 		return
 	}
-	// KindTimer: expiry u64 | group key → KindTimerKey: len u32 | group key | expiry u64.
-	group := key[9:]
+	// KindTimer: expiry u64 (flipped) | group key.
 	start := len(*arena)
-	a := append(*arena, byte(changelog.KindTimerKey))
-	a = binary.BigEndian.AppendUint32(a, uint32(len(group)))
-	a = append(a, group...)
-	a = append(a, key[1:9]...)
+	a := keys.AppendTimerByKey(*arena, key[9:], keys.UnflipInt64(binary.BigEndian.Uint64(key[1:9])))
 	*arena = a
 	byKey := a[start:len(a):len(a)]
 	if val == nil {
