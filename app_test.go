@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kstate/kstate"
+	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/shard"
 	"github.com/kstate/kstate/internal/testlog"
 	"github.com/kstate/kstate/internal/testprocs"
@@ -211,6 +214,46 @@ func TestEmbeddedModeChangeIsAStartupError(t *testing.T) {
 		t.Logf("Run: %v", err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not fail")
+	}
+}
+
+// A changelog written by a newer kstate, in a newer changelog layout, is
+// refused at start-up with both layouts in the error, whether the shard
+// catches up on it from its local store or restores it from scratch.
+func TestEmbeddedNewerChangelogLayoutIsAStartupError(t *testing.T) {
+	brokers := startEmbedded(t, 1)
+	dir := t.TempDir()
+	cfg := config(brokers, dir, testprocs.NewCounter)
+	app := newApp(t, cfg)
+	stop := testprocs.Start(t, app)
+	testprocs.Produce(t, brokers, "in", "a=1")
+	testprocs.WaitOutputs(t, brokers, "out", 1, 20*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// What a newer build's first batch starts with: its layout entry.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rec := &kgo.Record{Topic: "app-changelog", Partition: 0, Key: append([]byte{byte(changelog.KindMeta)}, changelog.LayoutMeta...), Value: []byte("3")}
+	if err := cl.ProduceSync(t.Context(), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, t.TempDir()} {
+		cfg.State.Dir = d
+		app = newApp(t, cfg)
+		_, done := testprocs.StartWatch(t, app)
+		select {
+		case err := <-done:
+			if !errors.Is(err, changelog.ErrLayout) || !strings.Contains(err.Error(), "layout 3") || !strings.Contains(err.Error(), "up to 2") {
+				t.Fatalf("Run with state dir %s: %v, want changelog.ErrLayout naming layouts 3 and 2", d, err)
+			}
+			t.Logf("Run: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("Run did not fail")
+		}
 	}
 }
 

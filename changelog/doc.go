@@ -24,6 +24,11 @@
 // there an entry of it may outlive its timer (its tombstone was not written
 // once the index became local): read timers from their KindTimer entries.
 //
+// Which key spaces the changelog holds is versioned by Layout (1: all of
+// them; 2: all but the per-key timer listing). A shard records its layout
+// in the metadata entry LayoutMeta, as the first record of the first batch
+// it commits in it; a build refuses a newer layout with ErrLayout.
+//
 // Key layout (all integers big-endian):
 //
 //	0x00 meta      | name bytes

@@ -11,4 +11,7 @@ var (
 	ErrBadValue = errors.New("changelog: malformed value header")
 	// ErrVersion is returned when a value header has an unsupported format version.
 	ErrVersion = errors.New("changelog: unsupported value format version")
+	// ErrLayout is returned when a shard or changelog was written in a
+	// Layout newer than this build's: a newer kstate wrote it.
+	ErrLayout = errors.New("changelog: layout newer than this build reads")
 )

@@ -8,6 +8,26 @@ import (
 // FormatVersion is the current value format version.
 const FormatVersion = 1
 
+// Layout is the version of the shard's key spaces and of which of them the
+// changelog holds, as this build writes them and the newest it reads:
+//
+//	1: every key space is in the changelog (kstate before December 2026;
+//	   such a changelog has no LayoutMeta entry)
+//	2: the per-key timer listing (KindTimerKey) is local: a restore writes
+//	   it from the timer entries (KindTimer)
+//
+// A shard records its layout in the metadata entry LayoutMeta, in the
+// first batch it commits in a layout it did not record yet; the entry is
+// the first record of that batch, before any record written in the new
+// layout. A build refuses, with ErrLayout, a shard or changelog whose
+// recorded layout is newer than its own, so that it does not misread it.
+const Layout = 2
+
+// LayoutMeta is the name of the metadata entry (KindMeta) that records a
+// shard's Layout, as a decimal number ("2"). It sorts before the engine's
+// and the variable registry's entries ("engine/…", "var/…").
+const LayoutMeta = "changelog/layout"
+
 // flagExpiry marks a value that carries an expiry timestamp (TTL).
 const flagExpiry = 1 << 0
 

@@ -3,6 +3,7 @@ package statereader
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -227,5 +228,20 @@ func TestDecodingPacked(t *testing.T) {
 	// Key "z"'s value claims a 9-byte element in 1 byte.
 	if _, err := read("events", Query{Key: []byte("z")}); err == nil || !strings.Contains(err.Error(), `variable "events" key "z"`) {
 		t.Fatalf("a damaged packed value: got %v, want an error naming the variable and key", err)
+	}
+}
+
+// A partition that records a newer changelog layout than this build's is
+// refused, naming both; the current one is read.
+func TestNewerLayoutRefused(t *testing.T) {
+	raw := func(layout string) map[int32]map[string][]byte {
+		return map[int32]map[string][]byte{3: {string(changelogfmt.MetaKey(changelog.LayoutMeta)): []byte(layout)}}
+	}
+	if _, err := newReader("app", "test", options{}, raw("2")); err != nil {
+		t.Fatalf("layout 2: %v", err)
+	}
+	_, err := newReader("app", "test", options{}, raw("3"))
+	if !errors.Is(err, changelog.ErrLayout) || !strings.Contains(err.Error(), `partition 3 records changelog layout "3"`) || !strings.Contains(err.Error(), "up to 2") {
+		t.Fatalf("layout 3: %v, want changelog.ErrLayout naming both layouts", err)
 	}
 }

@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -229,6 +230,12 @@ func newReader(app, source string, o options, raw map[int32]map[string][]byte) (
 			pt.data = append(pt.data, kvPair{k, v})
 		}
 		slices.SortFunc(pt.data, func(a, b kvPair) int { return strings.Compare(a.k, b.k) })
+		if v, ok := pt.meta(changelog.LayoutMeta); ok {
+			if n, err := strconv.Atoi(string(v)); err != nil || n > changelog.Layout {
+				return nil, fmt.Errorf("statereader: partition %d records changelog layout %q, and this build reads layouts up to %d: a newer kstate wrote it; read it with that version: %w",
+					p, v, changelog.Layout, changelog.ErrLayout)
+			}
+		}
 		for _, e := range pt.rangeOf(changelogfmt.MetaKey("var/")) {
 			info, ok, err := shard.ParseVarInfo([]byte(e.k), e.v)
 			if err != nil {

@@ -65,20 +65,21 @@ func TestStandbyShardDirectories(t *testing.T) {
 			t.Fatal("the standby's shard directory is not locked")
 		}
 		// The hint is written at once when the shard opens, then at most
-		// every 5s while in use: the next refresh after 5s writes 11.
+		// every 5s while in use: the next refresh after 5s writes 12 (the
+		// first batch's records begin with the changelog layout entry).
 		if got := hint(p0); got != 0 {
 			t.Errorf("standby's position hint = %d, want 0 (as opened)", got)
 		}
 		run("advance 5s")
-		if got := hint(p0); got != 11 {
-			t.Errorf("standby's position hint after 5s = %d, want 11", got)
+		if got := hint(p0); got != 12 {
+			t.Errorf("standby's position hint after 5s = %d, want 12", got)
 		}
 		for _, cmd := range []string{"input p0 c", "poll i1", "revoke i1 p0", "poll i1", "assign a2 p0"} {
 			run(cmd)
 		}
 		out := run("poll a2 2")
-		if !strings.Contains(out, "a2: restore p0 from 11 to 15") || !strings.Contains(out, "a2: resume [0]") {
-			t.Fatalf("p0 moving to the sibling pipeline:\n%s\nwant a restore of the tail from 11 and p0 resumed", out)
+		if !strings.Contains(out, "a2: restore p0 from 12 to 16") || !strings.Contains(out, "a2: resume [0]") {
+			t.Fatalf("p0 moving to the sibling pipeline:\n%s\nwant a restore of the tail from 12 and p0 resumed", out)
 		}
 		if got := run("metrics a2"); !strings.Contains(got, "restored=3 ") {
 			t.Errorf("metrics a2: %s, want the tail's 3 records restored", got)
@@ -101,11 +102,11 @@ func TestStandbyShardDirectories(t *testing.T) {
 		if locked(p0) {
 			t.Fatal("p0's shard is still locked after it left the process")
 		}
-		if got := hint(p0); got != 19 {
-			t.Errorf("position hint after close = %d, want 19", got)
+		if got := hint(p0); got != 20 {
+			t.Errorf("position hint after close = %d, want 20", got)
 		}
-		if got := run("positions a1"); got != "p0=19 p1=5" {
-			t.Errorf("positions a1 = %q, want p0=19 p1=5", got)
+		if got := run("positions a1"); got != "p0=20 p1=6" {
+			t.Errorf("positions a1 = %q, want p0=20 p1=6", got)
 		}
 		env.Clock.Advance(10*time.Minute - time.Second)
 		synctest.Wait()
@@ -119,8 +120,8 @@ func TestStandbyShardDirectories(t *testing.T) {
 		if _, err := os.Stat(p1); err != nil || !locked(p1) {
 			t.Fatalf("the active shard p1: %v (locked %v)", err, err == nil && locked(p1))
 		}
-		if got := run("positions a1"); got != "p1=5" {
-			t.Errorf("positions a1 = %q, want p1=5", got)
+		if got := run("positions a1"); got != "p1=6" {
+			t.Errorf("positions a1 = %q, want p1=6", got)
 		}
 	})
 }

@@ -335,6 +335,13 @@ func (b *builder) route(p int32, k, v []byte) (nk, group []byte, to int32, ok bo
 			if _, off, ok := engine.SkipOffset(k, v); ok && off >= 0 {
 				b.skips[p] = append(b.skips[p], Entry{bytes.Clone(k), bytes.Clone(v)})
 			}
+		case name == changelog.LayoutMeta:
+			// B is written in this build's layout (extra): A's may be
+			// older, not newer.
+			if n, perr := strconv.Atoi(string(v)); perr != nil || n > changelog.Layout {
+				err = fmt.Errorf("%w: partition %d records changelog layout %q, and this build reads layouts up to %d: a newer kstate wrote it; rescale with that version: %w",
+					ErrRefused, p, v, changelog.Layout, changelog.ErrLayout)
+			}
 		case strings.HasPrefix(name, metaVarPrefix), name == metaNextVarID, name == engine.MetaInputOffset:
 			// Merged by resolve; input offsets replaced by offsets.
 		case name == engine.MetaBatchID:
@@ -395,7 +402,9 @@ func (b *builder) route(p int32, k, v []byte) (nk, group []byte, to int32, ok bo
 // is routed.
 func (b *builder) finishMeta() error {
 	plan := b.plan
-	var meta []Entry
+	// B's entries are in this build's layout: its local timer index is
+	// dropped (route).
+	meta := []Entry{{changelogfmt.MetaKey(changelog.LayoutMeta), []byte(strconv.Itoa(changelog.Layout))}}
 	for _, name := range b.names {
 		// The registry entry of the partition with the longest history,
 		// with the variable's id.

@@ -34,6 +34,7 @@ func twoPartitions() map[int32]map[string][]byte {
 		m[meta(engine.MetaTimeMode)] = []byte("ProcessingTime")
 		m[meta(engine.MetaInputOffset)] = i64(100 + int64(p))
 	}
+	src[0][meta(changelog.LayoutMeta)] = []byte("2") // partition 1: no batch since the entry came
 	src[0][meta(engine.MetaBatchID)] = i64(7)
 	src[1][meta(engine.MetaBatchID)] = i64(9)
 	src[0][meta(engine.MetaWatermark)] = i64(5000)
@@ -93,8 +94,12 @@ func TestBuildRoutesAndMerges(t *testing.T) {
 		}
 		if got["var/count"] != regCount || got[engine.MetaTimeMode] != "ProcessingTime" || got[engine.MetaBatchID] != string(i64(9)) ||
 			got[engine.MetaWatermark] != string(i64(4000)) || got[engine.MetaInitialApplied] != "\x01" || got["varid/next"] != string(u32(2)) ||
-			got[shard.VarSetMeta] != string(u32(3)) {
+			got[shard.VarSetMeta] != string(u32(3)) || got[changelog.LayoutMeta] != "2" {
 			t.Errorf("partition %d: meta %q", pp.Partition, got)
+		}
+		// B is written in this build's layout: its entry comes first.
+		if k := string(pp.Records[0].Key); k != meta(changelog.LayoutMeta) {
+			t.Errorf("partition %d: first record %q, want the layout entry", pp.Partition, k)
 		}
 		// A state entry, a timer and a TTL entry per key; the timer's entry
 		// of the per-key index is dropped (a restore derives it).
@@ -123,6 +128,9 @@ func TestBuildRefuses(t *testing.T) {
 		{"modes differ", func(src map[int32]map[string][]byte) {
 			src[1][meta(engine.MetaTimeMode)] = []byte("EventTime")
 		}, `metadata "engine/time_mode"`},
+		{"newer changelog layout", func(src map[int32]map[string][]byte) {
+			src[1][meta(changelog.LayoutMeta)] = []byte("3")
+		}, `partition 1 records changelog layout "3", and this build reads layouts up to 2`},
 		{"key's list in another partition", func(src map[int32]map[string][]byte) {
 			p := murmur2.Partition([]byte("a"), 2)
 			src[1-p][string(changelogfmt.StateKey(1, []byte("a"), []byte{0, 0, 0, 0, 0, 0, 0, 1}))] = val("x")

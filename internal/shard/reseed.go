@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bytes"
 	"encoding/binary"
 
 	"github.com/kstate/kstate/changelog"
@@ -52,8 +53,10 @@ func (s *Shard) BeginReseed() error {
 }
 
 // Records returns every changelogged entry of the shard as changelog
-// records, the metadata (key space 0x00: registry, modes, input offset)
-// last. A re-seed writes them to a new changelog partition.
+// records: the changelog layout entry first (layout.go: ahead of the
+// records written in that layout), the other metadata (key space 0x00:
+// registry, modes, input offset) last. A re-seed writes them to a new
+// changelog partition.
 func (s *Shard) Records() ([]changelog.Record, error) {
 	if err := s.checkRestore("Records"); err != nil {
 		return nil, err
@@ -68,7 +71,9 @@ func (s *Shard) Records() ([]changelog.Record, error) {
 			continue
 		}
 		r := changelog.Record{Key: cloneBytes(it.Key()), Value: cloneBytes(it.Value())}
-		if r.Key[0] == everythingLower[0] {
+		if bytes.Equal(r.Key, layoutKey) {
+			data = append(data, r) // meta keys come first: data is still empty
+		} else if r.Key[0] == everythingLower[0] {
 			meta = append(meta, r)
 		} else {
 			data = append(data, r)

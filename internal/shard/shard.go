@@ -102,6 +102,9 @@ type Shard struct {
 	closed bool
 	// rebuilt is why OpenShard deleted a damaged store (Rebuilt).
 	rebuilt error
+	// layoutCurrent: the store records the current changelog layout
+	// (layout.go); layoutStaged: the batch in progress stages it.
+	layoutCurrent, layoutStaged bool
 	// offset is the next changelog offset after the last committed batch
 	// (the offset the next batch continues from); stored is the one in the
 	// store, the offset a restore after a crash starts from. They differ
@@ -264,6 +267,11 @@ func (s *Shard) openStore() error {
 		s.store.Close()
 		s.store = nil
 		return fmt.Errorf("state: shard %s: read the changelog offset: %w", o.Dir, err)
+	}
+	if err := s.readLayout(); err != nil {
+		s.store.Close()
+		s.store = nil
+		return err
 	}
 	return nil
 }
@@ -477,6 +485,10 @@ func (s *Shard) ApplyChangelog(recs []changelog.Record, nextOffset int64) error 
 	if err := s.flush(); err != nil {
 		return shardErr("ApplyChangelog", err)
 	}
+	layoutCurrent, err := s.checkRecordsLayout(recs)
+	if err != nil {
+		return shardErr("ApplyChangelog", err)
+	}
 	s.cache.clear() // the records overwrite the store under the cache
 	s.resetReads()
 	var b kv.Batch
@@ -492,6 +504,7 @@ func (s *Shard) ApplyChangelog(recs []changelog.Record, nextOffset int64) error 
 		return shardErr("ApplyChangelog", err)
 	}
 	s.offset, s.stored = nextOffset, nextOffset
+	s.layoutCurrent = layoutCurrent
 	s.timerFloor, s.ttlFloor = newFloor(changelog.KindTimer), newFloor(changelog.KindTTL)
 	s.total.restored.Add(int64(len(recs)))
 	return nil
@@ -516,6 +529,7 @@ func (s *Shard) Wipe() error {
 		return shardErr("Wipe", err)
 	}
 	s.offset, s.stored = 0, 0
+	s.layoutCurrent = false
 	s.timerFloor, s.ttlFloor = newFloor(changelog.KindTimer), newFloor(changelog.KindTTL)
 	return nil
 }
@@ -569,6 +583,7 @@ func (s *Shard) Begin(batchTimeMs int64) {
 	s.batchTime = batchTimeMs
 	s.hasKey, s.key = false, s.key[:0]
 	s.batchStats = Stats{}
+	s.stageLayout()
 }
 
 // SetCurrentKey sets the grouping key state variables operate on (copied).
@@ -644,6 +659,9 @@ func (s *Shard) Commit(nextChangelogOffset int64) error {
 		return shardErr("Commit", err)
 	}
 	s.timerFloor.committed, s.ttlFloor.committed = timerFloor, ttlFloor
+	if s.layoutStaged {
+		s.layoutCurrent = true
+	}
 	if s.cache != nil {
 		s.cache.commit(s.stage) // after the write: the cache holds committed values only
 	}
@@ -677,6 +695,7 @@ func (s *Shard) Abort() {
 
 func (s *Shard) endBatch() {
 	s.inBatch, s.finished, s.batchErr, s.oversize = false, false, nil, nil
+	s.layoutStaged = false
 	s.hasKey, s.key = false, s.key[:0]
 	s.batchTime = -1
 	s.batchStats = Stats{}

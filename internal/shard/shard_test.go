@@ -59,8 +59,9 @@ func TestShardStagingNotInStoreBeforeCommit(t *testing.T) {
 	}
 	recs, err := s.Finish()
 	noErr(t, err)
-	// Registry entry, id counter, variable set version, the value.
-	if len(recs) != 4 || !slices.IsSortedFunc(recs, func(a, b changelog.Record) int { return bytes.Compare(a.Key, b.Key) }) {
+	// The layout entry (a fresh shard's first batch), registry entry, id
+	// counter, variable set version, the value.
+	if len(recs) != 5 || !slices.IsSortedFunc(recs, func(a, b changelog.Record) int { return bytes.Compare(a.Key, b.Key) }) {
 		t.Fatalf("Finish records = %d, sorted=%v", len(recs), slices.IsSortedFunc(recs, func(a, b changelog.Record) int { return bytes.Compare(a.Key, b.Key) }))
 	}
 	// Records share the staging layer's slices (no copies): the staging
@@ -74,8 +75,8 @@ func TestShardStagingNotInStoreBeforeCommit(t *testing.T) {
 		t.Fatalf("after Finish: Get %q, record %q", got, recs[2].Value)
 	}
 	noErr(t, s.Commit(42))
-	if n := storeKeys(); n != 5 { // + the local offset
-		t.Fatalf("store has %d keys after Commit, want 5", n)
+	if n := storeKeys(); n != 6 { // + the local offset
+		t.Fatalf("store has %d keys after Commit, want 6", n)
 	}
 	if s.ChangelogOffset() != 42 {
 		t.Fatalf("ChangelogOffset = %d", s.ChangelogOffset())
@@ -270,8 +271,8 @@ func TestDeclarationsSurviveAbort(t *testing.T) {
 	noErr(t, v.Update(1))
 	s.Abort()
 	recs := commit(t, s, nil, 0, func() {})
-	if len(recs) != 3 {
-		t.Fatalf("first committed batch has %d records, want registry + id counter + variable set version", len(recs))
+	if len(recs) != 4 {
+		t.Fatalf("first committed batch has %d records, want the layout entry + registry + id counter + variable set version", len(recs))
 	}
 	vars, _ := s.Variables()
 	if len(vars) != 1 || vars[0].Name != "v" {
@@ -302,8 +303,8 @@ func TestMetaStaging(t *testing.T) {
 		t.Fatalf("meta mode after restore = %q", v)
 	}
 	recs := commit(t, s, nil, 0, func() {})
-	if len(recs) != 1 || !bytes.Equal(recs[0].Key, changelogfmt.MetaKey("mode")) {
-		t.Fatalf("records = %+v", recs)
+	if len(recs) != 2 || !bytes.Equal(recs[0].Key, changelogfmt.MetaKey(changelog.LayoutMeta)) || !bytes.Equal(recs[1].Key, changelogfmt.MetaKey("mode")) {
+		t.Fatalf("records = %+v, want the layout entry and mode", recs)
 	}
 }
 
