@@ -190,30 +190,43 @@ func TestEmbeddedProcessingTimeTimerPushedBack(t *testing.T) {
 	want(t, testprocs.WaitOutputs(t, brokers, "out", 1, 20*time.Second), "k=[quiet since 1000500 (timer 1001500, now 1001500)]")
 }
 
-func TestEmbeddedModeChangeIsAStartupError(t *testing.T) {
+// countedOnce runs a counter application on an embedded broker until it
+// has counted one row, and stops it: the start of the start-up error tests.
+func countedOnce(t *testing.T) ([]string, testApp) {
+	t.Helper()
 	brokers := startEmbedded(t, 1)
-	dir := t.TempDir()
-	cfg := config(brokers, dir, testprocs.NewCounter)
-	app := newApp(t, cfg)
-	stop := testprocs.Start(t, app)
+	cfg := config(brokers, t.TempDir(), testprocs.NewCounter)
+	stop := testprocs.Start(t, newApp(t, cfg))
 	testprocs.Produce(t, brokers, "in", "a=1")
 	testprocs.WaitOutputs(t, brokers, "out", 1, 20*time.Second)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	cfg.TimeMode = processor.ProcessingTime
-	cfg.State.Dir = t.TempDir() // the changelog alone must carry the mode
-	app = newApp(t, cfg)
-	_, done := testprocs.StartWatch(t, app)
+	return brokers, cfg
+}
+
+// runFails starts an application with cfg and returns the error its Run
+// fails with.
+func runFails(t *testing.T, cfg testApp) error {
+	t.Helper()
+	_, done := testprocs.StartWatch(t, newApp(t, cfg))
 	select {
 	case err := <-done:
-		var me *kstate.ModeError
-		if !errors.As(err, &me) || me.Old != "NoTime" || me.New != "ProcessingTime" {
-			t.Fatalf("Run: %v, want a ModeError NoTime -> ProcessingTime", err)
-		}
 		t.Logf("Run: %v", err)
+		return err
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not fail")
+		return nil
+	}
+}
+
+func TestEmbeddedModeChangeIsAStartupError(t *testing.T) {
+	_, cfg := countedOnce(t)
+	cfg.TimeMode = processor.ProcessingTime
+	cfg.State.Dir = t.TempDir() // the changelog alone must carry the mode
+	var me *kstate.ModeError
+	if err := runFails(t, cfg); !errors.As(err, &me) || me.Old != "NoTime" || me.New != "ProcessingTime" {
+		t.Fatalf("Run: %v, want a ModeError NoTime -> ProcessingTime", err)
 	}
 }
 
@@ -221,16 +234,7 @@ func TestEmbeddedModeChangeIsAStartupError(t *testing.T) {
 // refused at start-up with both layouts in the error, whether the shard
 // catches up on it from its local store or restores it from scratch.
 func TestEmbeddedNewerChangelogLayoutIsAStartupError(t *testing.T) {
-	brokers := startEmbedded(t, 1)
-	dir := t.TempDir()
-	cfg := config(brokers, dir, testprocs.NewCounter)
-	app := newApp(t, cfg)
-	stop := testprocs.Start(t, app)
-	testprocs.Produce(t, brokers, "in", "a=1")
-	testprocs.WaitOutputs(t, brokers, "out", 1, 20*time.Second)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	brokers, cfg := countedOnce(t)
 	// What a newer build's first batch starts with: its layout entry.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -241,18 +245,10 @@ func TestEmbeddedNewerChangelogLayoutIsAStartupError(t *testing.T) {
 	if err := cl.ProduceSync(t.Context(), rec).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{dir, t.TempDir()} {
+	for _, d := range []string{cfg.State.Dir, t.TempDir()} {
 		cfg.State.Dir = d
-		app = newApp(t, cfg)
-		_, done := testprocs.StartWatch(t, app)
-		select {
-		case err := <-done:
-			if !errors.Is(err, changelog.ErrLayout) || !strings.Contains(err.Error(), "layout 3") || !strings.Contains(err.Error(), "up to 2") {
-				t.Fatalf("Run with state dir %s: %v, want changelog.ErrLayout naming layouts 3 and 2", d, err)
-			}
-			t.Logf("Run: %v", err)
-		case <-time.After(30 * time.Second):
-			t.Fatal("Run did not fail")
+		if err := runFails(t, cfg); !errors.Is(err, changelog.ErrLayout) || !strings.Contains(err.Error(), "layout 3") || !strings.Contains(err.Error(), "up to 2") {
+			t.Fatalf("Run with state dir %s: %v, want changelog.ErrLayout naming layouts 3 and 2", d, err)
 		}
 	}
 }
