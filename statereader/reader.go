@@ -40,7 +40,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -231,7 +230,7 @@ func newReader(app, source string, o options, raw map[int32]map[string][]byte) (
 		}
 		slices.SortFunc(pt.data, func(a, b kvPair) int { return strings.Compare(a.k, b.k) })
 		if v, ok := pt.meta(changelog.LayoutMeta); ok {
-			if n, err := strconv.Atoi(string(v)); err != nil || n > changelog.Layout {
+			if n, ok := changelogfmt.ParseLayout(v); !ok || n > changelog.Layout {
 				return nil, fmt.Errorf("statereader: partition %d records changelog layout %q, and this build reads layouts up to %d: a newer kstate wrote it; read it with that version: %w",
 					p, v, changelog.Layout, changelog.ErrLayout)
 			}

@@ -10,6 +10,7 @@ package changelogfmt
 
 import (
 	"encoding/binary"
+	"strconv"
 
 	"github.com/kstate/kstate/changelog"
 )
@@ -90,4 +91,17 @@ func AppendValue(dst []byte, h changelog.Header, payload []byte) []byte {
 // EncodeValue returns header + payload in a new slice.
 func EncodeValue(h changelog.Header, payload []byte) []byte {
 	return AppendValue(make([]byte, 0, 12+len(payload)), h, payload)
+}
+
+// LayoutEntry returns the metadata entry that records the changelog layout
+// this build writes: changelog.LayoutMeta = changelog.Layout in decimal.
+func LayoutEntry() (key, value []byte) {
+	return MetaKey(changelog.LayoutMeta), []byte(strconv.Itoa(changelog.Layout))
+}
+
+// ParseLayout decodes the value of a changelog.LayoutMeta entry; ok is
+// false when it is not a decimal number.
+func ParseLayout(v []byte) (n int, ok bool) {
+	n, err := strconv.Atoi(string(v))
+	return n, err == nil
 }

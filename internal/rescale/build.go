@@ -338,7 +338,7 @@ func (b *builder) route(p int32, k, v []byte) (nk, group []byte, to int32, ok bo
 		case name == changelog.LayoutMeta:
 			// B is written in this build's layout (extra): A's may be
 			// older, not newer.
-			if n, perr := strconv.Atoi(string(v)); perr != nil || n > changelog.Layout {
+			if n, ok := changelogfmt.ParseLayout(v); !ok || n > changelog.Layout {
 				err = fmt.Errorf("%w: partition %d records changelog layout %q, and this build reads layouts up to %d: a newer kstate wrote it; rescale with that version: %w",
 					ErrRefused, p, v, changelog.Layout, changelog.ErrLayout)
 			}
@@ -404,7 +404,8 @@ func (b *builder) finishMeta() error {
 	plan := b.plan
 	// B's entries are in this build's layout: its local timer index is
 	// dropped (route).
-	meta := []Entry{{changelogfmt.MetaKey(changelog.LayoutMeta), []byte(strconv.Itoa(changelog.Layout))}}
+	lk, lv := changelogfmt.LayoutEntry()
+	meta := []Entry{{lk, lv}}
 	for _, name := range b.names {
 		// The registry entry of the partition with the longest history,
 		// with the variable's id.

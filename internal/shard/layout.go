@@ -3,7 +3,6 @@ package shard
 import (
 	"bytes"
 	"fmt"
-	"strconv"
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/changelogfmt"
@@ -20,15 +19,12 @@ import (
 // keys sort first, and "changelog/" before "engine/" and "var/"), ahead
 // of every record the batch writes in this layout.
 
-var (
-	layoutKey   = changelogfmt.MetaKey(changelog.LayoutMeta)
-	layoutValue = []byte(strconv.Itoa(changelog.Layout))
-)
+var layoutKey, layoutValue = changelogfmt.LayoutEntry()
 
 // parseLayout decodes a LayoutMeta value.
 func parseLayout(v []byte) (int, error) {
-	n, err := strconv.Atoi(string(v))
-	if err != nil || n < 1 {
+	n, ok := changelogfmt.ParseLayout(v)
+	if !ok || n < 1 {
 		return 0, fmt.Errorf("%w: changelog layout entry %q is not a layout number", state.ErrCorrupt, v)
 	}
 	return n, nil
