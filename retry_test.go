@@ -155,7 +155,9 @@ func produceKeys() []kmsg.Key { return []kmsg.Key{kmsg.Produce} }
 // TestRetriableProduceErrors: partition errors a produce meets on a real
 // cluster (a replica down: NOT_ENOUGH_REPLICAS, also after the append; a
 // leader move: NOT_LEADER_OR_FOLLOWER; a slow replica: REQUEST_TIMED_OUT)
-// are retried, exactly once. NOT_ENOUGH_REPLICAS held for longer than the
+// are retried, exactly once; a produce refused with
+// OUT_OF_ORDER_SEQUENCE_NUMBER gives its batch up and redoes it, exactly
+// once. NOT_ENOUGH_REPLICAS held for longer than the
 // transaction timeout (min.insync.replicas lost for a while: the broker
 // aborts the transaction and bumps the epoch) stops writes with a clear
 // error in the log and they resume once the replicas are back, exactly
@@ -169,6 +171,10 @@ func TestRetriableProduceErrors(t *testing.T) {
 		{name: "NOT_ENOUGH_REPLICAS_AFTER_APPEND", fault: kfake.Fault{Keys: produceKeys(), Topic: "out", Err: kerr.NotEnoughReplicasAfterAppend, Count: 3}},
 		{name: "NOT_LEADER_OR_FOLLOWER", fault: kfake.Fault{Keys: produceKeys(), Topic: "app-changelog", Err: kerr.NotLeaderForPartition, Count: 5}},
 		{name: "REQUEST_TIMED_OUT", fault: kfake.Fault{Keys: produceKeys(), Topic: "out", Err: kerr.RequestTimedOut, Count: 3}},
+		// franz-go fails the producer id at the first; the batch is
+		// given up, and the abort bumps the epoch.
+		{name: "OUT_OF_ORDER_SEQUENCE_NUMBER", fault: kfake.Fault{Keys: produceKeys(), Topic: "out", Err: kerr.OutOfOrderSequenceNumber, Count: 2}, logWant: "OUT_OF_ORDER_SEQUENCE_NUMBER"},
+		{name: "OUT_OF_ORDER_SEQUENCE_NUMBER, changelog", fault: kfake.Fault{Keys: produceKeys(), Topic: "app-changelog", Err: kerr.OutOfOrderSequenceNumber, Count: 2}, logWant: "OUT_OF_ORDER_SEQUENCE_NUMBER"},
 		{name: "NOT_ENOUGH_REPLICAS past the transaction timeout", hold: 5 * time.Second, logWant: "its writes waited",
 			fault: kfake.Fault{Keys: produceKeys(), Topic: "out", Err: kerr.NotEnoughReplicas, Count: -1}},
 	} {

@@ -102,7 +102,13 @@ func closedHere(err error) bool {
 // KAFKA_STORAGE_ERROR), a transaction coordinator moving, loading or
 // busy (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 // COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS), a request that
-// timed out (REQUEST_TIMED_OUT), and TRANSACTION_ABORTABLE. The
+// timed out (REQUEST_TIMED_OUT), TRANSACTION_ABORTABLE, and a produce
+// refused with OUT_OF_ORDER_SEQUENCE_NUMBER (KIP-890 makes it retriable
+// for a transaction: the broker appended nothing of the batch, franz-go
+// fails the producer id, and the abort bumps the epoch, from which the
+// sequences start again; Kafka Streams closes the task and redoes it from
+// what was committed; seen on kfake when a transaction's first produce
+// raced the previous one's epoch bump). The
 // transaction's outcome may be unknown (an EndTxn that timed out may have
 // committed), so the caller gives the batch up and redoes it from what
 // Kafka committed. Not retriable: fencing, authorization, and
@@ -115,7 +121,8 @@ func IsRetriable(err error) bool {
 	case err == nil, isFenced(err), isAuthErr(err), errors.Is(err, ErrFenced),
 		errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
 		return false
-	case errors.Is(err, kerr.ConcurrentTransactions), errors.Is(err, kerr.TransactionAbortable):
+	case errors.Is(err, kerr.ConcurrentTransactions), errors.Is(err, kerr.TransactionAbortable),
+		errors.Is(err, kerr.OutOfOrderSequenceNumber):
 		return true
 	}
 	return errors.As(err, &ke) && ke.Retriable

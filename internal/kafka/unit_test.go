@@ -276,7 +276,7 @@ func TestTxnWatchVerdict(t *testing.T) {
 func TestIsRetriable(t *testing.T) {
 	for _, err := range []error{kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.NotLeaderForPartition,
 		kerr.CoordinatorNotAvailable, kerr.NotCoordinator, kerr.CoordinatorLoadInProgress, kerr.ConcurrentTransactions,
-		kerr.RequestTimedOut, kerr.TransactionAbortable, kerr.KafkaStorageError,
+		kerr.RequestTimedOut, kerr.TransactionAbortable, kerr.KafkaStorageError, kerr.OutOfOrderSequenceNumber,
 		fmt.Errorf("kafka: end transaction: %w", kerr.NotCoordinator)} {
 		if !IsRetriable(err) {
 			t.Errorf("%v: not retriable", err)

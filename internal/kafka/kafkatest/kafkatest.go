@@ -132,7 +132,22 @@ func Txn(t testing.TB, w *kafka.Session, topic string, partition int32, commit b
 		if err := w.Begin(); err != nil {
 			t.Fatal(err)
 		}
-		offs := Produce(t, w, topic, partition, values...)
+		offs, err := produce(ctx, w, topic, partition, values...)
+		if err != nil {
+			// A retriable produce error (kafka.IsRetriable): the
+			// transaction can only be aborted, and the caller redoes it,
+			// as the engine does. Seen on kfake under make test's load:
+			// OUT_OF_ORDER_SEQUENCE_NUMBER on a transaction's first
+			// produce after the previous one bumped the epoch.
+			if !kafka.IsRetriable(err) || attempt == 3 {
+				t.Fatal(err)
+			}
+			if _, aerr := w.End(ctx, false); aerr != nil {
+				t.Fatalf("%v; then the abort: %v", err, aerr)
+			}
+			t.Logf("produce failed (%v): the transaction was aborted; redoing it", err)
+			continue
+		}
 		committed, err := w.End(ctx, commit)
 		if err != nil {
 			t.Fatal(err)
@@ -154,15 +169,19 @@ func Txn(t testing.TB, w *kafka.Session, topic string, partition int32, commit b
 // Produce writes values to topic/partition in w's open transaction.
 func Produce(t testing.TB, w *kafka.Session, topic string, partition int32, values ...string) []int64 {
 	t.Helper()
-	recs := make([]kafka.Record, len(values))
-	for i, v := range values {
-		recs[i] = kafka.Record{Topic: topic, Partition: partition, Key: []byte("k-" + v), Value: []byte(v)}
-	}
-	offs, err := w.Produce(Ctx(t, 60*time.Second), recs)
+	offs, err := produce(Ctx(t, 60*time.Second), w, topic, partition, values...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return offs
+}
+
+func produce(ctx context.Context, w *kafka.Session, topic string, partition int32, values ...string) ([]int64, error) {
+	recs := make([]kafka.Record, len(values))
+	for i, v := range values {
+		recs[i] = kafka.Record{Topic: topic, Partition: partition, Key: []byte("k-" + v), Value: []byte(v)}
+	}
+	return w.Produce(ctx, recs)
 }
 
 // PlainProduce writes records with the non-transactional producer.
