@@ -289,6 +289,18 @@ func (k kafkaAdmin) warnOnce(topic, key, msg string, attrs ...any) {
 	k.log.Warn(msg, attrs...)
 }
 
+// DeleteRetention implements engine.RetentionDescriber: without the
+// DescribeConfigs ACL it is unknown (0), with a Warn once.
+func (k kafkaAdmin) DeleteRetention(ctx context.Context, topic string) (time.Duration, error) {
+	d, err := k.a.DeleteRetention(ctx, topic)
+	if err != nil && kafka.IsAuthError(err) {
+		k.warnOnce(topic, "retention", "cannot read the changelog's delete.retention.ms (not authorized to describe its configs): a shard restored after a long outage is not checked for deletions compaction removed",
+			"topic", topic, "err", err)
+		return 0, nil
+	}
+	return d, adminErr(err)
+}
+
 // EndOffsets implements engine.EndOffsetter (consumer lag).
 func (k kafkaAdmin) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
 	return k.a.EndOffsets(ctx, topic)

@@ -79,11 +79,18 @@ func DecodeValue(b []byte) (Header, []byte, error) {
 }
 
 // Record is one changelog record: a shard key and its new value, or a
-// tombstone when Value is nil. Offset is set on records read from Kafka.
+// tombstone when Value is nil. Offset and TimestampMs are set on records
+// read from Kafka.
 type Record struct {
 	Key    []byte
 	Value  []byte
 	Offset int64
+	// TimestampMs is the Kafka record's timestamp in Unix milliseconds (0:
+	// unknown). A restore records the last one with its offset: the
+	// changelog's compaction may drop a tombstone delete.retention.ms after
+	// it, so a store that resumes from an offset older than that restores
+	// in full (docs/OPERATIONS.md, "Long outages").
+	TimestampMs int64
 }
 
 // Tombstone reports whether the record deletes its key.

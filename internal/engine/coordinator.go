@@ -66,6 +66,10 @@ type CoordinatorConfig struct {
 	// RestoreRetry is the pause between restore rounds while waiting.
 	// Optional; default 50ms.
 	RestoreRetry time.Duration
+	// WallNow is the wall clock the age of a shard's changelog offset is
+	// measured on (stale.go), against the changelog's record timestamps.
+	// Optional; default time.Now.
+	WallNow func() time.Time
 	// ShutdownTimeout bounds the batch in flight after the Run ctx ends,
 	// and separately the group leave of LeaveGroupOnShutdown.
 	ShutdownTimeout time.Duration
@@ -194,6 +198,9 @@ type Coordinator struct {
 	// the sizer.
 	lastStaged int64
 	msgs       msgPool // record arrays for the batches' produce calls (produce.go); the loop's own
+	// deleteRetention is the changelog's delete.retention.ms (a
+	// time.Duration; 0: unknown), read at start-up (stale.go).
+	deleteRetention atomic.Int64
 
 	partitions    int // of the input (and changelog) topic
 	outPartitions int
@@ -598,6 +605,7 @@ func (c *Coordinator) checkTopics(ctx context.Context) error {
 			return err
 		}
 	}
+	c.loadDeleteRetention(ctx)
 	if c.cfg.RunToEnd {
 		if err := c.captureEnds(ctx); err != nil {
 			return err

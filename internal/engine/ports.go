@@ -126,6 +126,15 @@ type Admin interface {
 	CommittedOffsets(ctx context.Context, group, topic string) (map[int32]int64, error)
 }
 
+// RetentionDescriber is an optional capability of an Admin: the changelog
+// topic's delete.retention.ms, how long compaction keeps a tombstone (0
+// and no error: unknown, e.g. not authorized to describe the topic's
+// configs). The coordinator restores a shard whose changelog offset is
+// older than that in full (stale.go).
+type RetentionDescriber interface {
+	DeleteRetention(ctx context.Context, topic string) (time.Duration, error)
+}
+
 // Changelog opens readers of changelog partitions.
 type Changelog interface {
 	// Open returns a reader of topic/partition from offset from (0: the log

@@ -216,6 +216,10 @@ func (c *Coordinator) restoreOnce(ctx context.Context, t TaskHandle, s *slot, ba
 			return 0, err
 		}
 	}
+	if err := c.wipeIfStale(ctx, sh, p); err != nil {
+		return 0, err
+	}
+	opened := c.wallNow()
 	rd, err := c.cfg.Changelog.Open(ctx, c.cfg.ChangelogTopic, p, sh.ChangelogOffset())
 	if errors.Is(err, ErrOffsetOutOfRange) {
 		if err := c.reseedOrRefuse(ctx, t, p, ci, err); err != nil {
@@ -235,6 +239,9 @@ func (c *Coordinator) restoreOnce(ctx context.Context, t TaskHandle, s *slot, ba
 		OnApplied: func(records, offset int64) { c.restoreApplied(s, records, offset) },
 	})
 	if err != nil {
+		return st.Records, fmt.Errorf("kstate: partition %d: %w", p, err)
+	}
+	if err := c.caughtUp(sh, opened); err != nil {
 		return st.Records, fmt.Errorf("kstate: partition %d: %w", p, err)
 	}
 	return st.Records, nil
@@ -332,7 +339,7 @@ func (s changelogSource) Next(ctx context.Context) ([]changelog.Record, error) {
 	s.kill.at(DuringRestore)
 	out := make([]changelog.Record, len(recs))
 	for i, rec := range recs {
-		out[i] = changelog.Record{Key: rec.Key, Value: rec.Value, Offset: rec.Offset}
+		out[i] = changelog.Record{Key: rec.Key, Value: rec.Value, Offset: rec.Offset, TimestampMs: unixMs(rec.Timestamp)}
 	}
 	return out, nil
 }

@@ -146,6 +146,8 @@ type standby struct {
 	task TaskHandle
 	rd   ChangelogReader // nil between catch-ups
 	due  time.Duration   // when to open a reader again (rd == nil)
+	// opened is the wall time rd was opened at (stale.go).
+	opened time.Time
 }
 
 func newStandbys(c *Coordinator) *standbys {
@@ -485,6 +487,14 @@ func (w *standbys) turn(ctx context.Context, sb *standby) {
 		w.mu.Unlock()
 	}()
 	if sb.rd == nil {
+		if err := c.wipeIfStale(tctx, sh, sb.p); err != nil {
+			if tctx.Err() == nil {
+				sb.due = c.clock.Elapsed() + standbyRetry
+				c.log.Warn("standby partition: could not check its local state's age: retrying", "partition", sb.p, "retry_in", standbyRetry, "err", err)
+			}
+			return
+		}
+		sb.opened = c.wallNow()
 		rd, err := c.cfg.Changelog.Open(tctx, c.cfg.ChangelogTopic, sb.p, sh.ChangelogOffset())
 		if err != nil {
 			if tctx.Err() == nil {
@@ -520,6 +530,9 @@ func (w *standbys) turn(ctx context.Context, sb *standby) {
 		sb.rd.Close()
 		sb.rd = nil
 		sb.due = c.clock.Elapsed() + c.cfg.StandbyRefresh
+		if err := c.caughtUp(sh, sb.opened); err != nil {
+			c.log.Warn("standby partition: recording its changelog time failed", "partition", sb.p, "err", err)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kstate/kstate/internal/handle"
 	"github.com/kstate/kstate/internal/kv"
@@ -76,6 +77,9 @@ type Config[K, I, O any] struct {
 	WriteBehindBudget *shard.WriteBehindBudget
 	// MaxVarSets is shard.ShardOptions.MaxVariableSetVersions.
 	MaxVarSets int
+	// WallNow is shard.ShardOptions.Now (CoordinatorConfig.WallNow's
+	// clock); nil = time.Now.
+	WallNow func() time.Time
 	// StoreBackend selects the store at Dir; "" = kv.DefaultBackend().
 	StoreBackend kv.Backend
 
@@ -291,6 +295,7 @@ func Open[K, I, O any](cfg Config[K, I, O]) (*Task[K, I, O], error) {
 		AllowTTL:          cfg.TimeMode == processor.ProcessingTime,
 		// Bound on changes of the set of variables (shard/registry.go).
 		MaxVariableSetVersions: cfg.MaxVarSets,
+		Now:                    cfg.WallNow,
 		// A state value over the producer's limit fails its call, per key
 		// (emit.go, close), not the whole transaction at produce time.
 		MaxRecordBytes: cfg.MaxOutputBytes,

@@ -507,6 +507,20 @@ func (a *Admin) MaxMessageBytes(ctx context.Context, topic string) (int, error) 
 	return n, nil
 }
 
+// DeleteRetention returns topic's delete.retention.ms: how long compaction
+// keeps a tombstone; 0 when the broker does not report it.
+func (a *Admin) DeleteRetention(ctx context.Context, topic string) (time.Duration, error) {
+	v, err := a.topicConfig(ctx, topic, "delete.retention.ms")
+	if err != nil || v == "" {
+		return 0, err // "": not reported (0: unknown)
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("kafka: topic %q: delete.retention.ms %q: %w", topic, v, err)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
 // CommitGroupOffsets commits offsets (partition → next offset to read) of
 // topic for group, outside any consumer session. The group must have no
 // member: a stopped static member (group.instance.id) stays one until its

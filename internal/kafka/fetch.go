@@ -90,7 +90,7 @@ func (f *partFetcher) nextChangelog(ctx context.Context) (recs []changelog.Recor
 	}
 	recs = make([]changelog.Record, len(krecs))
 	for i, r := range krecs {
-		recs[i] = changelog.Record{Key: r.Key, Value: r.Value, Offset: r.Offset}
+		recs[i] = changelog.Record{Key: r.Key, Value: r.Value, Offset: r.Offset, TimestampMs: r.Timestamp.UnixMilli()}
 	}
 	return recs, done, nil
 }

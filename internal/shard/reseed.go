@@ -102,11 +102,16 @@ func (s *Shard) EndReseed(nextOffset int64) error {
 	s.cache.clear()
 	var b kv.Batch
 	b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(nextOffset)))
+	// The re-seed committed before this call: every record after it
+	// comes later.
+	since := s.now().UnixMilli()
+	putSince(&b, since)
 	b.Delete([]byte(reseedKey))
 	s.resetReads()
 	if err := s.store.Write(&b, kv.WriteOptions{Sync: true}); err != nil {
 		return shardErr("EndReseed", err)
 	}
 	s.offset, s.stored = nextOffset, nextOffset
+	s.since, s.storedSince = since, since
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/kstate/kstate/changelog"
 	"github.com/kstate/kstate/internal/changelogfmt"
@@ -69,6 +70,9 @@ type ShardOptions struct {
 	// with the error. The engine sets it (local state is a cache of the
 	// changelog); readers of a shard (statereader) do not.
 	RebuildCorrupt bool
+	// Now is the wall clock of ChangelogSince (a batch's Begin, a
+	// re-seed's end), overriding the default of time.Now.
+	Now func() time.Time
 }
 
 // lockFile is the name of the flock'ed file inside a shard directory.
@@ -77,6 +81,18 @@ const lockFile = "LOCK.kstate"
 // offsetKey holds the next changelog offset to read. It sorts after every
 // changelogged key space (kinds 0x00..0x04) and is itself never changelogged.
 const offsetKey = "\xffoffset"
+
+// sinceKey holds, next to offsetKey and written with it, a time (Unix ms,
+// 8 bytes) at or before which every changelog record at or after the
+// stored offset was written: the Begin of the last batch committed into
+// the store, the timestamp of the last record a restore applied, or the
+// end of a re-seed. The changelog's compaction may remove a tombstone
+// delete.retention.ms after it was written, so a restore from an offset
+// whose time is older than that may miss deletions: the engine then
+// restores in full (Shard.ChangelogSince). Local only; it sorts after
+// offsetKey (and reseedKey). A store without it (written before it
+// existed) is not checked until its next write.
+const sinceKey = "\xffsince"
 
 // everythingLower/Upper bound every changelogged key (all kinds, not the offset).
 var (
@@ -110,6 +126,14 @@ type Shard struct {
 	// store, the offset a restore after a crash starts from. They differ
 	// while the write-behind layer holds committed batches.
 	offset, stored int64
+	// since and storedSince go with offset and stored: a time (Unix ms)
+	// at or before which every changelog record at or after that offset
+	// was written; 0 when unknown (sinceKey).
+	since, storedSince int64
+	// batchStart is the wall time (Unix ms) of the batch's Begin: a
+	// committed batch's records, and every later one's, were written after
+	// it.
+	batchStart int64
 
 	// wb is the write-behind layer of committed, unflushed batches (nil:
 	// write-through). frozen is the full layer before it, which a
@@ -261,6 +285,13 @@ func (s *Shard) openStore() error {
 		} else {
 			s.offset = int64(binary.BigEndian.Uint64(v))
 			s.stored = s.offset
+		}
+	}
+	if err == nil {
+		v, ok, err = s.store.Get([]byte(sinceKey))
+		if err == nil && ok && len(v) == 8 {
+			s.since = int64(binary.BigEndian.Uint64(v))
+			s.storedSince = s.since
 		}
 	}
 	if err != nil {
@@ -500,10 +531,18 @@ func (s *Shard) ApplyChangelog(recs []changelog.Record, nextOffset int64) error 
 		applyRecord(&b, &arena, r.Key, r.Value)
 	}
 	b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(nextOffset)))
+	// Records after nextOffset were written after the last one here; with
+	// no timestamp, after the time kept (they follow its offset too).
+	since := s.since
+	if n := len(recs); n > 0 && recs[n-1].TimestampMs > 0 {
+		since = recs[n-1].TimestampMs
+	}
+	putSince(&b, since)
 	if err := s.store.Write(&b, kv.WriteOptions{DisableWAL: true}); err != nil {
 		return shardErr("ApplyChangelog", err)
 	}
 	s.offset, s.stored = nextOffset, nextOffset
+	s.since, s.storedSince = since, since
 	s.layoutCurrent = layoutCurrent
 	s.timerFloor, s.ttlFloor = newFloor(changelog.KindTimer), newFloor(changelog.KindTTL)
 	s.total.restored.Add(int64(len(recs)))
@@ -525,10 +564,12 @@ func (s *Shard) Wipe() error {
 	var b kv.Batch
 	b.DeleteRange(everythingLower, everythingUpper)
 	b.Delete([]byte(offsetKey))
+	b.Delete([]byte(sinceKey))
 	if err := s.store.Write(&b, kv.WriteOptions{}); err != nil {
 		return shardErr("Wipe", err)
 	}
 	s.offset, s.stored = 0, 0
+	s.since, s.storedSince = 0, 0
 	s.layoutCurrent = false
 	s.timerFloor, s.ttlFloor = newFloor(changelog.KindTimer), newFloor(changelog.KindTTL)
 	return nil
@@ -581,6 +622,7 @@ func (s *Shard) Begin(batchTimeMs int64) {
 	s.batchSeq++
 	s.resetReads()
 	s.batchTime = batchTimeMs
+	s.batchStart = s.now().UnixMilli()
 	s.hasKey, s.key = false, s.key[:0]
 	s.batchStats = Stats{}
 	s.stageLayout()
@@ -804,4 +846,58 @@ func (s *Shard) Scan(lower, upper []byte, fn func(key, value []byte) bool) error
 		upper = everythingUpper // never show the local offset key
 	}
 	return shardErr("Scan", s.scan(lower, upper, fn))
+}
+
+// ChangelogSince returns a time (Unix ms) at or before which every
+// changelog record at or after ChangelogOffset was written, 0 when
+// unknown (a new shard, or a store written before this was recorded): the
+// Begin of the last committed batch, or the timestamp of the last record
+// a restore applied. Compaction can remove a changelog tombstone once it
+// is delete.retention.ms old, so the engine restores a shard whose time is
+// older than that in full instead of resuming from its offset.
+func (s *Shard) ChangelogSince() int64 { return s.since }
+
+// putSince adds the sinceKey entry of ms to b (nothing when unknown).
+func putSince(b *kv.Batch, ms int64) {
+	if ms > 0 {
+		b.Put([]byte(sinceKey), binary.BigEndian.AppendUint64(nil, uint64(ms)))
+	}
+}
+
+// RaiseChangelogSince makes ms the shard's ChangelogSince if it is later:
+// a restore read the changelog up to the end captured when its reader
+// opened, so every record after the shard's offset was written after that
+// opening, or in a transaction open then (at most a transaction timeout
+// earlier). Without it, a shard restored from an idle changelog kept the
+// time of that changelog's last record and would restore in full at every
+// start once that is old. Between batches only; the store's offset is made
+// the shard's first (the write-behind layer is written).
+func (s *Shard) RaiseChangelogSince(ms int64) error {
+	if s.closed {
+		return shardErr("RaiseChangelogSince", state.ErrClosed)
+	}
+	if s.inBatch {
+		return shardErr("RaiseChangelogSince", ErrInBatch)
+	}
+	if ms <= s.since {
+		return nil
+	}
+	if err := s.flush(); err != nil {
+		return shardErr("RaiseChangelogSince", err)
+	}
+	var b kv.Batch
+	putSince(&b, ms)
+	if err := s.store.Write(&b, kv.WriteOptions{DisableWAL: true}); err != nil {
+		return shardErr("RaiseChangelogSince", err)
+	}
+	s.since, s.storedSince = ms, ms
+	return nil
+}
+
+// now is ShardOptions.Now, time.Now when unset.
+func (s *Shard) now() time.Time {
+	if s.opts.Now == nil {
+		return time.Now()
+	}
+	return s.opts.Now()
 }

@@ -75,8 +75,8 @@ func TestShardStagingNotInStoreBeforeCommit(t *testing.T) {
 		t.Fatalf("after Finish: Get %q, record %q", got, recs[2].Value)
 	}
 	noErr(t, s.Commit(42))
-	if n := storeKeys(); n != 6 { // + the local offset
-		t.Fatalf("store has %d keys after Commit, want 6", n)
+	if n := storeKeys(); n != 7 { // + the local offset and its time
+		t.Fatalf("store has %d keys after Commit, want 7", n)
 	}
 	if s.ChangelogOffset() != 42 {
 		t.Fatalf("ChangelogOffset = %d", s.ChangelogOffset())

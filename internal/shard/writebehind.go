@@ -400,10 +400,12 @@ func (s *Shard) commitStore(next int64) error {
 		var b kv.Batch
 		s.stage.writeTo(&b)
 		b.Put([]byte(offsetKey), binary.BigEndian.AppendUint64(nil, uint64(next)))
+		putSince(&b, s.batchStart)
 		if err := s.store.Write(&b, kv.WriteOptions{}); err != nil {
 			return err
 		}
 		s.offset, s.stored = next, next
+		s.since, s.storedSince = s.batchStart, s.batchStart
 		return nil
 	}
 	// A background write that is done gives its layer up now (a failed
@@ -421,7 +423,7 @@ func (s *Shard) commitStore(next int64) error {
 		if !s.flushInBackground {
 			// The layer and the batch, written here (a backlog: see
 			// SetBackgroundFlush).
-			return s.flushWith(s.stage, next)
+			return s.flushWith(s.stage, next, s.batchStart)
 		}
 	}
 	s.wbMu.Lock()
@@ -433,7 +435,7 @@ func (s *Shard) commitStore(next int64) error {
 	w.mergeAdded()
 	w.recs += int64(n)
 	s.wbMu.Unlock()
-	s.offset = next
+	s.offset, s.since = next, s.batchStart
 	if full {
 		s.freeze()
 	}
@@ -447,6 +449,7 @@ func (s *Shard) commitStore(next int64) error {
 type wbFlush struct {
 	layer *wbLayer
 	next  int64
+	since int64      // goes with next (sinceKey)
 	done  chan error // the write's result; nil once received
 	err   error      // the write's error, once received
 }
@@ -457,11 +460,11 @@ type wbFlush struct {
 // store, before or after the write, under the frozen layer is the same
 // committed state).
 func (s *Shard) freeze() {
-	f := &wbFlush{layer: s.wb, next: s.offset, done: make(chan error, 1)}
+	f := &wbFlush{layer: s.wb, next: s.offset, since: s.since, done: make(chan error, 1)}
 	s.wbMu.Lock()
 	s.frozen, s.wb = f, newWBLayer()
 	s.wbMu.Unlock()
-	go func() { f.done <- s.writeLayer(f.layer, nil, f.next) }()
+	go func() { f.done <- s.writeLayer(f.layer, nil, f.next, f.since) }()
 }
 
 // pollFrozen retires the frozen layer if its store write returned
@@ -498,7 +501,7 @@ func (s *Shard) awaitFrozen() error {
 		f.done = nil
 	}
 	if f.err != nil {
-		if f.err = s.writeLayer(f.layer, nil, f.next); f.err != nil {
+		if f.err = s.writeLayer(f.layer, nil, f.next, f.since); f.err != nil {
 			return f.err
 		}
 	}
@@ -516,7 +519,7 @@ func (s *Shard) retireFrozen() {
 	s.frozen = nil
 	s.wbMu.Unlock()
 	f.layer.release()
-	s.stored = f.next
+	s.stored, s.storedSince = f.next, f.since
 }
 
 // flush writes the frozen layer, then the layer, and the committed offset
@@ -532,7 +535,7 @@ func (s *Shard) flush() error {
 	if s.wb.empty() && s.stored == s.offset {
 		return nil
 	}
-	return s.flushWith(nil, s.offset)
+	return s.flushWith(nil, s.offset, s.since)
 }
 
 // flushWith writes the layer merged with st (nil: none; st wins on equal
@@ -540,14 +543,15 @@ func (s *Shard) flush() error {
 // write and the emptying happen under wbMu, so ReadCommitted sees the
 // layer over the old store or the new store, never a mix. On error the
 // layer is unchanged. No layer may be frozen.
-func (s *Shard) flushWith(st *staging, next int64) error {
+func (s *Shard) flushWith(st *staging, next, since int64) error {
 	s.wbMu.Lock()
 	defer s.wbMu.Unlock()
-	if err := s.writeLayer(s.wb, st, next); err != nil {
+	if err := s.writeLayer(s.wb, st, next, since); err != nil {
 		return err
 	}
 	s.wb.reset()
 	s.offset, s.stored = next, next
+	s.since, s.storedSince = since, since
 	return nil
 }
 
@@ -555,8 +559,9 @@ func (s *Shard) flushWith(st *staging, next int64) error {
 // none) and offset next to the store in one atomic write. It only reads
 // w, st and the store: the background flush runs it (without st) on its
 // own goroutine.
-func (s *Shard) writeLayer(w *wbLayer, st *staging, next int64) error {
+func (s *Shard) writeLayer(w *wbLayer, st *staging, next, since int64) error {
 	offset := binary.BigEndian.AppendUint64(nil, uint64(next))
+	sinceVal := binary.BigEndian.AppendUint64(nil, uint64(since))
 	if ow, ok := s.store.(kv.OrderedWriter); ok {
 		// The layer's entries go straight into the store's write: a Batch
 		// of them held 80 bytes of operation per entry on the Go heap
@@ -566,6 +571,9 @@ func (s *Shard) writeLayer(w *wbLayer, st *staging, next int64) error {
 		return ow.WriteOrdered(func(add func(key, value []byte, deleted bool)) {
 			w.walk(w.items, st, add)
 			add([]byte(offsetKey), offset, false)
+			if since > 0 {
+				add([]byte(sinceKey), sinceVal, false) // after offsetKey
+			}
 		}, kv.WriteOptions{})
 	}
 	// A batch of its own, sized exactly, not kept: a flush comes once per
@@ -574,7 +582,7 @@ func (s *Shard) writeLayer(w *wbLayer, st *staging, next int64) error {
 	// the heavy benchmark: 52 of a process's 246 MiB of live heap, doubled
 	// in RSS by the GC's headroom) for one allocation per flush.
 	var b kv.Batch
-	n := len(w.items) + 1
+	n := len(w.items) + 2
 	if st != nil {
 		n += st.len()
 	}
@@ -587,6 +595,7 @@ func (s *Shard) writeLayer(w *wbLayer, st *staging, next int64) error {
 		}
 	})
 	b.Put([]byte(offsetKey), offset)
+	putSince(&b, since)
 	return s.store.Write(&b, kv.WriteOptions{})
 }
 

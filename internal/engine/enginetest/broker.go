@@ -15,6 +15,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/kstate/kstate/internal/engine"
 )
@@ -33,6 +34,10 @@ type Broker struct {
 	hidden      []*txn // committed transactions whose markers are not visible yet
 	failReseed  bool   // the next Reseed produces, aborts and fails (a crash mid-transaction)
 	failMeta    int    // the next failMeta Admin.Partitions calls fail
+	// wallSkew is added to the bubble's clock for the record timestamps
+	// and the coordinators' WallNow (AdvanceWall); deleteRetention is the
+	// changelog's delete.retention.ms Admin reports (0: unknown).
+	wallSkew, deleteRetention time.Duration
 }
 
 type txnState int
@@ -52,6 +57,11 @@ type entry struct {
 	msg    engine.Message
 	txn    *txn // nil: non-transactional
 	marker bool
+	// removed: by compaction (Compact); readers skip it like a marker.
+	removed bool
+	// at is when a transactional produce appended it (Now): a reader's
+	// record has it as its timestamp when the producer set none.
+	at time.Time
 }
 
 type plog struct {
@@ -211,6 +221,60 @@ func (b *Broker) Truncate(topic string, p int32, to int64) error {
 	return nil
 }
 
+// Now is the wall clock of the cluster: the bubble's, moved on by
+// AdvanceWall (record timestamps, the coordinators' WallNow).
+func (b *Broker) Now() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return time.Now().Add(b.wallSkew)
+}
+
+// AdvanceWall moves the wall clock on by d without running anything (an
+// outage: nothing polls meanwhile).
+func (b *Broker) AdvanceWall(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.wallSkew += d
+}
+
+// SetDeleteRetention sets the delete.retention.ms Admin reports.
+func (b *Broker) SetDeleteRetention(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.deleteRetention = d
+}
+
+// Compact does what the log cleaner does once every tombstone of topic/p
+// is older than delete.retention.ms: of the committed records below the
+// LSO it keeps each key's newest, unless that is a tombstone, and removes
+// the rest. Offsets do not change.
+func (b *Broker) Compact(topic string, p int32) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l, err := b.log(topic, p)
+	if err != nil {
+		return err
+	}
+	upto := l.lso() - l.start
+	newest := map[string]int64{}
+	for i := range upto {
+		e := &l.entries[i]
+		if !e.marker && !e.removed && e.txn != nil && e.txn.state == txnCommitted {
+			newest[string(e.msg.Key)] = i
+		}
+	}
+	for i := range upto {
+		e := &l.entries[i]
+		if e.marker || e.removed {
+			continue
+		}
+		if j, ok := newest[string(e.msg.Key)]; !ok || j != i || e.msg.Value == nil {
+			e.removed = true
+		}
+	}
+	return nil
+}
+
 // Recreate deletes and recreates topic with the same partition count: its
 // offsets start again from 0.
 func (b *Broker) Recreate(topic string) {
@@ -319,6 +383,14 @@ func (a Admin) EnsureChangelog(_ context.Context, topic string, n int) error {
 		return fmt.Errorf("enginetest: changelog %q has %d partitions, want %d", topic, len(ls), n)
 	}
 	return nil
+}
+
+// DeleteRetention makes Admin an engine.RetentionDescriber
+// (SetDeleteRetention).
+func (a Admin) DeleteRetention(_ context.Context, _ string) (time.Duration, error) {
+	a.B.mu.Lock()
+	defer a.B.mu.Unlock()
+	return a.B.deleteRetention, nil
 }
 
 func (a Admin) CommittedOffsets(_ context.Context, group, topic string) (map[int32]int64, error) {
@@ -444,10 +516,14 @@ func (r *reader) Next(ctx context.Context) ([]engine.Message, error) {
 		}
 		e := r.l.entries[i]
 		r.pos++
-		if e.marker || (e.txn != nil && e.txn.state != txnCommitted) {
+		if e.marker || e.removed || (e.txn != nil && e.txn.state != txnCommitted) {
 			continue
 		}
-		out = append(out, e.msg)
+		m := e.msg
+		if m.Timestamp.IsZero() {
+			m.Timestamp = e.at
+		}
+		out = append(out, m)
 	}
 	if len(out) == 0 {
 		return nil, io.EOF

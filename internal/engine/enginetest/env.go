@@ -529,6 +529,31 @@ func (e *Env) Exec(line string) (string, error) {
 		e.Clock.Advance(d)
 		e.settle()
 		return e.flush(), nil
+	case "wall-advance", "delete-retention":
+		// wall-advance d: the wall clock moves on by d, nothing runs (an
+		// outage); delete-retention d: the changelog's delete.retention.ms.
+		if len(args) != 1 {
+			return "", fmt.Errorf("%s <duration>", cmd)
+		}
+		d, err := time.ParseDuration(args[0])
+		if err != nil {
+			return "", err
+		}
+		if cmd == "wall-advance" {
+			e.B.AdvanceWall(d)
+		} else {
+			e.B.SetDeleteRetention(d)
+		}
+		return "", nil
+	case "compact-changelog":
+		if len(args) != 1 {
+			return "", errors.New("compact-changelog pN")
+		}
+		p, err := parsePart(args[0])
+		if err != nil {
+			return "", err
+		}
+		return "", e.B.Compact(ChangelogTopic, p)
 	case "hide-markers":
 		e.B.HideMarkers()
 		return "", nil
@@ -998,6 +1023,7 @@ func (e *Env) start(args []string, old *Instance) error {
 		MaxBatchRecords:  100,
 		RestoreTimeout:   10 * time.Second,
 		RestoreRetry:     50 * time.Millisecond,
+		WallNow:          e.B.Now,
 		ShutdownTimeout:  shutdown,
 		MaxBatchDuration: maxBatch,
 		RunToEnd:         bounded,
@@ -1027,7 +1053,7 @@ func (e *Env) start(args []string, old *Instance) error {
 				dir = filepath.Join(e.Dirs, h.name, strconv.Itoa(int(p)))
 			}
 			return engine.Open(engine.Config[string, string, string]{
-				ApplicationID: App, RunID: "run", Topic: Input, Topics: topics, Partition: p, Backend: d, Dir: dir,
+				ApplicationID: App, RunID: "run", Topic: Input, Topics: topics, Partition: p, Backend: d, Dir: dir, WallNow: e.B.Now,
 				GroupKeys: groupKeys, RepartitionInput: repartitionInput,
 				TimeMode: mode, OutputMode: processor.Append,
 				KeySerde: serde.String(), ValueSerde: poisonSerde{}, OutputSerde: serde.String(),

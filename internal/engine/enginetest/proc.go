@@ -75,6 +75,17 @@ func (c *Counter) HandleInputRows(key string, rows iter.Seq[string], tv processo
 		if v == "boom" {
 			return errors.New("boom")
 		}
+		if v == "clear" {
+			// The key's count is deleted (a changelog tombstone).
+			if err := c.count.Clear(); err != nil {
+				return err
+			}
+			n = 0
+			if err := out.Emit("cleared"); err != nil {
+				return err
+			}
+			continue
+		}
 		n++
 		if err := c.count.Update(n); err != nil {
 			return err

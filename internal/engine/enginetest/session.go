@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/kstate/kstate/internal/engine"
 )
@@ -609,7 +610,7 @@ func (b *Broker) produce(t *txn, logs map[*plog]bool, msgs []engine.Message) ([]
 		}
 		m.Offset = l.end()
 		offs[i] = m.Offset
-		l.entries = append(l.entries, entry{msg: m, txn: t})
+		l.entries = append(l.entries, entry{msg: m, txn: t, at: time.Now().Add(b.wallSkew)})
 		logs[l] = true
 	}
 	return offs, nil
