@@ -1,8 +1,6 @@
 package integration
 
 import (
-	"iter"
-	"strconv"
 	"testing"
 	"time"
 
@@ -13,52 +11,8 @@ import (
 	"github.com/kstate/kstate/internal/testlog"
 	"github.com/kstate/kstate/internal/testprocs"
 	"github.com/kstate/kstate/kafka/kafkatest"
-	"github.com/kstate/kstate/processor"
 	"github.com/kstate/kstate/serde"
-	"github.com/kstate/kstate/state"
 )
-
-// clearingCounter counts a key's rows and emits the count; a row "clear"
-// deletes the count (a changelog tombstone) and emits "cleared".
-type clearingCounter struct{ count state.ValueState[int64] }
-
-func (c *clearingCounter) Init(h processor.Handle) (err error) {
-	c.count, err = processor.NewValueState(h, "count", state.Int64())
-	return err
-}
-
-func (c *clearingCounter) HandleInputRows(_ string, rows iter.Seq[string], _ processor.TimerValues, out processor.Emitter[string]) error {
-	n, _, err := c.count.Get()
-	if err != nil {
-		return err
-	}
-	for v := range rows {
-		if v == "clear" {
-			n = 0
-			if err := c.count.Clear(); err != nil {
-				return err
-			}
-			if err := out.Emit("cleared"); err != nil {
-				return err
-			}
-			continue
-		}
-		n++
-		if err := c.count.Update(n); err != nil {
-			return err
-		}
-		if err := out.Emit(strconv.FormatInt(n, 10)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (c *clearingCounter) HandleExpiredTimer(string, processor.TimerValues, processor.ExpiredTimerInfo, processor.Emitter[string]) error {
-	return nil
-}
-
-func (c *clearingCounter) Close() error { return nil }
 
 // TestLongOutageRestoresInFull, on a real broker whose cleaner really
 // removes tombstones: instance A counts key "k" to 2 and stops, keeping
@@ -88,7 +42,7 @@ func TestLongOutageRestoresInFull(t *testing.T) {
 		return mustNew(t, testApp[string, string, string]{kstate.Topology[string, string, string]{
 			Inputs:       kstate.Topics(serde.String(), in),
 			KeySerde:     serde.String(),
-			NewProcessor: func() processor.StatefulProcessor[string, string, string] { return &clearingCounter{} },
+			NewProcessor: testprocs.NewCounter, // "clear" deletes the key's state
 			Output:       kstate.Output[string, string]{Topic: out, Serde: serde.String()},
 		}, kstate.Options{
 			ApplicationID: appID,
@@ -123,7 +77,7 @@ func TestLongOutageRestoresInFull(t *testing.T) {
 	n := 3
 	outputs(n)
 	// B writes on, a batch per segment, until the cleaner has removed the
-	// tombstone: the changelog then holds no record without a value.
+	// tombstones: the changelog then holds no record without a value.
 	deadline := time.Now().Add(2 * time.Minute)
 	for i := 0; ; i++ {
 		cluster.Produce(t, in, rec("other", "x"))
@@ -141,7 +95,7 @@ func TestLongOutageRestoresInFull(t *testing.T) {
 			}
 		}
 		if tombstones == 0 && i > 0 {
-			t.Logf("the cleaner removed the tombstone after %d more batches", i+1)
+			t.Logf("the cleaner removed the tombstones after %d more batches", i+1)
 			break
 		}
 		if time.Now().After(deadline) {

@@ -1,6 +1,7 @@
 package testprocs
 
 import (
+	"errors"
 	"fmt"
 	"iter"
 	"strconv"
@@ -15,7 +16,8 @@ import (
 // count, a ListState of the rows seen and a MapState row→count. For every
 // row it emits "<count>" (so a,a,a,b,b emits a:1,a:2,a:3,b:1,b:2 whatever
 // the batching), and it checks on every row that the three states agree.
-// It accepts initial state rows (int64 start counts).
+// A row "clear" deletes the key's state (changelog tombstones) and emits
+// "cleared". It accepts initial state rows (int64 start counts).
 type Counter struct {
 	count state.ValueState[int64]
 	seen  state.ListState[string]
@@ -50,6 +52,17 @@ func (c *Counter) HandleInputRows(key string, rows iter.Seq[string], _ processor
 		return err
 	}
 	for v := range rows {
+		if v == "clear" {
+			// The key's state is deleted (changelog tombstones).
+			n = 0
+			if err := errors.Join(c.count.Clear(), c.seen.Clear(), c.per.Clear()); err != nil {
+				return err
+			}
+			if err := out.Emit("cleared"); err != nil {
+				return err
+			}
+			continue
+		}
 		n++
 		if err := c.count.Update(n); err != nil {
 			return err
