@@ -29,6 +29,21 @@ func newAdmin(t *testing.T, brokers []string) *kadm.Client {
 	return kadm.NewClient(cl)
 }
 
+// createEagerlyCompacted creates a one-partition compacted topic whose
+// segments roll every 100 ms and are cleaned at once, keeping tombstones
+// for deleteRetention ms: the broker's cleaner (log.cleaner.backoff.ms 1 s
+// in kafkatest) then compacts it while a test runs.
+func createEagerlyCompacted(t *testing.T, adm *kadm.Client, name, deleteRetention string) {
+	t.Helper()
+	createTopic(t, adm, name, 1, map[string]*string{
+		"cleanup.policy":            kadm.StringPtr("compact"),
+		"segment.ms":                kadm.StringPtr("100"),
+		"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
+		"min.compaction.lag.ms":     kadm.StringPtr("0"),
+		"delete.retention.ms":       kadm.StringPtr(deleteRetention),
+	})
+}
+
 func createTopic(t *testing.T, adm *kadm.Client, name string, partitions int32, configs map[string]*string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/testlog"
@@ -31,13 +29,7 @@ func TestLongOutageRestoresInFull(t *testing.T) {
 	out := cluster.CreateTopic(t, "lo-out", 1)
 	appID := kafkatest.Name(t, "lo-app")
 	changelog := appID + "-changelog"
-	createTopic(t, newAdmin(t, brokers), changelog, 1, map[string]*string{
-		"cleanup.policy":            kadm.StringPtr("compact"),
-		"segment.ms":                kadm.StringPtr("100"),
-		"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
-		"min.compaction.lag.ms":     kadm.StringPtr("0"),
-		"delete.retention.ms":       kadm.StringPtr("2000"),
-	})
+	createEagerlyCompacted(t, newAdmin(t, brokers), changelog, "2000")
 	newApp := func(instance, dir string) *kstate.App[string, string, string] {
 		return mustNew(t, testApp[string, string, string]{kstate.Topology[string, string, string]{
 			Inputs:       kstate.Topics(serde.String(), in),

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-
 	"github.com/kstate/kstate"
 	"github.com/kstate/kstate/internal/kafka"
 	"github.com/kstate/kstate/internal/testlog"
@@ -57,13 +55,7 @@ func TestStateReaderAtBatchCompactedRealBroker(t *testing.T) {
 	out := cluster.CreateTopic(t, "tt-out", 1)
 	appID := kafkatest.Name(t, "tt-app")
 	adm := newAdmin(t, brokers)
-	createTopic(t, adm, appID+"-changelog", 1, map[string]*string{
-		"cleanup.policy":            kadm.StringPtr("compact"),
-		"segment.ms":                kadm.StringPtr("100"),
-		"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
-		"min.compaction.lag.ms":     kadm.StringPtr("0"),
-		"delete.retention.ms":       kadm.StringPtr("100"),
-	})
+	createEagerlyCompacted(t, adm, appID+"-changelog", "100")
 	cfg := testApp[string, string, string]{kstate.Topology[string, string, string]{
 		Inputs:       kstate.Topics(serde.String(), in),
 		KeySerde:     serde.String(),
