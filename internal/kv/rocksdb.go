@@ -56,6 +56,13 @@ type rocksStore struct {
 		// never persisted. Flushing keeps what survives a crash a prefix of
 		// the writes.
 		unloggedInMemtable bool
+		// failed is the first write's I/O error ("IO error: ", a disk
+		// full): later writes return it without calling RocksDB, whose
+		// log writer (7.8) can abort the process on a write after a failed
+		// append (an assertion in WritableFileWriter, seen once in CI in
+		// TestRocksDBDiskFull). RocksDB refuses writes after such an error
+		// anyway until the store is reopened.
+		failed error
 	}
 
 	// iters tracks open iterators so Close can destroy them before the DB:
@@ -410,6 +417,9 @@ func (s *rocksStore) WriteOrdered(walk func(add func(key, value []byte, deleted 
 // WAL-less writes, so that what a crash keeps is a prefix of the writes.
 // Called with s.w held.
 func (s *rocksStore) flushUnlogged(o WriteOptions) error {
+	if s.w.failed != nil {
+		return s.w.failed
+	}
 	if !o.DisableWAL && s.w.unloggedInMemtable {
 		if err := s.db.Flush(s.fo); err != nil {
 			return fmt.Errorf("kv: rocksdb flush of WAL-less writes before a logged write: %w", err)
@@ -421,8 +431,15 @@ func (s *rocksStore) flushUnlogged(o WriteOptions) error {
 
 // write applies the serialized batch of n operations. Called with s.w held.
 func (s *rocksStore) write(o WriteOptions, rep *batchRep, n int) error {
+	if s.w.failed != nil {
+		return s.w.failed
+	}
 	if err := rocksWrite(s.db, s.wo[woIndex(o)], rep.bytes()); err != nil {
-		return fmt.Errorf("kv: rocksdb write of %d ops: %w", n, err)
+		err = fmt.Errorf("kv: rocksdb write of %d ops: %w", n, err)
+		if strings.Contains(err.Error(), "IO error: ") {
+			s.w.failed = fmt.Errorf("kv: rocksdb store %s refuses writes after a failed one (reopen it): %w", s.dir, err)
+		}
+		return err
 	}
 	if o.DisableWAL {
 		s.w.unloggedInMemtable = true
