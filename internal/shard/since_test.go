@@ -1,6 +1,8 @@
 package shard_test
 
 import (
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,18 +29,21 @@ func TestChangelogSince(t *testing.T) {
 		{"write-behind on disk", 1 << 20, false, true}, {"background flushes on disk", 1, true, true}} {
 		t.Run(mode.name, func(t *testing.T) {
 			var clock int64
-			var store kv.Store = noClose{kv.NewMemory()}
+			var store kv.Store = kv.NewMemory()
 			if mode.disk {
 				st, err := kv.OpenBackend(kv.DefaultBackend(), t.TempDir(), nil, false)
 				noErr(t, err)
 				defer st.Close()
-				store = noClose{st}
-				if ow, ok := st.(kv.OrderedWriter); ok {
-					store = noCloseOrdered{noClose{st}, ow}
-				}
+				store = st
 			}
+			// Each open shard writes through its own process: a crash ends
+			// it, and with it a background flush still running (a real
+			// crash kills the goroutine; here it could land after the
+			// next shard's wipe).
+			var proc *process
 			open := func() *shard.Shard {
-				s, err := shard.OpenShard(shard.ShardOptions{Backend: store, WriteBehindBytes: mode.wb,
+				proc = newProcess(store)
+				s, err := shard.OpenShard(shard.ShardOptions{Backend: proc.store(), WriteBehindBytes: mode.wb,
 					Now: func() time.Time { return time.UnixMilli(clock) }})
 				noErr(t, err)
 				s.SetBackgroundFlush(mode.background)
@@ -69,6 +74,7 @@ func TestChangelogSince(t *testing.T) {
 			clock = 4000
 			// A crash: s is dropped without Close. The store's offset and
 			// time go together, whatever the layer lost.
+			proc.crash()
 			s = open()
 			off, since := s.ChangelogOffset(), s.ChangelogSince()
 			if want, ok := sinceAt[off]; !ok || since != want {
@@ -118,8 +124,58 @@ func TestChangelogSince(t *testing.T) {
 	}
 }
 
-// noCloseOrdered is noClose of a kv.OrderedWriter, which it stays.
-type noCloseOrdered struct {
-	noClose
-	kv.OrderedWriter
+// process is the writes of one process to a store it shares with the
+// processes after it: once crashed, its writes fail without reaching the
+// store, and a write in flight at the crash is whole or absent (crash
+// waits for it), as with a process killed.
+type process struct {
+	st      kv.Store
+	mu      sync.RWMutex
+	crashed bool
+}
+
+func newProcess(st kv.Store) *process { return &process{st: st} }
+
+var errCrashed = errors.New("the process crashed")
+
+func (p *process) crash() {
+	p.mu.Lock()
+	p.crashed = true
+	p.mu.Unlock()
+}
+
+// store is the store as the process sees it: a kv.OrderedWriter if st is.
+func (p *process) store() kv.Store {
+	if _, ok := p.st.(kv.OrderedWriter); ok {
+		return processOrdered{processStore{p}}
+	}
+	return processStore{p}
+}
+
+type processStore struct{ *process }
+
+func (p processStore) Get(key []byte) ([]byte, bool, error)    { return p.st.Get(key) }
+func (p processStore) NewIter(lower, upper []byte) kv.Iterator { return p.st.NewIter(lower, upper) }
+func (p processStore) Checkpoint(dir string) error             { return p.st.Checkpoint(dir) }
+func (p processStore) Estimate() (kv.Estimate, error)          { return p.st.Estimate() }
+func (p processStore) Close() error                            { return nil }
+
+func (p processStore) Write(b *kv.Batch, o kv.WriteOptions) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.crashed {
+		return errCrashed
+	}
+	return p.st.Write(b, o)
+}
+
+type processOrdered struct{ processStore }
+
+func (p processOrdered) WriteOrdered(walk func(add func(key, value []byte, deleted bool)), o kv.WriteOptions) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.crashed {
+		return errCrashed
+	}
+	return p.st.(kv.OrderedWriter).WriteOrdered(walk, o)
 }
