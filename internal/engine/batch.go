@@ -99,6 +99,7 @@ func (t *Task[K, I, O]) RunBatch(nowMs int64, recs []Record) (_ *BatchResult, er
 	// the event-time extractor), which would otherwise kill the process
 	// from the batch goroutine.
 	defer func() {
+		t.rt.ForgetKey() // keep none of recs' bytes alive after the batch
 		if r := recover(); r != nil {
 			t.rt.SetPhase(handle.PhaseIdle)
 			err = &UserError{Method: "RunBatch (codec or Topology callback)", Partition: t.cfg.Partition, Panic: r, Stack: debug.Stack()}

@@ -94,6 +94,14 @@ func (r *Runtime) SetKey(groupKey []byte) {
 	r.cfg.Shard.SetCurrentKey(groupKey)
 }
 
+// ForgetKey drops the runtime's reference to the grouping key SetKey set,
+// once no call of the batch runs (the shard keeps a copy). The key is often
+// the polled record's own bytes, which share one fetch response with every
+// record fetched with it: a task kept, until its partition's next batch, a
+// whole response alive (17 of 4 MiB at 64 partitions; docs/BENCHMARKS.md,
+// "Session 41").
+func (r *Runtime) ForgetKey() { r.key = nil }
+
 // SetBatchID sets processor.QueryInfo().BatchID.
 func (r *Runtime) SetBatchID(id int64) { r.query.BatchID = id }
 
