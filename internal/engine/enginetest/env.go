@@ -143,14 +143,27 @@ func (o *observed) Rebalanced(kind string, parts []int32) {
 // disk); after a crash it refuses writes, like a dead process.
 type Disk struct {
 	kv.Store
-	dead atomic.Bool
+	mu   sync.RWMutex // a write holds it for reading: a kill waits for it
+	dead bool
 }
 
 func (d *Disk) Write(b *kv.Batch, o kv.WriteOptions) error {
-	if d.dead.Load() {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.dead {
 		return ErrCrashed
 	}
 	return d.Store.Write(b, o)
+}
+
+// kill makes the disk refuse writes from now on. A write in flight (a
+// background flush of the dying process) lands whole before kill returns,
+// never after: a write that passed the check cannot land once the next
+// process uses the disk.
+func (d *Disk) kill() {
+	d.mu.Lock()
+	d.dead = true
+	d.mu.Unlock()
 }
 
 func (d *Disk) Close() error { return nil }
@@ -1110,7 +1123,7 @@ func (e *Env) crash(i *Instance) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	for _, d := range i.disks {
-		d.dead.Store(true)
+		d.kill()
 	}
 }
 

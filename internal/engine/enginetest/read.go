@@ -44,4 +44,4 @@ func (b *Broker) SkipToEnd(topic string) {
 
 // Kill makes the disk refuse writes from now on (its process died), as
 // Env's crash does.
-func (d *Disk) Kill() { d.dead.Store(true) }
+func (d *Disk) Kill() { d.kill() }
