@@ -415,7 +415,9 @@ func (s *rocksStore) WriteOrdered(walk func(add func(key, value []byte, deleted 
 
 // flushUnlogged flushes the memtable before a logged write when it holds
 // WAL-less writes, so that what a crash keeps is a prefix of the writes.
-// Called with s.w held.
+// Every write starts with it, so it also returns the store's earlier write
+// failure (s.w.failed) before anything reaches RocksDB. Called with s.w
+// held.
 func (s *rocksStore) flushUnlogged(o WriteOptions) error {
 	if s.w.failed != nil {
 		return s.w.failed
@@ -431,9 +433,6 @@ func (s *rocksStore) flushUnlogged(o WriteOptions) error {
 
 // write applies the serialized batch of n operations. Called with s.w held.
 func (s *rocksStore) write(o WriteOptions, rep *batchRep, n int) error {
-	if s.w.failed != nil {
-		return s.w.failed
-	}
 	if err := rocksWrite(s.db, s.wo[woIndex(o)], rep.bytes()); err != nil {
 		err = fmt.Errorf("kv: rocksdb write of %d ops: %w", n, err)
 		if strings.Contains(err.Error(), "IO error: ") {

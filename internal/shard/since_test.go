@@ -160,22 +160,23 @@ func (p processStore) Checkpoint(dir string) error             { return p.st.Che
 func (p processStore) Estimate() (kv.Estimate, error)          { return p.st.Estimate() }
 func (p processStore) Close() error                            { return nil }
 
-func (p processStore) Write(b *kv.Batch, o kv.WriteOptions) error {
+// write runs fn, a write to the store, unless the process crashed; a
+// crash waits for it.
+func (p *process) write(fn func() error) error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.crashed {
 		return errCrashed
 	}
-	return p.st.Write(b, o)
+	return fn()
+}
+
+func (p processStore) Write(b *kv.Batch, o kv.WriteOptions) error {
+	return p.write(func() error { return p.st.Write(b, o) })
 }
 
 type processOrdered struct{ processStore }
 
 func (p processOrdered) WriteOrdered(walk func(add func(key, value []byte, deleted bool)), o kv.WriteOptions) error {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	if p.crashed {
-		return errCrashed
-	}
-	return p.st.(kv.OrderedWriter).WriteOrdered(walk, o)
+	return p.write(func() error { return p.st.(kv.OrderedWriter).WriteOrdered(walk, o) })
 }
