@@ -290,6 +290,8 @@ if [ -z "${BROKERS:-}" ]; then
   export PORT=$BENCH_PORT CPORT=$((BENCH_PORT + 1)) BROKER_DIR=$CACHE/broker KAFKA_LIBS=$libs
   "$H/broker.sh" up >&2
   started_broker=1
+  BENCH_BROKER_PID=$(cat "$CACHE/broker/broker.pid")
+  export BENCH_BROKER_PID  # for the warm-up of a RATES run's own calls
   trap '"$H/broker.sh" down >&2' EXIT
   BROKERS=127.0.0.1:$BENCH_PORT
 fi
@@ -389,22 +391,49 @@ for peer in $PEERS; do
   export "PEER_CMD_$v=$bin -brokers \$BROKERS -group \$APP_ID -state \$STATE_DIR $args"
   export "PEER_GUARANTEE_$v=eos"
 done
-# A warm-up of the broker the script just started: one unreported run of the
-# first peer in the measured mode (WARMUP_N records, default 300000 for a
+# A warm-up of the broker the script just started: unreported runs of the
+# peers in the measured mode (WARMUP_N records each, default 300000 for a
 # backlog, 30 s of load at RATE (at least 100000); 0: none), so that the
-# first measured run does not meet a cold broker JVM alone: a backlog
-# warm-up leaves the paths a live rate takes (small produces, long polls
-# woken by each record) cold. At 50000 rows/s a 2 s warm-up (100000) was
-# not enough: every peer's p50 and p99 fell run after run for the first
-# ~4 minutes (docs/BENCHMARKS.md, "Session 29"). The harness's own WARMUP
-# warms the peer, not the broker. Its results go to a .warmup.tsv beside
-# the results, outside the summary.
+# measured runs do not meet a cold broker JVM: a backlog warm-up leaves the
+# paths a live rate takes (small produces, long polls woken by each record)
+# cold. At 50000 rows/s a 2 s warm-up (100000) was not enough: every peer's
+# p50 and p99 fell run after run for the first ~4 minutes (docs/BENCHMARKS.md,
+# "Session 29"). One 30 s run was not enough either: the broker's C2 JIT
+# compiler threads still took 10-35 % of the machine through the first two
+# measured runs (docs/BENCHMARKS.md, "Session 43"). So the warm-up runs the
+# peers in turn until a run adds less than WARMUP_JIT_QUIET seconds (default
+# 1) to the broker JVM's compile time (jstat -compiler), every peer has run
+# once, or WARMUP_MAX runs (default 8) are done; without jstat, or with
+# BROKERS given, one run of the first peer as before. The harness's own
+# WARMUP warms the peer, not the broker. Results go to a .warmup.tsv beside
+# the results, outside the summary, and each warm-up run's compile time to
+# the log.
 warmup_n=${WARMUP_N:-300000}; [ "$RATE" != 0 ] && warmup_n=${WARMUP_N:-$((RATE * 30 > 100000 ? RATE * 30 : 100000))}
 if { [ -n "$started_broker" ] || [ -n "${BROKER_WARMUP:-}" ]; } && [ "$warmup_n" != 0 ]; then
-  first=${PEERS%% *}
-  log "warming the broker up: one $first run, N=$warmup_n RATE=$RATE, not reported"
-  N=$warmup_n REPEATS=1 RATE=$RATE RESULTS=$results.warmup.tsv LOGDIR=$CACHE/results/logs \
-    "$H/run.sh" "$first" >/dev/null 2>&1 || log "warm-up run failed (rc $?): going on"
+  warm_peers=($PEERS) warm_i=0 warm_max=${WARMUP_MAX:-8} jit_before="" jit_after=""
+  broker_pid=${BENCH_BROKER_PID:-}
+  jit_seconds() {  # the broker JVM's total JIT compile time in s, or nothing
+    [ -n "$broker_pid" ] && command -v jstat >/dev/null || return 0
+    jstat -compiler "$broker_pid" 2>/dev/null | awk 'NR == 2 { print $4 }'
+  }
+  [ -n "$broker_pid" ] || warm_max=1
+  while [ "$warm_i" -lt "$warm_max" ]; do
+    peer=${warm_peers[$((warm_i % ${#warm_peers[@]}))]}
+    warm_i=$((warm_i + 1))
+    jit_before=$(jit_seconds)
+    log "warming the broker up ($warm_i): one $peer run, N=$warmup_n RATE=$RATE, not reported"
+    N=$warmup_n REPEATS=1 RATE=$RATE RESULTS=$results.warmup.tsv LOGDIR=$CACHE/results/logs \
+      "$H/run.sh" "$peer" >/dev/null 2>&1 || log "warm-up run failed (rc $?): going on"
+    jit_after=$(jit_seconds)
+    if [ -z "$jit_before" ] || [ -z "$jit_after" ]; then
+      break
+    fi
+    added=$(awk -v a="$jit_after" -v b="$jit_before" 'BEGIN { printf "%.2f", a - b }')
+    log "warm-up run $warm_i: the broker's JIT compiled for ${added} s (${jit_after} s in all)"
+    if [ "$warm_i" -ge "${#warm_peers[@]}" ] && awk -v d="$added" -v q="${WARMUP_JIT_QUIET:-1}" 'BEGIN { exit !(d < q) }'; then
+      break
+    fi
+  done
 fi
 log "running: PEERS=\"$PEERS\" REPEATS=$REPEATS N=$N RATE=$RATE (results: $results)"
 if [ "$WORKLOAD" = big ]; then
