@@ -59,3 +59,11 @@ func PrefetchCapableForTest(s *Shard) bool {
 
 // CachedForTest reports whether s has a committed-state cache.
 func CachedForTest(s *Shard) bool { return s.cache != nil }
+
+// SetBackgroundWritesForTest bounds the frozen layers written at once to
+// n, until the returned function restores the bound.
+func SetBackgroundWritesForTest(n int) (restore func()) {
+	old := backgroundWrites
+	backgroundWrites = newSemaphore(n)
+	return func() { backgroundWrites = old }
+}

@@ -3,6 +3,8 @@ package shard
 import (
 	"bytes"
 	"encoding/binary"
+	"math/rand/v2"
+	"runtime"
 	"slices"
 	"unsafe"
 
@@ -26,7 +28,8 @@ import (
 // batch's write of a key replacing the earlier one. The layer is written to
 // the store (flushed) in one atomic write holding every key's last value
 // once, in key order, plus the newest changelog offset, when
-//   - it holds more than WriteBehindBytes, or more than wbMaxRecords
+//   - it holds more than its share of WriteBehindBytes (a fraction drawn
+//     for each layer in [wbMinFill, 1): newFill), or more than wbMaxRecords
 //     changelog records were committed since the last flush (this bounds
 //     the replay after a crash): together with the committing batch, by
 //     the commit, or, with SetBackgroundFlush on (the engine's small
@@ -71,6 +74,9 @@ type wbLayer struct {
 	cur    int               // the chunk being filled
 	used   int64             // bytes charged: entries + index overhead
 	recs   int64             // changelog records committed into the layer
+	// fill is the fraction of the shard's budget at which this layer is
+	// full, drawn in [wbMinFill, 1) for each layer (newFill).
+	fill float64
 	// items are the refs of the indexed keys' entries in key order, kept
 	// sorted as commits add keys (a merge of two sorted lists: a batch's
 	// staged keys come in order), so that neither scans nor flushes sort.
@@ -99,7 +105,26 @@ const (
 // "Write-behind local commits").
 const DefaultWriteBehindBytes = 4 << 20
 
-func newWBLayer() *wbLayer { return &wbLayer{index: make(map[string]uint64)} }
+func newWBLayer() *wbLayer { return &wbLayer{index: make(map[string]uint64), fill: newFill()} }
+
+// wbMinFill is the least fraction of its budget at which a layer is full.
+const wbMinFill = 0.75
+
+// newFill draws a layer's fill fraction at random in [wbMinFill, 1). A key
+// spread evenly over the partitions fills every shard's layer at the same
+// pace, so with one fixed bound all of an instance's layers filled in the
+// same batch, and their writes (tens of ms each) came at once, every few
+// seconds: heavy's latency tail at 20,000 rows/s on 2 cores was there
+// (docs/BENCHMARKS.md, "Session 42"). Drawn anew for each layer, the
+// shards' writes drift apart and stay apart. The budget still bounds a
+// layer.
+func newFill() float64 { return wbMinFill + (1-wbMinFill)*rand.Float64() }
+
+// full reports whether the layer holds its share of bound (bytes; an
+// empty layer never does) or wbMaxRecords records.
+func (w *wbLayer) full(bound int64) bool {
+	return w.used >= max(int64(w.fill*float64(bound)), 1) || w.recs >= wbMaxRecords
+}
 
 func (w *wbLayer) empty() bool { return len(w.index) == 0 }
 
@@ -305,6 +330,7 @@ func (w *wbLayer) reset() {
 		w.chunks = w.chunks[:4]
 	}
 	w.cur, w.used, w.recs = 0, 0, 0
+	w.fill = newFill()
 }
 
 // rangeCopy returns copies of the layer's entries in [lower, upper) (nil
@@ -412,7 +438,7 @@ func (s *Shard) commitStore(next int64) error {
 	// one is retried below, before the layer's next freeze).
 	s.pollFrozen()
 	w := s.wb
-	full := w.used >= s.opts.WriteBehindBudget.bound(s.opts.WriteBehindBytes) || w.recs >= wbMaxRecords
+	full := w.full(s.opts.WriteBehindBudget.bound(s.opts.WriteBehindBytes))
 	if full {
 		// At most one layer is frozen: the previous one's write must be
 		// done (it usually is: the write takes a fraction of the time the
@@ -464,8 +490,27 @@ func (s *Shard) freeze() {
 	s.wbMu.Lock()
 	s.frozen, s.wb = f, newWBLayer()
 	s.wbMu.Unlock()
-	go func() { f.done <- s.writeLayer(f.layer, nil, f.next, f.since) }()
+	sem := backgroundWrites
+	go func() {
+		sem.acquire()
+		defer sem.release()
+		f.done <- s.writeLayer(f.layer, nil, f.next, f.since)
+	}()
 }
+
+// backgroundWrites bounds the frozen layers an instance writes at once, to
+// one per 4 cores (at least one): on a small machine, simultaneous writes
+// of several shards' layers took every core from the pipelines at once.
+// The writes wait for each other, not the commits: a commit waits only for
+// its own shard's previous write, when its next layer is full.
+var backgroundWrites = newSemaphore(max(1, runtime.GOMAXPROCS(0)/4))
+
+// semaphore is a counting semaphore.
+type semaphore chan struct{}
+
+func newSemaphore(n int) semaphore { return make(semaphore, n) }
+func (s semaphore) acquire()       { s <- struct{}{} }
+func (s semaphore) release()       { <-s }
 
 // pollFrozen retires the frozen layer if its store write returned
 // successfully; a write still running, or failed, leaves it frozen (a
