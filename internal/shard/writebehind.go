@@ -116,8 +116,8 @@ const wbMinFill = 0.75
 // same batch, and their writes (tens of ms each) came at once, every few
 // seconds: heavy's latency tail at 20,000 rows/s on 2 cores was there
 // (docs/BENCHMARKS.md, "Session 42"). Drawn anew for each layer, the
-// shards' writes drift apart and stay apart. The budget still bounds a
-// layer.
+// shards' writes drift apart and stay apart (measured in "Session 43":
+// a lower median p99 and peak RSS). The budget still bounds a layer.
 func newFill() float64 { return wbMinFill + (1-wbMinFill)*rand.Float64() }
 
 // full reports whether the layer holds its share of bound (bytes; an
