@@ -401,9 +401,9 @@ done
 # "Session 29"). One 30 s run was not enough either: the broker's C2 JIT
 # compiler threads still took 10-35 % of the machine through the first two
 # measured runs (docs/BENCHMARKS.md, "Session 43"). So the warm-up runs the
-# peers in turn until a run adds less than WARMUP_JIT_QUIET seconds (default
-# 1) to the broker JVM's compile time (jstat -compiler), every peer has run
-# once, or WARMUP_MAX runs (default 8) are done; without jstat, or with
+# peers in turn until, every peer having run once, a run adds less than
+# WARMUP_JIT_QUIET seconds (default 1) to the broker JVM's compile time
+# (jstat -compiler), or WARMUP_MAX runs (default 8) are done; without jstat, or with
 # BROKERS given, one run of the first peer as before. The harness's own
 # WARMUP warms the peer, not the broker. Results go to a .warmup.tsv beside
 # the results, outside the summary, and each warm-up run's compile time to
@@ -418,12 +418,12 @@ if { [ -n "$started_broker" ] || [ -n "${BROKER_WARMUP:-}" ]; } && [ "$warmup_n"
   }
   [ -n "$broker_pid" ] || warm_max=1
   while [ "$warm_i" -lt "$warm_max" ]; do
-    peer=${warm_peers[$((warm_i % ${#warm_peers[@]}))]}
+    warm_peer=${warm_peers[$((warm_i % ${#warm_peers[@]}))]}
     warm_i=$((warm_i + 1))
     jit_before=$(jit_seconds)
-    log "warming the broker up ($warm_i): one $peer run, N=$warmup_n RATE=$RATE, not reported"
+    log "warming the broker up ($warm_i): one $warm_peer run, N=$warmup_n RATE=$RATE, not reported"
     N=$warmup_n REPEATS=1 RATE=$RATE RESULTS=$results.warmup.tsv LOGDIR=$CACHE/results/logs \
-      "$H/run.sh" "$peer" >/dev/null 2>&1 || log "warm-up run failed (rc $?): going on"
+      "$H/run.sh" "$warm_peer" >/dev/null 2>&1 || log "warm-up run failed (rc $?): going on"
     jit_after=$(jit_seconds)
     if [ -z "$jit_before" ] || [ -z "$jit_after" ]; then
       break
