@@ -515,9 +515,10 @@ func (s *Shard) unflushed(key []byte) (val []byte, ok, found bool) {
 	if s.wb == nil {
 		return nil, false, false
 	}
-	v, deleted, found := s.wb.get(key)
+	h := wbHash(key)
+	v, deleted, found := s.wb.getHash(h, key)
 	if !found && s.frozen != nil {
-		v, deleted, found = s.frozen.layer.get(key)
+		v, deleted, found = s.frozen.layer.getHash(h, key)
 	}
 	if !found || deleted {
 		return nil, false, found
