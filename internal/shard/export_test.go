@@ -29,9 +29,9 @@ func UnflushedForTest(s *Shard) (keys int, bytes int64) {
 	if s.wb == nil {
 		return 0, 0
 	}
-	keys, bytes = s.wb.keys(), s.wb.used
+	keys, bytes = len(s.wb.index), s.wb.used
 	if f := s.frozenLayer(); f != nil {
-		keys, bytes = keys+f.keys(), bytes+f.used
+		keys, bytes = keys+len(f.index), bytes+f.used
 	}
 	return keys, bytes
 }

@@ -515,10 +515,9 @@ func (s *Shard) unflushed(key []byte) (val []byte, ok, found bool) {
 	if s.wb == nil {
 		return nil, false, false
 	}
-	h := wbHash(key)
-	v, deleted, found := s.wb.getHash(h, key)
+	v, deleted, found := s.wb.get(key)
 	if !found && s.frozen != nil {
-		v, deleted, found = s.frozen.layer.getHash(h, key)
+		v, deleted, found = s.frozen.layer.get(key)
 	}
 	if !found || deleted {
 		return nil, false, found

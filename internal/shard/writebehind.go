@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"unsafe"
 
 	"github.com/kstate/kstate/internal/kv"
 )
@@ -57,21 +58,22 @@ import (
 // WriteBehindBytes (the frozen layer does not count against the bound: it
 // did, and every commit after a freeze waited for the write).
 //
-// Layout: a hash index (wbIndex: key → the entry's place) and entries (key,
-// value room, value) back to back in byte chunks that are reused after
-// each flush. The chunks and the index's table are memory mapped outside
-// the Go heap, like the committed-state cache's (released by reset past
-// the few chunks it keeps, and at Close): on the heap their bytes counted
-// twice in the process's peak RSS through the garbage collector's
+// Layout: an index map (key → the entry's place) whose key strings alias the
+// entries' key bytes, and entries (key, value room, value) back to back in
+// byte chunks that are reused after each flush. The chunks are memory
+// mapped outside the Go heap, like the committed-state cache's (released
+// by reset past the few it keeps, and at Close): on the heap their bytes
+// counted twice in the process's peak RSS through the garbage collector's
 // headroom (35 MiB of ~220 MiB of live heap at 64 partitions;
-// docs/BENCHMARKS.md, "Write batches outside the Go heap"). The layer
-// holds no pointer the garbage collector needs to see.
+// docs/BENCHMARKS.md, "Write batches outside the Go heap"). The only
+// pointers the garbage collector sees are the map's strings, into those
+// chunks, which it ignores.
 type wbLayer struct {
-	index  wbIndex  // key → chunk<<32 | offset of its entry
-	chunks [][]byte // entries back to back; len = bytes used
-	cur    int      // the chunk being filled
-	used   int64    // bytes charged: entries + index overhead
-	recs   int64    // changelog records committed into the layer
+	index  map[string]uint64 // key → chunk<<32 | offset of its entry
+	chunks [][]byte          // entries back to back; len = bytes used
+	cur    int               // the chunk being filled
+	used   int64             // bytes charged: entries + index overhead
+	recs   int64             // changelog records committed into the layer
 	// fill is the fraction of the shard's budget at which this layer is
 	// full, drawn in [wbMinFill, 1) for each layer (newFill).
 	fill float64
@@ -88,9 +90,8 @@ const (
 	wbHeader = 12
 	// wbChunk is the size of an entry chunk (a larger entry gets its own).
 	wbChunk = 256 << 10
-	// wbIndexCost is the bytes charged per indexed key for the index
-	// (16-byte slots, a quarter to half used: 32–64) and the sorted items
-	// with their merge buffer (2 × 24).
+	// wbIndexCost is the bytes charged per indexed key for the map (~40)
+	// and the sorted items with their merge buffer (2 × 24).
 	wbIndexCost = 96
 	wbDeleted   = 1 << 31
 	// wbMaxRecords bounds the changelog records committed since the last
@@ -104,7 +105,7 @@ const (
 // "Write-behind local commits").
 const DefaultWriteBehindBytes = 4 << 20
 
-func newWBLayer() *wbLayer { return &wbLayer{fill: newFill()} }
+func newWBLayer() *wbLayer { return &wbLayer{index: make(map[string]uint64), fill: newFill()} }
 
 // wbMinFill is the least fraction of its budget at which a layer is full.
 const wbMinFill = 0.75
@@ -125,10 +126,7 @@ func (w *wbLayer) full(bound int64) bool {
 	return w.used >= max(int64(w.fill*float64(bound)), 1) || w.recs >= wbMaxRecords
 }
 
-func (w *wbLayer) empty() bool { return w.index.n == 0 }
-
-// keys returns the number of keys in the layer.
-func (w *wbLayer) keys() int { return w.index.n }
+func (w *wbLayer) empty() bool { return len(w.index) == 0 }
 
 // entry returns the bytes of the entry at ref (header, key, value room).
 func (w *wbLayer) entry(ref uint64) []byte {
@@ -155,16 +153,11 @@ func wbVal(e []byte) ([]byte, bool) {
 // get returns key's unflushed value (aliasing the layer: copy it before
 // handing it out), whether it is a tombstone, and whether the layer has it.
 func (w *wbLayer) get(key []byte) (val []byte, deleted, found bool) {
-	return w.getHash(wbHash(key), key)
-}
-
-// getHash is get of key with hash h (wbHash).
-func (w *wbLayer) getHash(h uint64, key []byte) (val []byte, deleted, found bool) {
-	slot, ok := w.index.lookup(w, h, key)
+	ref, ok := w.index[string(key)]
 	if !ok {
 		return nil, false, false
 	}
-	val, deleted = wbVal(w.entry(w.index.ref(slot)))
+	val, deleted = wbVal(w.entry(ref))
 	return val, deleted, true
 }
 
@@ -173,10 +166,9 @@ func (w *wbLayer) getHash(h uint64, key []byte) (val []byte, deleted, found bool
 // It copies key and val. A new key goes to added, in the order of the puts:
 // callers put a batch's keys in key order and then call mergeAdded.
 func (w *wbLayer) put(key, val []byte, deleted bool) {
-	h := wbHash(key)
-	slot, ok := w.index.lookup(w, h, key)
+	ref, ok := w.index[string(key)]
 	if ok {
-		e := w.entry(w.index.ref(slot))
+		e := w.entry(ref)
 		kl := binary.LittleEndian.Uint32(e)
 		if room := binary.LittleEndian.Uint32(e[4:]); len(val) <= int(room) {
 			setWBVal(e, kl, val, deleted)
@@ -203,11 +195,16 @@ func (w *wbLayer) put(key, val []byte, deleted bool) {
 	w.used += int64(size)
 	nref := uint64(w.cur)<<32 | uint64(off)
 	if ok {
-		w.index.set(slot, nref)
+		w.index[string(key)] = nref // the map keeps its key string (the old entry's bytes, unchanged)
 		w.items[w.find(key)] = nref
 		return
 	}
-	w.index.insert(slot, h, nref)
+	k := e[wbHeader : wbHeader+len(key)]
+	ks := ""
+	if len(k) > 0 {
+		ks = unsafe.String(&k[0], len(k))
+	}
+	w.index[ks] = nref
 	w.added = append(w.added, nref)
 	w.used += wbIndexCost
 }
@@ -311,7 +308,7 @@ func (w *wbLayer) release() {
 		freeCacheMem(c[:cap(c)])
 	}
 	w.chunks = nil
-	w.index.release()
+	clear(w.index)
 	w.items, w.spare, w.added = nil, nil, nil
 	w.cur, w.used, w.recs = 0, 0, 0
 }
@@ -319,7 +316,7 @@ func (w *wbLayer) release() {
 // reset empties the layer, keeping its memory. Nothing may alias the
 // chunks any more (the flush's store write has returned).
 func (w *wbLayer) reset() {
-	w.index.reset()
+	clear(w.index)
 	w.items, w.spare, w.added = w.items[:0], w.spare[:0], w.added[:0]
 	for i := range w.chunks {
 		w.chunks[i] = w.chunks[i][:0]

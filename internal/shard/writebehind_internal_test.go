@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -23,8 +22,8 @@ func TestWBLayerMergeAdded(t *testing.T) {
 	want := map[string]string{}
 	check := func(step string) {
 		t.Helper()
-		if len(w.items) != len(want) || w.keys() != len(want) {
-			t.Fatalf("%s: %d items, %d indexed, want %d keys", step, len(w.items), w.keys(), len(want))
+		if len(w.items) != len(want) || len(w.index) != len(want) {
+			t.Fatalf("%s: %d items, %d indexed, want %d keys", step, len(w.items), len(w.index), len(want))
 		}
 		if !slices.IsSortedFunc(w.items, w.cmpRefs) {
 			t.Fatalf("%s: items not sorted", step)
@@ -35,8 +34,8 @@ func TestWBLayerMergeAdded(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s: item %d, %q, was never put", step, i, k)
 			}
-			if slot, ok := w.index.lookup(w, wbHash([]byte(k)), []byte(k)); !ok || w.index.ref(slot) != ref {
-				t.Fatalf("%s: item %q has ref %x, the index %v %x", step, k, ref, ok, w.index.ref(slot))
+			if w.index[k] != ref {
+				t.Fatalf("%s: item %q has ref %x, the index %x", step, k, ref, w.index[k])
 			}
 			if got, _, _ := w.get([]byte(k)); string(got) != v {
 				t.Fatalf("%s: %q = %q, want %q", step, k, got, v)
@@ -139,51 +138,6 @@ func TestWBLayerOffHeap(t *testing.T) {
 	}
 	w.release()
 	if len(w.chunks) != 0 || !w.empty() {
-		t.Fatalf("release kept %d chunks, %d keys", len(w.chunks), w.keys())
-	}
-}
-
-// BenchmarkWBLayerCommit is the layer's part of a caught-up input's local
-// commits: batches of 40 keys, half of them new to the layer (heavy's moved
-// timers) and half replaced in place (its state), each key read first (a
-// batch's reads that miss the committed-state cache), into a layer of up to
-// ~30,000 keys that is reset when it holds them, as a flush does. One op
-// is one key.
-func BenchmarkWBLayerCommit(b *testing.B) {
-	w := newWBLayer()
-	defer w.release()
-	const layerKeys = 30_000
-	fresh := make([][]byte, 1<<16)
-	for i := range fresh {
-		fresh[i] = fmt.Appendf(nil, "\x02%016x", uint64(i)*0x9e3779b97f4a7c15)
-	}
-	old := make([][]byte, 0, layerKeys)
-	val := []byte("a value of about thirty bytes.")
-	batch := make([][]byte, 0, 40)
-	n := 0
-	for b.Loop() {
-		if len(batch) == cap(batch) {
-			slices.SortFunc(batch, bytes.Compare)
-			batch = slices.CompactFunc(batch, bytes.Equal)
-			for _, k := range batch {
-				w.put(k, val, false)
-			}
-			w.mergeAdded()
-			batch = batch[:0]
-			if w.keys() >= layerKeys {
-				w.reset()
-				old = old[:0]
-			}
-		}
-		var k []byte
-		if n%2 == 0 || len(old) < 20 {
-			k = fresh[(n/2)%len(fresh)]
-			old = append(old, k)
-		} else {
-			k = old[(n*7919)%len(old)]
-		}
-		n++
-		w.get(k)
-		batch = append(batch, k)
+		t.Fatalf("release kept %d chunks, %d keys", len(w.chunks), len(w.index))
 	}
 }
