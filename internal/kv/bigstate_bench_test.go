@@ -68,73 +68,81 @@ func cpuTime() time.Duration {
 
 // BenchmarkStoreGetSortedLarge reads the store of BenchmarkStoreGetLarge
 // in sorted groups of 2,500 random keys (a batch's keys of one shard) with
-// MultiGetter, against a Get each: CPU per key.
+// MultiGetter, against a Get each: CPU per key, on each backend, for keys
+// present (hit) and absent (miss).
 func BenchmarkStoreGetSortedLarge(b *testing.B) {
 	const keys, valueBytes, group = 800_000, 200, 2_500
 	key := func(i int) []byte { return fmt.Appendf(nil, "k%07d", i) }
-	s := benchStore(b, kv.BackendRocksDB)
-	rng := rand.New(rand.NewPCG(4, 0))
-	var batch kv.Batch
-	for i := range keys {
-		value := make([]byte, valueBytes)
-		for j := range value {
-			value[j] = byte(rng.Uint32())
-		}
-		batch.Put(key(2*i), value)
-		if batch.Len() == 10_000 || i == keys-1 {
-			if err := s.Write(&batch, kv.WriteOptions{DisableWAL: true}); err != nil {
-				b.Fatal(err)
+	forBackends(b, func(b *testing.B, be kv.Backend) {
+		s := benchStore(b, be)
+		rng := rand.New(rand.NewPCG(4, 0))
+		var batch kv.Batch
+		for i := range keys {
+			value := make([]byte, valueBytes)
+			for j := range value {
+				value[j] = byte(rng.Uint32())
 			}
-			batch.Reset()
-		}
-	}
-	mg := s.(kv.MultiGetter)
-	sample := func() [][]byte {
-		idx := make([]int, group)
-		for i := range idx {
-			idx[i] = 2 * rng.IntN(keys)
-		}
-		slices.Sort(idx)
-		idx = slices.Compact(idx)
-		ks := make([][]byte, len(idx))
-		for i, x := range idx {
-			ks[i] = key(x)
-		}
-		return ks
-	}
-	// perKey runs read over a new sample each iteration and reports its
-	// CPU per key.
-	perKey := func(name string, read func(b *testing.B, ks [][]byte)) {
-		b.Run(name, func(b *testing.B) {
-			var cpu time.Duration
-			n := 0
-			for range b.N {
-				ks := sample()
-				cpu0 := cpuTime()
-				read(b, ks)
-				cpu += cpuTime() - cpu0
-				n += len(ks)
-			}
-			b.ReportMetric(float64(cpu)/float64(n), "cpu-ns/key")
-		})
-	}
-	for round := range 3 {
-		perKey(fmt.Sprintf("get/%d", round), func(b *testing.B, ks [][]byte) {
-			for _, k := range ks {
-				if _, ok, err := s.Get(k); err != nil || !ok {
-					b.Fatalf("Get: ok=%v err=%v", ok, err)
+			batch.Put(key(2*i), value)
+			if batch.Len() == 10_000 || i == keys-1 {
+				if err := s.Write(&batch, kv.WriteOptions{DisableWAL: true}); err != nil {
+					b.Fatal(err)
 				}
+				batch.Reset()
 			}
-		})
-		perKey(fmt.Sprintf("sorted/%d", round), func(b *testing.B, ks [][]byte) {
-			err := mg.GetSorted(ks, 1<<30, func(i int, v []byte, ok bool) {
-				if !ok || len(v) != valueBytes {
-					b.Fatalf("GetSorted: key %d ok=%v len %d", i, ok, len(v))
+		}
+		mg := s.(kv.MultiGetter)
+		odd := 0 // 1: absent keys
+		sample := func() [][]byte {
+			idx := make([]int, group)
+			for i := range idx {
+				idx[i] = 2*rng.IntN(keys) + odd
+			}
+			slices.Sort(idx)
+			idx = slices.Compact(idx)
+			ks := make([][]byte, len(idx))
+			for i, x := range idx {
+				ks[i] = key(x)
+			}
+			return ks
+		}
+		// perKey runs read over a new sample each iteration and reports its
+		// CPU per key.
+		perKey := func(name string, read func(b *testing.B, ks [][]byte)) {
+			b.Run(name, func(b *testing.B) {
+				var cpu time.Duration
+				n := 0
+				for range b.N {
+					ks := sample()
+					cpu0 := cpuTime()
+					read(b, ks)
+					cpu += cpuTime() - cpu0
+					n += len(ks)
 				}
+				b.ReportMetric(float64(cpu)/float64(n), "cpu-ns/key")
 			})
-			if err != nil {
-				b.Fatal(err)
+		}
+		for round := range 3 {
+			for _, miss := range []int{0, 1} {
+				name := map[int]string{0: "hit", 1: "miss"}[miss]
+				odd = miss
+				perKey(fmt.Sprintf("get-%s/%d", name, round), func(b *testing.B, ks [][]byte) {
+					for _, k := range ks {
+						if _, ok, err := s.Get(k); err != nil || ok != (miss == 0) {
+							b.Fatalf("Get: ok=%v err=%v", ok, err)
+						}
+					}
+				})
+				perKey(fmt.Sprintf("sorted-%s/%d", name, round), func(b *testing.B, ks [][]byte) {
+					err := mg.GetSorted(ks, 1<<30, func(i int, v []byte, ok bool) {
+						if ok != (miss == 0) || ok && len(v) != valueBytes {
+							b.Fatalf("GetSorted: key %d ok=%v len %d", i, ok, len(v))
+						}
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+				})
 			}
-		})
-	}
+		}
+	})
 }
