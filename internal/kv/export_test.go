@@ -20,3 +20,14 @@ func PebbleCompactForTest(s Store) error {
 	}
 	return p.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true)
 }
+
+// PebbleBlockCacheForTest returns a Pebble store's block cache metrics:
+// bytes held, hits and misses.
+func PebbleBlockCacheForTest(s Store) (size, hits, misses int64, err error) {
+	p, ok := s.(*pebbleStore)
+	if !ok {
+		return 0, 0, 0, fmt.Errorf("PebbleBlockCacheForTest: %T is not a Pebble store", s)
+	}
+	m := p.db.Metrics().BlockCache
+	return m.Size, m.Hits, m.Misses, nil
+}

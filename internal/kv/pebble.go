@@ -19,12 +19,15 @@ import (
 // documents the default it overrides.
 type PebbleOptions struct {
 	// BlockCacheSize is the cache of uncompressed blocks, in bytes,
-	// overriding the default of 64 MiB (the RocksDB backend's default).
-	// Ignored when Memory is set.
+	// overriding the default of 32 MiB (the RocksDB backend's default),
+	// beside the memtables (pebbleMemtableReserve). Ignored when Memory is
+	// set.
 	BlockCacheSize int64
 	// Memory, when set, makes the store use the budget's shared Pebble block
 	// cache instead of its own, overriding the default of nil. Pebble
-	// memtables are not charged to it. It must not be closed before the open.
+	// reserves the store's memtables from it (up to two of WriteBufferSize),
+	// so the blocks it holds are the budget less the shards' memtables. It
+	// must not be closed before the open.
 	Memory *SharedMemory
 	// WriteBufferSize is the memtable size in bytes, overriding the default
 	// of 64 MiB (defaultPebbleWriteBuffer).
@@ -140,7 +143,7 @@ func OpenPebble(dir string, o PebbleOptions) (Store, error) {
 		}
 		opts.Cache = c // Open takes its own reference
 	} else {
-		c := pebble.NewCache(o.BlockCacheSize)
+		c := pebble.NewCache(o.BlockCacheSize + pebbleMemtableReserve(o.WriteBufferSize))
 		defer c.Unref() // the DB holds its own reference
 		opts.Cache = c
 	}
@@ -346,6 +349,21 @@ func (s *pebbleStore) Write(b *Batch, o WriteOptions) error {
 // 27 % more CPU with 3M keys of 200 bytes, flushing and compacting twice as
 // many level-0 files (docs/BENCHMARKS.md, "Pebble at 32 MiB memtables").
 const defaultPebbleWriteBuffer = 64 << 20
+
+// pebbleMemtableReserve is the share of a store's own block cache that
+// Pebble takes for its memtables of memtableSize bytes: Pebble reserves
+// every memtable it allocates from the block cache (a writing store holds
+// two: the one being filled and the one being flushed, or the flushed one
+// it keeps to reuse), and the cache keeps blocks only within what is left.
+// Without this share a cache smaller than two memtables held no block at
+// all once the memtables had grown to full size: every filter, index and
+// data block was read from its file and checksummed again on every use
+// (half of a 10M-key run's CPU; docs/BENCHMARKS.md, "Pebble's block
+// cache"). With it the store keeps BlockCacheSize of blocks beside full
+// memtables, and its memory stays within BlockCacheSize plus two
+// memtables, as RocksDB's does; while its memtables are smaller (a store
+// that writes little), blocks may use their unused share.
+func pebbleMemtableReserve(memtableSize int64) int64 { return 2 * memtableSize }
 
 // commitStallLimit is how long a write may wait while background flushes
 // keep failing before it is given up and the store marked failed.

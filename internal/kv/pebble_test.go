@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -340,5 +341,53 @@ func TestPebbleCloseReleasesFiles(t *testing.T) {
 	}
 	if after := fds(); after > before {
 		t.Fatalf("open fds grew from %d to %d over 20 open/close cycles", before, after)
+	}
+}
+
+// TestPebbleBlockCacheBesideMemtables checks that a Pebble store whose
+// memtables have grown to full size still caches blocks: Pebble reserves
+// its memtables from the block cache, and a cache of BlockCacheSize alone
+// (smaller than two memtables) then held nothing, every read of the same
+// keys going to the files again.
+func TestPebbleBlockCacheBesideMemtables(t *testing.T) {
+	const memtable = 4 << 20
+	s := pebbleOpener(kv.PebbleOptions{BlockCacheSize: 2 * memtable, WriteBufferSize: memtable})(t, t.TempDir())
+	rng := rand.New(rand.NewPCG(3, 4))
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%07d", i) }
+	const keys = 200_000 // 40 MB of values: the memtables reach full size
+	var b kv.Batch
+	for i := range keys {
+		v := make([]byte, 200)
+		for j := range v {
+			v[j] = byte(rng.Uint32())
+		}
+		b.Put(key(i), v)
+		if b.Len() == 1000 {
+			if err := s.Write(&b, kv.WriteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			b.Reset()
+		}
+	}
+	read := make([][]byte, 500) // about 2 MiB of data blocks
+	for i := range read {
+		read[i] = key(rng.IntN(keys))
+	}
+	for pass := range 2 {
+		_, hits0, misses0, err := kv.PebbleBlockCacheForTest(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range read {
+			if _, ok, err := s.Get(k); err != nil || !ok {
+				t.Fatalf("Get(%s): %v, %v", k, ok, err)
+			}
+		}
+		size, hits, misses, _ := kv.PebbleBlockCacheForTest(s)
+		hits, misses = hits-hits0, misses-misses0
+		t.Logf("pass %d: %d hits, %d misses, %d bytes cached", pass, hits, misses, size)
+		if pass == 1 && hits < 9*misses {
+			t.Fatalf("the second read of the same %d keys hit the block cache %d times and missed %d (%d bytes cached): the memtables' reservation left no room for blocks", len(read), hits, misses, size)
+		}
 	}
 }
