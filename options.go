@@ -179,7 +179,9 @@ type StateOptions struct {
 	Dir string
 	// Backend is the store of every shard: StateBackendRocksDB (RocksDB
 	// through cgo, as the design names it) or StateBackendPebble (Pebble,
-	// pure Go; Memory then shares only its block cache). A shard directory
+	// pure Go; Memory is then one block cache, from which Pebble also
+	// reserves every shard's memtables, and without Memory each shard has
+	// 32 MiB of cache beside its 64 MiB memtables). A shard directory
 	// keeps the backend it was created with: opening it with the other one
 	// fails at start with state.ErrBackendMismatch. Default "" = rocksdb
 	// (StateBackendRocksDB); in a build without cgo (CGO_ENABLED=0, or the
