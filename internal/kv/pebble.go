@@ -190,7 +190,7 @@ func (s *pebbleStore) Get(key []byte) ([]byte, bool, error) {
 // which a Get leaves out: the shard reads ahead when a batch's keys miss
 // its caches, a state larger than memory, where a new grouping key is
 // absent from every level and most keys are in the bottom one.
-func (s *pebbleStore) GetSorted(keys [][]byte, limit int, fn func(i int, value []byte, ok bool)) error {
+func (s *pebbleStore) GetSorted(keys [][]byte, limit int, fn func(i int, value []byte, ok bool)) (err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.mu.closed {
@@ -203,11 +203,15 @@ func (s *pebbleStore) GetSorted(keys [][]byte, limit int, fn func(i int, value [
 	if err != nil {
 		return fmt.Errorf("kv: pebble multi-get of %d keys: %w", len(keys), err)
 	}
+	defer func() {
+		if cerr := it.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("kv: pebble multi-get of %d keys: %w", len(keys), cerr)
+		}
+	}()
 	total := 0
 	for i, k := range keys {
 		if !it.SeekPrefixGE(k) || !bytes.Equal(it.Key(), k) {
 			if err := it.Error(); err != nil {
-				_ = it.Close()
 				return fmt.Errorf("kv: pebble multi-get %q: %w", k, err)
 			}
 			fn(i, nil, false)
@@ -215,7 +219,6 @@ func (s *pebbleStore) GetSorted(keys [][]byte, limit int, fn func(i int, value [
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			_ = it.Close()
 			return fmt.Errorf("kv: pebble multi-get %q: %w", k, err)
 		}
 		if total+len(v) > limit {
@@ -223,9 +226,6 @@ func (s *pebbleStore) GetSorted(keys [][]byte, limit int, fn func(i int, value [
 		}
 		total += len(v)
 		fn(i, v, true)
-	}
-	if err := it.Close(); err != nil {
-		return fmt.Errorf("kv: pebble multi-get of %d keys: %w", len(keys), err)
 	}
 	return nil
 }
