@@ -143,7 +143,11 @@ func OpenPebble(dir string, o PebbleOptions) (Store, error) {
 		}
 		opts.Cache = c // Open takes its own reference
 	} else {
-		c := pebble.NewCache(o.BlockCacheSize + pebbleMemtableReserve(o.WriteBufferSize))
+		size := o.BlockCacheSize
+		if !o.ReadOnly { // a reader writes no memtable (it may replay a WAL into one)
+			size += pebbleMemtableReserve(o.WriteBufferSize)
+		}
+		c := pebble.NewCache(size)
 		defer c.Unref() // the DB holds its own reference
 		opts.Cache = c
 	}

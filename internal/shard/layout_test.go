@@ -108,7 +108,8 @@ func TestLayoutNewerRefused(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	st, err := kv.OpenRocksDB(filepath.Join(dir, "rocksdb"), kv.RocksOptions{})
+	be := kv.DefaultBackend() // the shard's (Pebble with KSTATE_TEST_STATE_BACKEND=pebble)
+	st, err := kv.OpenBackend(be, filepath.Join(dir, be.Subdir()), nil, false)
 	noErr(t, err)
 	var b kv.Batch
 	b.Put(layoutKey, []byte("3"))

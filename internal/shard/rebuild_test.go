@@ -94,9 +94,7 @@ func TestRebuildCorruptStore(t *testing.T) {
 // A store whose recorded changelog offset is damaged is rebuilt the same
 // way; an intact shard reports nothing rebuilt.
 func TestRebuildCorruptOffset(t *testing.T) {
-	if !kv.RocksDBAvailable {
-		t.Skip("RocksDB is not compiled in")
-	}
+	be := kv.DefaultBackend() // the shard's (Pebble with KSTATE_TEST_STATE_BACKEND=pebble)
 	dir := filepath.Join(t.TempDir(), "0")
 	s, err := shard.OpenShard(shard.ShardOptions{Dir: dir, RebuildCorrupt: true})
 	if err != nil {
@@ -106,7 +104,7 @@ func TestRebuildCorruptOffset(t *testing.T) {
 		t.Fatalf("a new shard reports Rebuilt() = %v", s.Rebuilt())
 	}
 	s.Close()
-	st, err := kv.OpenBackend(kv.BackendRocksDB, filepath.Join(dir, kv.BackendRocksDB.Subdir()), nil, false)
+	st, err := kv.OpenBackend(be, filepath.Join(dir, be.Subdir()), nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
