@@ -362,8 +362,8 @@ const defaultPebbleWriteBuffer = 64 << 20
 // Without this share a cache smaller than two memtables held no block at
 // all once the memtables had grown to full size: every filter, index and
 // data block was read from its file and checksummed again on every use
-// (half of a 10M-key run's CPU; docs/BENCHMARKS.md, "Pebble's block
-// cache"). With it the store keeps BlockCacheSize of blocks beside full
+// (about 40 % of a 10M-key run's CPU; docs/BENCHMARKS.md, "Pebble's block
+// cache, and its reads ahead"). With it the store keeps BlockCacheSize of blocks beside full
 // memtables, and its memory stays within BlockCacheSize plus two
 // memtables, as RocksDB's does; while its memtables are smaller (a store
 // that writes little), blocks may use their unused share.
