@@ -17,25 +17,9 @@ import (
 // read at random: keys present (hit) and absent (miss, a new grouping key,
 // where the bloom filter answers).
 func BenchmarkStoreGetLarge(b *testing.B) {
-	const keys, valueBytes = 800_000, 200
-	key := func(i int) []byte { return fmt.Appendf(nil, "k%07d", i) }
 	forBackends(b, func(b *testing.B, be kv.Backend) {
 		s := benchStore(b, be)
-		rng := rand.New(rand.NewPCG(4, 0))
-		var batch kv.Batch
-		for i := range keys {
-			value := make([]byte, valueBytes) // the batch keeps it until the write
-			for j := range value {
-				value[j] = byte(rng.Uint32())
-			}
-			batch.Put(key(2*i), value) // even keys present, odd absent
-			if batch.Len() == 10_000 || i == keys-1 {
-				if err := s.Write(&batch, kv.WriteOptions{DisableWAL: true}); err != nil {
-					b.Fatal(err)
-				}
-				batch.Reset()
-			}
-		}
+		rng := fillLarge(b, s)
 		for _, tc := range []struct {
 			name string
 			odd  int
@@ -43,7 +27,7 @@ func BenchmarkStoreGetLarge(b *testing.B) {
 			b.Run(tc.name, func(b *testing.B) {
 				cpu0 := cpuTime()
 				for range b.N {
-					_, ok, err := s.Get(key(2*rng.IntN(keys) + tc.odd))
+					_, ok, err := s.Get(largeKey(2*rng.IntN(largeKeys) + tc.odd))
 					if err != nil || ok != (tc.odd == 0) {
 						b.Fatalf("Get: ok=%v err=%v", ok, err)
 					}
@@ -66,53 +50,67 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// The large store of the point-read benchmarks: largeKeys even keys
+// (largeKey(2i)) of largeValueBytes random bytes each, the odd keys absent.
+const largeKeys, largeValueBytes = 800_000, 200
+
+func largeKey(i int) []byte { return fmt.Appendf(nil, "k%07d", i) }
+
+// fillLarge writes the large store to s and returns the random source the
+// benchmark goes on with.
+func fillLarge(b *testing.B, s kv.Store) *rand.Rand {
+	b.Helper()
+	rng := rand.New(rand.NewPCG(4, 0))
+	var batch kv.Batch
+	for i := range largeKeys {
+		value := make([]byte, largeValueBytes) // the batch keeps it until the write
+		for j := range value {
+			value[j] = byte(rng.Uint32())
+		}
+		batch.Put(largeKey(2*i), value)
+		if batch.Len() == 10_000 || i == largeKeys-1 {
+			if err := s.Write(&batch, kv.WriteOptions{DisableWAL: true}); err != nil {
+				b.Fatal(err)
+			}
+			batch.Reset()
+		}
+	}
+	return rng
+}
+
 // BenchmarkStoreGetSortedLarge reads the store of BenchmarkStoreGetLarge
 // in sorted groups of 2,500 random keys (a batch's keys of one shard) with
 // MultiGetter, against a Get each: CPU per key, on each backend, for keys
 // present (hit) and absent (miss).
 func BenchmarkStoreGetSortedLarge(b *testing.B) {
-	const keys, valueBytes, group = 800_000, 200, 2_500
-	key := func(i int) []byte { return fmt.Appendf(nil, "k%07d", i) }
+	const group = 2_500
 	forBackends(b, func(b *testing.B, be kv.Backend) {
 		s := benchStore(b, be)
-		rng := rand.New(rand.NewPCG(4, 0))
-		var batch kv.Batch
-		for i := range keys {
-			value := make([]byte, valueBytes)
-			for j := range value {
-				value[j] = byte(rng.Uint32())
-			}
-			batch.Put(key(2*i), value)
-			if batch.Len() == 10_000 || i == keys-1 {
-				if err := s.Write(&batch, kv.WriteOptions{DisableWAL: true}); err != nil {
-					b.Fatal(err)
-				}
-				batch.Reset()
-			}
-		}
+		rng := fillLarge(b, s)
 		mg := s.(kv.MultiGetter)
-		odd := 0 // 1: absent keys
-		sample := func() [][]byte {
+		// sample returns a group of sorted distinct keys: present ones
+		// (odd 0) or absent ones (odd 1).
+		sample := func(odd int) [][]byte {
 			idx := make([]int, group)
 			for i := range idx {
-				idx[i] = 2*rng.IntN(keys) + odd
+				idx[i] = 2*rng.IntN(largeKeys) + odd
 			}
 			slices.Sort(idx)
 			idx = slices.Compact(idx)
 			ks := make([][]byte, len(idx))
 			for i, x := range idx {
-				ks[i] = key(x)
+				ks[i] = largeKey(x)
 			}
 			return ks
 		}
 		// perKey runs read over a new sample each iteration and reports its
 		// CPU per key.
-		perKey := func(name string, read func(b *testing.B, ks [][]byte)) {
+		perKey := func(name string, odd int, read func(b *testing.B, ks [][]byte)) {
 			b.Run(name, func(b *testing.B) {
 				var cpu time.Duration
 				n := 0
 				for range b.N {
-					ks := sample()
+					ks := sample(odd)
 					cpu0 := cpuTime()
 					read(b, ks)
 					cpu += cpuTime() - cpu0
@@ -122,19 +120,18 @@ func BenchmarkStoreGetSortedLarge(b *testing.B) {
 			})
 		}
 		for round := range 3 {
-			for _, miss := range []int{0, 1} {
-				name := map[int]string{0: "hit", 1: "miss"}[miss]
-				odd = miss
-				perKey(fmt.Sprintf("get-%s/%d", name, round), func(b *testing.B, ks [][]byte) {
+			for odd, name := range []string{"hit", "miss"} {
+				present := odd == 0
+				perKey(fmt.Sprintf("get-%s/%d", name, round), odd, func(b *testing.B, ks [][]byte) {
 					for _, k := range ks {
-						if _, ok, err := s.Get(k); err != nil || ok != (miss == 0) {
+						if _, ok, err := s.Get(k); err != nil || ok != present {
 							b.Fatalf("Get: ok=%v err=%v", ok, err)
 						}
 					}
 				})
-				perKey(fmt.Sprintf("sorted-%s/%d", name, round), func(b *testing.B, ks [][]byte) {
+				perKey(fmt.Sprintf("sorted-%s/%d", name, round), odd, func(b *testing.B, ks [][]byte) {
 					err := mg.GetSorted(ks, 1<<30, func(i int, v []byte, ok bool) {
-						if ok != (miss == 0) || ok && len(v) != valueBytes {
+						if ok != present || ok && len(v) != largeValueBytes {
 							b.Fatalf("GetSorted: key %d ok=%v len %d", i, ok, len(v))
 						}
 					})
