@@ -19,9 +19,8 @@ import (
 // documents the default it overrides.
 type PebbleOptions struct {
 	// BlockCacheSize is the cache of uncompressed blocks, in bytes,
-	// overriding the default of 32 MiB (the RocksDB backend's default),
-	// beside the memtables (pebbleMemtableReserve). Ignored when Memory is
-	// set.
+	// overriding the default of 32 MiB (defaultPebbleBlockCache), beside
+	// the memtables (pebbleMemtableReserve). Ignored when Memory is set.
 	BlockCacheSize int64
 	// Memory, when set, makes the store use the budget's shared Pebble block
 	// cache instead of its own, overriding the default of nil. Pebble
@@ -30,7 +29,8 @@ type PebbleOptions struct {
 	// must not be closed before the open.
 	Memory *SharedMemory
 	// WriteBufferSize is the memtable size in bytes, overriding the default
-	// of 64 MiB (defaultPebbleWriteBuffer).
+	// of 64 MiB (defaultPebbleWriteBuffer), or with Memory a sixteenth of
+	// the budget within [1 MiB, 64 MiB] (sharedPebbleMemtable).
 	WriteBufferSize int64
 	// ErrorIfMissing fails the open when dir holds no database, instead of
 	// the default of creating the directory and an empty database.
@@ -104,10 +104,13 @@ func OpenPebble(dir string, o PebbleOptions) (Store, error) {
 		return nil, fmt.Errorf("%w: negative PebbleOptions size: %+v", ErrInvalidOptions, o)
 	}
 	if o.BlockCacheSize == 0 {
-		o.BlockCacheSize = defaultBlockCache
+		o.BlockCacheSize = defaultPebbleBlockCache
 	}
 	if o.WriteBufferSize == 0 {
 		o.WriteBufferSize = defaultPebbleWriteBuffer
+		if o.Memory != nil {
+			o.WriteBufferSize = sharedPebbleMemtable(o.Memory.Bytes())
+		}
 	}
 	if o.ReadOnly {
 		o.ErrorIfMissing = true
@@ -347,12 +350,17 @@ func (s *pebbleStore) Write(b *Batch, o WriteOptions) error {
 	}
 }
 
-// defaultPebbleWriteBuffer is a Pebble store's memtable size. The RocksDB
-// backend's default became 32 MiB in session 31; Pebble at 32 MiB took
-// 18 % off the heavy benchmark's peak RSS, but cost 19 % of the rate and
-// 27 % more CPU with 3M keys of 200 bytes, flushing and compacting twice as
-// many level-0 files (docs/BENCHMARKS.md, "Pebble at 32 MiB memtables").
-const defaultPebbleWriteBuffer = 64 << 20
+// defaultPebbleWriteBuffer and defaultPebbleBlockCache are a Pebble
+// store's memtable size and its cache of blocks beside its memtables
+// (pebbleMemtableReserve). The RocksDB backend's memtables became 32 MiB in
+// session 31; Pebble at 32 MiB took 18 % off the heavy benchmark's peak
+// RSS, but cost 19 % of the rate and 27 % more CPU with 3M keys of 200
+// bytes, flushing and compacting twice as many level-0 files
+// (docs/BENCHMARKS.md, "Pebble at 32 MiB memtables").
+const (
+	defaultPebbleWriteBuffer = 64 << 20
+	defaultPebbleBlockCache  = 32 << 20
+)
 
 // pebbleMemtableReserve is the share of a store's own block cache that
 // Pebble takes for its memtables of memtableSize bytes: Pebble reserves
@@ -368,6 +376,18 @@ const defaultPebbleWriteBuffer = 64 << 20
 // memtables, as RocksDB's does; while its memtables are smaller (a store
 // that writes little), blocks may use their unused share.
 func pebbleMemtableReserve(memtableSize int64) int64 { return 2 * memtableSize }
+
+// sharedPebbleMemtable is the memtable size of a Pebble store on a shared
+// budget of bytes: a sixteenth of it, within [1 MiB, defaultPebbleWriteBuffer].
+// Pebble reserves every store's memtables from the shared cache (two a
+// store, as above), so with the default size a budget below two memtables
+// a shard held no block at all, and every read went to the files. At a
+// sixteenth, four shards writing at full speed hold half the budget in
+// memtables, as RocksDB's write-buffer manager holds theirs to half; a
+// shard that writes little grows its memtables only as far as it needs.
+func sharedPebbleMemtable(bytes int64) int64 {
+	return min(max(bytes/16, 1<<20), defaultPebbleWriteBuffer)
+}
 
 // commitStallLimit is how long a write may wait while background flushes
 // keep failing before it is given up and the store marked failed.

@@ -21,8 +21,8 @@ func OpenRocksDB(dir string, o RocksOptions) (Store, error) {
 
 // SharedMemory is one memory budget for many stores. In a build without
 // RocksDB it is one Pebble block cache of Bytes shared by the Pebble
-// stores opened with PebbleOptions.Memory; Pebble memtables are not
-// charged to it (each store's memtable is bounded by its WriteBufferSize).
+// stores opened with PebbleOptions.Memory; Pebble reserves the stores'
+// memtables from it (sharedPebbleMemtable sizes them).
 type SharedMemory struct {
 	bytes int64
 	mu    struct {
@@ -54,7 +54,8 @@ func (m *SharedMemory) Usage() int64 {
 	return m.mu.pebble.Size()
 }
 
-// MemtableUsage is 0: Pebble memtables are not charged to the budget.
+// MemtableUsage is 0: it counts RocksDB's memtables, and Pebble's
+// reservations for its memtables are not told apart from its blocks.
 func (m *SharedMemory) MemtableUsage() int64 { return 0 }
 
 // pebbleCache returns the shared Pebble cache, creating it on first use.

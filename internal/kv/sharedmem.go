@@ -51,7 +51,7 @@ type SharedMemory struct {
 		wbm    *C.kstate_wbm_t
 		// pebble is the block cache of Pebble stores opened with this
 		// budget (PebbleOptions.Memory), created on first use; Pebble
-		// memtables are not charged to it.
+		// reserves the stores' memtables from it (sharedPebbleMemtable).
 		pebble *pebble.Cache
 	}
 }
