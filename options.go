@@ -180,8 +180,9 @@ type StateOptions struct {
 	// Backend is the store of every shard: StateBackendRocksDB (RocksDB
 	// through cgo, as the design names it) or StateBackendPebble (Pebble,
 	// pure Go; Memory is then one block cache, from which Pebble also
-	// reserves every shard's memtables, and without Memory each shard has
-	// 32 MiB of cache beside its 64 MiB memtables). A shard directory
+	// reserves every shard's memtables, each a sixteenth of Memory at most
+	// 32 MiB, and without Memory each shard has 16 MiB of cache beside its
+	// 32 MiB memtables). A shard directory
 	// keeps the backend it was created with: opening it with the other one
 	// fails at start with state.ErrBackendMismatch. Default "" = rocksdb
 	// (StateBackendRocksDB); in a build without cgo (CGO_ENABLED=0, or the

@@ -19,7 +19,7 @@ import (
 // documents the default it overrides.
 type PebbleOptions struct {
 	// BlockCacheSize is the cache of uncompressed blocks, in bytes,
-	// overriding the default of 32 MiB (defaultPebbleBlockCache), beside
+	// overriding the default of 16 MiB (defaultPebbleBlockCache), beside
 	// the memtables (pebbleMemtableReserve). Ignored when Memory is set.
 	BlockCacheSize int64
 	// Memory, when set, makes the store use the budget's shared Pebble block
@@ -29,8 +29,8 @@ type PebbleOptions struct {
 	// must not be closed before the open.
 	Memory *SharedMemory
 	// WriteBufferSize is the memtable size in bytes, overriding the default
-	// of 64 MiB (defaultPebbleWriteBuffer), or with Memory a sixteenth of
-	// the budget within [1 MiB, 64 MiB] (sharedPebbleMemtable).
+	// of 32 MiB (defaultPebbleWriteBuffer), or with Memory a sixteenth of
+	// the budget within [1 MiB, 32 MiB] (sharedPebbleMemtable).
 	WriteBufferSize int64
 	// ErrorIfMissing fails the open when dir holds no database, instead of
 	// the default of creating the directory and an empty database.
@@ -352,14 +352,16 @@ func (s *pebbleStore) Write(b *Batch, o WriteOptions) error {
 
 // defaultPebbleWriteBuffer and defaultPebbleBlockCache are a Pebble
 // store's memtable size and its cache of blocks beside its memtables
-// (pebbleMemtableReserve). The RocksDB backend's memtables became 32 MiB in
-// session 31; Pebble at 32 MiB took 18 % off the heavy benchmark's peak
-// RSS, but cost 19 % of the rate and 27 % more CPU with 3M keys of 200
-// bytes, flushing and compacting twice as many level-0 files
-// (docs/BENCHMARKS.md, "Pebble at 32 MiB memtables").
+// (pebbleMemtableReserve). With a state larger than memory (10M keys of
+// 200 bytes, 4 shards) 32 MiB memtables and a 16 MiB cache ran at the rate
+// of 64 MiB and 32 MiB (−1 to +5 %) with a third less peak RSS, 730
+// against 1,100 MB, level with Kafka Streams'; 16 MiB memtables cost a
+// fifth of the rate (docs/BENCHMARKS.md, "Pebble's memory (session 46)").
+// (Session 32 measured 32 MiB memtables 19 % slower, while the cache held
+// no block: every extra level-0 table's filter was read from its file.)
 const (
-	defaultPebbleWriteBuffer = 64 << 20
-	defaultPebbleBlockCache  = 32 << 20
+	defaultPebbleWriteBuffer = 32 << 20
+	defaultPebbleBlockCache  = 16 << 20
 )
 
 // pebbleMemtableReserve is the share of a store's own block cache that
