@@ -2,6 +2,7 @@ package shard_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -174,12 +175,21 @@ func BenchmarkCommit(b *testing.B) {
 // state of 10,000 and 100,000 keys fits in it. -smallcache has 16 MiB,
 // which holds a quarter of the 100,000 keys' state: the keys come back in a
 // cycle, so every read misses and evicts (the cache's worst case).
+// -live is one of 4 shards of the harness's heavy at 20,000 rows/s: keys at
+// random over 25,000, batches of 40, a 16 MiB cache, layers written in the
+// background; -backlog the same keys in batches of 5,000 with the layers
+// written by the commits, as in a backlog.
 func BenchmarkHeavyCall(b *testing.B) {
-	for _, variant := range []string{"rocksdb", "rocksdb-wb", "rocksdb-wb-big", "rocksdb-cache-wb", "rocksdb-cache-wb-big", "rocksdb-smallcache-wb-big", "pebble"} {
+	for _, variant := range []string{"rocksdb", "rocksdb-wb", "rocksdb-wb-big", "rocksdb-cache-wb", "rocksdb-cache-wb-big", "rocksdb-smallcache-wb-big", "rocksdb-cache-wb-live", "rocksdb-cache-wb-backlog", "pebble"} {
 		backend := kv.Backend(strings.Split(variant, "-")[0])
 		batch, nkeys := 1000, 10_000
-		if strings.HasSuffix(variant, "-big") {
+		switch {
+		case strings.HasSuffix(variant, "-big"):
 			batch, nkeys = 15_000, 100_000
+		case strings.HasSuffix(variant, "-live"):
+			batch, nkeys = 40, 25_000 // docs/BENCHMARKS.md, "Session 44"
+		case strings.HasSuffix(variant, "-backlog"):
+			batch, nkeys = 5_000, 25_000
 		}
 		b.Run(variant, func(b *testing.B) {
 			if backend == kv.BackendRocksDB && !kv.RocksDBAvailable {
@@ -190,6 +200,8 @@ func BenchmarkHeavyCall(b *testing.B) {
 				o.WriteBehindBytes = shard.DefaultWriteBehindBytes
 			}
 			switch {
+			case strings.HasSuffix(variant, "-live"), strings.HasSuffix(variant, "-backlog"):
+				o.Cache = shard.NewCache(16 << 20) // a quarter of the engine's default
 			case strings.Contains(variant, "-cache"):
 				o.Cache = shard.NewCache(64 << 20) // the engine's default
 			case strings.Contains(variant, "-smallcache"):
@@ -200,6 +212,7 @@ func BenchmarkHeavyCall(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
+			s.SetBackgroundFlush(strings.HasSuffix(variant, "-live"))
 			var l state.ListState[int64]
 			var m state.MapState[string, int64]
 			declare(b, s, func() {
@@ -212,6 +225,16 @@ func BenchmarkHeavyCall(b *testing.B) {
 			for i := range keys {
 				keys[i] = []byte(fmt.Sprintf("key-%06d", i*7919%len(keys)))
 			}
+			// Keys in a cycle, or at random as the harness sends them
+			// (-live: a cycle longer than the cache would never hit it).
+			var order []int32
+			if strings.HasSuffix(variant, "-live") || strings.HasSuffix(variant, "-backlog") {
+				order = make([]int32, 1<<20)
+				rng := rand.New(rand.NewPCG(1, 2))
+				for i := range order {
+					order[i] = int32(rng.IntN(len(keys)))
+				}
+			}
 			off, now := int64(0), int64(1_000)
 			s.Begin(now)
 			for i := 0; b.Loop(); i++ {
@@ -221,6 +244,9 @@ func BenchmarkHeavyCall(b *testing.B) {
 					s.Begin(now)
 				}
 				key := keys[i%len(keys)]
+				if order != nil {
+					key = keys[order[i%len(order)]]
+				}
 				s.SetCurrentKey(key)
 				if err := heavyCall(l, m, tm, names, key, now, int64(i)); err != nil {
 					b.Fatal(err)
