@@ -182,9 +182,9 @@ type StateOptions struct {
 	// pure Go; Memory is then one block cache, from which Pebble also
 	// reserves every shard's memtables, each a sixteenth of Memory at most
 	// 32 MiB, and without Memory each shard has 16 MiB of cache beside its
-	// 32 MiB memtables). A shard directory
-	// keeps the backend it was created with: opening it with the other one
-	// fails at start with state.ErrBackendMismatch. Default "" = rocksdb
+	// 32 MiB memtables). A shard directory keeps the backend it was created
+	// with: opening it with the other one fails at start with
+	// state.ErrBackendMismatch. Default "" = rocksdb
 	// (StateBackendRocksDB); in a build without cgo (CGO_ENABLED=0, or the
 	// kstate_nocgo tag) RocksDB is not compiled in and the default is
 	// pebble.

@@ -353,10 +353,10 @@ func (s *pebbleStore) Write(b *Batch, o WriteOptions) error {
 // defaultPebbleWriteBuffer and defaultPebbleBlockCache are a Pebble
 // store's memtable size and its cache of blocks beside its memtables
 // (pebbleMemtableReserve). With a state larger than memory (10M keys of
-// 200 bytes, 4 shards) 32 MiB memtables and a 16 MiB cache ran at the rate
-// of 64 MiB and 32 MiB (−1 to +5 %) with a third less peak RSS, 730
-// against 1,100 MB, level with Kafka Streams'; 16 MiB memtables cost a
-// fifth of the rate (docs/BENCHMARKS.md, "Pebble's memory (session 46)").
+// 200 bytes, 4 shards) 32 MiB memtables and a 16 MiB cache cost 0–6 % of
+// the rate of 64 MiB and 32 MiB for a third less peak RSS, 715–745 against
+// 1,070–1,130 MB, level with Kafka Streams'; 16 MiB memtables cost a fifth
+// of the rate (docs/BENCHMARKS.md, "Pebble's memory (session 46)").
 // (Session 32 measured 32 MiB memtables 19 % slower, while the cache held
 // no block: every extra level-0 table's filter was read from its file.)
 const (
