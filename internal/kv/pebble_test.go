@@ -352,7 +352,9 @@ func TestPebbleCloseReleasesFiles(t *testing.T) {
 func TestPebbleBlockCacheBesideMemtables(t *testing.T) {
 	const memtable = 4 << 20
 	s := pebbleOpener(kv.PebbleOptions{BlockCacheSize: 2 * memtable, WriteBufferSize: memtable})(t, t.TempDir())
-	checkCachesBlocks(t, s, 3)
+	const keys = 200_000 // 40 MB of values: the memtables reach full size
+	fillForCache(t, s, 3, keys)
+	checkCachesBlocks(t, s, 3, keys)
 }
 
 // TestPebbleSharedMemoryCachesBlocks checks the same for stores on a shared
@@ -366,21 +368,21 @@ func TestPebbleSharedMemoryCachesBlocks(t *testing.T) {
 	t.Cleanup(m.Close) // after the stores' Cleanup (LIFO)
 	a := pebbleOpener(kv.PebbleOptions{Memory: m})(t, t.TempDir())
 	b := pebbleOpener(kv.PebbleOptions{Memory: m})(t, t.TempDir())
-	fillForCache(t, a, 5)
-	checkCachesBlocks(t, b, 6)
-	checkCachesBlocks(t, a, 7)
+	const keys = 200_000 // 40 MB each: the default memtables grow to full size
+	fillForCache(t, a, 5, keys)
+	fillForCache(t, b, 6, keys)
+	checkCachesBlocks(t, b, 6, keys)
+	checkCachesBlocks(t, a, 5, keys)
 }
-
-const cacheCheckKeys = 200_000 // 40 MB of values: the memtables reach full size
 
 func cacheCheckKey(i int) []byte { return fmt.Appendf(nil, "k%07d", i) }
 
-// fillForCache writes cacheCheckKeys keys of 200 random bytes to s.
-func fillForCache(t *testing.T, s kv.Store, seed uint64) {
+// fillForCache writes keys keys of 200 random bytes to s.
+func fillForCache(t *testing.T, s kv.Store, seed uint64, keys int) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, seed+1))
 	var b kv.Batch
-	for i := range cacheCheckKeys {
+	for i := range keys {
 		v := make([]byte, 200)
 		for j := range v {
 			v[j] = byte(rng.Uint32())
@@ -395,15 +397,14 @@ func fillForCache(t *testing.T, s kv.Store, seed uint64) {
 	}
 }
 
-// checkCachesBlocks fills s (fillForCache) and reads the same 500 keys
-// twice: the second read must be answered from the block cache.
-func checkCachesBlocks(t *testing.T, s kv.Store, seed uint64) {
+// checkCachesBlocks reads 500 of the keys fillForCache wrote twice: the
+// second read must be answered from the block cache.
+func checkCachesBlocks(t *testing.T, s kv.Store, seed uint64, keys int) {
 	t.Helper()
-	fillForCache(t, s, seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	read := make([][]byte, 500) // about 2 MiB of data blocks
 	for i := range read {
-		read[i] = cacheCheckKey(rng.IntN(cacheCheckKeys))
+		read[i] = cacheCheckKey(rng.IntN(keys))
 	}
 	for pass := range 2 {
 		_, hits0, misses0, err := kv.PebbleBlockCacheForTest(s)
