@@ -375,8 +375,6 @@ func TestPebbleSharedMemoryCachesBlocks(t *testing.T) {
 	checkCachesBlocks(t, a, 5, keys)
 }
 
-func cacheCheckKey(i int) []byte { return fmt.Appendf(nil, "k%07d", i) }
-
 // fillForCache writes keys keys of 200 random bytes to s.
 func fillForCache(t *testing.T, s kv.Store, seed uint64, keys int) {
 	t.Helper()
@@ -387,7 +385,7 @@ func fillForCache(t *testing.T, s kv.Store, seed uint64, keys int) {
 		for j := range v {
 			v[j] = byte(rng.Uint32())
 		}
-		b.Put(cacheCheckKey(i), v)
+		b.Put(largeKey(i), v)
 		if b.Len() == 1000 {
 			if err := s.Write(&b, kv.WriteOptions{}); err != nil {
 				t.Fatal(err)
@@ -404,7 +402,7 @@ func checkCachesBlocks(t *testing.T, s kv.Store, seed uint64, keys int) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	read := make([][]byte, 500) // about 2 MiB of data blocks
 	for i := range read {
-		read[i] = cacheCheckKey(rng.IntN(keys))
+		read[i] = largeKey(rng.IntN(keys))
 	}
 	for pass := range 2 {
 		_, hits0, misses0, err := kv.PebbleBlockCacheForTest(s)

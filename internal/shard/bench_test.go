@@ -183,12 +183,14 @@ func BenchmarkHeavyCall(b *testing.B) {
 	for _, variant := range []string{"rocksdb", "rocksdb-wb", "rocksdb-wb-big", "rocksdb-cache-wb", "rocksdb-cache-wb-big", "rocksdb-smallcache-wb-big", "rocksdb-cache-wb-live", "rocksdb-cache-wb-backlog", "pebble"} {
 		backend := kv.Backend(strings.Split(variant, "-")[0])
 		batch, nkeys := 1000, 10_000
+		live := strings.HasSuffix(variant, "-live")
+		random := live || strings.HasSuffix(variant, "-backlog") // keys at random over 25,000
 		switch {
 		case strings.HasSuffix(variant, "-big"):
 			batch, nkeys = 15_000, 100_000
-		case strings.HasSuffix(variant, "-live"):
+		case live:
 			batch, nkeys = 40, 25_000 // docs/BENCHMARKS.md, "Session 44"
-		case strings.HasSuffix(variant, "-backlog"):
+		case random:
 			batch, nkeys = 5_000, 25_000
 		}
 		b.Run(variant, func(b *testing.B) {
@@ -200,7 +202,7 @@ func BenchmarkHeavyCall(b *testing.B) {
 				o.WriteBehindBytes = shard.DefaultWriteBehindBytes
 			}
 			switch {
-			case strings.HasSuffix(variant, "-live"), strings.HasSuffix(variant, "-backlog"):
+			case random:
 				o.Cache = shard.NewCache(16 << 20) // a quarter of the engine's default
 			case strings.Contains(variant, "-cache"):
 				o.Cache = shard.NewCache(64 << 20) // the engine's default
@@ -212,7 +214,7 @@ func BenchmarkHeavyCall(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			s.SetBackgroundFlush(strings.HasSuffix(variant, "-live"))
+			s.SetBackgroundFlush(live)
 			var l state.ListState[int64]
 			var m state.MapState[string, int64]
 			declare(b, s, func() {
@@ -228,7 +230,7 @@ func BenchmarkHeavyCall(b *testing.B) {
 			// Keys in a cycle, or at random as the harness sends them
 			// (-live: a cycle longer than the cache would never hit it).
 			var order []int32
-			if strings.HasSuffix(variant, "-live") || strings.HasSuffix(variant, "-backlog") {
+			if random {
 				order = make([]int32, 1<<20)
 				rng := rand.New(rand.NewPCG(1, 2))
 				for i := range order {
