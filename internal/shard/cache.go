@@ -27,7 +27,8 @@ import (
 //     Once a segment is full, a key is filled only on a miss that follows
 //     a recent refusal of it (the doorkeeper: cacheSegment.admit), and a
 //     shard whose reads have almost stopped hitting fills it for a sample
-//     of its keys only (count, cacheSparseHits);
+//     of its keys only (count, cacheSparseHits) and, from its next commit,
+//     reads and updates no entry of the other keys (shardCache.bypass);
 //   - Commit updates the entries of the keys the batch wrote that are
 //     already cached, after the store write succeeded (a key written but
 //     never read is not inserted: write-only keys such as timer and TTL
@@ -201,6 +202,13 @@ type shardCache struct {
 	// cacheWindow; sparse is the last full window's verdict (admission).
 	looked, hit atomic.Int64
 	sparse      atomic.Bool
+	// bypass is the sparse verdict as applied at the last commit (a point
+	// where no read of the shard is in flight): while it is set, the
+	// shard has no entry of a key outside the sample (inSample), so its
+	// reads and commits of such keys skip the cache altogether. Entering
+	// it drops those entries (dropOwner), which later commits no longer
+	// update; leaving it lets them in again.
+	bypass atomic.Bool
 }
 
 const (
@@ -216,7 +224,10 @@ const (
 	// for nothing: ~8 % of the CPU of the 10M-key big workload
 	// (docs/BENCHMARKS.md, "State larger than memory"). Hot keys among
 	// cold ones still enter through the sample, and their hits end the
-	// sparse mode.
+	// sparse mode. While sparse, the keys outside the sample skip the
+	// cache (bypass): their lookups, the index probes of a commit's update
+	// of them and their admission checks cost ~4 % of that workload's CPU
+	// for no hit.
 	cacheSparseHits  = 64
 	cacheSparseAdmit = 16
 )
@@ -246,19 +257,19 @@ func (sc *shardCache) segment(h uint64) *cacheSegment {
 	return &c.segs[h>>c.segShift]
 }
 
-// lookup returns the cached committed value of key: hit reports whether
-// the cache knows it, present whether the key exists. val is a copy.
-func (sc *shardCache) lookup(key []byte) (val []byte, present, hit bool) {
-	return sc.lookupAppend(sc.hash(key), key, nil, false)
-}
-
-// lookupAppend is lookup of key with hash h, the value appended to dst
-// (nil: a new slice of the value's size). fresh marks a read of a group
+// lookupAppend returns the cached committed value of key with hash h,
+// appended to dst (nil: a new slice of the value's size): hit reports
+// whether the cache knows it, present whether the key exists. fresh marks a read of a group
 // entry the same batch filled (groupcache.go): it neither counts toward the
 // hit ratio that decides sparse admission nor gives the entry a second
 // chance, since such reads say nothing about the entry being read again
 // in later batches.
 func (sc *shardCache) lookupAppend(h uint64, key, dst []byte, fresh bool) (val []byte, present, hit bool) {
+	if sc.skips(h) {
+		sc.c.misses.Add(1)
+		sc.count(false)
+		return nil, false, false
+	}
 	g := sc.segment(h)
 	g.mu.Lock()
 	if g.n > 0 {
@@ -330,7 +341,36 @@ func (sc *shardCache) admits(h uint64) bool {
 // the index sized to its entries (cacheIndexMin), a lookup at 10M uniform
 // keys probed ~370 slots.
 func (sc *shardCache) sampled(h uint64) bool {
-	return !sc.sparse.Load() || (h>>40)%cacheSparseAdmit == 0
+	return !(sc.sparse.Load() || sc.bypass.Load()) || inSample(h)
+}
+
+// inSample reports whether the key with hash h is in the sparse mode's
+// sample (see sampled).
+func inSample(h uint64) bool { return (h>>40)%cacheSparseAdmit == 0 }
+
+// skips reports whether the key with hash h has no entry because the
+// shard bypasses the cache for it (see shardCache.bypass).
+func (sc *shardCache) skips(h uint64) bool { return sc.bypass.Load() && !inSample(h) }
+
+// applySparse brings bypass to the sparse verdict; the shard's goroutine
+// calls it where none of the shard's reads is in flight (commit). Entering
+// bypass drops the shard's entries outside the sample: later commits do
+// not update them, so they would be stale once bypass ends.
+func (sc *shardCache) applySparse() {
+	sparse := sc.sparse.Load()
+	if sparse == sc.bypass.Load() {
+		return
+	}
+	sc.bypass.Store(sparse) // first: no fill admits a key outside the sample from here on
+	if !sparse || sc.inserted.Load() == 0 {
+		return
+	}
+	for i := range sc.c.segs {
+		g := &sc.c.segs[i]
+		g.mu.Lock()
+		g.dropOwner(sc, false)
+		g.mu.Unlock()
+	}
 }
 
 // doorMinWindow is the fewest refused keys a doorkeeper generation holds
@@ -385,13 +425,8 @@ func bitsSet(set []uint64, b1, b2 uint64) bool {
 	return set[b1/64]&(1<<(b1%64)) != 0 && set[b2/64]&(1<<(b2%64)) != 0
 }
 
-// fill caches the committed value of key read from the store, if the
-// admission rules let it in (sampled, cacheSegment.admit).
-func (sc *shardCache) fill(key, val []byte, present bool) {
-	sc.fillHash(sc.hash(key), key, val, present)
-}
-
-// fillHash is fill of key with hash h.
+// fillHash caches the committed value of key with hash h read from the
+// store, if the admission rules let it in (sampled, cacheSegment.admit).
 func (sc *shardCache) fillHash(h uint64, key, val []byte, present bool) {
 	if !sc.sampled(h) {
 		return
@@ -415,6 +450,7 @@ func (sc *shardCache) fillGroup(h uint64, gkey, val []byte, present bool) {
 // commit brings the cached entries of the keys staged in st up to date
 // with the committed batch (called after the store write succeeded).
 func (sc *shardCache) commit(st *staging) {
+	sc.applySparse()
 	if sc.inserted.Load() == 0 {
 		return
 	}
@@ -427,6 +463,9 @@ func (sc *shardCache) commit(st *staging) {
 			break // staged keys are sorted: timer and TTL keys are never point cached
 		}
 		h := sc.hash(e.key)
+		if sc.skips(h) {
+			continue
+		}
 		g := sc.segment(h)
 		g.mu.Lock()
 		sc.put(g, h, e.key, e.val, !e.deleted, true)
@@ -496,7 +535,7 @@ func (sc *shardCache) clear() {
 	for i := range sc.c.segs {
 		g := &sc.c.segs[i]
 		g.mu.Lock()
-		g.dropOwner(sc)
+		g.dropOwner(sc, true)
 		g.mu.Unlock()
 	}
 	sc.inserted.Store(0)
@@ -728,8 +767,9 @@ func (g *cacheSegment) evictHead(c *Cache, moves *int) {
 	g.full = true
 }
 
-// dropOwner marks every live entry of sc dead (g locked).
-func (g *cacheSegment) dropOwner(sc *shardCache) {
+// dropOwner marks every live entry of sc dead (g locked), or with all
+// false only those of keys outside the sparse sample (inSample).
+func (g *cacheSegment) dropOwner(sc *shardCache, all bool) {
 	if g.ring == nil {
 		return
 	}
@@ -741,8 +781,10 @@ func (g *cacheSegment) dropOwner(sc *shardCache) {
 		}
 		e := g.entry(uint32(p))
 		if f := e.flags(); f&(flagPad|flagDead) == 0 && e.owner() == sc.owner {
-			g.kill(g.findOff(sc.c.hashOf(sc.owner, e.key()), uint32(p)), uint32(p))
-			g.full = false // the dead entries make room: admit again until it is used
+			if h := sc.c.hashOf(sc.owner, e.key()); all || !inSample(h) {
+				g.kill(g.findOff(h, uint32(p)), uint32(p))
+				g.full = false // the dead entries make room: admit again until it is used
+			}
 		}
 		pos += uint64(e.size())
 	}

@@ -13,6 +13,16 @@ import (
 	"github.com/kstate/kstate/internal/keys"
 )
 
+// lookup is lookupAppend of key, into a new slice.
+func (sc *shardCache) lookup(key []byte) (val []byte, present, hit bool) {
+	return sc.lookupAppend(sc.hash(key), key, nil, false)
+}
+
+// fill is fillHash of key.
+func (sc *shardCache) fill(key, val []byte, present bool) {
+	sc.fillHash(sc.hash(key), key, val, present)
+}
+
 // checkCache verifies a cache's invariants: every live entry of a ring is
 // indexed under its hash at its offset, nothing else is indexed, the bytes
 // in use stay within the ring and the charged bytes within the budget.
@@ -181,7 +191,7 @@ func TestCacheCollision(t *testing.T) {
 		t.Fatalf("a: %q %v", v, hit)
 	}
 	g.mu.Lock()
-	g.dropOwner(sc)
+	g.dropOwner(sc, true)
 	g.mu.Unlock()
 	// Another owner, same key: distinct.
 	sc2 := c.forShard()

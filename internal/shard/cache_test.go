@@ -187,6 +187,85 @@ func TestCacheCommitAbortAndFailedWrite(t *testing.T) {
 	}
 }
 
+// A shard whose reads stopped hitting bypasses the cache for the keys
+// outside its sample, and a cached key outside the sample that is written
+// meanwhile is read correctly once the reads hit again: entering the
+// bypass dropped its entry, which the bypassed commits did not update.
+func TestCacheSparseBypassKeepsCommittedValues(t *testing.T) {
+	cache := shard.NewCache(1 << 20)
+	s, st, v := openCached(t, cache)
+	var l log
+	const keys = 64
+	key := func(i int) string { return fmt.Sprint("k", i) }
+	setAll := func(now, x int64) {
+		commit(t, s, &l, now, func() {
+			for i := range keys {
+				getValue(t, s, v, key(i)) // cached (the cache has room)
+				s.SetCurrentKey([]byte(key(i)))
+				noErr(t, v.Update(x))
+			}
+		})
+	}
+	setAll(1, 1)
+
+	// A window of reads of keys never seen: the shard turns sparse, and
+	// its commit applies the bypass.
+	commit(t, s, &l, 2, func() {
+		for i := range shard.CacheWindowForTest {
+			getValue(t, s, v, fmt.Sprint("cold", i))
+		}
+	})
+	if sparse, bypass := shard.CacheModeForTest(s); !sparse || !bypass {
+		t.Fatalf("after a window of misses: sparse %v, bypass %v", sparse, bypass)
+	}
+	setAll(3, 2)
+	gets := st.gets.Load()
+	commit(t, s, &l, 4, func() {
+		for i := range keys {
+			getValue(t, s, v, key(i))
+		}
+	})
+	if n := st.gets.Load() - gets; n < keys/2 {
+		t.Fatalf("bypassed: %d of %d reads went to the store, want most", n, keys)
+	}
+
+	// Hot keys come back: the sample's hits end the sparse mode, and the
+	// commit ends the bypass.
+	for now := int64(5); ; now++ {
+		commit(t, s, &l, now, func() {
+			for range 16 {
+				for i := range 1024 {
+					getValue(t, s, v, fmt.Sprint("hot", i))
+				}
+			}
+		})
+		if _, bypass := shard.CacheModeForTest(s); !bypass {
+			break
+		}
+		if now > 20 {
+			t.Fatal("still bypassing the cache while hot keys hit")
+		}
+	}
+	for now := range int64(2) { // cached again: the doorkeeper admits a second miss
+		commit(t, s, &l, 30+now, func() {
+			for i := range keys {
+				getValue(t, s, v, key(i))
+			}
+		})
+	}
+	gets = st.gets.Load()
+	commit(t, s, &l, 32, func() {
+		for i := range keys {
+			if x, ok := getValue(t, s, v, key(i)); !ok || x != 2 {
+				t.Fatalf("%s after the bypass: %d %v, want the committed 2", key(i), x, ok)
+			}
+		}
+	})
+	if n := st.gets.Load() - gets; n != 0 {
+		t.Fatalf("%d reads went to the store once the bypass ended, want 0", n)
+	}
+}
+
 // A restore (ApplyChangelog, Wipe) writes the store under the cache: the
 // shard's entries are dropped, and Close drops them from the shared cache.
 func TestCacheRestoreAndClose(t *testing.T) {

@@ -67,3 +67,12 @@ func SetBackgroundWritesForTest(n int) (restore func()) {
 	backgroundWrites = newSemaphore(n)
 	return func() { backgroundWrites = old }
 }
+
+// CacheModeForTest returns the shard's sparse verdict and whether its
+// cache bypass (shardCache.bypass) is applied.
+func CacheModeForTest(s *Shard) (sparse, bypass bool) {
+	return s.cache.sparse.Load(), s.cache.bypass.Load()
+}
+
+// CacheWindowForTest is the lookups over which the sparse verdict is taken.
+const CacheWindowForTest = cacheWindow

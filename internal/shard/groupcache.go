@@ -353,6 +353,11 @@ const (
 // cached group gkey of hash h (a copy), and whether the group held it;
 // fresh as for lookupAppend.
 func (sc *shardCache) lookupGroupEntry(h uint64, gkey, suffix []byte, fresh bool) (val []byte, present bool, found int) {
+	if sc.skips(h) {
+		sc.c.misses.Add(1)
+		sc.count(false)
+		return nil, false, groupMissing
+	}
 	g := sc.segment(h)
 	g.mu.Lock()
 	_, off := g.findLive(h, sc.owner, gkey)
@@ -408,6 +413,10 @@ func (sc *shardCache) commitGroups(ord []*stagedEntry, bits uint64) {
 		}
 		gkey = groupCacheKey(gkey, prefix)
 		h := sc.hash(gkey)
+		if sc.skips(h) {
+			i = j // bypassed: not cached
+			continue
+		}
 		g := sc.segment(h)
 		g.mu.Lock()
 		if slot, off := g.findLive(h, sc.owner, gkey); off >= 0 {

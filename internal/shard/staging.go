@@ -482,14 +482,15 @@ func (s *Shard) get(key []byte) ([]byte, bool, error) {
 			return v, ok, nil
 		}
 	}
-	if v, ok, hit := s.cache.lookup(key); hit {
+	h := s.cache.hash(key)
+	if v, ok, hit := s.cache.lookupAppend(h, key, nil, false); hit {
 		return v, ok, nil
 	}
 	v, ok, err := s.committed(key)
 	if err == nil {
 		// The store and the write-behind layer do not change during a
 		// batch: this is committed state.
-		s.cache.fill(key, v, ok)
+		s.cache.fillHash(h, key, v, ok)
 	}
 	return v, ok, err
 }
