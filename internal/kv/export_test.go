@@ -3,6 +3,8 @@ package kv
 import (
 	"context"
 	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // MaxMemtableFilters is maxMemtableFilters, for package kv_test.
@@ -30,4 +32,32 @@ func PebbleBlockCacheForTest(s Store) (size, hits, misses int64, err error) {
 	}
 	m := p.db.Metrics().BlockCache
 	return m.Size, m.Hits, m.Misses, nil
+}
+
+// PebbleFlushCompressionForTest writes a Pebble store's memtable to a
+// table and returns the compression of the newest table.
+func PebbleFlushCompressionForTest(s Store) (string, error) {
+	p, ok := s.(*pebbleStore)
+	if !ok {
+		return "", fmt.Errorf("PebbleFlushCompressionForTest: %T is not a Pebble store", s)
+	}
+	if err := p.db.Flush(); err != nil {
+		return "", err
+	}
+	levels, err := p.db.SSTables(pebble.WithProperties())
+	if err != nil {
+		return "", err
+	}
+	var newest *pebble.SSTableInfo
+	for _, l := range levels {
+		for i := range l {
+			if newest == nil || l[i].FileNum > newest.FileNum {
+				newest = &l[i]
+			}
+		}
+	}
+	if newest == nil || newest.Properties == nil {
+		return "", fmt.Errorf("PebbleFlushCompressionForTest: no table")
+	}
+	return newest.Properties.CompressionName, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -59,6 +60,12 @@ type pebbleStore struct {
 
 	// w serialises writers (the open-ended DeleteRange reads the last key).
 	w sync.Mutex
+	// probe samples the values written (under w) to turn the block
+	// compression off while they do not compress, and on again
+	// (compressprobe.go); uncompressed is its verdict, which the levels'
+	// Compression reads at every table written. nil when read-only.
+	probe        *compressProbe
+	uncompressed atomic.Bool
 
 	// bgErr is the last background (flush or compaction) error, cleared by
 	// the next successful flush. Pebble does not fail writes while its
@@ -136,6 +143,18 @@ func OpenPebble(dir string, o PebbleOptions) (Store, error) {
 	// the RocksDB backend has: a Get of an absent key (a new grouping key)
 	// then skips reading data blocks. Levels inherit L0's policy.
 	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(defaultBloomBits)
+	if !o.ReadOnly {
+		s.probe = newCompressProbe()
+		compression := func() *sstable.CompressionProfile {
+			if s.uncompressed.Load() {
+				return sstable.NoCompression
+			}
+			return sstable.SnappyCompression // Pebble's default
+		}
+		for i := range opts.Levels {
+			opts.Levels[i].Compression = compression
+		}
+	}
 	if o.ReadOnly {
 		opts.FS = noLockFS{vfs.Default}
 	}
@@ -269,6 +288,9 @@ func (s *pebbleStore) Write(b *Batch, o WriteOptions) error {
 		switch op.Kind {
 		case OpPut:
 			err = pb.Set(op.Key, op.Value, nil)
+			if s.probe != nil {
+				s.probe.add(op.Value)
+			}
 			if bytes.Compare(op.Key, maxPut) > 0 {
 				maxPut = op.Key
 			}
@@ -301,6 +323,11 @@ func (s *pebbleStore) Write(b *Batch, o WriteOptions) error {
 	// state reader) cannot see them; RocksDB hands them to the OS at once.
 	// Syncing gives the same guarantees as RocksDB's unsynced write, at the
 	// cost of an fsync per logged write (one per committed batch).
+	if s.probe != nil {
+		if on, changed := s.probe.verdict(); changed {
+			s.uncompressed.Store(!on)
+		}
+	}
 	wo := pebble.Sync
 	if o.DisableWAL {
 		wo = pebble.NoSync

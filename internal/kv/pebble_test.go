@@ -3,6 +3,7 @@ package kv_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -420,5 +421,52 @@ func checkCachesBlocks(t *testing.T, s kv.Store, seed uint64, keys int) {
 		if pass == 1 && (hits == 0 || hits < 9*misses) { // none: the reads did not reach a table
 			t.Fatalf("the second read of the same %d keys hit the block cache %d times and missed %d (%d bytes cached): the memtables' reservation left no room for blocks", len(read), hits, misses, size)
 		}
+	}
+}
+
+// Pebble's tables are written uncompressed while the values written do
+// not compress, and with Snappy again once they do; every value stays
+// readable.
+func TestPebbleCompressionFollowsValues(t *testing.T) {
+	s := pebbleOpener(kv.PebbleOptions{})(t, t.TempDir())
+	rng := rand.New(rand.NewPCG(5, 6))
+	write := func(from int, compressible bool) string {
+		t.Helper()
+		for w := range 100 { // 20 MB: windows of the probe's samples
+			var b kv.Batch
+			for i := range 1000 {
+				n := from + w*1000 + i
+				v := make([]byte, 200)
+				if compressible {
+					copy(v, strings.Repeat(fmt.Sprintf("value of key %d;", n), 10))
+				} else {
+					for j := range v {
+						v[j] = byte(rng.Uint32())
+					}
+				}
+				binary.BigEndian.PutUint64(v, uint64(n))
+				b.Put(fmt.Appendf(nil, "key-%09d", n), v)
+			}
+			if err := s.Write(&b, kv.WriteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, err := kv.PebbleFlushCompressionForTest(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range []int{0, from + 1, from + 99_999} {
+			v, ok, err := s.Get(fmt.Appendf(nil, "key-%09d", i))
+			if err != nil || !ok || binary.BigEndian.Uint64(v) != uint64(i) {
+				t.Fatalf("key %d: %x %v %v", i, v, ok, err)
+			}
+		}
+		return c
+	}
+	if c := write(0, false); c != "NoCompression" {
+		t.Fatalf("after random values: the newest table's compression is %s, want NoCompression", c)
+	}
+	if c := write(100_000, true); c != "Snappy" {
+		t.Fatalf("after compressible values: the newest table's compression is %s, want Snappy", c)
 	}
 }

@@ -63,6 +63,12 @@ type rocksStore struct {
 		// TestRocksDBDiskFull). RocksDB refuses writes after such an error
 		// anyway until the store is reopened.
 		failed error
+		// probe samples the values written to turn the block compression
+		// off while they do not compress, and on again (compressprobe.go);
+		// nil when the compression was chosen explicitly. compression is
+		// the option's value when on.
+		probe       *compressProbe
+		compression string
 	}
 
 	// iters tracks open iterators so Close can destroy them before the DB:
@@ -173,6 +179,9 @@ func openRocks(dir string, o RocksOptions, c Compression) (*rocksStore, error) {
 	}
 	s.opts.SetLevelCompactionDynamicLevelBytes(true)
 	s.opts.SetCompression(grocksCompression(c))
+	if o.Compression == CompressionDefault && !o.ReadOnly {
+		s.w.probe, s.w.compression = newCompressProbe(), rocksCompressionName(c)
+	}
 	// Compact tombstone-dense files early: a file in which some run of
 	// deleteWindow consecutive entries holds deleteTrigger deletions is
 	// marked for compaction when written, and compacting it towards the
@@ -207,6 +216,19 @@ func openRocks(dir string, o RocksOptions, c Compression) (*rocksStore, error) {
 	}
 	s.db = db
 	return s, nil
+}
+
+// rocksCompressionName is c's name in RocksDB's options (SetOptions).
+func rocksCompressionName(c Compression) string {
+	switch c {
+	case CompressionNone:
+		return "kNoCompression"
+	case CompressionSnappy:
+		return "kSnappyCompression"
+	case CompressionZSTD:
+		return "kZSTD"
+	}
+	return "kLZ4Compression"
 }
 
 func grocksCompression(c Compression) grocksdb.CompressionType {
@@ -297,6 +319,13 @@ func (s *rocksStore) Write(b *Batch, o WriteOptions) error {
 	rep := &s.w.rep
 	defer rep.release()
 	ops := b.Ops()
+	if p := s.w.probe; p != nil {
+		for _, op := range ops {
+			if op.Kind == OpPut {
+				p.add(op.Value)
+			}
+		}
+	}
 	if inKeyOrder(ops) { // a write-behind flush, a sorted commit: no order to build
 		rep.buildOrdered(ops, nil)
 		return s.write(o, rep, len(ops))
@@ -399,11 +428,15 @@ func (s *rocksStore) WriteOrdered(walk func(add func(key, value []byte, deleted 
 	rep := &s.w.rep
 	defer rep.release()
 	rep.reset(size)
+	probe := s.w.probe
 	walk(func(key, value []byte, deleted bool) {
 		if deleted {
 			rep.delete(key)
 		} else {
 			rep.put(key, value)
+			if probe != nil {
+				probe.add(value)
+			}
 		}
 	})
 	if len(rep.buf) != size || int(rep.count) != n {
@@ -443,7 +476,28 @@ func (s *rocksStore) write(o WriteOptions, rep *batchRep, n int) error {
 	if o.DisableWAL {
 		s.w.unloggedInMemtable = true
 	}
+	s.adaptCompression()
 	return nil
+}
+
+// adaptCompression applies the probe's verdict (called with s.w held). A
+// failed SetOptions leaves the store's compression as it is, for good.
+func (s *rocksStore) adaptCompression() {
+	p := s.w.probe
+	if p == nil {
+		return
+	}
+	on, changed := p.verdict()
+	if !changed {
+		return
+	}
+	name := "kNoCompression"
+	if on {
+		name = s.w.compression
+	}
+	if err := s.db.SetOptions([]string{"compression"}, []string{name}); err != nil {
+		s.w.probe = nil
+	}
 }
 
 // endAfterLast returns an exclusive end just past the greater of the last

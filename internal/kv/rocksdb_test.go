@@ -3,10 +3,15 @@
 package kv_test
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kstate/kstate/internal/kv"
@@ -153,4 +158,94 @@ func TestRocksCloseReleasesFiles(t *testing.T) {
 	if after := fds(); after > before {
 		t.Fatalf("open fds grew from %d to %d over 20 open/close cycles", before, after)
 	}
+}
+
+// rocksCompressionOption returns the compression in the newest OPTIONS
+// file of the store at dir: the option as RocksDB applies it.
+func rocksCompressionOption(t *testing.T, dir string) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "OPTIONS-*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no OPTIONS file in %s: %v", dir, err)
+	}
+	slices.Sort(files) // OPTIONS-000007: zero-padded numbers
+	b, err := os.ReadFile(files[len(files)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "compression="); ok {
+			return v
+		}
+	}
+	t.Fatalf("%s has no compression option", files[len(files)-1])
+	return ""
+}
+
+// The default compression is turned off while the values written do not
+// compress, and on again once they do, and every value stays readable; a
+// compression chosen explicitly is kept.
+func TestRocksDBCompressionFollowsValues(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	write := func(t *testing.T, s kv.Store, from int, compressible bool) {
+		t.Helper()
+		for w := range 100 { // 20 MB: windows of the probe's samples
+			var b kv.Batch
+			for i := range 1000 {
+				n := from + w*1000 + i
+				v := make([]byte, 200)
+				if compressible {
+					copy(v, strings.Repeat(fmt.Sprintf("value of key %d;", n), 10))
+				} else {
+					for j := range v {
+						v[j] = byte(rng.Uint32())
+					}
+				}
+				binary.BigEndian.PutUint64(v, uint64(n))
+				b.Put(fmt.Appendf(nil, "key-%09d", n), v)
+			}
+			if err := s.Write(&b, kv.WriteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check := func(t *testing.T, s kv.Store, n int) {
+		t.Helper()
+		if err := kv.FlushForTest(s); err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range []int{0, n / 3, n - 1} {
+			v, ok, err := s.Get(fmt.Appendf(nil, "key-%09d", i))
+			if err != nil || !ok || binary.BigEndian.Uint64(v) != uint64(i) {
+				t.Fatalf("key %d: %x %v %v", i, v, ok, err)
+			}
+		}
+	}
+	t.Run("default", func(t *testing.T) {
+		dir := t.TempDir()
+		s := rocksOpener(kv.RocksOptions{})(t, dir)
+		on := rocksCompressionOption(t, dir)
+		if on == "kNoCompression" {
+			t.Fatalf("opened with %s", on)
+		}
+		write(t, s, 0, false)
+		check(t, s, 100_000)
+		if c := rocksCompressionOption(t, dir); c != "kNoCompression" {
+			t.Fatalf("after random values: compression %s, want kNoCompression", c)
+		}
+		write(t, s, 100_000, true)
+		check(t, s, 200_000)
+		if c := rocksCompressionOption(t, dir); c != on {
+			t.Fatalf("after compressible values: compression %s, want %s", c, on)
+		}
+	})
+	t.Run("explicit", func(t *testing.T) {
+		dir := t.TempDir()
+		s := rocksOpener(kv.RocksOptions{Compression: kv.CompressionSnappy})(t, dir)
+		write(t, s, 0, false)
+		check(t, s, 100_000)
+		if c := rocksCompressionOption(t, dir); c != "kSnappyCompression" {
+			t.Fatalf("explicit Snappy after random values: compression %s", c)
+		}
+	})
 }

@@ -1,0 +1,56 @@
+package kv
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// The probe turns compression off after a window of values that deflate
+// does not shrink by probeOffBelow, and on again after a window it shrinks
+// by more than probeOnAbove; values of every size count.
+func TestCompressProbe(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	random := func(n int) []byte {
+		v := make([]byte, n)
+		for i := range v {
+			v[i] = byte(rng.Uint32())
+		}
+		return v
+	}
+	text := func(i, n int) []byte {
+		v := fmt.Appendf(nil, "user-%08d,status=active,region=eu-west-1,", i)
+		for len(v) < n {
+			v = append(v, v...)
+		}
+		return v[:n]
+	}
+	p := newCompressProbe()
+	// feed offers about windows windows of sampled bytes of values from
+	// gen, and returns the verdicts that changed.
+	feed := func(windows int, gen func(i int) []byte) (changes []bool) {
+		for i, in := 0, 0; in < windows*probeWindow*probeStride; i++ {
+			v := gen(i)
+			p.add(v)
+			in += len(v)
+			if on, changed := p.verdict(); changed {
+				changes = append(changes, on)
+			}
+		}
+		return changes
+	}
+	if c := feed(3, func(i int) []byte { return text(i, 200) }); len(c) != 0 || !p.on {
+		t.Fatalf("compressible values: verdict changes %v, on %v; want none, on", c, p.on)
+	}
+	if c := feed(3, func(int) []byte { return random(200) }); len(c) != 1 || c[0] || p.on {
+		t.Fatalf("random values: verdict changes %v, on %v; want one to off", c, p.on)
+	}
+	// Large values, and a mix: a random half of each value still saves
+	// more than a fifth.
+	if c := feed(3, func(i int) []byte { return append(random(3000), text(i, 5000)...) }); len(c) != 1 || !c[0] || !p.on {
+		t.Fatalf("half-compressible large values: verdict changes %v, on %v; want one to on", c, p.on)
+	}
+	if c := feed(2, func(int) []byte { return random(20_000) }); len(c) != 1 || c[0] {
+		t.Fatalf("random large values: verdict changes %v; want one to off", c)
+	}
+}
