@@ -259,11 +259,11 @@ func (sc *shardCache) segment(h uint64) *cacheSegment {
 
 // lookupAppend returns the cached committed value of key with hash h,
 // appended to dst (nil: a new slice of the value's size): hit reports
-// whether the cache knows it, present whether the key exists. fresh marks a read of a group
-// entry the same batch filled (groupcache.go): it neither counts toward the
-// hit ratio that decides sparse admission nor gives the entry a second
-// chance, since such reads say nothing about the entry being read again
-// in later batches.
+// whether the cache knows it, present whether the key exists. fresh marks
+// a read of a group entry the same batch filled (groupcache.go): it
+// neither counts toward the hit ratio that decides sparse admission nor
+// gives the entry a second chance, since such reads say nothing about the
+// entry being read again in later batches.
 func (sc *shardCache) lookupAppend(h uint64, key, dst []byte, fresh bool) (val []byte, present, hit bool) {
 	if sc.skips(h) {
 		sc.c.misses.Add(1)
