@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -12,19 +13,24 @@ import (
 func TestCompressProbe(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	random := func(n int) []byte {
-		v := make([]byte, n)
-		for i := range v {
-			v[i] = byte(rng.Uint32())
-		}
-		return v
-	}
-	text := func(i, n int) []byte {
-		v := fmt.Appendf(nil, "user-%08d,status=active,region=eu-west-1,", i)
-		for len(v) < n {
-			v = append(v, v...)
+		v := make([]byte, n+8)
+		for i := 0; i < n; i += 8 {
+			binary.LittleEndian.PutUint64(v[i:], rng.Uint64())
 		}
 		return v[:n]
 	}
+	// Compressible values, from a pool (formatting each is slow under
+	// -race): 4099 of them, so that the samples, one value in about 128,
+	// cycle through all of them.
+	var pool [][]byte
+	for i := range 4099 {
+		v := fmt.Appendf(nil, "user-%08d,status=active,region=eu-west-1,", i)
+		for len(v) < 5000 {
+			v = append(v, v...)
+		}
+		pool = append(pool, v[:5000])
+	}
+	text := func(i, n int) []byte { return pool[i%len(pool)][:n] }
 	p := newCompressProbe()
 	// feed offers about windows windows of sampled bytes of values from
 	// gen, and returns the verdicts that changed.

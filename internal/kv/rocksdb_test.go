@@ -195,10 +195,10 @@ func TestRocksDBCompressionFollowsValues(t *testing.T) {
 				n := from + w*1000 + i
 				v := make([]byte, 200)
 				if compressible {
-					copy(v, strings.Repeat(fmt.Sprintf("value of key %d;", n), 10))
+					copy(v, "value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;")
 				} else {
-					for j := range v {
-						v[j] = byte(rng.Uint32())
+					for j := 8; j < len(v); j += 8 {
+						binary.LittleEndian.PutUint64(v[j:], rng.Uint64())
 					}
 				}
 				binary.BigEndian.PutUint64(v, uint64(n))
