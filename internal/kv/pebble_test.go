@@ -3,7 +3,6 @@ package kv_test
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -432,35 +431,12 @@ func TestPebbleCompressionFollowsValues(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	write := func(from int, compressible bool) string {
 		t.Helper()
-		for w := range 200 { // 40 MB: windows of the probe's samples
-			var b kv.Batch
-			for i := range 1000 {
-				n := from + w*1000 + i
-				v := make([]byte, 200)
-				if compressible {
-					copy(v, "value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;")
-				} else {
-					for j := 8; j < len(v); j += 8 {
-						binary.LittleEndian.PutUint64(v[j:], rng.Uint64())
-					}
-				}
-				binary.BigEndian.PutUint64(v, uint64(n))
-				b.Put(fmt.Appendf(nil, "key-%09d", n), v)
-			}
-			if err := s.Write(&b, kv.WriteOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		writeCompressionPhase(t, s, rng, from, compressible)
 		c, err := kv.PebbleFlushCompressionForTest(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, i := range []int{0, from + 1, from + 199_999} {
-			v, ok, err := s.Get(fmt.Appendf(nil, "key-%09d", i))
-			if err != nil || !ok || binary.BigEndian.Uint64(v) != uint64(i) {
-				t.Fatalf("key %d: %x %v %v", i, v, ok, err)
-			}
-		}
+		checkCompressionValues(t, s, 0, from+1, from+199_999)
 		return c
 	}
 	if c := write(0, false); c != "NoCompression" {

@@ -3,9 +3,7 @@
 package kv_test
 
 import (
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -187,49 +185,12 @@ func rocksCompressionOption(t *testing.T, dir string) string {
 // compression chosen explicitly is kept.
 func TestRocksDBCompressionFollowsValues(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	write := func(t *testing.T, s kv.Store, from int, compressible bool) {
-		t.Helper()
-		for w := range 200 { // 40 MB: windows of the probe's samples
-			var b kv.Batch
-			for i := range 1000 {
-				n := from + w*1000 + i
-				v := make([]byte, 200)
-				if compressible {
-					copy(v, "value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;value;")
-				} else {
-					for j := 8; j < len(v); j += 8 {
-						binary.LittleEndian.PutUint64(v[j:], rng.Uint64())
-					}
-				}
-				binary.BigEndian.PutUint64(v, uint64(n))
-				b.Put(fmt.Appendf(nil, "key-%09d", n), v)
-			}
-			var err error
-			if ow, ok := s.(kv.OrderedWriter); ok && w%2 == 1 { // the write-behind layer's path
-				err = ow.WriteOrdered(func(add func(key, value []byte, deleted bool)) {
-					for _, op := range b.Ops() {
-						add(op.Key, op.Value, false)
-					}
-				}, kv.WriteOptions{})
-			} else {
-				err = s.Write(&b, kv.WriteOptions{})
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	check := func(t *testing.T, s kv.Store, n int) {
 		t.Helper()
 		if err := kv.FlushForTest(s); err != nil {
 			t.Fatal(err)
 		}
-		for _, i := range []int{0, n / 3, n - 1} {
-			v, ok, err := s.Get(fmt.Appendf(nil, "key-%09d", i))
-			if err != nil || !ok || binary.BigEndian.Uint64(v) != uint64(i) {
-				t.Fatalf("key %d: %x %v %v", i, v, ok, err)
-			}
-		}
+		checkCompressionValues(t, s, 0, n/3, n-1)
 	}
 	t.Run("default", func(t *testing.T) {
 		dir := t.TempDir()
@@ -238,12 +199,12 @@ func TestRocksDBCompressionFollowsValues(t *testing.T) {
 		if on == "kNoCompression" {
 			t.Fatalf("opened with %s", on)
 		}
-		write(t, s, 0, false)
+		writeCompressionPhase(t, s, rng, 0, false)
 		check(t, s, 200_000)
 		if c := rocksCompressionOption(t, dir); c != "kNoCompression" {
 			t.Fatalf("after random values: compression %s, want kNoCompression", c)
 		}
-		write(t, s, 200_000, true)
+		writeCompressionPhase(t, s, rng, 200_000, true)
 		check(t, s, 400_000)
 		if c := rocksCompressionOption(t, dir); c != on {
 			t.Fatalf("after compressible values: compression %s, want %s", c, on)
@@ -252,7 +213,7 @@ func TestRocksDBCompressionFollowsValues(t *testing.T) {
 	t.Run("explicit", func(t *testing.T) {
 		dir := t.TempDir()
 		s := rocksOpener(kv.RocksOptions{Compression: kv.CompressionSnappy})(t, dir)
-		write(t, s, 0, false)
+		writeCompressionPhase(t, s, rng, 0, false)
 		check(t, s, 200_000)
 		if c := rocksCompressionOption(t, dir); c != "kSnappyCompression" {
 			t.Fatalf("explicit Snappy after random values: compression %s", c)

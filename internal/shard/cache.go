@@ -362,13 +362,18 @@ func (sc *shardCache) applySparse() {
 		return
 	}
 	sc.bypass.Store(sparse) // first: no fill admits a key outside the sample from here on
-	if !sparse || sc.inserted.Load() == 0 {
-		return
+	if sparse && sc.inserted.Load() != 0 {
+		sc.drop(false)
 	}
+}
+
+// drop drops the shard's entries from every segment: all of them, or those
+// outside the sparse sample (dropOwner).
+func (sc *shardCache) drop(all bool) {
 	for i := range sc.c.segs {
 		g := &sc.c.segs[i]
 		g.mu.Lock()
-		g.dropOwner(sc, false)
+		g.dropOwner(sc, all)
 		g.mu.Unlock()
 	}
 }
@@ -532,12 +537,7 @@ func (sc *shardCache) clear() {
 	if sc == nil || sc.inserted.Load() == 0 {
 		return
 	}
-	for i := range sc.c.segs {
-		g := &sc.c.segs[i]
-		g.mu.Lock()
-		g.dropOwner(sc, true)
-		g.mu.Unlock()
-	}
+	sc.drop(true)
 	sc.inserted.Store(0)
 	sc.groups.Store(0)
 }
