@@ -17,12 +17,12 @@ import (
 // (whole values, spread over the writes), packs them into chunks the size
 // of a block and deflates each on its own at flate.BestSpeed: 0.25 % of
 // the CPU of the 10M-key workload (1 % at one byte in 32), and a verdict
-// per 16 MiB of values written. Deflate
-// compresses better than LZ4 and Snappy, so when it saves less than
-// probeOffBelow of a window of samples, so would they, and RocksDB would
-// have stored the blocks as they were: compression is turned off. It is
-// turned on again when a window saves more than probeOnAbove. A store
-// whose compression was chosen explicitly has no probe.
+// per 16 MiB of values written. Deflate compresses better than LZ4 and
+// Snappy, so when it saves less than probeOffBelow of a window of samples,
+// so would they, and RocksDB would have stored the blocks as they were:
+// compression is turned off. It is turned on again when a window saves
+// more than probeOnAbove. A store whose compression was chosen explicitly
+// has no probe.
 type compressProbe struct {
 	debt  int    // value bytes to pass over before the next sampled value
 	chunk []byte // sampled values not yet deflated (< probeChunk bytes)
