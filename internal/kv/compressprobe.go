@@ -22,13 +22,16 @@ import (
 // so would they, and RocksDB would have stored the blocks as they were:
 // compression is turned off. It is turned on again when a window saves
 // more than probeOnAbove. A store whose compression was chosen explicitly
-// has no probe.
+// has no probe. Small values (under probeMinValue bytes on average) never
+// turn it off: their blocks are mostly keys and the keys' sequence numbers,
+// which the sample leaves out and which may compress.
 type compressProbe struct {
 	debt  int    // value bytes to pass over before the next sampled value
 	chunk []byte // sampled values not yet deflated (< probeChunk bytes)
 	// in and out are the bytes deflated in the current window, before and
 	// after.
 	in, out int
+	values  int  // the values sampled in the current window
 	on      bool // the verdict: compress
 	fw      *flate.Writer
 	cw      countWriter
@@ -40,6 +43,7 @@ const (
 	probeWindow   = 128 << 10
 	probeOffBelow = 0.10
 	probeOnAbove  = 0.20
+	probeMinValue = 64
 )
 
 func newCompressProbe() *compressProbe { return &compressProbe{on: true} }
@@ -50,6 +54,7 @@ func (p *compressProbe) add(v []byte) {
 		return
 	}
 	p.debt += (probeStride - 1) * len(v)
+	p.values++
 	for len(v) > 0 {
 		n := min(len(v), probeChunk-len(p.chunk))
 		p.chunk = append(p.chunk, v[:n]...)
@@ -81,9 +86,10 @@ func (p *compressProbe) verdict() (on, changed bool) {
 		return p.on, false
 	}
 	saved := 1 - float64(p.out)/float64(p.in)
-	p.in, p.out = 0, 0
+	large := p.in >= probeMinValue*p.values
+	p.in, p.out, p.values = 0, 0, 0
 	switch {
-	case p.on && saved < probeOffBelow:
+	case p.on && saved < probeOffBelow && large:
 		p.on = false
 		return false, true
 	case !p.on && saved > probeOnAbove:

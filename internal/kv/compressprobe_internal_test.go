@@ -8,8 +8,8 @@ import (
 )
 
 // The probe turns compression off after a window of values that deflate
-// does not shrink by probeOffBelow, and on again after a window it shrinks
-// by more than probeOnAbove; values of every size count.
+// does not shrink by probeOffBelow, unless they are small, and on again
+// after a window it shrinks by more than probeOnAbove.
 func TestCompressProbe(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	random := func(n int) []byte {
@@ -47,6 +47,9 @@ func TestCompressProbe(t *testing.T) {
 	}
 	if c := feed(3, func(i int) []byte { return text(i, 200) }); len(c) != 0 || !p.on {
 		t.Fatalf("compressible values: verdict changes %v, on %v; want none, on", c, p.on)
+	}
+	if c := feed(3, func(int) []byte { return random(24) }); len(c) != 0 || !p.on {
+		t.Fatalf("small random values: verdict changes %v, on %v; want none, on (their blocks are mostly keys)", c, p.on)
 	}
 	if c := feed(3, func(int) []byte { return random(200) }); len(c) != 1 || c[0] || p.on {
 		t.Fatalf("random values: verdict changes %v, on %v; want one to off", c, p.on)
